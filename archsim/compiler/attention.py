@@ -1,0 +1,102 @@
+"""Fused (flash) attention: work items of (sequence, query head group, query block), each
+streaming K and V blocks of its KV head through SRAM with an online softmax.
+
+Per KV block, an item computes S = Q K^T (bq x d x bk on the matrix units), the softmax of
+S (bq x bk exponentials on the special-function unit, a few lane ops per score) and O += P V
+(bq x bk x d). Causal items skip blocks above the diagonal. The first item of a wave to
+touch a K/V block reads it from HBM, the others hit in L2 (all K/V stays resident when it fits).
+Queries of the `heads / kv_heads` heads that share a KV head are processed as the query rows of
+one item in decode (GQA packing); in prefill each query head is its own item, as flash kernels do.
+Items are dealt to cores longest first, as a block scheduler does with causal work.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from archsim.compiler.program import Phase, Program, build_phase, deal_items
+from archsim.compiler.tiles import matmul_cycles, vector_cycles
+from archsim.graph.ops import Op
+from archsim.hardware import Chip
+
+BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
+SOFTMAX_LANE_OPS = 5  # per score: scale, max, subtract, sum, rescale (exp on the special unit)
+
+
+def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
+    """(query rows per item, bq, bk): the largest, squarest blocks whose Q and O blocks and
+    double-buffered K and V blocks fit in SRAM. Decode packs the GQA group as the query rows."""
+    d, a = op.head_dim, op.dtype.bytes
+    decode = op.q_len == 1
+    rows = op.heads // op.kv_heads if decode else op.q_len
+    fitting = [(bq, bk) for bq in BLOCK_SIZES for bk in BLOCK_SIZES
+               if (2 * min(bq, rows) * d + 2 * 2 * bk * d) * a <= chip.core.sram.capacity_bytes]
+    if decode:
+        fitting = [(bq, bk) for bq, bk in fitting if bq == min(BLOCK_SIZES)]
+    if not fitting:
+        return rows, min(BLOCK_SIZES), min(BLOCK_SIZES)
+    bq, bk = max(fitting, key=lambda p: (p[0] * p[1], -abs(p[0] - p[1]), p[1]))
+    return rows, bq, bk
+
+
+def compile_attention(op: Op, chip: Chip) -> Program:
+    d, a = op.head_dim, op.dtype.bytes
+    rows, bq, bk = _blocks(op, chip)
+    decode = op.q_len == 1
+    heads_per_item = op.heads // op.kv_heads if decode else 1
+    q_blocks = 1 if decode else math.ceil(op.q_len / bq)
+    kv_blocks = math.ceil(op.kv_len / bk)
+    past = op.kv_len - op.q_len
+    qrows = rows if decode else min(bq, op.q_len)
+    s_cyc = matmul_cycles(chip.core, qrows, d, bk, op.dtype)
+    p_cyc = matmul_cycles(chip.core, qrows, bk, d, op.dtype)
+    sm_cyc = vector_cycles(chip.core, qrows * bk * SOFTMAX_LANE_OPS, qrows * bk)
+    step_cycles = float(s_cyc + p_cyc + sm_cyc)
+    kv_block_bytes = 2.0 * bk * d * a
+    q_bytes = qrows * heads_per_item * d * a if not decode else rows * d * a
+    # items: (batch, kv head, head in group, query block); n_kv blocks each
+    items = []
+    for qb in range(q_blocks):
+        if op.causal and not decode:
+            last_q = min(op.q_len, (qb + 1) * bq) - 1 + past
+            n_kv = min(kv_blocks, last_q // bk + 1)
+        else:
+            n_kv = kv_blocks
+        items.append((qb, n_kv))
+    heads_items = op.heads // heads_per_item
+    # longest items first; within equal length, by (batch, head) for L2 locality
+    order = sorted(items, key=lambda x: -x[1])
+    all_items = [(b, h, qb, n_kv) for qb, n_kv in order for b in range(op.batch) for h in range(heads_items)]
+    costs = np.array([n for *_x, n in all_items], dtype=np.float64)
+    per_core = deal_items(costs, chip.cores)
+    kv_total = 2.0 * op.batch * op.kv_heads * op.kv_len * d * a
+    fits = kv_total <= chip.l2.capacity_bytes
+    group = op.heads // op.kv_heads
+    seen: set = set()
+    # each K/V block is fetched from HBM by the first item to touch it; with GQA the query heads
+    # of a group share their KV head's blocks through L2
+    first_touch = {}
+    for idx, (b, h, qb, n_kv) in enumerate(all_items):
+        kvh = h if decode else h // group
+        wave = idx // chip.cores if not fits else 0
+        key = (b, kvh, wave)
+        if key not in seen:
+            seen.add(key)
+            first_touch[idx] = True
+    sequences = []
+    for items_of_core in per_core:
+        entries = []
+        for idx in items_of_core:
+            _b, _h, _qb, n_kv = all_items[idx]
+            miss = first_touch.get(idx, False)
+            for j in range(n_kv):
+                moved = kv_block_bytes + (q_bytes if j == 0 else 0.0)
+                hbm = moved if miss else (q_bytes if j == 0 else 0.0)
+                store = q_bytes if j == n_kv - 1 else 0.0
+                entries.append((hbm, moved - hbm, step_cycles, store))
+        sequences.append(np.array(entries, dtype=np.float64).reshape(-1, 4))
+    stages = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
+    phase = build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk}")
+    return Program((phase,), op.flops(), op.min_bytes(), matrix=True)

@@ -1,0 +1,218 @@
+"""Tiling and mapping of GEMMs: output tiles that fit double-buffered in SRAM, dealt to cores in
+waves, split along K when there are too few tiles to fill the cores, with L2 reuse per wave.
+
+The tile shape is chosen as an autotuning kernel library would: every legal (tm, tn, tk, split)
+is costed with a quick analytic estimate (compute per wave, HBM traffic after L2 reuse, the
+per-core Little's-law bandwidth) and the cheapest is compiled into a Program.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from archsim.compiler.program import Phase, Program, build_phase
+from archsim.compiler.tiles import matmul_cycles, vector_cycles
+from archsim.graph.ops import Op
+from archsim.hardware import Chip, Core, DType
+from archsim.hardware.memory import hbm_bandwidth, hbm_latency_s, l2_bandwidth
+
+TILE_SIZES = (8, 16, 32, 64, 128, 256, 512)  # tile edges a kernel library offers (powers of two)
+K_STEPS = (32, 64, 128, 256, 512)
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+PARTIAL_BYTES = 4  # split-K partial sums are fp32
+
+
+def smallest_tile_bytes(core: Core, dtype: DType) -> int:
+    """SRAM needed for the smallest legal GEMM tile, double-buffered."""
+    edge = min(TILE_SIZES)
+    return int(2 * (edge * K_STEPS[0] * 2) * dtype.bytes)
+
+
+def _stage_bytes(tm, tn, tk, a: float, b: float):
+    return tm * tk * a + tk * tn * b
+
+
+def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int, int, int]]:
+    """The `count` most promising (tm, tn, tk, split) for the GEMM on the chip, best first.
+
+    Each legal tiling is costed analytically (compute per wave, HBM traffic after L2 reuse, L2
+    traffic, the per-core Little's-law bandwidth); ties go to the least compute. The engine then
+    plays the shortlist and keeps the fastest, as an autotuning kernel library does.
+    """
+    m, k, n = op.m, op.k, op.n
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    core = chip.core
+    tms = sorted({t for t in TILE_SIZES if t < 2 * m} | ({m} if m <= max(TILE_SIZES) else set()))
+    tns = sorted({t for t in TILE_SIZES if t < 2 * n} | ({n} if n <= max(TILE_SIZES) else set()))
+    tks = sorted({t for t in K_STEPS if t < 2 * k} | ({k} if k <= 4 * max(K_STEPS) else set()))
+    grid = np.array(list(itertools.product(tms, tns, tks)), dtype=np.int64)
+    tm, tn, tk = grid[:, 0], grid[:, 1], grid[:, 2]
+    stage = _stage_bytes(tm, tn, tk, a, b)
+    ok = 2 * stage <= core.sram.capacity_bytes
+    if not ok.any():
+        ok = stage == stage.min()
+    tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
+    em, en = np.minimum(tm, m), np.minimum(tn, n)
+    step_cycles = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype)
+    tiles = op.groups * -(-m // tm) * -(-n // tn)
+    ksteps = -(-k // tk)
+    stages = np.maximum(1, core.sram.capacity_bytes // stage)
+    lat = hbm_latency_s(chip)
+    rate = np.minimum(core.max_inflight_bytes, (stages - 1).clip(1) * stage) / lat
+    bw = hbm_bandwidth(chip, 0.0)
+    operands = op.groups * (m * k * a + k * n * b)
+    fits = operands <= chip.l2.capacity_bytes
+    scored = []
+    for split in SPLITS:
+        if split > 1 and (tiles >= chip.cores).all():
+            break
+        per_item = -(-ksteps // split)
+        items = tiles * split
+        waves = -(-items // chip.cores)
+        compute_s = waves * per_item * step_cycles / chip.clock_hz
+        rows_per_wave = np.maximum(1, chip.cores // np.maximum(1, -(-n // tn)))
+        b_passes = np.where(fits, 1, -(-(-(-m // tm)) // rows_per_wave))
+        hbm = op.groups * (m * k * a + b_passes * k * n * b) + op.groups * m * n * a
+        if split > 1:
+            hbm = hbm + 2 * split * op.groups * m * n * PARTIAL_BYTES
+        item_bytes = per_item * stage
+        core_s = waves * (item_bytes / rate + lat)
+        l2_s = items * item_bytes / l2_bandwidth(chip)
+        est = np.maximum(np.maximum(compute_s, hbm / bw), np.maximum(core_s, l2_s))
+        if split > 1:
+            est = est + chip.overheads.kernel_s
+        est = np.where(split <= ksteps, est, np.inf)
+        for i in np.lexsort((compute_s, est))[:count]:
+            if np.isfinite(est[i]):
+                scored.append((float(est[i]), float(compute_s[i]), (int(tm[i]), int(tn[i]), int(tk[i]), split)))
+    scored.sort()
+    out: list[tuple[int, int, int, int]] = []
+    for *_cost, tiling in scored:
+        if tiling not in out:
+            out.append(tiling)
+    return out[:count]
+
+
+def compile_gemm(op: Op, chip: Chip, tiling: tuple[int, int, int, int]) -> Program:
+    """Compile a GEMM (or `groups` equal GEMMs) with `tiling` = (tm, tn, tk, split) into the GEMM
+    phase and, if split along K, the reduction kernel."""
+    tm, tn, tk, split = tiling
+    phases = [_gemm_phase(op, chip, tm, tn, tk, split)]
+    if split > 1:
+        phases.append(_reduce_phase(op, chip, split))
+    return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)
+
+
+def _items(op: Op, tm: int, tn: int, tk: int, split: int):
+    """Work items in launch order: (group, row block, column block, K slice) with their sizes."""
+    m, k, n = op.m, op.k, op.n
+    ksteps = -(-k // tk)
+    per = -(-ksteps // split)
+    out = []
+    for g in range(op.groups):
+        for i in range(-(-m // tm)):
+            for j in range(-(-n // tn)):
+                for s in range(split):
+                    k0, k1 = s * per * tk, min(k, (s + 1) * per * tk)
+                    if k1 > k0:
+                        out.append((g, i, j, s, min(tm, m - i * tm), min(tn, n - j * tn), k1 - k0))
+    return out
+
+
+def _wave_hbm_fractions(items, cores: int, a: float, b: float, fits_l2: bool) -> list[float]:
+    """Share of each wave's operand bytes that misses L2: the first touch of each A row block
+    and B column block (per K slice) comes from HBM, the others hit. When all operands fit in
+    L2, blocks fetched by an earlier wave stay resident."""
+    seen: set = set()
+    fractions = []
+    for w in range(0, len(items), cores):
+        if not fits_l2:
+            seen = set()
+        unique = total = 0.0
+        for g, i, j, s, em, en, kl in items[w:w + cores]:
+            total += (em * a + en * b) * kl
+            if ("a", g, i, s) not in seen:
+                seen.add(("a", g, i, s))
+                unique += em * a * kl
+            if ("b", g, j, s) not in seen:
+                seen.add(("b", g, j, s))
+                unique += en * b * kl
+        fractions.append(unique / total if total else 0.0)
+    return fractions
+
+
+def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int) -> Phase:
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    items = _items(op, tm, tn, tk, split)
+    cores = chip.cores
+    fits = op.groups * (op.m * op.k * a + op.k * op.n * b) <= chip.l2.capacity_bytes
+    fractions = _wave_hbm_fractions(items, cores, a, b, fits)
+    out_bytes = PARTIAL_BYTES if split > 1 else op.dtype.bytes
+    cache: dict[tuple, np.ndarray] = {}
+
+    def item_entries(em: int, en: int, kl: int, frac: float) -> np.ndarray:
+        key = (em, en, kl, frac)
+        if key not in cache:
+            ks = np.full(-(-kl // tk), tk, dtype=np.int64)
+            ks[-1] = kl - tk * (len(ks) - 1)
+            moved = ks * (em * a + en * b)
+            seq = np.zeros((len(ks), 4))
+            seq[:, 0] = moved * frac
+            seq[:, 1] = moved * (1.0 - frac)
+            seq[:, 2] = matmul_cycles(chip.core, em, ks, en, op.dtype, op.b_dtype)
+            seq[-1, 3] = em * en * out_bytes
+            cache[key] = seq
+        return cache[key]
+
+    per_core: list[list[np.ndarray]] = [[] for _ in range(cores)]
+    for idx, (_g, _i, _j, _s, em, en, kl) in enumerate(items):
+        per_core[idx % cores].append(item_entries(em, en, kl, fractions[idx // cores]))
+    sequences = [np.concatenate(c) if c else np.zeros((0, 4)) for c in per_core]
+    stages = chip.core.sram.capacity_bytes // _stage_bytes(tm, tn, tk, a, b)
+    return build_phase(sequences, stages, f"gemm {tm}x{tn}x{tk} split{split}")
+
+
+def _reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
+    """Sum the fp32 partials of a split-K GEMM and write the output (its own kernel)."""
+    elements = op.groups * op.m * op.n
+    return streaming_phase(chip, elements, read_bytes_per_element=split * PARTIAL_BYTES,
+                           write_bytes_per_element=op.dtype.bytes, lane_ops_per_element=split,
+                           special_ops_per_element=0, label=f"split-K reduce x{split}")
+
+
+MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
+
+
+def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, write_bytes_per_element: float,
+                    lane_ops_per_element: float, special_ops_per_element: float, label: str,
+                    row_elements: int = 1) -> Phase:
+    """A streaming (vector / copy) kernel over `elements`, cut into chunks dealt to cores.
+
+    Chunks hold whole rows of `row_elements` (a row-wise op keeps a row on one core), at least
+    MIN_CHUNK_BYTES of input, and are spread so every core gets work when there is enough.
+    """
+    cores = chip.cores
+    per_el = max(read_bytes_per_element, 1e-9)
+    rows = max(1, elements // row_elements)
+    min_rows = max(1, math.ceil(MIN_CHUNK_BYTES / (per_el * row_elements)))
+    rows_per_chunk = max(min_rows, math.ceil(rows / cores))
+    # a chunk larger than a quarter of SRAM is streamed in several entries
+    max_rows = max(1, int(chip.core.sram.capacity_bytes // 4 // (per_el * row_elements)))
+    chunks = math.ceil(rows / rows_per_chunk)
+    sequences = []
+    for c in range(min(cores, chunks)):
+        my_chunks = range(c, chunks, cores)
+        entries = []
+        for ch in my_chunks:
+            r0 = ch * rows_per_chunk
+            r1 = min(rows, r0 + rows_per_chunk)
+            for e0 in range(r0, r1, max_rows):
+                e = (min(r1, e0 + max_rows) - e0) * row_elements
+                cyc = vector_cycles(chip.core, e * lane_ops_per_element, e * special_ops_per_element)
+                entries.append((e * read_bytes_per_element, 0.0, float(cyc), e * write_bytes_per_element))
+        sequences.append(np.array(entries, dtype=np.float64))
+    stages = max(2, chip.core.sram.capacity_bytes // max(1, int(max_rows * row_elements * per_el)))
+    return build_phase(sequences, stages, label)

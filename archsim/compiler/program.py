@@ -1,0 +1,90 @@
+"""A compiled op: per core, an ordered list of tile steps as plain arrays, ready for the engine.
+
+One `Phase` is one kernel: every core works through its entries (load, compute, store) with
+`stages` buffers of local SRAM, so loads run ahead of compute as far as buffers allow. A
+`Program` is one or more phases run one after another (a split-K GEMM is the GEMM, then the
+reduction), plus the op's ideal work for roofline accounting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Phase:
+    """One kernel's work. Entry i of sequence c is at index core_start[c] + i.
+
+    Cores that run identical entry sequences are stored once with a weight (how many cores run
+    it): they move in lockstep under fair sharing, so the engine simulates one and counts it
+    as `weight` flows. A GEMM's full waves collapse to one or two sequences this way.
+    """
+
+    core_start: np.ndarray  # int64 [sequences + 1], CSR offsets into the entry arrays
+    core_weight: np.ndarray  # int64 [sequences], physical cores that run each sequence
+    hbm_bytes: np.ndarray  # float64 [n], bytes loaded from HBM before entry i computes
+    l2_bytes: np.ndarray  # float64 [n], bytes loaded from L2 (hits) before entry i computes
+    compute_cycles: np.ndarray  # int64 [n]
+    store_bytes: np.ndarray  # float64 [n], bytes written to memory after entry i computes
+    stages: int  # SRAM buffers per core: loads run up to stages - 1 entries ahead
+    label: str = ""
+
+    @property
+    def entries(self) -> int:
+        return int(self.core_start[-1])
+
+    @property
+    def active_cores(self) -> int:
+        return int(self.core_weight[np.diff(self.core_start) > 0].sum())
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """Phases run back to back; `flops`, `min_bytes` state the op's ideal work."""
+
+    phases: tuple[Phase, ...]
+    flops: float  # useful floating-point operations (2 per MAC)
+    min_bytes: float  # compulsory HBM traffic: every operand read once, every result written once
+    matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
+
+
+def build_phase(sequences: list[np.ndarray], stages: int, label: str = "") -> Phase:
+    """Phase from one (n_i x 4) array per core of (hbm_bytes, l2_bytes, cycles, store_bytes).
+
+    Identical sequences are merged into one with a weight; empty ones are dropped.
+    """
+    groups: dict[bytes, list] = {}
+    for seq in sequences:
+        seq = np.ascontiguousarray(seq, dtype=np.float64).reshape(-1, 4)
+        if len(seq) == 0:
+            continue
+        seq[:, 2] = np.ceil(seq[:, 2])
+        key = seq.tobytes()
+        if key in groups:
+            groups[key][1] += 1
+        else:
+            groups[key] = [seq, 1]
+    seqs = [g[0] for g in groups.values()] or [np.zeros((0, 4))]
+    weights = np.array([g[1] for g in groups.values()] or [0], dtype=np.int64)
+    counts = np.array([len(q) for q in seqs], dtype=np.int64)
+    start = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(counts, out=start[1:])
+    flat = np.concatenate(seqs)
+    return Phase(start, weights, flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].astype(np.int64),
+                 flat[:, 3].copy(), max(1, int(stages)), label)
+
+
+def deal_items(item_costs: np.ndarray, cores: int) -> list[list[int]]:
+    """Assign work items to cores as a hardware block scheduler does: each item goes to the core
+    that frees up first, in the order given (ties to the lowest core). Returns item indices per core."""
+    import heapq
+
+    heap = [(0.0, c) for c in range(cores)]
+    out: list[list[int]] = [[] for _ in range(cores)]
+    for idx, cost in enumerate(item_costs):
+        t, c = heapq.heappop(heap)
+        out[c].append(idx)
+        heapq.heappush(heap, (t + float(cost), c))
+    return out

@@ -1,0 +1,44 @@
+"""Cycles of one tile step on a core: its matrix units working together, fed from local SRAM.
+
+A core's `A` arrays split a tile between them along N (or along M when N is too narrow), each
+computing its share with the systolic formula of `archsim.hardware.systolic`; the step takes
+the longer of that and the time the SRAM needs to deliver the operands.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from archsim.hardware import Core, DType
+from archsim.hardware.systolic import array_cycles
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = None):
+    """Cycles for one core to compute an m x k x n product (vectorised over arrays of shapes)."""
+    b_dtype = b_dtype or a_dtype
+    arr = core.array
+    kpc = arr.k_rate(_compute_dtype(a_dtype, b_dtype)) or arr.k_rate(DType.BF16)
+    units = core.matrix_units
+    m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
+    split_n = array_cycles(m, k, _ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
+    split_m = array_cycles(_ceil_div(m, units), k, n, arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
+    cycles = np.minimum(split_n, split_m)
+    operand_bytes = m * k * a_dtype.bytes + k * n * b_dtype.bytes
+    sram_cycles = np.ceil(operand_bytes / core.sram.bandwidth_bytes_per_cycle).astype(np.int64)
+    return np.maximum(cycles, sram_cycles)
+
+
+def _compute_dtype(a: DType, b: DType) -> DType:
+    """The MAC format: the wider of the two operands (fp8 x fp8 runs at the fp8 rate)."""
+    return a if a.bytes >= b.bytes else b
+
+
+def vector_cycles(core: Core, lane_ops, special_ops):
+    """Cycles of the vector unit for that many lane and special-function operations."""
+    lane = np.ceil(np.asarray(lane_ops, dtype=np.float64) / core.vector.lanes)
+    special = np.ceil(np.asarray(special_ops, dtype=np.float64) / core.vector.special_per_cycle)
+    return (lane + special).astype(np.int64)

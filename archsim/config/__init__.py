@@ -1,0 +1,1 @@
+"""Configuration: YAML in, frozen typed objects out. Dicts end here."""

@@ -1,0 +1,101 @@
+"""Schema of a hardware file (`hw_configs/*.yaml`): what each key means and in which unit."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from archsim.config.fields import (
+    BitsPerS, Bytes, BytesPerS, Hertz, PositiveInt, Seconds, SecondsOrZero, Strict,
+)
+
+
+class ArrayCfg(Strict):
+    count: PositiveInt = Field(description="systolic matrix units per core")
+    rows: PositiveInt = Field(description="PE rows (the reduction dimension under WS)")
+    cols: PositiveInt = Field(description="PE columns")
+    dataflow: Literal["ws", "os", "is"] = Field(description="weight-, output- or input-stationary")
+    fold_mode: Literal["serial", "pipelined"] = Field("pipelined", description="fold overlap")
+    k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
+        description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)")
+
+
+class VectorCfg(Strict):
+    lanes: PositiveInt = Field(description="elementwise operations per cycle per core")
+    special_per_cycle: PositiveInt = Field(description="exp/rsqrt operations per cycle per core")
+
+
+class SramCfg(Strict):
+    capacity: Bytes = Field(description="local scratchpad capacity per core")
+    bandwidth: Bytes = Field(description="bytes per cycle the scratchpad delivers to the units")
+    banks: PositiveInt = Field(description="SRAM banks")
+
+
+class DmaCfg(Strict):
+    max_inflight: Bytes = Field(description="bytes one core keeps in flight to memory")
+
+
+class CoresCfg(Strict):
+    count: PositiveInt = Field(description="cores on the chip")
+    matrix_units: ArrayCfg
+    vector_unit: VectorCfg
+    sram: SramCfg
+    dma: DmaCfg
+
+
+class L2Cfg(Strict):
+    capacity: Bytes = Field(description="shared L2 / global buffer capacity")
+    bandwidth: BytesPerS = Field(description="aggregate L2 bandwidth")
+    latency: Seconds = Field(description="L2 hit latency")
+
+
+class HbmCfg(Strict):
+    stacks: PositiveInt
+    channels_per_stack: PositiveInt
+    channel_width_bits: PositiveInt = Field(description="data bus width of one channel")
+    data_rate: BitsPerS = Field(description="per-pin data rate, e.g. '6.4 Gbps'")
+    capacity: Bytes = Field(description="usable capacity")
+    latency: Seconds = Field(description="loaded access latency seen by a core")
+    interleave: Bytes = Field(description="address interleave granularity across channels")
+    refresh_time: SecondsOrZero = Field(description="time a channel is busy refreshing per interval")
+    refresh_interval: Seconds = Field(description="refresh interval")
+    turnaround: SecondsOrZero = Field(description="read/write bus turnaround")
+    rw_batch: Bytes = Field(description="bytes served in one direction before turning around")
+
+    @model_validator(mode="after")
+    def _refresh_fits(self) -> "HbmCfg":
+        if self.refresh_time >= self.refresh_interval:
+            raise ValueError("refresh_time must be shorter than refresh_interval")
+        return self
+
+
+class NocCfg(Strict):
+    bandwidth: BytesPerS
+    hop_latency: SecondsOrZero
+    hops: PositiveInt = Field(description="average hops from a core to an L2 slice")
+
+
+class OverheadsCfg(Strict):
+    kernel: SecondsOrZero = Field(description="fixed cost per op when ops run back to back")
+    launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
+
+
+class InterconnectCfg(Strict):
+    links_per_chip: PositiveInt
+    link_bandwidth: BytesPerS = Field(description="per link, one direction")
+    link_latency: Seconds
+    topology: Literal["switch", "ring", "torus2d", "torus3d"]
+
+
+class HardwareCfg(Strict):
+    name: str
+    description: str = ""
+    chips: PositiveInt = 1
+    clock: Hertz
+    cores: CoresCfg
+    l2: L2Cfg
+    hbm: HbmCfg
+    noc: NocCfg
+    overheads: OverheadsCfg
+    interconnect: InterconnectCfg | None = None

@@ -1,0 +1,172 @@
+"""Load hardware and workload files into frozen objects; every problem located by file:line.
+
+`load_system("h200")` and `load_system("hw_configs/h200.yaml")` both work: a bare name is
+looked up among the shipped configs. Validation errors from the schemas are mapped back to the
+line of the offending key, with a did-you-mean for misspelt keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from archsim.config.hw_schema import HardwareCfg
+from archsim.config.workload_schema import WorkloadCfg
+from archsim.config.yamlfile import YamlDoc, read_yaml
+from archsim.errors import ConfigError, Problem
+from archsim.graph.model import DTypes, Fusion, ModelSpec, Scenario, Workload
+from archsim.hardware import (
+    Chip, Core, DType, Dataflow, FoldMode, Hbm, Interconnect, L2, Noc, Overheads, Sram,
+    System, SystolicArray, Topology, VectorUnit,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def shipped_dir(kind: str) -> Path:
+    """Folder of the shipped `hw_configs` or `workloads` (repo checkout or installed data)."""
+    for base in (ROOT / kind, Path(__file__).resolve().parents[1] / "data" / kind):
+        if base.is_dir():
+            return base
+    return ROOT / kind
+
+
+def resolve_path(name_or_path: str, kind: str) -> str:
+    """A path as given if it exists, else a shipped config of that name (`h200` -> .../h200.yaml)."""
+    p = Path(name_or_path)
+    if p.exists() or p.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        return name_or_path
+    candidate = shipped_dir(kind) / f"{name_or_path}.yaml"
+    if candidate.exists():
+        return str(candidate)
+    known = sorted(q.stem for q in shipped_dir(kind).glob("*.yaml"))
+    hint = difflib.get_close_matches(name_or_path, known, n=1)
+    extra = f"; did you mean {hint[0]!r}?" if hint else f"; shipped: {', '.join(known)}"
+    raise ConfigError.single(name_or_path, "", f"no such file or shipped {kind} name{extra}")
+
+
+def _problems_from(err: ValidationError, doc: YamlDoc, schema: type[BaseModel]) -> list[Problem]:
+    problems = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            known = _fields_at(schema, loc[:-1])
+            hint = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            msg = "unknown key" + (f"; did you mean {hint[0]!r}?" if hint else
+                                   f"; expected one of {', '.join(known)}")
+        elif e["type"] == "missing":
+            msg = "missing required key"
+        elif "input" in e and not isinstance(e["input"], (dict, list)) and "got" not in msg:
+            msg = f"{msg} (got {e['input']!r})"
+        problems.append(doc.problem(loc, msg))
+    return problems
+
+
+def _fields_at(schema: type[BaseModel], loc: tuple) -> list[str]:
+    """Names of the keys allowed at `loc` in `schema`, for did-you-mean hints."""
+    model: Any = schema
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        ann = field.annotation
+        model = next((a for a in getattr(ann, "__args__", (ann,)) if hasattr(a, "model_fields")), ann)
+    return sorted(getattr(model, "model_fields", {}))
+
+
+def validate_doc(doc: YamlDoc, schema: type[Model]) -> Model:
+    try:
+        return schema.model_validate(doc.data)
+    except ValidationError as err:
+        raise ConfigError(_problems_from(err, doc, schema)) from None
+
+
+def _build_system(cfg: HardwareCfg, source: str) -> System:
+    c = cfg.cores
+    array = SystolicArray(
+        rows=c.matrix_units.rows, cols=c.matrix_units.cols,
+        dataflow=Dataflow(c.matrix_units.dataflow), fold_mode=FoldMode(c.matrix_units.fold_mode),
+        k_per_cycle=tuple(sorted(c.matrix_units.k_per_cycle.items())),
+    )
+    core = Core(
+        matrix_units=c.matrix_units.count, array=array,
+        vector=VectorUnit(c.vector_unit.lanes, c.vector_unit.special_per_cycle),
+        sram=Sram(int(c.sram.capacity), int(c.sram.bandwidth), c.sram.banks),
+        max_inflight_bytes=int(c.dma.max_inflight),
+    )
+    h = cfg.hbm
+    chip = Chip(
+        name=cfg.name, clock_hz=cfg.clock, cores=c.count, core=core,
+        l2=L2(int(cfg.l2.capacity), cfg.l2.bandwidth, cfg.l2.latency),
+        hbm=Hbm(h.stacks, h.channels_per_stack, h.channel_width_bits, h.data_rate, int(h.capacity),
+                h.latency, int(h.interleave), h.refresh_time, h.refresh_interval, h.turnaround,
+                int(h.rw_batch)),
+        noc=Noc(cfg.noc.bandwidth, cfg.noc.hop_latency, cfg.noc.hops),
+        overheads=Overheads(cfg.overheads.kernel, cfg.overheads.launch),
+    )
+    link = None
+    if cfg.interconnect is not None:
+        i = cfg.interconnect
+        link = Interconnect(i.links_per_chip, i.link_bandwidth, i.link_latency, Topology(i.topology))
+    return System(chip=chip, chips=cfg.chips, interconnect=link, source=source)
+
+
+def _check_system(system: System, doc: YamlDoc) -> None:
+    """Cross-field checks that need the built objects."""
+    from archsim.compiler.gemm import smallest_tile_bytes  # compiler owns the tile rules
+
+    core = system.chip.core
+    need = smallest_tile_bytes(core, DType.BF16)
+    if core.sram.capacity_bytes < need:
+        raise ConfigError([doc.problem(("cores", "sram", "capacity"),
+                          f"too small for the smallest legal tile ({need} bytes needed, "
+                          f"got {core.sram.capacity_bytes})")])
+    if core.array.k_rate(DType.BF16) == 0:
+        raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
+
+
+def load_system(name_or_path: str) -> tuple[System, dict]:
+    """Load a hardware file: the System and its resolved (canonical-unit) configuration."""
+    path = resolve_path(name_or_path, "hw_configs")
+    doc = read_yaml(path)
+    cfg = validate_doc(doc, HardwareCfg)
+    system = _build_system(cfg, path)
+    _check_system(system, doc)
+    return system, cfg.model_dump(mode="json")
+
+
+def workload_from_cfg(cfg: WorkloadCfg, source: str) -> Workload:
+    m = cfg.model
+    model = ModelSpec(
+        name=cfg.name, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads,
+        head_dim=m.head_dim, ffn=m.ffn, vocab=m.vocab, tied_embeddings=m.tied_embeddings,
+        experts=m.moe.experts if m.moe else 1, top_k=m.moe.top_k if m.moe else 1,
+    )
+    d = cfg.dtypes
+    return Workload(
+        model=model,
+        dtypes=DTypes(DType(d.weights), DType(d.activations), DType(d.kv_cache)),
+        scenario=Scenario(cfg.scenario.batch, cfg.scenario.prompt_tokens, cfg.scenario.output_tokens),
+        fusion=Fusion(cfg.fusion), source=source,
+    )
+
+
+def load_workload(name_or_path: str) -> tuple[Workload, dict]:
+    """Load a workload file: the Workload and its resolved configuration."""
+    path = resolve_path(name_or_path, "workloads")
+    doc = read_yaml(path)
+    cfg = validate_doc(doc, WorkloadCfg)
+    return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
+
+
+def config_hash(resolved: dict) -> str:
+    """Stable short hash of a resolved configuration (sorted-key JSON, SHA-256)."""
+    text = json.dumps(resolved, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

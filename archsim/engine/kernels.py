@@ -1,0 +1,209 @@
+"""The event loop: cores working through tile entries, sharing L2 and HBM bandwidth as fluids.
+
+Each simulated sequence stands for `weight` identical cores. Per core:
+  * a DMA engine loads entries in order, each once an SRAM buffer is free (entry j may load
+    when the compute of entry j - stages has finished); the data of a load starts flowing one
+    access latency after it was issued and after the previous load's data;
+  * the matrix/vector units compute entry j once its load is done and entry j - 1 is computed;
+    time spent waiting for the load is a memory stall;
+  * results are posted as writes into a store backlog that drains to HBM without blocking.
+Bandwidth: every active flow (a load's data phase, a non-empty store backlog) is capped by
+its core's Little's-law rate (bytes in flight / latency) and by the HBM channels its transfer
+touches; HBM and L2 are shared between flows by max-min fair water-filling. Between events all
+rates are constant, so the timeline is exact for this fluid model. Event times are rounded up to
+whole cycles. Leaf kernels only: arrays and scalars in, arrays out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from archsim.engine.jit import njit
+
+INF = 1.0e300
+
+
+@njit
+def _water_fill(rate, use, weight, active, capacity):
+    """Lower `rate` so that sum(weight * rate * use) over active flows fits `capacity`, max-min fair."""
+    n = rate.shape[0]
+    total = 0.0
+    for i in range(n):
+        if active[i] and use[i] > 0.0:
+            total += weight[i] * rate[i] * use[i]
+    if total <= capacity:
+        return
+    demand = np.empty(n)
+    order_w = np.empty(n)
+    k = 0
+    for i in range(n):
+        if active[i] and use[i] > 0.0:
+            demand[k] = rate[i] * use[i]
+            order_w[k] = weight[i]
+            k += 1
+    idx = np.argsort(demand[:k])
+    left = capacity
+    weight_left = 0.0
+    for j in range(k):
+        weight_left += order_w[j]
+    level = 0.0
+    for j in range(k):
+        d = demand[idx[j]]
+        w = order_w[idx[j]]
+        if d * weight_left <= left:
+            left -= d * w
+            weight_left -= w
+        else:
+            level = left / weight_left
+            break
+    else:
+        return
+    for i in range(n):
+        if active[i] and use[i] > 0.0 and rate[i] * use[i] > level:
+            rate[i] = level / use[i]
+
+
+@njit
+def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
+                   inflight, hbm_latency, l2_latency, hbm_bw, l2_bw, chan_bw, interleave, channels):
+    """Play one phase. Bandwidths in bytes/cycle, latencies in cycles, inflight in bytes.
+
+    Returns per sequence: (end cycle, busy cycles, stall cycles) as float64 arrays, and the
+    total cycles of the phase.
+    """
+    s_count = core_start.shape[0] - 1
+    n_total = hbm.shape[0]
+    comp_end = np.zeros(n_total)
+    load_done = np.full(n_total, INF)
+    next_load = np.zeros(s_count, np.int64)  # next entry whose load has not started
+    loading = np.full(s_count, -1, np.int64)  # entry whose data is flowing, -1 if none
+    ready_at = np.zeros(s_count)  # when the loading entry's data may start flowing
+    load_left = np.zeros(s_count)  # bytes of the loading entry still to move
+    load_hfrac = np.zeros(s_count)
+    load_cap = np.zeros(s_count)
+    comp_next = np.zeros(s_count, np.int64)  # next entry to compute
+    comp_busy_until = np.zeros(s_count)
+    computing = np.zeros(s_count, np.bool_)
+    store_left = np.zeros(s_count)
+    busy = np.zeros(s_count)
+    stall = np.zeros(s_count)
+    end = np.zeros(s_count)
+    wf = weight.astype(np.float64)
+    store_cap = inflight / hbm_latency
+    # flows: index s for loads, s_count + s for store backlogs
+    rate = np.zeros(2 * s_count)
+    use_h = np.zeros(2 * s_count)
+    use_l = np.zeros(2 * s_count)
+    active = np.zeros(2 * s_count, np.bool_)
+    wflow = np.concatenate((wf, wf))
+    t = 0.0
+    done = 0
+    finished = np.zeros(s_count, np.bool_)
+    for s in range(s_count):
+        if core_start[s + 1] == core_start[s]:
+            finished[s] = True
+            done += 1
+    while done < s_count:
+        # start whatever can start at time t
+        for s in range(s_count):
+            if finished[s]:
+                continue
+            base = core_start[s]
+            n = core_start[s + 1] - base
+            # a free DMA takes the next load once its buffer is free
+            if loading[s] < 0 and next_load[s] < n:
+                j = next_load[s]
+                slot_free = 0.0 if j < stages else comp_end[base + j - stages]
+                if j < stages or comp_next[s] > j - stages and not (computing[s] and comp_next[s] - 1 == j - stages):
+                    e = base + j
+                    nbytes = hbm[e] + l2[e]
+                    if nbytes <= 0.0:
+                        load_done[e] = max(t, slot_free)
+                        next_load[s] += 1
+                    else:
+                        hf = hbm[e] / nbytes
+                        lat = hf * hbm_latency + (1.0 - hf) * l2_latency
+                        loading[s] = j
+                        ready_at[s] = max(np.ceil(slot_free + lat), t)
+                        load_left[s] = nbytes
+                        load_hfrac[s] = hf
+                        cap = inflight / lat
+                        if hbm[e] > 0.0:
+                            touched = min(channels, np.ceil(hbm[e] / interleave))
+                            cap = min(cap, touched * chan_bw / hf)
+                        load_cap[s] = cap
+                        next_load[s] += 1
+            # the compute unit takes the next entry once it is loaded
+            if computing[s] and comp_busy_until[s] <= t:
+                computing[s] = False
+                e = base + comp_next[s] - 1
+                store_left[s] += store[e]
+            if not computing[s] and comp_next[s] < n:
+                e = base + comp_next[s]
+                if load_done[e] <= t:
+                    prev = comp_end[e - 1] if comp_next[s] > 0 else 0.0
+                    start = t
+                    stall[s] += start - prev
+                    comp_end[e] = start + cycles[e]
+                    comp_busy_until[s] = comp_end[e]
+                    busy[s] += cycles[e]
+                    computing[s] = True
+                    comp_next[s] += 1
+        # rates of the active flows
+        for s in range(s_count):
+            f = s_count + s
+            active[s] = loading[s] >= 0 and ready_at[s] <= t
+            rate[s] = load_cap[s]
+            use_h[s] = load_hfrac[s]
+            use_l[s] = 1.0 - load_hfrac[s]
+            active[f] = store_left[s] > 0.0
+            rate[f] = store_cap
+            use_h[f] = 1.0
+            use_l[f] = 0.0
+        _water_fill(rate, use_h, wflow, active, hbm_bw)
+        _water_fill(rate, use_l, wflow, active, l2_bw)
+        # next event
+        t_next = INF
+        for s in range(s_count):
+            if finished[s]:
+                continue
+            if computing[s]:
+                t_next = min(t_next, comp_busy_until[s])
+            if loading[s] >= 0:
+                if active[s]:
+                    t_next = min(t_next, t + load_left[s] / rate[s])
+                else:
+                    t_next = min(t_next, ready_at[s])
+            f = s_count + s
+            if active[f]:
+                t_next = min(t_next, t + store_left[s] / rate[f])
+        if t_next >= INF:
+            # nothing in flight: every remaining core is waiting on a zero-time transition
+            t_next = t
+        t_next = max(t, np.ceil(t_next - 1e-7))
+        dt = t_next - t
+        for s in range(s_count):
+            if active[s]:
+                load_left[s] -= rate[s] * dt
+            f = s_count + s
+            if active[f]:
+                store_left[s] = max(0.0, store_left[s] - rate[f] * dt)
+                if store_left[s] < 1e-6:
+                    store_left[s] = 0.0
+        t = t_next
+        for s in range(s_count):
+            if finished[s]:
+                continue
+            base = core_start[s]
+            n = core_start[s + 1] - base
+            if loading[s] >= 0 and ready_at[s] <= t and load_left[s] <= 1e-6:
+                load_done[base + loading[s]] = t
+                loading[s] = -1
+            if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
+                computing[s] = False
+                store_left[s] += store[base + n - 1]
+            if (comp_next[s] == n and not computing[s] and store_left[s] <= 0.0):
+                finished[s] = True
+                end[s] = t
+                done += 1
+    return end, busy, stall, t

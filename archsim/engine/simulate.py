@@ -1,0 +1,93 @@
+"""Simulate one op on one chip: compile it, play each phase in the event loop, add overheads.
+
+Results are memoised by (op, chip): ops are frozen and compare by kind and shape, so a decode
+loop re-simulates only what changes from step to step (attention over a longer cache).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from archsim.compiler.compile import compile_candidates
+from archsim.compiler.program import Program
+from archsim.compiler.program import Phase
+from archsim.engine.kernels import simulate_phase
+from archsim.engine.timing import Bound, OpTiming
+from archsim.graph.ops import Op
+from archsim.hardware import Chip
+from archsim.hardware.memory import (
+    hbm_bandwidth, hbm_efficiency, hbm_latency_s, l2_bandwidth, l2_latency_s,
+)
+
+
+def run_phase(phase: Phase, chip: Chip) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Play one phase: per-sequence (end, busy, stall) in cycles and the phase's total cycles."""
+    if phase.entries == 0:
+        z = np.zeros(0)
+        return z, z, z, 0.0
+    w = phase.core_weight.astype(np.float64)
+    seq = np.repeat(np.arange(len(w)), np.diff(phase.core_start))
+    stores = float(np.sum(phase.store_bytes * w[seq]))
+    loads = float(np.sum(phase.hbm_bytes * w[seq]))
+    write_fraction = stores / (stores + loads) if stores + loads > 0 else 0.0
+    clock = chip.clock_hz
+    hbm = chip.hbm
+    chan_bw = hbm.channel_bandwidth_bytes_per_s * hbm_efficiency(hbm, write_fraction) / clock
+    end, busy, stall, total = simulate_phase(
+        phase.core_start, phase.core_weight, phase.hbm_bytes, phase.l2_bytes,
+        phase.compute_cycles.astype(np.float64), phase.store_bytes, int(phase.stages),
+        float(chip.core.max_inflight_bytes), hbm_latency_s(chip) * clock, l2_latency_s(chip) * clock,
+        hbm_bandwidth(chip, write_fraction) / clock, l2_bandwidth(chip) / clock, chan_bw,
+        float(hbm.interleave_bytes), float(hbm.channels),
+    )
+    return end, busy, stall, float(total)
+
+
+def play_program(program: Program, chip: Chip) -> dict:
+    """Play every phase of a program; totals over phases for the critical core and all cores."""
+    out = dict(cycles=0, compute=0, stall=0, busy=0.0, core_cycles=0.0, hbm=0.0, l2=0.0, active=0)
+    for phase in program.phases:
+        end, busy, stalls, total = run_phase(phase, chip)
+        if len(end) == 0:
+            continue
+        crit = int(np.argmax(end))
+        w = phase.core_weight.astype(np.float64)
+        seq = np.repeat(np.arange(len(w)), np.diff(phase.core_start))
+        out["cycles"] += int(total)
+        out["compute"] += int(busy[crit])
+        out["stall"] += int(stalls[crit])
+        out["busy"] += float(np.sum(busy * w))
+        out["core_cycles"] += chip.cores * total
+        out["hbm"] += float(np.sum((phase.hbm_bytes + phase.store_bytes) * w[seq]))
+        out["l2"] += float(np.sum(phase.l2_bytes * w[seq]))
+        out["active"] = max(out["active"], phase.active_cores)
+    return out
+
+
+@lru_cache(maxsize=65536)
+def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
+    """Time of one execution of `op` on `chip`; `standalone` adds the cost of a lone launch."""
+    played = []
+    for program in compile_candidates(op, chip):
+        launches = len(program.phases)
+        result = play_program(program, chip)
+        total_s = result["cycles"] / chip.clock_hz + launches * chip.overheads.kernel_s
+        played.append((total_s, launches, program, result))
+    _, launches, program, r = min(played, key=lambda p: p[0])
+    k = op.kernels
+    launches *= k
+    overhead_s = launches * chip.overheads.kernel_s + (chip.overheads.launch_s if standalone else 0.0)
+    overhead = int(round(overhead_s * chip.clock_hz))
+    waiting = r["cycles"] - r["compute"]
+    bound = max(((r["compute"], Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead / k, Bound.OVERHEAD)),
+                key=lambda x: x[0])[1]
+    total_cycles = k * r["cycles"] + overhead
+    return OpTiming(
+        cycles=total_cycles, time_s=total_cycles / chip.clock_hz, compute_cycles=k * r["compute"],
+        stall_cycles=k * r["stall"], overhead_cycles=overhead, busy_core_cycles=k * r["busy"],
+        core_cycles=k * r["core_cycles"], hbm_bytes=k * r["hbm"], l2_bytes=k * r["l2"],
+        flops=k * program.flops, min_bytes=k * program.min_bytes, kernels=launches,
+        active_cores=r["active"], bound=bound,
+    )

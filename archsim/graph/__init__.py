@@ -1,0 +1,1 @@
+"""Operator graphs of LLM steps: ops, the model description and the step builder."""

@@ -1,0 +1,116 @@
+"""Build the ops of one prefill or decode step of a decoder-only transformer.
+
+One function serves both phases: a step is `batch` sequences each adding `new_tokens` tokens
+after `past` cached ones (prefill: past = 0; decode: new_tokens = 1). Per-layer ops carry
+`repeat = layers`. The degree of fusion follows the workload: EAGER reproduces PyTorch eager
+(the measured H200 model), FUSED what a tuned serving engine runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from archsim.graph.model import Fusion, ModelSpec, Phase, Workload
+from archsim.graph.ops import Op, OpKind, VectorOp
+
+EAGER_ROPE_KERNELS = 8  # slicing, four multiplies, two adds/subs, a stack and a copy, per tensor
+
+
+@dataclass(frozen=True)
+class Step:
+    """One forward step: `batch` sequences, `new_tokens` each, after `past` cached tokens."""
+
+    phase: Phase
+    batch: int
+    new_tokens: int
+    past: int
+    with_embedding_and_head: bool = True
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.new_tokens
+
+    @property
+    def kv_len(self) -> int:
+        return self.past + self.new_tokens
+
+
+def expected_active_experts(experts: int, top_k: int, tokens: int) -> int:
+    """Experts that receive at least one of `tokens` tokens under uniform routing:
+    E * (1 - (1 - k/E)^T), rounded, at least min(E, k)."""
+    expected = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    return max(min(experts, top_k), min(experts, int(round(expected))))
+
+
+def _ffn_ops(model: ModelSpec, w: Workload, tokens: int) -> list[Op]:
+    act, wd = w.dtypes.activations, w.dtypes.weights
+    eager = w.fusion is Fusion.EAGER
+    L = model.layers
+    ops: list[Op] = []
+    if model.is_moe:
+        active = expected_active_experts(model.experts, model.top_k, tokens)
+        per_expert = math.ceil(tokens * model.top_k / active)
+        ops.append(Op(OpKind.GEMM, act, m=tokens, k=model.hidden, n=model.experts, weight_dtype=wd).named("router", L))
+        ops.append(Op(OpKind.VECTOR, act, m=tokens, n=model.experts, vop=VectorOp.TOPK).named("router_topk", L))
+        routed = tokens * model.top_k
+        ops.append(Op(OpKind.GEMM, act, m=per_expert, k=model.hidden, n=2 * model.ffn, groups=active,
+                      weight_dtype=wd).named(f"experts_gate_up[{active}]", L))
+        ops += _silu_mul(act, routed, model.ffn, eager, L)
+        ops.append(Op(OpKind.GEMM, act, m=per_expert, k=model.ffn, n=model.hidden, groups=active,
+                      weight_dtype=wd).named(f"experts_down[{active}]", L))
+    else:
+        ops.append(Op(OpKind.GEMM, act, m=tokens, k=model.hidden, n=2 * model.ffn, weight_dtype=wd).named("gate_up", L))
+        ops += _silu_mul(act, tokens, model.ffn, eager, L)
+        ops.append(Op(OpKind.GEMM, act, m=tokens, k=model.ffn, n=model.hidden, weight_dtype=wd).named("down", L))
+    return ops
+
+
+def _silu_mul(act, rows: int, ffn: int, eager: bool, layers: int) -> list[Op]:
+    if eager:
+        return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU).named("silu", layers),
+                Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.MUL).named("mul", layers)]
+    return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU_MUL).named("silu_mul", layers)]
+
+
+def build_step(w: Workload, step: Step) -> list[Op]:
+    """The ops of one step, in execution order."""
+    model, act, wd, kvd = w.model, w.dtypes.activations, w.dtypes.weights, w.dtypes.kv_cache
+    eager = w.fusion is Fusion.EAGER
+    T, L, B = step.tokens, model.layers, step.batch
+    norm = VectorOp.RMSNORM if eager else VectorOp.ADD_RMSNORM
+    ops: list[Op] = []
+    if step.with_embedding_and_head:
+        ops.append(Op(OpKind.EMBEDDING, act, m=T, n=model.hidden).named("embedding"))
+    ops.append(Op(OpKind.VECTOR, act, m=T, n=model.hidden, vop=norm).named("attn_norm", L))
+    ops.append(Op(OpKind.GEMM, act, m=T, k=model.hidden, n=model.q_dim + 2 * model.kv_dim,
+                  weight_dtype=wd).named("qkv", L))
+    kv_write_bytes = int(T * model.kv_dim * kvd.bytes)
+    if eager:
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=model.q_dim, vop=VectorOp.MUL,
+                      kernels=EAGER_ROPE_KERNELS).named("rope_q", L))
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=model.kv_dim, vop=VectorOp.MUL,
+                      kernels=EAGER_ROPE_KERNELS).named("rope_k", L))
+        ops.append(Op(OpKind.COPY, bytes=kv_write_bytes, kernels=2).named("kv_write", L))
+    else:
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=model.q_dim + model.kv_dim, vop=VectorOp.ROPE).named("rope", L))
+        ops.append(Op(OpKind.COPY, bytes=2 * kv_write_bytes).named("kv_write", L))
+    kv_heads = model.kv_heads
+    if eager and step.phase is Phase.PREFILL and model.kv_heads < model.heads:
+        expand = int(B * model.heads * step.kv_len * model.head_dim * kvd.bytes)
+        ops.append(Op(OpKind.COPY, bytes=expand, kernels=2).named("kv_expand", L))
+        kv_heads = model.heads
+    ops.append(Op(OpKind.ATTENTION, kvd, batch=B, heads=model.heads, kv_heads=kv_heads,
+                  head_dim=model.head_dim, q_len=step.new_tokens, kv_len=step.kv_len,
+                  causal=step.phase is Phase.PREFILL).named("attention", L))
+    ops.append(Op(OpKind.GEMM, act, m=T, k=model.q_dim, n=model.hidden, weight_dtype=wd).named("o_proj", L))
+    if eager:
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=model.hidden, vop=VectorOp.ADD).named("residual_add", L))
+    ops.append(Op(OpKind.VECTOR, act, m=T, n=model.hidden, vop=norm).named("ffn_norm", L))
+    ops += _ffn_ops(model, w, T)
+    if eager:
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=model.hidden, vop=VectorOp.ADD).named("residual_add2", L))
+    if step.with_embedding_and_head:
+        ops.append(Op(OpKind.VECTOR, act, m=B, n=model.hidden, vop=VectorOp.RMSNORM).named("final_norm"))
+        ops.append(Op(OpKind.GEMM, act, m=B, k=model.hidden, n=model.vocab, weight_dtype=wd).named("lm_head"))
+    return ops

@@ -1,0 +1,207 @@
+"""The hardware: systolic arrays, vector units, SRAM, L2, HBM, NoC, links, chips and systems.
+
+Everything here is a frozen dataclass in canonical units: bytes, bytes/s, Hz, seconds and
+cycles. Derived figures (peak FLOP/s, HBM peak bandwidth, streaming efficiency) are properties
+computed from the physical parameters, so a config never states the same fact twice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Dataflow(str, Enum):
+    """Which operand stays in the processing elements of a systolic array."""
+
+    WS = "ws"  # weight-stationary
+    OS = "os"  # output-stationary
+    IS = "is"  # input-stationary
+
+
+class FoldMode(str, Enum):
+    """Whether the fill of the next fold overlaps the drain of the last (as real arrays do)."""
+
+    SERIAL = "serial"  # SCALE-Sim's accounting, fold after fold
+    PIPELINED = "pipelined"
+
+
+class DType(str, Enum):
+    """Number formats of weights, activations and the KV cache."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def bytes(self) -> float:
+        return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}[self.value]
+
+
+class Topology(str, Enum):
+    """How the chips of a system are joined."""
+
+    SWITCH = "switch"
+    RING = "ring"
+    TORUS2D = "torus2d"
+    TORUS3D = "torus3d"
+
+
+@dataclass(frozen=True)
+class SystolicArray:
+    """A `rows x cols` array of multiply-accumulate PEs.
+
+    `k_per_cycle[dtype]` is how many products along the reduction dimension one PE takes per
+    cycle in that dtype (1 for bf16; 2 where fp8 runs at twice the rate). A dtype absent from
+    the map is not supported by the array.
+    """
+
+    rows: int
+    cols: int
+    dataflow: Dataflow
+    fold_mode: FoldMode
+    k_per_cycle: tuple[tuple[str, int], ...]  # (dtype name, products per PE per cycle)
+
+    def k_rate(self, dtype: DType) -> int:
+        """Reduction-dimension products per PE per cycle in `dtype` (0 if unsupported)."""
+        return dict(self.k_per_cycle).get(dtype.value, 0)
+
+    def macs_per_cycle(self, dtype: DType) -> int:
+        return self.rows * self.cols * self.k_rate(dtype)
+
+
+@dataclass(frozen=True)
+class VectorUnit:
+    """SIMD lanes for elementwise work and a slower special-function unit (exp, rsqrt)."""
+
+    lanes: int  # elementwise operations per cycle
+    special_per_cycle: int  # transcendental operations per cycle
+
+
+@dataclass(frozen=True)
+class Sram:
+    """A core's local scratchpad (shared memory on a GPU)."""
+
+    capacity_bytes: int
+    bandwidth_bytes_per_cycle: int
+    banks: int
+
+
+@dataclass(frozen=True)
+class Core:
+    """One core (an SM, a TensorCore of a TPU): matrix units, a vector unit, local SRAM, a DMA."""
+
+    matrix_units: int
+    array: SystolicArray
+    vector: VectorUnit
+    sram: Sram
+    max_inflight_bytes: int  # bytes one core's DMA keeps in flight (sets its bandwidth by Little's law)
+
+    def macs_per_cycle(self, dtype: DType) -> int:
+        return self.matrix_units * self.array.macs_per_cycle(dtype)
+
+
+@dataclass(frozen=True)
+class L2:
+    """The shared on-chip buffer between the cores and HBM."""
+
+    capacity_bytes: int
+    bandwidth_bytes_per_s: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class Hbm:
+    """High-bandwidth memory: stacks of channels and the timing that sets achievable bandwidth.
+
+    Peak bandwidth is stacks x channels x bus width x data rate. Streaming efficiency loses the
+    refresh time (`refresh_s` every `refresh_interval_s`) and, when reads and writes mix, a bus
+    turnaround of `turnaround_s` each time the controller switches direction after serving
+    `rw_batch_bytes` in one direction.
+    """
+
+    stacks: int
+    channels_per_stack: int
+    channel_width_bits: int
+    data_rate_bits_per_s: float  # per pin
+    capacity_bytes: int
+    latency_s: float
+    interleave_bytes: int
+    refresh_s: float
+    refresh_interval_s: float
+    turnaround_s: float
+    rw_batch_bytes: int
+
+    @property
+    def channels(self) -> int:
+        return self.stacks * self.channels_per_stack
+
+    @property
+    def channel_bandwidth_bytes_per_s(self) -> float:
+        return self.channel_width_bits * self.data_rate_bits_per_s / 8.0
+
+    @property
+    def peak_bandwidth_bytes_per_s(self) -> float:
+        return self.channels * self.channel_bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True)
+class Noc:
+    """The on-chip network between cores and the L2 slices."""
+
+    bandwidth_bytes_per_s: float
+    hop_latency_s: float
+    hops: int
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """Fixed costs per kernel: back to back (as in a CUDA graph) and when launched alone."""
+
+    kernel_s: float
+    launch_s: float
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """Chip-to-chip links."""
+
+    links_per_chip: int
+    link_bandwidth_bytes_per_s: float  # one direction
+    link_latency_s: float
+    topology: Topology
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator chip."""
+
+    name: str
+    clock_hz: float
+    cores: int
+    core: Core
+    l2: L2
+    hbm: Hbm
+    noc: Noc
+    overheads: Overheads
+
+    def peak_flops(self, dtype: DType) -> float:
+        """Dense FLOP/s: 2 x MACs per cycle x cores x clock."""
+        return 2.0 * self.core.macs_per_cycle(dtype) * self.cores * self.clock_hz
+
+    def cycles(self, seconds: float) -> int:
+        return int(math.ceil(seconds * self.clock_hz))
+
+
+@dataclass(frozen=True)
+class System:
+    """`chips` identical chips joined by an interconnect."""
+
+    chip: Chip
+    chips: int = 1
+    interconnect: Interconnect | None = None
+    source: str = field(default="", compare=False)

@@ -1,0 +1,1 @@
+"""Runners: a generation (prefill, then decode with a growing KV cache) on top of the engine."""

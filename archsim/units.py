@@ -1,0 +1,124 @@
+"""Quantities with units: "4.8 TB/s" -> 4.8e12 bytes/s, "60 MiB" -> 62914560 bytes.
+
+Metric prefixes (k, M, G, T, P) are powers of 1000 and binary prefixes (Ki, Mi, Gi, Ti) powers
+of 1024, as in IEC 80000-13. Every parsed value is returned in the canonical unit of its
+dimension: bytes, bytes/s, Hz, seconds, FLOP/s. A value in the wrong dimension (`GB/s` where a
+capacity is due) is refused with a message that quotes it.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+METRIC = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+SUB = {"": 1.0, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "p": 1e-12}
+
+
+class Dim(str, Enum):
+    """The physical dimension a config field is measured in."""
+
+    BYTES = "bytes"
+    BYTES_PER_S = "bytes/s"
+    HZ = "Hz"
+    SECONDS = "s"
+    FLOPS = "FLOP/s"
+    BITS_PER_S = "bit/s"
+
+
+_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-zµ/]*)\s*$")
+
+# unit suffix -> (dimension, scale of the bare unit)
+_BASE_UNITS: dict[str, tuple[Dim, float]] = {
+    "B": (Dim.BYTES, 1.0),
+    "B/s": (Dim.BYTES_PER_S, 1.0),
+    "Hz": (Dim.HZ, 1.0),
+    "s": (Dim.SECONDS, 1.0),
+    "FLOP/s": (Dim.FLOPS, 1.0),
+    "FLOPS": (Dim.FLOPS, 1.0),
+    "bps": (Dim.BITS_PER_S, 1.0),
+    "b/s": (Dim.BITS_PER_S, 1.0),
+}
+
+
+def _split_unit(unit: str) -> tuple[float, Dim] | None:
+    """Return (scale, dimension) for a unit such as 'GiB', 'TB/s', 'ns', or None if unknown."""
+    for base, (dim, scale) in _BASE_UNITS.items():
+        if not unit.endswith(base):
+            continue
+        prefix = unit[: len(unit) - len(base)]
+        if dim is Dim.SECONDS:
+            table = SUB
+        else:
+            table = {**METRIC, **BINARY}
+        if prefix in table:
+            return table[prefix] * scale, dim
+    return None
+
+
+def parse_quantity(value: object, dim: Dim) -> float:
+    """Parse `value` ("4.8 TB/s", "60 MiB", "1.98 GHz", "700 ns") into the canonical unit of `dim`.
+
+    A bare number is refused: every physical value in a config carries its unit.
+    Raises ValueError with a message that quotes the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"expected a quantity in {dim.value} such as {example(dim)} (got {value!r})")
+    if not isinstance(value, str):
+        raise ValueError(f"a unit is required, e.g. {example(dim)} (got {value!r})")
+    match = _PATTERN.match(value)
+    if not match:
+        raise ValueError(f"not a quantity; expected e.g. {example(dim)} (got {value!r})")
+    number, unit = float(match.group(1)), match.group(2)
+    if not unit:
+        raise ValueError(f"a unit is required, e.g. {example(dim)} (got {value!r})")
+    parsed = _split_unit(unit)
+    if parsed is None:
+        raise ValueError(f"unknown unit {unit!r}; expected e.g. {example(dim)} (got {value!r})")
+    scale, got_dim = parsed
+    if got_dim is Dim.BITS_PER_S and dim is Dim.BYTES_PER_S:
+        return number * scale / 8.0
+    if got_dim is not dim:
+        raise ValueError(f"unit {unit!r} is {got_dim.value}, but {dim.value} is due (got {value!r})")
+    return number * scale
+
+
+def example(dim: Dim) -> str:
+    """A sample value of the dimension, for error messages."""
+    return {
+        Dim.BYTES: "'60 MiB'",
+        Dim.BYTES_PER_S: "'4.8 TB/s'",
+        Dim.HZ: "'1.98 GHz'",
+        Dim.SECONDS: "'700 ns'",
+        Dim.FLOPS: "'989 TFLOP/s'",
+        Dim.BITS_PER_S: "'6.4 Gbps'",
+    }[dim]
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable bytes with decimal prefixes ('16.1 GB')."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}" if n / scale < 100 else f"{n / scale:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_seconds(t: float) -> str:
+    """Human-readable time ('12.3 ms', '850 us')."""
+    if t >= 1.0:
+        return f"{t:.3g} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3g} ms"
+    if t >= 1e-6:
+        return f"{t * 1e6:.3g} us"
+    return f"{t * 1e9:.3g} ns"
+
+
+def format_rate(x: float, unit: str) -> str:
+    """Human-readable rate ('4.5 TB/s', '712 TFLOP/s')."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"

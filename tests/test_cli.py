@@ -1,0 +1,50 @@
+"""The command line as a user runs it."""
+
+import json
+
+from archsim.cli import main
+
+
+def test_run_json_has_the_promised_fields(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "--batch", "2", "--prompt", "256", "--generate", "8", "--json", str(out), "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    for key in ("ttft_s", "tpot_s", "throughput_tokens_per_s", "config_hash", "config"):
+        assert key in data
+    assert {"weights_bytes", "kv_cache_bytes", "capacity_bytes"} <= set(data["memory"])
+    for phase in ("prefill", "decode"):
+        op = data[phase]["ops"][0]
+        assert {"kind", "name", "time_s", "compute_cycles", "stall_cycles", "hbm_bytes", "bound"} <= set(op)
+    assert data["ttft_s"] > 0 and data["tpot_s"] > 0
+
+
+def test_same_inputs_same_json(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for p in (a, b):
+        assert main(["run", "--prompt", "128", "--generate", "4", "--json", str(p), "--quiet"]) == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_bad_flag_exits_2(capsys):
+    try:
+        main(["run", "--batch", "-3"])
+    except SystemExit as e:
+        assert e.code == 2
+    assert "--batch: must be greater than zero (got -3)" in capsys.readouterr().err
+
+
+def test_unknown_chip_exits_2(capsys):
+    assert main(["run", "--hw", "h201"]) == 2
+    assert "did you mean 'h200'" in capsys.readouterr().err
+
+
+def test_does_not_fit_exits_2(capsys):
+    assert main(["run", "--hw", "tpu_v5e", "--workload", "llama3_70b"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+
+
+def test_op_gemm_json(tmp_path):
+    out = tmp_path / "op.json"
+    assert main(["op", "gemm", "--M", "128", "--K", "4096", "--N", "4096", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["cycles"] >= data["compute_cycles"] > 0 and data["stall_cycles"] >= 0 and data["time_s"] > 0

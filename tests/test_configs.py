@@ -1,0 +1,108 @@
+"""Every shipped file loads; bad input gives `file:line: key: message`."""
+
+from pathlib import Path
+
+import pytest
+
+from archsim.config.loader import load_system, load_workload
+from archsim.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "hw_configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_hw_loads(path):
+    system, resolved = load_system(str(path))
+    assert system.chip.cores > 0 and resolved["name"]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "workloads").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_workload_loads(path):
+    w, _ = load_workload(str(path))
+    assert w.model.params() > 1e9
+
+
+def _mutated(tmp_path, src: str, old: str, new: str) -> str:
+    text = (ROOT / src).read_text()
+    assert old in text
+    out = tmp_path / Path(src).name
+    out.write_text(text.replace(old, new, 1))
+    return str(out)
+
+
+def _line_of(path: str, needle: str) -> int:
+    return next(i for i, line in enumerate(Path(path).read_text().splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize("old,new,key,fragment", [
+    ("capacity: 60 MiB", "capacity: 60 GB/s", "l2.capacity", "bytes/s, but bytes is due"),
+    ("capacity: 60 MiB", "capacity: 60", "l2.capacity", "a unit is required"),
+    ("  count: 132", "  count: -4", "cores.count", "greater than 0"),
+    ("dataflow: ws", "dataflow: diagonal", "cores.matrix_units.dataflow", "'ws', 'os' or 'is'"),
+    ("latency: 650 ns", "latncy: 650 ns", "hbm.latncy", "did you mean 'latency'"),
+    ("clock: 1.755 GHz", "clock: fast", "clock", "not a quantity"),
+])
+def test_hw_errors_are_located(tmp_path, old, new, key, fragment):
+    path = _mutated(tmp_path, "hw_configs/h200.yaml", old, new)
+    with pytest.raises(ConfigError) as err:
+        load_system(path)
+    line = _line_of(path, new.strip())
+    text = str(err.value)
+    assert f"{path}:{line}: {key}: " in text and fragment in text
+
+
+def test_all_problems_reported_at_once(tmp_path):
+    path = _mutated(tmp_path, "hw_configs/h200.yaml", "capacity: 60 MiB", "capacity: 60 GB/s")
+    Path(path).write_text(Path(path).read_text().replace("  count: 132", "  count: 0"))
+    with pytest.raises(ConfigError) as err:
+        load_system(path)
+    assert len(err.value.problems) == 2
+
+
+def test_duplicate_key_refused(tmp_path):
+    path = _mutated(tmp_path, "workloads/llama3_8b.yaml", "  layers: 32\n", "  layers: 32\n  layers: 33\n")
+    with pytest.raises(ConfigError) as err:
+        load_workload(path)
+    first = _line_of(path, "layers: 32")
+    assert f"{path}:{first + 1}: model.layers: duplicate key (first given on line {first})" in str(err.value)
+
+
+def test_missing_key_and_cross_field(tmp_path):
+    path = _mutated(tmp_path, "workloads/llama3_8b.yaml", "  kv_heads: 8", "  kv_heads: 7")
+    with pytest.raises(ConfigError) as err:
+        load_workload(path)
+    assert "kv_heads (7) must divide heads (32)" in str(err.value)
+    path = _mutated(tmp_path, "workloads/llama3_8b.yaml", "  vocab: 128256\n", "")
+    with pytest.raises(ConfigError) as err:
+        load_workload(path)
+    assert "model.vocab: missing required key" in str(err.value)
+
+
+def test_moe_top_k_above_experts(tmp_path):
+    path = _mutated(tmp_path, "workloads/mixtral_8x7b.yaml", "top_k: 2", "top_k: 9")
+    with pytest.raises(ConfigError) as err:
+        load_workload(path)
+    assert "top_k (9) must not exceed experts (8)" in str(err.value)
+
+
+@pytest.mark.parametrize("content,fragment", [
+    (b"", "is empty"),
+    (b"\x00\x01\xff\xfe garbage", "not UTF-8"),
+    (b"name: [unclosed", "not valid YAML"),
+    (b"- a\n- b\n", "must be a mapping"),
+])
+def test_unreadable_files(tmp_path, content, fragment):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as err:
+        load_system(str(path))
+    assert str(path) in str(err.value) and fragment in str(err.value)
+
+
+def test_directory_and_missing(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_system(str(tmp_path))
+    with pytest.raises(ConfigError, match="no such file"):
+        load_system(str(tmp_path / "nope.yaml"))
+    with pytest.raises(ConfigError, match="did you mean 'h200'"):
+        load_system("h20")

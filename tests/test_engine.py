@@ -1,0 +1,85 @@
+"""The event loop on programs small enough to time by hand; JIT parity."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from archsim.compiler.program import build_phase
+from archsim.engine.simulate import run_phase
+
+
+def _chip(h200, **hbm):
+    chip = h200.chip
+    return replace(chip, hbm=replace(chip.hbm, **hbm)) if hbm else chip
+
+
+def test_one_entry_latency_transfer_compute(h200):
+    """One core, one entry: latency, then bytes at the core's Little's-law rate, then compute."""
+    chip = h200.chip
+    clock = chip.clock_hz
+    nbytes = 64 * 1024
+    phase = build_phase([np.array([[nbytes, 0, 1000, 0]])], stages=2)
+    end, busy, stall, total = run_phase(phase, chip)
+    lat = np.ceil((chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock)
+    exact_lat = (chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock
+    rate = chip.core.max_inflight_bytes / exact_lat  # bytes per cycle
+    expected = lat + np.ceil(nbytes / rate) + 1000
+    assert total == pytest.approx(expected, abs=2)
+    assert busy[0] == 1000 and stall[0] == pytest.approx(expected - 1000, abs=2)
+
+
+def test_double_buffering_hides_loads_behind_compute(h200):
+    """Compute-heavy entries: after the first load, every load overlaps the previous compute."""
+    seq = np.array([[4096, 0, 100_000, 0]] * 5, dtype=float)
+    end, busy, stall, total = run_phase(build_phase([seq], stages=2), h200.chip)
+    assert busy[0] == 500_000
+    assert stall[0] < 2000  # only the first load is exposed
+    serial = run_phase(build_phase([seq], stages=1), h200.chip)
+    assert serial[2][0] > 4 * stall[0]  # one buffer: every load is exposed
+
+
+def test_weighted_sequences_share_hbm(h200):
+    """132 cores streaming 1 MiB each are limited by HBM, not by their own rates."""
+    chip = h200.chip
+    phase = build_phase([np.array([[1 << 20, 0, 0, 0]])] * 132, stages=2)
+    assert phase.core_weight.tolist() == [132]
+    _, _, _, total = run_phase(phase, chip)
+    from archsim.hardware.memory import hbm_bandwidth
+    floor = 132 * (1 << 20) / hbm_bandwidth(chip, 0.0) * chip.clock_hz
+    assert floor < total < floor * 1.1
+
+
+def test_more_bandwidth_never_slower(h200):
+    seq = np.array([[300_000, 100_000, 5_000, 50_000]] * 8, dtype=float)
+    phase = build_phase([seq] * 100 + [seq[:3]] * 20, stages=3)
+    slow = run_phase(phase, _chip(h200))[3]
+    fast = run_phase(phase, _chip(h200, data_rate_bits_per_s=h200.chip.hbm.data_rate_bits_per_s * 2))[3]
+    assert fast <= slow
+
+
+JIT_SCRIPT = """
+import json
+from archsim.config.loader import load_system
+from archsim.engine.simulate import simulate_op
+from archsim.graph.ops import Op, OpKind
+chip = load_system('h200')[0].chip
+ops = [Op(OpKind.GEMM, m=64, k=4096, n=6144), Op(OpKind.ATTENTION, batch=2, heads=32, kv_heads=8,
+       head_dim=128, q_len=1, kv_len=1000)]
+print(json.dumps([simulate_op(o, chip).cycles for o in ops]))
+"""
+
+
+def test_jit_and_python_give_identical_cycles():
+    env = dict(os.environ)
+    outs = []
+    for flag in ("0", "1"):
+        env["NUMBA_DISABLE_JIT"] = flag
+        res = subprocess.run([sys.executable, "-c", JIT_SCRIPT], env=env, capture_output=True, text=True,
+                             check=True)
+        outs.append(json.loads(res.stdout))
+    assert outs[0] == outs[1]
