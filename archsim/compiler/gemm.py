@@ -75,7 +75,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
         compute_s = waves * per_item * step_cycles / chip.clock_hz
         rows_per_wave = np.maximum(1, chip.cores // np.maximum(1, -(-n // tn)))
         b_passes = np.where(fits, 1, -(-(-(-m // tm)) // rows_per_wave))
-        hbm = op.groups * (m * k * a + b_passes * k * n * b) + op.groups * m * n * a
+        hbm = op.groups * (m * k * a + b_passes * k * n * b) + op.groups * m * n * op.c_dtype.bytes
         if split > 1:
             hbm = hbm + 2 * split * op.groups * m * n * PARTIAL_BYTES
         item_bytes = per_item * stage
@@ -150,7 +150,7 @@ def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int) -> Ph
     cores = chip.cores
     fits = op.groups * (op.m * op.k * a + op.k * op.n * b) <= chip.l2.capacity_bytes
     fractions = _wave_hbm_fractions(items, cores, a, b, fits)
-    out_bytes = PARTIAL_BYTES if split > 1 else op.dtype.bytes
+    out_bytes = PARTIAL_BYTES if split > 1 else op.c_dtype.bytes
     cache: dict[tuple, np.ndarray] = {}
 
     def item_entries(em: int, en: int, kl: int, frac: float) -> np.ndarray:
@@ -179,7 +179,7 @@ def _reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
     """Sum the fp32 partials of a split-K GEMM and write the output (its own kernel)."""
     elements = op.groups * op.m * op.n
     return streaming_phase(chip, elements, read_bytes_per_element=split * PARTIAL_BYTES,
-                           write_bytes_per_element=op.dtype.bytes, lane_ops_per_element=split,
+                           write_bytes_per_element=op.c_dtype.bytes, lane_ops_per_element=split,
                            special_ops_per_element=0, label=f"split-K reduce x{split}")
 
 

@@ -68,13 +68,14 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
                    inflight, hbm_latency, l2_latency, hbm_bw, l2_bw, chan_bw, interleave, channels):
     """Play one phase. Bandwidths in bytes/cycle, latencies in cycles, inflight in bytes.
 
-    Returns per sequence: (end cycle, busy cycles, stall cycles) as float64 arrays, and the
-    total cycles of the phase.
+    Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the
+    phase, and per entry (load issue, load done, compute end) cycles for timelines.
     """
     s_count = core_start.shape[0] - 1
     n_total = hbm.shape[0]
     comp_end = np.zeros(n_total)
     load_done = np.full(n_total, INF)
+    load_issue = np.zeros(n_total)
     next_load = np.zeros(s_count, np.int64)  # next entry whose load has not started
     loading = np.full(s_count, -1, np.int64)  # entry whose data is flowing, -1 if none
     ready_at = np.zeros(s_count)  # when the loading entry's data may start flowing
@@ -116,6 +117,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
                 slot_free = 0.0 if j < stages else comp_end[base + j - stages]
                 if j < stages or comp_next[s] > j - stages and not (computing[s] and comp_next[s] - 1 == j - stages):
                     e = base + j
+                    load_issue[e] = max(t, slot_free)
                     nbytes = hbm[e] + l2[e]
                     if nbytes <= 0.0:
                         load_done[e] = max(t, slot_free)
@@ -206,4 +208,4 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
                 finished[s] = True
                 end[s] = t
                 done += 1
-    return end, busy, stall, t
+    return end, busy, stall, t, load_issue, load_done, comp_end

@@ -6,6 +6,7 @@ loop re-simulates only what changes from step to step (attention over a longer c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -22,11 +23,31 @@ from archsim.hardware.memory import (
 )
 
 
+@dataclass(frozen=True, eq=False)
+class PhaseTimeline:
+    """Per-entry cycles of a played phase (entry order as in the Phase): for traces."""
+
+    load_issue: np.ndarray
+    load_done: np.ndarray
+    compute_end: np.ndarray
+    total_cycles: float
+
+
 def run_phase(phase: Phase, chip: Chip) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Play one phase: per-sequence (end, busy, stall) in cycles and the phase's total cycles."""
+    return _play(phase, chip)[:4]
+
+
+def trace_phase(phase: Phase, chip: Chip) -> PhaseTimeline:
+    """Play one phase and keep when every entry's load was issued and done and its compute ended."""
+    _, _, _, total, issue, done, comp_end = _play(phase, chip)
+    return PhaseTimeline(issue, done, comp_end, total)
+
+
+def _play(phase: Phase, chip: Chip):
     if phase.entries == 0:
         z = np.zeros(0)
-        return z, z, z, 0.0
+        return z, z, z, 0.0, z, z, z
     w = phase.core_weight.astype(np.float64)
     seq = np.repeat(np.arange(len(w)), np.diff(phase.core_start))
     stores = float(np.sum(phase.store_bytes * w[seq]))
@@ -35,14 +56,14 @@ def run_phase(phase: Phase, chip: Chip) -> tuple[np.ndarray, np.ndarray, np.ndar
     clock = chip.clock_hz
     hbm = chip.hbm
     chan_bw = hbm.channel_bandwidth_bytes_per_s * hbm_efficiency(hbm, write_fraction) / clock
-    end, busy, stall, total = simulate_phase(
+    out = simulate_phase(
         phase.core_start, phase.core_weight, phase.hbm_bytes, phase.l2_bytes,
         phase.compute_cycles.astype(np.float64), phase.store_bytes, int(phase.stages),
         float(chip.core.max_inflight_bytes), hbm_latency_s(chip) * clock, l2_latency_s(chip) * clock,
         hbm_bandwidth(chip, write_fraction) / clock, l2_bandwidth(chip) / clock, chan_bw,
         float(hbm.interleave_bytes), float(hbm.channels),
     )
-    return end, busy, stall, float(total)
+    return out[0], out[1], out[2], float(out[3]), out[4], out[5], out[6]
 
 
 def play_program(program: Program, chip: Chip) -> dict:

@@ -76,6 +76,7 @@ class Op:
     n: int = 0
     groups: int = 1
     weight_dtype: DType | None = None  # GEMM B operand format (defaults to dtype)
+    out_dtype: DType | None = None  # GEMM output format (defaults to dtype; fp8 GEMMs write bf16)
     batch: int = 0
     heads: int = 0
     kv_heads: int = 0
@@ -96,6 +97,10 @@ class Op:
     def b_dtype(self) -> DType:
         return self.weight_dtype or self.dtype
 
+    @property
+    def c_dtype(self) -> DType:
+        return self.out_dtype or self.dtype
+
     def flops(self) -> float:
         """Useful floating-point operations (2 per multiply-accumulate)."""
         if self.kind is OpKind.GEMM:
@@ -111,7 +116,8 @@ class Op:
         """Compulsory HBM traffic: every input read once, every output written once."""
         a = self.dtype.bytes
         if self.kind is OpKind.GEMM:
-            return self.groups * (self.m * self.k * a + self.k * self.n * self.b_dtype.bytes + self.m * self.n * a)
+            return self.groups * (self.m * self.k * a + self.k * self.n * self.b_dtype.bytes
+                                  + self.m * self.n * self.c_dtype.bytes)
         if self.kind is OpKind.ATTENTION:
             q = self.batch * self.heads * self.q_len * self.head_dim * a
             kv = 2 * self.batch * self.kv_heads * self.kv_len * self.head_dim * a

@@ -1,0 +1,64 @@
+"""`archsim op`: simulate one op (GEMM, attention, vector op, copy) on a chip."""
+
+from __future__ import annotations
+
+from archsim.commands import UsageError, positive_int
+from archsim.commands.run import DEFAULT_HW
+
+
+def add_parser(sub) -> None:
+    op = sub.add_parser("op", help="simulate one op")
+    op.add_argument("kind", choices=["gemm", "attention", "rmsnorm", "add", "silu_mul", "softmax", "copy"])
+    op.add_argument("--hw", default=DEFAULT_HW)
+    op.add_argument("--M", type=positive_int("--M"), default=1)
+    op.add_argument("--K", type=positive_int("--K"), default=1)
+    op.add_argument("--N", type=positive_int("--N"), default=1)
+    op.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "int8"], default="bf16")
+    op.add_argument("--batch", type=positive_int("--batch"), default=1)
+    op.add_argument("--heads", type=positive_int("--heads"), default=32)
+    op.add_argument("--kv-heads", type=positive_int("--kv-heads"), default=8)
+    op.add_argument("--head-dim", type=positive_int("--head-dim"), default=128)
+    op.add_argument("--q-len", type=positive_int("--q-len"), default=1)
+    op.add_argument("--kv-len", type=positive_int("--kv-len"), default=1024)
+    op.add_argument("--causal", action="store_true")
+    op.add_argument("--bytes", type=positive_int("--bytes"), default=1 << 20)
+    op.add_argument("--standalone", action="store_true", help="add the cost of a lone kernel launch")
+    op.add_argument("--json", metavar="PATH")
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from archsim.config.loader import config_hash, load_system
+    from archsim.engine.simulate import simulate_op
+    from archsim.graph.ops import Op, OpKind, VectorOp
+    from archsim.hardware import DType
+    from archsim.report.export import timing_dict, write_json
+    from archsim.units import format_bytes, format_rate, format_seconds
+
+    system, hw_cfg = load_system(args.hw)
+    dt = DType(args.dtype)
+    if args.kind == "gemm":
+        op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N)
+    elif args.kind == "attention":
+        if args.heads % args.kv_heads:
+            raise UsageError(f"--kv-heads: must divide --heads ({args.heads}) (got {args.kv_heads})")
+        op = Op(OpKind.ATTENTION, dt, batch=args.batch, heads=args.heads, kv_heads=args.kv_heads,
+                head_dim=args.head_dim, q_len=args.q_len, kv_len=max(args.kv_len, args.q_len), causal=args.causal)
+    elif args.kind == "copy":
+        op = Op(OpKind.COPY, dt, bytes=args.bytes)
+    else:
+        op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind))
+    t = simulate_op(op, system.chip, args.standalone)
+    console = Console()
+    console.print(f"{args.kind} on {system.chip.name}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
+                  f"(compute {t.compute_cycles:,}, stall {t.stall_cycles:,}, overhead {t.overhead_cycles:,}); "
+                  f"{t.bound.value}-bound; {format_rate(t.achieved_flops, 'FLOP/s')}, "
+                  f"HBM {format_bytes(t.hbm_bytes)} at {format_rate(t.achieved_bytes_per_s, 'B/s')}, "
+                  f"L2 {format_bytes(t.l2_bytes)}; {t.active_cores} cores active")
+    if args.json:
+        write_json(args.json, {"op": args.kind, **timing_dict(t), "config_hash": config_hash(hw_cfg),
+                               "config": {"hardware": hw_cfg}})
+    return 0
+
+
