@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 from archsim.commands import COMMANDS, UsageError
@@ -23,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="archsim", description="Cycle-approximate accelerator simulator for LLM inference.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
-        importlib.import_module(f"archsim.commands.{name}").add_parser(sub)
+        if importlib.util.find_spec(f"archsim.commands.{name}") is not None:
+            importlib.import_module(f"archsim.commands.{name}").add_parser(sub)
     return p
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-COMMANDS = ("run", "op", "validate", "list")
+COMMANDS = ("run", "op", "validate", "list", "compare", "serve", "sweep", "pareto")
 
 
 def positive_int(flag: str):
