@@ -23,6 +23,14 @@ class Problem:
         return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
 
 
+def quote(value: object, limit: int = 60) -> str:
+    """A value as an error message quotes it: its repr on one line, shortened to `limit` characters."""
+    if hasattr(value, "isoformat") and not isinstance(value, str):  # YAML dates and timestamps
+        value = value.isoformat()
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class ConfigError(Exception):
     """Bad input: one or more located problems. Exit code 2 at the CLI."""
 

@@ -8,8 +8,11 @@ capacity is due) is refused with a message that quotes it.
 
 from __future__ import annotations
 
+import math
 import re
 from enum import Enum
+
+from archsim.errors import quote
 
 METRIC = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
@@ -65,23 +68,27 @@ def parse_quantity(value: object, dim: Dim) -> float:
     Raises ValueError with a message that quotes the value.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError(f"expected a quantity in {dim.value} such as {example(dim)} (got {value!r})")
+        raise ValueError(f"expected a quantity in {dim.value} such as {example(dim)} (got {quote(value)})")
     if not isinstance(value, str):
-        raise ValueError(f"a unit is required, e.g. {example(dim)} (got {value!r})")
+        raise ValueError(f"a unit is required, e.g. {example(dim)} (got {quote(value)})")
     match = _PATTERN.match(value)
     if not match:
-        raise ValueError(f"not a quantity; expected e.g. {example(dim)} (got {value!r})")
+        raise ValueError(f"not a quantity; expected e.g. {example(dim)} (got {quote(value)})")
     number, unit = float(match.group(1)), match.group(2)
+    if not math.isfinite(number):
+        raise ValueError(f"number out of range; expected e.g. {example(dim)} (got {quote(value)})")
     if not unit:
-        raise ValueError(f"a unit is required, e.g. {example(dim)} (got {value!r})")
+        raise ValueError(f"a unit is required, e.g. {example(dim)} (got {quote(value)})")
     parsed = _split_unit(unit)
     if parsed is None:
-        raise ValueError(f"unknown unit {unit!r}; expected e.g. {example(dim)} (got {value!r})")
+        raise ValueError(f"unknown unit {unit!r}; expected e.g. {example(dim)} (got {quote(value)})")
     scale, got_dim = parsed
     if got_dim is Dim.BITS_PER_S and dim is Dim.BYTES_PER_S:
-        return number * scale / 8.0
-    if got_dim is not dim:
-        raise ValueError(f"unit {unit!r} is {got_dim.value}, but {dim.value} is due (got {value!r})")
+        scale /= 8.0
+    elif got_dim is not dim:
+        raise ValueError(f"unit {unit!r} is {got_dim.value}, but {dim.value} is due (got {quote(value)})")
+    if not math.isfinite(number * scale):
+        raise ValueError(f"number out of range; expected e.g. {example(dim)} (got {quote(value)})")
     return number * scale
 
 

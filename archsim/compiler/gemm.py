@@ -23,6 +23,7 @@ TILE_SIZES = (8, 16, 32, 64, 128, 256, 512)  # tile edges a kernel library offer
 K_STEPS = (32, 64, 128, 256, 512)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 PARTIAL_BYTES = 4  # split-K partial sums are fp32
+STREAM_K = 0  # `split` value of the stream-K mapping: data-parallel full waves, the rest split evenly
 
 
 def smallest_tile_bytes(core: Core, dtype: DType) -> int:
@@ -51,7 +52,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
     grid = np.array(list(itertools.product(tms, tns, tks)), dtype=np.int64)
     tm, tn, tk = grid[:, 0], grid[:, 1], grid[:, 2]
     stage = _stage_bytes(tm, tn, tk, a, b)
-    ok = 2 * stage <= core.sram.capacity_bytes
+    ok = (2 * stage <= core.sram.capacity_bytes) & (tm * tn * PARTIAL_BYTES <= core.accumulator_bytes)
     if not ok.any():
         ok = stage == stage.min()
     tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
@@ -66,12 +67,16 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
     operands = op.groups * (m * k * a + k * n * b)
     fits = operands <= chip.l2.capacity_bytes
     scored = []
-    for split in SPLITS:
+    for split in (STREAM_K,) + SPLITS:
         if split > 1 and (tiles >= chip.cores).all():
             break
-        per_item = -(-ksteps // split)
-        items = tiles * split
-        waves = -(-items // chip.cores)
+        if split == STREAM_K:  # iterations spread evenly over the cores
+            per_item, items = ksteps, tiles
+            waves = (tiles * ksteps / chip.cores) / ksteps
+        else:
+            per_item = -(-ksteps // split)
+            items = tiles * split
+            waves = -(-items // chip.cores)
         compute_s = waves * per_item * step_cycles / chip.clock_hz
         rows_per_wave = np.maximum(1, chip.cores // np.maximum(1, -(-n // tn)))
         b_passes = np.where(fits, 1, -(-(-(-m // tm)) // rows_per_wave))
@@ -85,6 +90,8 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
         if split > 1:
             est = est + chip.overheads.kernel_s
         est = np.where(split <= ksteps, est, np.inf)
+        if split == STREAM_K:
+            est = np.where(tiles % chip.cores != 0, est, np.inf)  # no partial wave: plain tiling
         for i in np.lexsort((compute_s, est))[:count]:
             if np.isfinite(est[i]):
                 scored.append((float(est[i]), float(compute_s[i]), (int(tm[i]), int(tn[i]), int(tk[i]), split)))
@@ -100,9 +107,12 @@ def compile_gemm(op: Op, chip: Chip, tiling: tuple[int, int, int, int]) -> Progr
     """Compile a GEMM (or `groups` equal GEMMs) with `tiling` = (tm, tn, tk, split) into the GEMM
     phase and, if split along K, the reduction kernel."""
     tm, tn, tk, split = tiling
-    phases = [_gemm_phase(op, chip, tm, tn, tk, split)]
-    if split > 1:
-        phases.append(_reduce_phase(op, chip, split))
+    if split == STREAM_K:
+        phases = _stream_k_phases(op, chip, tm, tn, tk)
+    else:
+        phases = [_gemm_phase(op, chip, tm, tn, tk, split)]
+        if split > 1:
+            phases.append(_reduce_phase(op, chip, split))
     return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)
 
 
@@ -144,13 +154,15 @@ def _wave_hbm_fractions(items, cores: int, a: float, b: float, fits_l2: bool) ->
     return fractions
 
 
-def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int) -> Phase:
+def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int,
+                limit_items: int | None = None) -> Phase:
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    items = _items(op, tm, tn, tk, split)
+    items = _items(op, tm, tn, tk, split)[:limit_items]
     cores = chip.cores
     fits = op.groups * (op.m * op.k * a + op.k * op.n * b) <= chip.l2.capacity_bytes
     fractions = _wave_hbm_fractions(items, cores, a, b, fits)
     out_bytes = PARTIAL_BYTES if split > 1 else op.c_dtype.bytes
+    partials_in_l2 = split > 1 and _partials_fit(op, chip, split)
     cache: dict[tuple, np.ndarray] = {}
 
     def item_entries(em: int, en: int, kl: int, frac: float) -> np.ndarray:
@@ -159,28 +171,93 @@ def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int) -> Ph
             ks = np.full(-(-kl // tk), tk, dtype=np.int64)
             ks[-1] = kl - tk * (len(ks) - 1)
             moved = ks * (em * a + en * b)
-            seq = np.zeros((len(ks), 4))
+            seq = np.zeros((len(ks), 5))
             seq[:, 0] = moved * frac
             seq[:, 1] = moved * (1.0 - frac)
             seq[:, 2] = matmul_cycles(chip.core, em, ks, en, op.dtype, op.b_dtype)
-            seq[-1, 3] = em * en * out_bytes
+            seq[-1, 4 if partials_in_l2 else 3] = em * en * out_bytes
             cache[key] = seq
         return cache[key]
 
     per_core: list[list[np.ndarray]] = [[] for _ in range(cores)]
     for idx, (_g, _i, _j, _s, em, en, kl) in enumerate(items):
         per_core[idx % cores].append(item_entries(em, en, kl, fractions[idx // cores]))
-    sequences = [np.concatenate(c) if c else np.zeros((0, 4)) for c in per_core]
+    sequences = [np.concatenate(c) if c else np.zeros((0, 5)) for c in per_core]
     stages = chip.core.sram.capacity_bytes // _stage_bytes(tm, tn, tk, a, b)
     return build_phase(sequences, stages, f"gemm {tm}x{tn}x{tk} split{split}")
 
 
+def _partials_fit(op: Op, chip: Chip, split: int) -> bool:
+    """Whether the fp32 partial sums of a split-K GEMM stay in L2 until they are reduced."""
+    return split * op.groups * op.m * op.n * PARTIAL_BYTES <= chip.l2.capacity_bytes // 2
+
+
 def _reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
-    """Sum the fp32 partials of a split-K GEMM and write the output (its own kernel)."""
+    """Sum the fp32 partials of a split-K GEMM and write the output (its own kernel); the
+    partials are read from L2 when they fit there."""
     elements = op.groups * op.m * op.n
     return streaming_phase(chip, elements, read_bytes_per_element=split * PARTIAL_BYTES,
                            write_bytes_per_element=op.c_dtype.bytes, lane_ops_per_element=split,
-                           special_ops_per_element=0, label=f"split-K reduce x{split}")
+                           special_ops_per_element=0, label=f"split-K reduce x{split}",
+                           reads_hit_l2=_partials_fit(op, chip, split))
+
+
+def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phase]:
+    """Stream-K (Osama et al., PPoPP 2023), hybrid form: all but the last full wave of output
+    tiles run data-parallel; the remaining tiles' K iterations are divided evenly between the
+    cores, so no core idles in a partial last wave. A core that ends inside a tile writes its
+    fp32 partial to L2; the core that finishes the tile reads the others' partials back."""
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    cores = chip.cores
+    tiles_m, tiles_n = -(-op.m // tm), -(-op.n // tn)
+    tiles = op.groups * tiles_m * tiles_n
+    dp_tiles = max(0, tiles // cores - 1) * cores
+    phases = []
+    if dp_tiles:
+        phases.append(_gemm_phase(op, chip, tm, tn, tk, 1, limit_items=dp_tiles))
+    ksteps = -(-op.k // tk)
+    sk_iters = (tiles - dp_tiles) * ksteps
+    per = -(-sk_iters // cores)
+    fits = op.groups * (op.m * op.k * a + op.k * op.n * b) <= chip.l2.capacity_bytes
+    items = _items(op, tm, tn, tk, 1)
+    # the tail's tiles are in flight together: the first touch of each operand block misses
+    frac = _wave_hbm_fractions(items[dp_tiles:], len(items) - dp_tiles, a, b, False)[0]
+    sequences = []
+    for c in range(cores):
+        lo, hi = c * per, min(sk_iters, (c + 1) * per)
+        rows = []
+        i = lo
+        while i < hi:
+            t, s0 = divmod(i, ksteps)
+            s1 = min(ksteps, s0 + (hi - i))
+            _g, _i, _j, _s, em, en, _kl = items[dp_tiles + t]
+            ks = np.full(s1 - s0, tk, dtype=np.int64)
+            if s1 == ksteps:
+                ks[-1] = op.k - tk * (ksteps - 1)
+            moved = ks * (em * a + en * b)
+            seg = np.zeros((len(ks), 5))
+            seg[:, 0] = moved * frac
+            seg[:, 1] = moved * (1.0 - frac)
+            seg[:, 2] = matmul_cycles(chip.core, em, ks, en, op.dtype, op.b_dtype)
+            if s1 == ksteps:  # this core finishes the tile: fold in the others' partials, write C
+                others = _segments_before(dp_tiles, t, s0, ksteps, per) if s0 > 0 else 0
+                seg[-1, 1] += others * em * en * PARTIAL_BYTES
+                seg[-1, 3] = em * en * op.c_dtype.bytes
+            else:
+                seg[-1, 4] = em * en * PARTIAL_BYTES
+            rows.append(seg)
+            i += s1 - s0
+        if rows:
+            sequences.append(np.concatenate(rows))
+    stages = chip.core.sram.capacity_bytes // _stage_bytes(tm, tn, tk, a, b)
+    phases.append(build_phase(sequences, stages, f"stream-K {tm}x{tn}x{tk}", new_kernel=not phases))
+    return phases
+
+
+def _segments_before(dp_tiles: int, tile: int, s0: int, ksteps: int, per: int) -> int:
+    """How many cores worked on iterations [0, s0) of the tile (each holds `per` iterations)."""
+    first = tile * ksteps
+    return len({(first + s) // per for s in range(0, s0)})
 
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
@@ -188,7 +265,7 @@ MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (
 
 def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, write_bytes_per_element: float,
                     lane_ops_per_element: float, special_ops_per_element: float, label: str,
-                    row_elements: int = 1) -> Phase:
+                    row_elements: int = 1, reads_hit_l2: bool = False) -> Phase:
     """A streaming (vector / copy) kernel over `elements`, cut into chunks dealt to cores.
 
     Chunks hold whole rows of `row_elements` (a row-wise op keeps a row on one core), at least
@@ -212,7 +289,9 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
             for e0 in range(r0, r1, max_rows):
                 e = (min(r1, e0 + max_rows) - e0) * row_elements
                 cyc = vector_cycles(chip.core, e * lane_ops_per_element, e * special_ops_per_element)
-                entries.append((e * read_bytes_per_element, 0.0, float(cyc), e * write_bytes_per_element))
+                read = e * read_bytes_per_element
+                entries.append((0.0, read, float(cyc), e * write_bytes_per_element) if reads_hit_l2 else
+                               (read, 0.0, float(cyc), e * write_bytes_per_element))
         sequences.append(np.array(entries, dtype=np.float64))
     stages = max(2, chip.core.sram.capacity_bytes // max(1, int(max_rows * row_elements * per_el)))
     return build_phase(sequences, stages, label)

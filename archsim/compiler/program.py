@@ -27,9 +27,11 @@ class Phase:
     hbm_bytes: np.ndarray  # float64 [n], bytes loaded from HBM before entry i computes
     l2_bytes: np.ndarray  # float64 [n], bytes loaded from L2 (hits) before entry i computes
     compute_cycles: np.ndarray  # int64 [n]
-    store_bytes: np.ndarray  # float64 [n], bytes written to memory after entry i computes
+    store_bytes: np.ndarray  # float64 [n], bytes written to HBM after entry i computes
     stages: int  # SRAM buffers per core: loads run up to stages - 1 entries ahead
     label: str = ""
+    store_l2_bytes: np.ndarray | None = None  # float64 [n], bytes written to L2 (re-read soon)
+    new_kernel: bool = True  # False: continues the previous phase's kernel (no launch)
 
     @property
     def entries(self) -> int:
@@ -50,30 +52,32 @@ class Program:
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
 
 
-def build_phase(sequences: list[np.ndarray], stages: int, label: str = "") -> Phase:
-    """Phase from one (n_i x 4) array per core of (hbm_bytes, l2_bytes, cycles, store_bytes).
-
-    Identical sequences are merged into one with a weight; empty ones are dropped.
-    """
+def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_kernel: bool = True) -> Phase:
+    """Phase from one array per core of rows (hbm_bytes, l2_bytes, cycles, store_bytes
+    [, store_l2_bytes]). Identical sequences are merged into one with a weight; empty ones dropped."""
     groups: dict[bytes, list] = {}
     for seq in sequences:
-        seq = np.ascontiguousarray(seq, dtype=np.float64).reshape(-1, 4)
+        seq = np.asarray(seq, dtype=np.float64)
+        seq = seq.reshape(-1, seq.shape[-1] if seq.ndim == 2 else 4)
+        if seq.shape[1] == 4:
+            seq = np.hstack([seq, np.zeros((len(seq), 1))])
         if len(seq) == 0:
             continue
+        seq = np.ascontiguousarray(seq)
         seq[:, 2] = np.ceil(seq[:, 2])
         key = seq.tobytes()
         if key in groups:
             groups[key][1] += 1
         else:
             groups[key] = [seq, 1]
-    seqs = [g[0] for g in groups.values()] or [np.zeros((0, 4))]
+    seqs = [g[0] for g in groups.values()] or [np.zeros((0, 5))]
     weights = np.array([g[1] for g in groups.values()] or [0], dtype=np.int64)
     counts = np.array([len(q) for q in seqs], dtype=np.int64)
     start = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
     flat = np.concatenate(seqs)
     return Phase(start, weights, flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].astype(np.int64),
-                 flat[:, 3].copy(), max(1, int(stages)), label)
+                 flat[:, 3].copy(), max(1, int(stages)), label, flat[:, 4].copy(), new_kernel)
 
 
 def deal_items(item_costs: np.ndarray, cores: int) -> list[list[int]]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from archsim.config.fields import (
-    BitsPerS, Bytes, BytesPerS, Hertz, PositiveInt, Seconds, SecondsOrZero, Strict,
+    BitsPerS, Bytes, BytesPerS, Hertz, Name, PositiveInt, Seconds, SecondsOrZero, Strict,
 )
+from archsim.errors import quote
+from archsim.units import format_seconds
 
 
 class ArrayCfg(Strict):
@@ -19,6 +21,13 @@ class ArrayCfg(Strict):
     fold_mode: Literal["serial", "pipelined"] = Field("pipelined", description="fold overlap")
     k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
         description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)")
+
+    @field_validator("k_per_cycle")
+    @classmethod
+    def _bf16_given(cls, rates: dict) -> dict:
+        if "bf16" not in rates:
+            raise ValueError(f"a bf16 rate is required (got {quote(rates)})")
+        return rates
 
 
 class VectorCfg(Strict):
@@ -32,6 +41,10 @@ class SramCfg(Strict):
     banks: PositiveInt = Field(description="SRAM banks")
 
 
+class AccumulatorCfg(Strict):
+    capacity: Bytes = Field(description="fp32 accumulator storage per core for the output tile")
+
+
 class DmaCfg(Strict):
     max_inflight: Bytes = Field(description="bytes one core keeps in flight to memory")
 
@@ -41,6 +54,7 @@ class CoresCfg(Strict):
     matrix_units: ArrayCfg
     vector_unit: VectorCfg
     sram: SramCfg
+    accumulators: AccumulatorCfg
     dma: DmaCfg
 
 
@@ -58,16 +72,19 @@ class HbmCfg(Strict):
     capacity: Bytes = Field(description="usable capacity")
     latency: Seconds = Field(description="loaded access latency seen by a core")
     interleave: Bytes = Field(description="address interleave granularity across channels")
-    refresh_time: SecondsOrZero = Field(description="time a channel is busy refreshing per interval")
     refresh_interval: Seconds = Field(description="refresh interval")
+    refresh_time: SecondsOrZero = Field(description="time a channel is busy refreshing per interval")
     turnaround: SecondsOrZero = Field(description="read/write bus turnaround")
     rw_batch: Bytes = Field(description="bytes served in one direction before turning around")
 
-    @model_validator(mode="after")
-    def _refresh_fits(self) -> "HbmCfg":
-        if self.refresh_time >= self.refresh_interval:
-            raise ValueError("refresh_time must be shorter than refresh_interval")
-        return self
+    @field_validator("refresh_time")  # declared after refresh_interval, so that one is known here
+    @classmethod
+    def _refresh_fits(cls, refresh_s: float, info: ValidationInfo) -> float:
+        interval_s = info.data.get("refresh_interval")
+        if interval_s is not None and refresh_s >= interval_s:
+            raise ValueError(f"must be shorter than refresh_interval ({format_seconds(interval_s)}) "
+                             f"(got {format_seconds(refresh_s)})")
+        return refresh_s
 
 
 class NocCfg(Strict):
@@ -89,7 +106,7 @@ class InterconnectCfg(Strict):
 
 
 class HardwareCfg(Strict):
-    name: str
+    name: Name
     description: str = ""
     chips: PositiveInt = 1
     clock: Hertz

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from archsim.config.hw_schema import HardwareCfg
 from archsim.config.workload_schema import WorkloadCfg
 from archsim.config.yamlfile import YamlDoc, read_yaml
-from archsim.errors import ConfigError, Problem
+from archsim.errors import ConfigError, Problem, quote
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Scenario, Workload
 from archsim.hardware import (
     Chip, Core, DType, Dataflow, FoldMode, Hbm, Interconnect, L2, Noc, Overheads, Sram,
@@ -54,8 +55,7 @@ def resolve_path(name_or_path: str, kind: str) -> str:
 def _problems_from(err: ValidationError, doc: YamlDoc, schema: type[BaseModel]) -> list[Problem]:
     problems = []
     for e in err.errors():
-        loc = tuple(e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
+        loc = tuple(part for part in e["loc"] if part != "[key]")  # a bad mapping key: point at it
         if e["type"] == "extra_forbidden":
             known = _fields_at(schema, loc[:-1])
             hint = difflib.get_close_matches(str(loc[-1]), known, n=1)
@@ -63,10 +63,48 @@ def _problems_from(err: ValidationError, doc: YamlDoc, schema: type[BaseModel]) 
                                    f"; expected one of {', '.join(known)}")
         elif e["type"] == "missing":
             msg = "missing required key"
-        elif "input" in e and not isinstance(e["input"], (dict, list)) and "got" not in msg:
-            msg = f"{msg} (got {e['input']!r})"
+        else:
+            msg = _message(e)
         problems.append(doc.problem(loc, msg))
     return problems
+
+
+_MAPPING = "expected a mapping of keys to values"
+_EXPECTED = {  # pydantic error type -> what the user should have written
+    "int_type": "expected a whole number", "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number", "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false", "string_type": "expected text",
+    "dict_type": _MAPPING, "model_type": _MAPPING, "model_attributes_type": _MAPPING,
+    "string_too_short": "must not be empty",
+}
+
+
+def _message(e: dict) -> str:
+    """A pydantic error as `what is wrong (got VALUE)`, in the words of a config file."""
+    kind, ctx = e["type"], e.get("ctx", {})
+    if kind in _EXPECTED:
+        msg = _EXPECTED[kind]
+    elif kind == "greater_than":
+        msg = f"must be greater than {ctx['gt']}"
+    elif kind == "greater_than_equal":
+        msg = f"must be at least {ctx['ge']}"
+    elif kind == "literal_error":
+        msg = f"expected {ctx.get('expected')}"
+    else:  # our own validators, whose messages quote the values they compare
+        return e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if "input" in e:
+        msg = f"{msg} (got {quote(e['input'])})"
+    if kind == "literal_error":
+        msg += _did_you_mean(e.get("input"), re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
+    return msg
+
+
+def _did_you_mean(value: object, options: list[str]) -> str:
+    if not isinstance(value, str) or not options:
+        return ""
+    lower = {o.lower(): o for o in options}
+    hint = lower.get(value.strip().lower()) or next(iter(difflib.get_close_matches(value, options, n=1)), None)
+    return f"; did you mean {hint!r}?" if hint else ""
 
 
 def _fields_at(schema: type[BaseModel], loc: tuple) -> list[str]:
@@ -98,16 +136,17 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     core = Core(
         matrix_units=c.matrix_units.count, array=array,
         vector=VectorUnit(c.vector_unit.lanes, c.vector_unit.special_per_cycle),
-        sram=Sram(int(c.sram.capacity), int(c.sram.bandwidth), c.sram.banks),
-        max_inflight_bytes=int(c.dma.max_inflight),
+        sram=Sram(round(c.sram.capacity), round(c.sram.bandwidth), c.sram.banks),
+        max_inflight_bytes=round(c.dma.max_inflight),
+        accumulator_bytes=round(c.accumulators.capacity),
     )
     h = cfg.hbm
     chip = Chip(
         name=cfg.name, clock_hz=cfg.clock, cores=c.count, core=core,
-        l2=L2(int(cfg.l2.capacity), cfg.l2.bandwidth, cfg.l2.latency),
-        hbm=Hbm(h.stacks, h.channels_per_stack, h.channel_width_bits, h.data_rate, int(h.capacity),
-                h.latency, int(h.interleave), h.refresh_time, h.refresh_interval, h.turnaround,
-                int(h.rw_batch)),
+        l2=L2(round(cfg.l2.capacity), cfg.l2.bandwidth, cfg.l2.latency),
+        hbm=Hbm(h.stacks, h.channels_per_stack, h.channel_width_bits, h.data_rate, round(h.capacity),
+                h.latency, round(h.interleave), h.refresh_time, h.refresh_interval, h.turnaround,
+                round(h.rw_batch)),
         noc=Noc(cfg.noc.bandwidth, cfg.noc.hop_latency, cfg.noc.hops),
         overheads=Overheads(cfg.overheads.kernel, cfg.overheads.launch),
     )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
-from archsim.config.fields import NonNegativeInt, PositiveInt, Strict
+from archsim.config.fields import Flag, Name, NonNegativeInt, PositiveInt, Strict
 
 DTypeName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 
@@ -15,11 +15,13 @@ class MoeCfg(Strict):
     experts: PositiveInt = Field(description="experts per MoE layer")
     top_k: PositiveInt = Field(description="experts each token is routed to")
 
-    @model_validator(mode="after")
-    def _top_k_within(self) -> "MoeCfg":
-        if self.top_k > self.experts:
-            raise ValueError(f"top_k ({self.top_k}) must not exceed experts ({self.experts})")
-        return self
+    @field_validator("top_k")
+    @classmethod
+    def _top_k_within(cls, top_k: int, info: ValidationInfo) -> int:
+        experts = info.data.get("experts")
+        if experts is not None and top_k > experts:
+            raise ValueError(f"top_k ({top_k}) must not exceed experts ({experts})")
+        return top_k
 
 
 class ModelCfg(Strict):
@@ -30,14 +32,16 @@ class ModelCfg(Strict):
     head_dim: PositiveInt
     ffn: PositiveInt = Field(description="FFN inner width (per expert for MoE)")
     vocab: PositiveInt
-    tied_embeddings: bool = False
+    tied_embeddings: Flag = False
     moe: MoeCfg | None = None
 
-    @model_validator(mode="after")
-    def _heads_grouped(self) -> "ModelCfg":
-        if self.heads % self.kv_heads:
-            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
-        return self
+    @field_validator("kv_heads")
+    @classmethod
+    def _heads_grouped(cls, kv_heads: int, info: ValidationInfo) -> int:
+        heads = info.data.get("heads")
+        if heads is not None and heads % kv_heads:
+            raise ValueError(f"kv_heads ({kv_heads}) must divide heads ({heads})")
+        return kv_heads
 
 
 class DTypesCfg(Strict):
@@ -53,7 +57,7 @@ class ScenarioCfg(Strict):
 
 
 class WorkloadCfg(Strict):
-    name: str
+    name: Name
     description: str = ""
     model: ModelCfg
     dtypes: DTypesCfg = DTypesCfg()

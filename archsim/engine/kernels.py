@@ -64,7 +64,7 @@ def _water_fill(rate, use, weight, active, capacity):
 
 
 @njit
-def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
+def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                    inflight, hbm_latency, l2_latency, hbm_bw, l2_bw, chan_bw, interleave, channels):
     """Play one phase. Bandwidths in bytes/cycle, latencies in cycles, inflight in bytes.
 
@@ -85,18 +85,20 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
     comp_next = np.zeros(s_count, np.int64)  # next entry to compute
     comp_busy_until = np.zeros(s_count)
     computing = np.zeros(s_count, np.bool_)
-    store_left = np.zeros(s_count)
+    store_left = np.zeros(s_count)  # posted writes to HBM not yet drained
+    store_l2_left = np.zeros(s_count)  # posted writes to L2 not yet drained
     busy = np.zeros(s_count)
     stall = np.zeros(s_count)
     end = np.zeros(s_count)
     wf = weight.astype(np.float64)
     store_cap = inflight / hbm_latency
-    # flows: index s for loads, s_count + s for store backlogs
-    rate = np.zeros(2 * s_count)
-    use_h = np.zeros(2 * s_count)
-    use_l = np.zeros(2 * s_count)
-    active = np.zeros(2 * s_count, np.bool_)
-    wflow = np.concatenate((wf, wf))
+    store_l2_cap = inflight / l2_latency
+    # flows: s for loads, s_count + s for HBM store backlogs, 2 s_count + s for L2 store backlogs
+    rate = np.zeros(3 * s_count)
+    use_h = np.zeros(3 * s_count)
+    use_l = np.zeros(3 * s_count)
+    active = np.zeros(3 * s_count, np.bool_)
+    wflow = np.concatenate((wf, wf, wf))
     t = 0.0
     done = 0
     finished = np.zeros(s_count, np.bool_)
@@ -140,6 +142,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
                 computing[s] = False
                 e = base + comp_next[s] - 1
                 store_left[s] += store[e]
+                store_l2_left[s] += store_l2[e]
             if not computing[s] and comp_next[s] < n:
                 e = base + comp_next[s]
                 if load_done[e] <= t:
@@ -162,6 +165,11 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
             rate[f] = store_cap
             use_h[f] = 1.0
             use_l[f] = 0.0
+            g = 2 * s_count + s
+            active[g] = store_l2_left[s] > 0.0
+            rate[g] = store_l2_cap
+            use_h[g] = 0.0
+            use_l[g] = 1.0
         _water_fill(rate, use_h, wflow, active, hbm_bw)
         _water_fill(rate, use_l, wflow, active, l2_bw)
         # next event
@@ -179,6 +187,9 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
             f = s_count + s
             if active[f]:
                 t_next = min(t_next, t + store_left[s] / rate[f])
+            g = 2 * s_count + s
+            if active[g]:
+                t_next = min(t_next, t + store_l2_left[s] / rate[g])
         if t_next >= INF:
             # nothing in flight: every remaining core is waiting on a zero-time transition
             t_next = t
@@ -192,6 +203,11 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
                 store_left[s] = max(0.0, store_left[s] - rate[f] * dt)
                 if store_left[s] < 1e-6:
                     store_left[s] = 0.0
+            g = 2 * s_count + s
+            if active[g]:
+                store_l2_left[s] = max(0.0, store_l2_left[s] - rate[g] * dt)
+                if store_l2_left[s] < 1e-6:
+                    store_l2_left[s] = 0.0
         t = t_next
         for s in range(s_count):
             if finished[s]:
@@ -204,7 +220,8 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, stages,
             if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
                 computing[s] = False
                 store_left[s] += store[base + n - 1]
-            if (comp_next[s] == n and not computing[s] and store_left[s] <= 0.0):
+                store_l2_left[s] += store_l2[base + n - 1]
+            if comp_next[s] == n and not computing[s] and store_left[s] <= 0.0 and store_l2_left[s] <= 0.0:
                 finished[s] = True
                 end[s] = t
                 done += 1

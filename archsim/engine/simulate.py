@@ -58,7 +58,7 @@ def _play(phase: Phase, chip: Chip):
     chan_bw = hbm.channel_bandwidth_bytes_per_s * hbm_efficiency(hbm, write_fraction) / clock
     out = simulate_phase(
         phase.core_start, phase.core_weight, phase.hbm_bytes, phase.l2_bytes,
-        phase.compute_cycles.astype(np.float64), phase.store_bytes, int(phase.stages),
+        phase.compute_cycles.astype(np.float64), phase.store_bytes, phase.store_l2_bytes, int(phase.stages),
         float(chip.core.max_inflight_bytes), hbm_latency_s(chip) * clock, l2_latency_s(chip) * clock,
         hbm_bandwidth(chip, write_fraction) / clock, l2_bandwidth(chip) / clock, chan_bw,
         float(hbm.interleave_bytes), float(hbm.channels),
@@ -82,7 +82,7 @@ def play_program(program: Program, chip: Chip) -> dict:
         out["busy"] += float(np.sum(busy * w))
         out["core_cycles"] += chip.cores * total
         out["hbm"] += float(np.sum((phase.hbm_bytes + phase.store_bytes) * w[seq]))
-        out["l2"] += float(np.sum(phase.l2_bytes * w[seq]))
+        out["l2"] += float(np.sum((phase.l2_bytes + phase.store_l2_bytes) * w[seq]))
         out["active"] = max(out["active"], phase.active_cores)
     return out
 
@@ -92,7 +92,7 @@ def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
     """Time of one execution of `op` on `chip`; `standalone` adds the cost of a lone launch."""
     played = []
     for program in compile_candidates(op, chip):
-        launches = len(program.phases)
+        launches = sum(1 for ph in program.phases if ph.new_kernel)
         result = play_program(program, chip)
         total_s = result["cycles"] / chip.clock_hz + launches * chip.overheads.kernel_s
         played.append((total_s, launches, program, result))

@@ -100,6 +100,7 @@ class Core:
     vector: VectorUnit
     sram: Sram
     max_inflight_bytes: int  # bytes one core's DMA keeps in flight (sets its bandwidth by Little's law)
+    accumulator_bytes: int  # storage for the fp32 partial sums of the output tile (registers, accumulators)
 
     def macs_per_cycle(self, dtype: DType) -> int:
         return self.matrix_units * self.array.macs_per_cycle(dtype)
