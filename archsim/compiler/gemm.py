@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from archsim.compiler.program import Phase, Program, build_phase
-from archsim.compiler.tiles import matmul_cycles, vector_cycles
+from archsim.compiler.tiles import matmul_cycles, step_cycles, vector_step_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, Core, DType
 from archsim.hardware.memory import hbm_bandwidth, hbm_latency_s, l2_bandwidth
@@ -57,7 +57,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
         ok = stage == stage.min()
     tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
     em, en = np.minimum(tm, m), np.minimum(tn, n)
-    step_cycles = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype)
+    cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype)
     tiles = op.groups * -(-m // tm) * -(-n // tn)
     ksteps = -(-k // tk)
     stages = np.maximum(1, core.sram.capacity_bytes // stage)
@@ -77,7 +77,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
             per_item = -(-ksteps // split)
             items = tiles * split
             waves = -(-items // chip.cores)
-        compute_s = waves * per_item * step_cycles / chip.clock_hz
+        compute_s = waves * per_item * cycles_per_step / chip.clock_hz
         rows_per_wave = np.maximum(1, chip.cores // np.maximum(1, -(-n // tn)))
         b_passes = np.where(fits, 1, -(-(-(-m // tm)) // rows_per_wave))
         hbm = op.groups * (m * k * a + b_passes * k * n * b) + op.groups * m * n * op.c_dtype.bytes
@@ -238,7 +238,8 @@ def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phas
             seg = np.zeros((len(ks), 5))
             seg[:, 0] = moved * frac
             seg[:, 1] = moved * (1.0 - frac)
-            seg[:, 2] = matmul_cycles(chip.core, em, ks, en, op.dtype, op.b_dtype)
+            seg[:, 2] = step_cycles(chip.core, em, tk, en, op.dtype, op.b_dtype)
+            seg[-1, 2] = step_cycles(chip.core, em, int(ks[-1]), en, op.dtype, op.b_dtype)
             if s1 == ksteps:  # this core finishes the tile: fold in the others' partials, write C
                 others = _segments_before(dp_tiles, t, s0, ksteps, per) if s0 > 0 else 0
                 seg[-1, 1] += others * em * en * PARTIAL_BYTES
@@ -288,7 +289,7 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
             r1 = min(rows, r0 + rows_per_chunk)
             for e0 in range(r0, r1, max_rows):
                 e = (min(r1, e0 + max_rows) - e0) * row_elements
-                cyc = vector_cycles(chip.core, e * lane_ops_per_element, e * special_ops_per_element)
+                cyc = vector_step_cycles(chip.core, e * lane_ops_per_element, e * special_ops_per_element)
                 read = e * read_bytes_per_element
                 entries.append((0.0, read, float(cyc), e * write_bytes_per_element) if reads_hit_l2 else
                                (read, 0.0, float(cyc), e * write_bytes_per_element))

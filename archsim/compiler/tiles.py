@@ -7,6 +7,8 @@ the longer of that and the time the SRAM needs to deliver the operands.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from archsim.hardware import Core, DType
@@ -42,3 +44,15 @@ def vector_cycles(core: Core, lane_ops, special_ops):
     lane = np.ceil(np.asarray(lane_ops, dtype=np.float64) / core.vector.lanes)
     special = np.ceil(np.asarray(special_ops, dtype=np.float64) / core.vector.special_per_cycle)
     return (lane + special).astype(np.int64)
+
+
+@lru_cache(maxsize=None)
+def step_cycles(core: Core, m: int, k: int, n: int, a_dtype: DType, b_dtype: DType | None = None) -> int:
+    """`matmul_cycles` of one tile step (scalar, memoised: the same steps recur in every item)."""
+    return int(matmul_cycles(core, m, k, n, a_dtype, b_dtype))
+
+
+@lru_cache(maxsize=None)
+def vector_step_cycles(core: Core, lane_ops: float, special_ops: float) -> int:
+    """`vector_cycles` of one streaming entry (scalar, memoised)."""
+    return int(vector_cycles(core, lane_ops, special_ops))
