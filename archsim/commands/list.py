@@ -1,4 +1,4 @@
-"""`archsim list`: shipped chips and models with their headline numbers."""
+"""`archsim list`: shipped chips and models with their headline numbers, 80 columns wide."""
 
 from __future__ import annotations
 
@@ -9,38 +9,65 @@ def add_parser(sub) -> None:
     sub.add_parser("list", help="shipped chips and models with their headline numbers")
 
 
-def run(args) -> int:
-    from rich.console import Console
+def _num(x: float) -> str:
+    """3 significant digits with a metric prefix past a thousand: 989, 4.8, 1.89k, 131M."""
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale * 0.9995:
+            return f"{x / scale:.3g}{prefix}"
+    return f"{x:.3g}"
+
+
+def chips_table():
     from rich.table import Table
 
-    from archsim.config.loader import load_system, load_workload, shipped_dir
+    from archsim.config.loader import load_system, shipped_dir
     from archsim.hardware import DType
-    from archsim.units import format_bytes, format_rate
 
-    console = Console()
-    chips = Table(title="chips (hw_configs)", title_justify="left")
-    for col in ("name", "chip", "cores", "bf16", "fp8", "HBM", "HBM BW", "L2"):
-        chips.add_column(col)
+    t = Table(title="chips (--hw)", title_justify="left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("chip", max_width=20, overflow="fold")
+    for col in ("cores", "bf16\nTFLOP/s", "HBM\nTB/s", "HBM\nGB"):
+        t.add_column(col, justify="right", no_wrap=True)
     for path in sorted(shipped_dir("hw_configs").glob("*.yaml")):
         try:
             s, _ = load_system(str(path))
         except ConfigError as err:
-            chips.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
+            t.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
             continue
         c = s.chip
-        chips.add_row(path.stem, c.name + (f" x{s.chips}" if s.chips > 1 else ""), str(c.cores),
-                      format_rate(c.peak_flops(DType.BF16), "FLOP/s"), format_rate(c.peak_flops(DType.FP8), "FLOP/s"),
-                      format_bytes(c.hbm.capacity_bytes), format_rate(c.hbm.peak_bandwidth_bytes_per_s, "B/s"),
-                      format_bytes(c.l2.capacity_bytes))
-    console.print(chips)
-    models = Table(title="workloads", title_justify="left")
-    for col in ("name", "model", "params", "layers", "hidden", "heads/kv", "experts", "scenario"):
-        models.add_column(col)
+        t.add_row(path.stem, c.name + (f" x{s.chips}" if s.chips > 1 else ""), str(c.cores),
+                  _num(c.peak_flops(DType.BF16) / 1e12), _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12),
+                  _num(c.hbm.capacity_bytes / 1e9))
+    return t
+
+
+def workloads_table():
+    from rich.table import Table
+
+    from archsim.config.loader import load_workload, shipped_dir
+
+    t = Table(title="workloads (--workload)", title_justify="left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("model", overflow="fold")
+    for col in ("params", "layers", "heads\n/kv", "experts\n/top-k"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("batch x\nprompt+gen", no_wrap=True)
     for path in sorted(shipped_dir("workloads").glob("*.yaml")):
-        w, _ = load_workload(str(path))
+        try:
+            w, _ = load_workload(str(path))
+        except ConfigError as err:
+            t.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
+            continue
         m, sc = w.model, w.scenario
-        models.add_row(path.stem, m.name, f"{m.params() / 1e9:.1f} B", str(m.layers), str(m.hidden),
-                       f"{m.heads}/{m.kv_heads}", f"{m.experts} top-{m.top_k}" if m.is_moe else "-",
-                       f"b{sc.batch} p{sc.prompt_tokens} g{sc.output_tokens}")
-    console.print(models)
+        t.add_row(path.stem, m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), f"{m.heads}/{m.kv_heads}",
+                  f"{m.experts}/{m.top_k}" if m.is_moe else "-", f"{sc.batch}x{sc.prompt_tokens}+{sc.output_tokens}")
+    return t
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    console = Console()
+    console.print(chips_table())
+    console.print(workloads_table())
     return 0

@@ -24,6 +24,7 @@ def add_parser(sub) -> None:
     op.add_argument("--bytes", type=positive_int("--bytes"), default=1 << 20)
     op.add_argument("--standalone", action="store_true", help="add the cost of a lone kernel launch")
     op.add_argument("--json", metavar="PATH")
+    op.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
 
 
 def run(args) -> int:
@@ -59,6 +60,13 @@ def run(args) -> int:
     if args.json:
         write_json(args.json, {"op": args.kind, **timing_dict(t), "config_hash": config_hash(hw_cfg),
                                "config": {"hardware": hw_cfg}})
+    if args.trace:
+        from archsim.report.trace import TraceBuilder, write_trace
+
+        builder = TraceBuilder(system.chip)
+        builder.add_op(op.named(args.kind), t, f"{args.kind} on {system.chip.name}", args.standalone)
+        write_trace(args.trace, builder.document())
+        console.print(f"trace {args.trace}")
     return 0
 
 

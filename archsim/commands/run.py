@@ -2,43 +2,145 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
 
-from archsim.commands import positive_int
+from archsim.commands import UsageError, positive_int
 
 DEFAULT_HW = "h200"
 DEFAULT_WORKLOAD = "llama3_8b"
+DEFAULT_TRACE_STEPS = (("prefill", 0), ("decode", 1))
+
+
+def add_workload_flags(p) -> None:
+    """Flags that pick and adjust the workload (shared with `archsim compare`)."""
+    p.add_argument("--workload", default=DEFAULT_WORKLOAD, help="workload YAML or shipped name (default llama3_8b)")
+    p.add_argument("--model", metavar="CONFIG.json",
+                   help="a Hugging Face config.json as the model (the workload's scenario is kept)")
+    p.add_argument("--batch", type=positive_int("--batch"), help="sequences decoded together")
+    p.add_argument("--prompt", type=positive_int("--prompt"), help="prompt tokens per sequence")
+    p.add_argument("--generate", type=positive_int("--generate"), help="tokens generated per sequence")
+    p.add_argument("--fusion", choices=["eager", "fused"], help="kernel fusion profile (default from workload)")
+    p.add_argument("--kv-stride", type=positive_int("--kv-stride"), default=64,
+                   help="decode KV lengths between exactly simulated attention samples (default 64)")
 
 
 def add_parser(sub) -> None:
     run = sub.add_parser("run", help="simulate a generation: prefill, then decode")
     run.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
-    run.add_argument("--workload", default=DEFAULT_WORKLOAD, help="workload YAML or shipped name (default llama3_8b)")
-    run.add_argument("--batch", type=positive_int("--batch"), help="sequences decoded together")
-    run.add_argument("--prompt", type=positive_int("--prompt"), help="prompt tokens per sequence")
-    run.add_argument("--generate", type=positive_int("--generate"), help="tokens generated per sequence")
-    run.add_argument("--fusion", choices=["eager", "fused"], help="kernel fusion profile (default from workload)")
-    run.add_argument("--kv-stride", type=positive_int("--kv-stride"), default=64,
-                     help="decode KV lengths between exactly simulated attention samples (default 64)")
+    add_workload_flags(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    run.add_argument("--csv", metavar="PATH", help="write the per-op table (prefill and first decode step) as CSV")
+    run.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of steps (open in Perfetto)")
+    run.add_argument("--trace-step", action="append", type=trace_step, metavar="prefill|decode:N",
+                     help="step to trace, repeatable (default: prefill and decode:1, the first decode step)")
+    run.add_argument("--plots", metavar="DIR", help="write PNG plots (roofline, breakdown, decode, batch, memory)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
 
 
-def load_run_inputs(hw: str, workload: str, batch=None, prompt=None, generate=None, fusion=None):
-    """Hardware and workload with CLI overrides applied; the resolved config and its hash."""
-    from archsim.config.loader import config_hash, load_system, load_workload
-    from archsim.graph.model import Fusion
+def trace_step(text: str) -> tuple[str, int]:
+    """argparse type: `prefill` -> ("prefill", 0); `decode:N` -> ("decode", N), N from 1."""
+    if text == "prefill":
+        return ("prefill", 0)
+    kind, _, n = text.partition(":")
+    if kind == "decode" and n.isdigit() and int(n) >= 1:
+        return ("decode", int(n))
+    raise argparse.ArgumentTypeError(f"--trace-step: expected prefill or decode:N with N from 1 (got {text!r})")
 
-    system, hw_cfg = load_system(hw)
+
+def load_workload_inputs(workload: str, batch=None, prompt=None, generate=None, fusion=None, model=None):
+    """The workload with CLI overrides and, from `model` (a config.json), its model and dtype;
+    its resolved config. Fields of the config.json that archsim cannot model go to stderr."""
+    import sys
+
+    from archsim.config.hf import load_hf_config, model_cfg
+    from archsim.config.loader import load_workload
+    from archsim.graph.model import DTypes, Fusion
+
     w, wl_cfg = load_workload(workload)
+    if model:
+        hf = load_hf_config(model)
+        if hf.unmodelled:
+            print(f"warning: {model}: archsim does not model: {'; '.join(hf.unmodelled)}", file=sys.stderr)
+        dtypes = DTypes(hf.dtype, hf.dtype, hf.dtype) if hf.dtype else w.dtypes
+        w = replace(w, model=hf.model, dtypes=dtypes)
+        wl_cfg = {**wl_cfg, "name": hf.model.name, "model": model_cfg(hf.model),
+                  "dtypes": {"weights": dtypes.weights.value, "activations": dtypes.activations.value,
+                             "kv_cache": dtypes.kv_cache.value}}
     sc = w.scenario
     sc = replace(sc, batch=batch or sc.batch, prompt_tokens=prompt or sc.prompt_tokens,
                  output_tokens=generate or sc.output_tokens)
     w = replace(w, scenario=sc, fusion=Fusion(fusion) if fusion else w.fusion)
     wl_cfg = {**wl_cfg, "scenario": {"batch": sc.batch, "prompt_tokens": sc.prompt_tokens,
                                      "output_tokens": sc.output_tokens}, "fusion": w.fusion.value}
+    return w, wl_cfg
+
+
+def load_run_inputs(hw: str, workload: str, batch=None, prompt=None, generate=None, fusion=None, model=None):
+    """Hardware and workload with CLI overrides applied; the resolved config and its hash."""
+    from archsim.config.loader import config_hash, load_system
+
+    system, hw_cfg = load_system(hw)
+    w, wl_cfg = load_workload_inputs(workload, batch, prompt, generate, fusion, model)
     config = {"hardware": hw_cfg, "workload": wl_cfg}
     return system, w, config, config_hash(config)
+
+
+def check_trace_steps(steps, decode_steps: int) -> list[tuple[str, int]]:
+    """The steps to trace: as asked (each must exist in the run), or the default ones that do."""
+    if not steps:
+        return [s for s in DEFAULT_TRACE_STEPS if s[1] <= decode_steps]
+    for kind, n in steps:
+        if n > decode_steps:
+            raise UsageError(f"--trace-step: decode:{n} is past the last decode step of this run "
+                             f"({decode_steps}: --generate minus 1) (got decode:{n})")
+    return sorted(set(steps), key=lambda s: (s[0] != "prefill", s[1]))
+
+
+def trace_document(result, w, system, steps: list[tuple[str, int]]) -> dict:
+    """Trace of the chosen steps of a run, each placed at its time in the run."""
+    from archsim.graph.builder import Step
+    from archsim.graph.model import Phase
+    from archsim.report.trace import TraceBuilder
+    from archsim.runner.generation import simulate_step
+
+    builder = TraceBuilder(system.chip)
+    s = w.scenario
+    for kind, n in steps:
+        if kind == "prefill":
+            builder.add_step(result.prefill, f"prefill: batch {s.batch} x {s.prompt_tokens} tokens", 0.0)
+            continue
+        step = result.decode if n == 1 else simulate_step(w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens + n - 1))
+        start_s = result.ttft_s + float(result.decode_step_s[: n - 1].sum())
+        builder.add_step(step, f"decode step {n}: batch {s.batch}, KV {step.step.kv_len}", start_s)
+    return builder.document()
+
+
+def write_plots(out_dir: str, result, w, system, kv_stride: int, console) -> list:
+    """The plots of a run; the tokens/s-against-batch sweep runs the scenario at a few batches."""
+    from pathlib import Path
+
+    from rich.progress import Progress
+
+    from archsim.report import plots
+    from archsim.report.sweep import batch_sweep
+
+    d, chip = Path(out_dir), system.chip
+    steps = [("prefill", result.prefill)] + ([("first decode step", result.decode)] if result.decode else [])
+    try:
+        paths = [plots.roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
+                 plots.breakdown(d / "breakdown.png", steps),
+                 plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)]),
+                 plots.memory(d / "memory.png", [(chip.name, result.footprint)])]
+    except plots.PlotsUnavailable as err:
+        raise UsageError(f"--plots: {err}") from None
+    with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task("tokens/s against batch", total=None)
+        batches, runs, limit = batch_sweep(w, system, kv_stride, known=result,
+                                           progress=lambda done, total: bar.update(task, completed=done, total=total))
+    title = f"{w.model.name} on {chip.name}: prompt {w.scenario.prompt_tokens}, generate {w.scenario.output_tokens}"
+    paths.append(plots.throughput_by_batch(d / "throughput_batch.png", batches, runs, limit, title))
+    return paths
 
 
 def run(args) -> int:
@@ -50,7 +152,15 @@ def run(args) -> int:
     from archsim.runner.generation import run_generation
 
     system, w, config, digest = load_run_inputs(args.hw, args.workload, args.batch, args.prompt,
-                                                args.generate, args.fusion)
+                                                args.generate, args.fusion, args.model)
+    steps = check_trace_steps(args.trace_step, w.scenario.output_tokens - 1) if args.trace else []
+    if args.plots:
+        from archsim.report.plots import PlotsUnavailable, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except PlotsUnavailable as err:
+            raise UsageError(f"--plots: {err}") from None
     console = Console()
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("decode attention", total=None)
@@ -63,6 +173,16 @@ def run(args) -> int:
     console.print(f"config hash {digest}")
     if args.json:
         write_json(args.json, run_dict(result, config, digest))
+    if args.csv:
+        from archsim.report.csvfile import write_op_csv
+
+        write_op_csv(args.csv, result)
+    if args.trace and not result.interrupted:
+        from archsim.report.trace import write_trace
+
+        write_trace(args.trace, trace_document(result, w, system, steps))
+        console.print(f"trace {args.trace} ({', '.join(k if k == 'prefill' else f'decode:{n}' for k, n in steps)})")
+    if args.plots and not result.interrupted:
+        for path in write_plots(args.plots, result, w, system, args.kv_stride, console):
+            console.print(f"plot {path}")
     return 130 if result.interrupted else 0
-
-

@@ -46,9 +46,10 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
-    tms = sorted({t for t in TILE_SIZES if t < 2 * m} | ({m} if m <= max(TILE_SIZES) else set()))
-    tns = sorted({t for t in TILE_SIZES if t < 2 * n} | ({n} if n <= max(TILE_SIZES) else set()))
-    tks = sorted({t for t in K_STEPS if t < 2 * k} | ({k} if k <= 4 * max(K_STEPS) else set()))
+    # power-of-two edges, and the whole dimension (one tile) where the SRAM can hold it
+    tms = sorted({t for t in TILE_SIZES if t < 2 * m} | {m})
+    tns = sorted({t for t in TILE_SIZES if t < 2 * n} | {n})
+    tks = sorted({t for t in K_STEPS if t < 2 * k} | {k})
     grid = np.array(list(itertools.product(tms, tns, tks)), dtype=np.int64)
     tm, tn, tk = grid[:, 0], grid[:, 1], grid[:, 2]
     stage = _stage_bytes(tm, tn, tk, a, b)

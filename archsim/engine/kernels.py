@@ -21,6 +21,7 @@ import numpy as np
 from archsim.engine.jit import njit
 
 INF = 1.0e300
+EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 
 
 @njit
@@ -128,7 +129,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                         hf = hbm[e] / nbytes
                         lat = hf * hbm_latency + (1.0 - hf) * l2_latency
                         loading[s] = j
-                        ready_at[s] = max(np.ceil(slot_free + lat), t)
+                        ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
                         load_left[s] = nbytes
                         load_hfrac[s] = hf
                         cap = inflight / lat
@@ -193,20 +194,26 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
         if t_next >= INF:
             # nothing in flight: every remaining core is waiting on a zero-time transition
             t_next = t
-        t_next = max(t, np.ceil(t_next - 1e-7))
-        dt = t_next - t
+        # whole cycles; an event within EPS of a cycle boundary lands on it, and flows still move
+        # the (sub-EPS) distance to their exact completion so that no flow is left a hair short
+        t_exact = t_next
+        t_next = max(t, np.ceil(t_next - EPS))
+        dt = max(t_next, t_exact) - t
         for s in range(s_count):
+            # a flow within EPS cycles of its end is done (float time cannot resolve less)
             if active[s]:
                 load_left[s] -= rate[s] * dt
+                if load_left[s] <= rate[s] * EPS:
+                    load_left[s] = 0.0
             f = s_count + s
             if active[f]:
-                store_left[s] = max(0.0, store_left[s] - rate[f] * dt)
-                if store_left[s] < 1e-6:
+                store_left[s] -= rate[f] * dt
+                if store_left[s] <= rate[f] * EPS:
                     store_left[s] = 0.0
             g = 2 * s_count + s
             if active[g]:
-                store_l2_left[s] = max(0.0, store_l2_left[s] - rate[g] * dt)
-                if store_l2_left[s] < 1e-6:
+                store_l2_left[s] -= rate[g] * dt
+                if store_l2_left[s] <= rate[g] * EPS:
                     store_l2_left[s] = 0.0
         t = t_next
         for s in range(s_count):
@@ -214,7 +221,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                 continue
             base = core_start[s]
             n = core_start[s + 1] - base
-            if loading[s] >= 0 and ready_at[s] <= t and load_left[s] <= 1e-6:
+            if loading[s] >= 0 and ready_at[s] <= t and load_left[s] <= 0.0:
                 load_done[base + loading[s]] = t
                 loading[s] = -1
             if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:

@@ -17,7 +17,7 @@ from archsim.compiler.program import Phase
 from archsim.engine.kernels import simulate_phase
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
-from archsim.hardware import Chip
+from archsim.hardware import Chip, FoldMode
 from archsim.hardware.memory import (
     hbm_bandwidth, hbm_efficiency, hbm_latency_s, l2_bandwidth, l2_latency_s,
 )
@@ -84,6 +84,10 @@ def play_program(program: Program, chip: Chip) -> dict:
         out["hbm"] += float(np.sum((phase.hbm_bytes + phase.store_bytes) * w[seq]))
         out["l2"] += float(np.sum((phase.l2_bytes + phase.store_l2_bytes) * w[seq]))
         out["active"] = max(out["active"], phase.active_cores)
+    if program.matrix and chip.core.array.fold_mode is FoldMode.SERIAL and out["cycles"] > 0:
+        # serial folds follow SCALE-Sim's accounting, which reports the index of the last cycle
+        out["cycles"] -= 1
+        out["compute"] -= 1
     return out
 
 

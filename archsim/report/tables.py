@@ -33,20 +33,29 @@ def summary_table(r: RunResult, chip_name: str, model_name: str) -> Table:
     return t
 
 
+def si(x: float) -> str:
+    """A number in 3 significant digits with a metric prefix and no unit: 535T, 4.5T, 12.3G, 870."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale * 0.9995:
+            return f"{x / scale:.3g}{prefix}"
+    return f"{x:.3g}" if x else "0"
+
+
 def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
+    """Per-op breakdown, ~100 columns wide: cycles of the critical core, rates per second."""
     total = s.time_s
     t = Table(title=f"{title}: {format_seconds(total)}  ({format_rate(s.flops / total if total else 0, 'FLOP/s')}, "
                     f"{format_rate(s.hbm_bytes / total if total else 0, 'B/s')} from HBM)", title_justify="left")
     for col, just in (("op", "left"), ("x", "right"), ("time", "right"), ("share", "right"), ("bound", "left"),
-                      ("compute cyc", "right"), ("stall cyc", "right"), ("FLOP/s", "right"), ("HBM B/s", "right"),
+                      ("comp cyc", "right"), ("stall cyc", "right"), ("FLOP/s", "right"), ("HBM B/s", "right"),
                       ("util", "right")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=True)
     for r in s.ops:
         tm: OpTiming = r.timing
         t.add_row(r.op.name, str(r.op.repeat), format_seconds(r.time_s),
                   f"{100 * r.time_s / total:.1f}%" if total else "-", _bound(tm.bound.value),
-                  f"{tm.compute_cycles:,}", f"{tm.stall_cycles:,}", format_rate(tm.achieved_flops, "FLOP/s"),
-                  format_rate(tm.achieved_bytes_per_s, "B/s"), f"{100 * tm.utilisation:.0f}%")
+                  si(tm.compute_cycles), si(tm.stall_cycles), si(tm.achieved_flops),
+                  si(tm.achieved_bytes_per_s), f"{100 * tm.utilisation:.0f}%")
     return t
 
 

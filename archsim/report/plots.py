@@ -1,0 +1,242 @@
+"""PNG plots of a run: roofline, time breakdown per op kind, decode step time against KV length,
+tokens/s against batch, memory footprint. matplotlib (Agg, no display) is imported only here,
+and only when a plot is drawn; figures are built without pyplot's global state.
+
+Axes state their units: FLOP/s, FLOP per byte of HBM traffic, ms, tokens/s, GB.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from archsim.graph.ops import OpKind
+from archsim.hardware import Chip, DType
+from archsim.runner.generation import RunResult, StepResult
+from archsim.runner.memory import Footprint
+
+KIND_COLOURS = {OpKind.GEMM: "tab:blue", OpKind.ATTENTION: "tab:red", OpKind.VECTOR: "tab:green",
+                OpKind.EMBEDDING: "tab:purple", OpKind.COPY: "tab:brown"}
+PART_COLOURS = {"compute": "tab:green", "memory stall": "tab:orange", "kernel overhead": "tab:purple",
+                "other (stores, imbalance)": "tab:gray"}
+DPI = 120
+LABEL_GRID = 8  # roofline labels of ops closer than 1/8 of a decade share one label
+
+
+class PlotsUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def require_matplotlib() -> None:
+    """PlotsUnavailable unless matplotlib can be imported (checked before a long run, not after)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise PlotsUnavailable("plots need matplotlib: python3 -m pip install 'archsim[plot]'")
+
+
+def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1):
+    """A new figure and its axes (Agg), or PlotsUnavailable when matplotlib is missing."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotsUnavailable("plots need matplotlib: python3 -m pip install 'archsim[plot]'") from None
+    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, cols)
+    return fig, axes
+
+
+def save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
+
+
+def _eng(unit: str):
+    from matplotlib.ticker import EngFormatter
+
+    return EngFormatter(unit=unit)
+
+
+def vector_flops(chip: Chip) -> float:
+    """Elementwise operations per second of all vector units: lanes x cores x clock."""
+    return float(chip.core.vector.lanes) * chip.cores * chip.clock_hz
+
+
+def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype: DType) -> Path:
+    """Every op with arithmetic placed by FLOP per HBM byte and achieved FLOP/s, under the chip's
+    matrix, vector and HBM roofs (log-log)."""
+    fig, ax = figure(9.0, 6.0)
+    markers = ("o", "^", "s", "D")
+    xs, skipped = [], 0
+    for (label, step), marker in zip(steps, markers):
+        names: dict[tuple, list[str]] = {}  # ops that land on the same spot share one label
+        for r in step.ops:
+            t = r.timing
+            if t.flops <= 0 or t.hbm_bytes <= 0 or t.time_s <= 0:
+                skipped += 1
+                continue
+            x, y = t.arithmetic_intensity, t.achieved_flops
+            xs.append(x)
+            ax.scatter([x], [y], marker=marker, color=KIND_COLOURS[r.op.kind], s=36, zorder=3,
+                       edgecolors="black", linewidths=0.4)
+            spot = (round(np.log10(x) * LABEL_GRID), round(np.log10(y) * LABEL_GRID))
+            names.setdefault(spot, [x, y]).append(r.op.name)
+        for i, (x, y, *ops) in enumerate(sorted(names.values())):  # labels of neighbours alternate
+            ax.annotate(", ".join(ops), (x, y), textcoords="offset points", xytext=(5, 3 if i % 2 else -9),
+                        fontsize=7)
+    peak, hbm_bw, vec = chip.peak_flops(dtype), chip.hbm.peak_bandwidth_bytes_per_s, vector_flops(chip)
+    lo = min(xs + [0.1]) / 3
+    hi = max(xs + [10 * peak / hbm_bw]) * 3
+    x = np.geomspace(lo, hi, 200)
+    ax.plot(x, np.minimum(peak, x * hbm_bw), color="black", lw=1.5,
+            label=f"{dtype.value} matrix roof {peak / 1e12:.0f} TFLOP/s, HBM {hbm_bw / 1e12:.2f} TB/s")
+    ax.plot(x, np.minimum(vec, x * hbm_bw), color="gray", lw=1, ls="--",
+            label=f"vector roof {vec / 1e12:.1f} TFLOP/s")
+    for kind, colour in KIND_COLOURS.items():
+        ax.scatter([], [], color=colour, label=kind.value)
+    for (label, _), marker in zip(steps, markers):
+        ax.scatter([], [], marker=marker, color="white", edgecolors="black", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_eng("FLOP/s"))
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
+    ax.set_ylabel("achieved FLOP/s")
+    note = f" ({skipped} ops without arithmetic not shown)" if skipped else ""
+    ax.set_title(f"Roofline on {chip.name}{note}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return save(fig, path)
+
+
+def time_parts(step: StepResult) -> dict[OpKind, dict[str, float]]:
+    """Step time per op kind (seconds, all repeats) split into compute, memory stall, kernel
+    overhead and the rest, from the cycles of each op's critical core."""
+    out: dict[OpKind, dict[str, float]] = {}
+    for r in step.ops:
+        t = r.timing
+        per_cycle = r.time_s / t.cycles if t.cycles else 0.0
+        other = max(0, t.cycles - t.compute_cycles - t.stall_cycles - t.overhead_cycles)
+        parts = out.setdefault(r.op.kind, dict.fromkeys(PART_COLOURS, 0.0))
+        for name, cycles in zip(PART_COLOURS, (t.compute_cycles, t.stall_cycles, t.overhead_cycles, other)):
+            parts[name] += cycles * per_cycle
+    return out
+
+
+def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
+    """Per op kind, where each step's time goes (horizontal stacked bars, one panel per step)."""
+    fig, axes = figure(5.0 * len(steps), 4.0, cols=len(steps))
+    for ax, (label, step) in zip(np.atleast_1d(axes), steps):
+        parts = time_parts(step)
+        kinds = sorted(parts, key=lambda k: sum(parts[k].values()))
+        left = np.zeros(len(kinds))
+        for name, colour in PART_COLOURS.items():
+            ms = np.array([parts[k][name] * 1e3 for k in kinds])
+            ax.barh([k.value for k in kinds], ms, left=left, color=colour, label=name)
+            left += ms
+        ax.set_xlabel("time in the step (ms)")
+        ax.set_title(f"{label}: {step.time_s * 1e3:.3g} ms")
+        ax.legend(fontsize=7, loc="lower right")
+    return save(fig, path)
+
+
+def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
+    """Decode step time against the KV length it reads, one line per run."""
+    fig, ax = figure(8.0, 4.5)
+    for label, r in runs:
+        if len(r.decode_step_s):
+            ax.plot(r.decode_kv_lens, r.decode_step_s * 1e3, label=f"{label} (batch {r.batch})")
+    ax.set_xlabel("KV cache length (tokens per sequence)")
+    ax.set_ylabel("decode step time (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Decode step time against KV length")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def throughput_by_batch(path: Path, batches: list[int], runs: list[RunResult], limit: int, title: str) -> Path:
+    """Decode and end-to-end tokens/s against batch, with the largest batch that fits in HBM."""
+    fig, ax = figure(8.0, 4.5)
+    ax.plot(batches, [r.decode_tokens_per_s for r in runs], "o-", label="decode tokens/s (batch / step time)")
+    ax.plot(batches, [r.throughput_tokens_per_s for r in runs], "s--", label="end to end tokens/s (with prefill)")
+    ax.axvline(limit, color="red", ls=":", label=f"HBM capacity limit (batch {limit})")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.minorticks_off()
+    ax.set_xlabel("batch (sequences)")
+    ax.set_ylabel("tokens/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def memory(path: Path, footprints: list[tuple[str, Footprint]]) -> Path:
+    """Weights, KV cache and activations against HBM capacity, one bar per chip or run."""
+    fig, ax = figure(8.0, 1.6 + 0.6 * len(footprints))
+    labels = [label for label, _ in footprints]
+    left = np.zeros(len(footprints))
+    for name, colour in (("weights", "tab:blue"), ("KV cache", "tab:orange"), ("activations", "tab:green")):
+        attr = {"weights": "weights_bytes", "KV cache": "kv_cache_bytes", "activations": "activations_bytes"}[name]
+        gb = np.array([getattr(fp, attr) / 1e9 for _, fp in footprints])
+        ax.barh(labels, gb, left=left, color=colour, label=name)
+        left += gb
+    for i, (_, fp) in enumerate(footprints):
+        ax.plot([fp.capacity_bytes / 1e9] * 2, [i - 0.4, i + 0.4], color="red", lw=2,
+                label="HBM capacity" if i == 0 else None)
+    for i, (_, fp) in enumerate(footprints):
+        ax.annotate(f"{fp.total_bytes / 1e9:.3g} of {fp.capacity_bytes / 1e9:.3g} GB "
+                    f"({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)", (fp.total_bytes / 1e9, i),
+                    textcoords="offset points", xytext=(4, 0), va="center", fontsize=8)
+    ax.set_xlim(0, 1.25 * max(max(fp.total_bytes, fp.capacity_bytes) for _, fp in footprints) / 1e9)
+    ax.invert_yaxis()
+    ax.set_xlabel("memory per chip (GB)")
+    ax.set_title("Memory footprint at the longest context")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25 - 0.1 / len(footprints)), ncol=4)
+    return save(fig, path)
+
+
+def compare_summary(path: Path, runs: list[tuple[str, RunResult]], title: str) -> Path:
+    """TTFT, time per output token and decode tokens/s of each chip, as bars."""
+    fig, axes = figure(12.0, 4.0, cols=3)
+    names = [name for name, _ in runs]
+    panels = (("time to first token (ms)", [r.ttft_s * 1e3 for _, r in runs]),
+              ("time per output token (ms)", [r.tpot_s * 1e3 for _, r in runs]),
+              ("decode throughput (tokens/s)", [r.decode_tokens_per_s for _, r in runs]))
+    for ax, (label, values) in zip(axes, panels):
+        bars = ax.barh(names, values, color="tab:blue")
+        ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=8, padding=2)
+        ax.set_xlabel(label)
+        ax.set_xlim(0, 1.25 * max(values + [1e-12]))
+        ax.invert_yaxis()  # the first chip on top
+    for ax in axes[1:]:
+        ax.set_yticklabels([])
+    fig.suptitle(title)
+    return save(fig, path)
+
+
+def compare_bounds(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
+    """Share of prefill and of decode time that each chip spends memory-, compute- or
+    overhead-bound (stacked bars)."""
+    from archsim.engine.timing import Bound
+    from archsim.report.comparison import decode_seconds_by_bound, shares, step_seconds_by_bound
+
+    colours = {Bound.MEMORY: "tab:orange", Bound.COMPUTE: "tab:green", Bound.OVERHEAD: "tab:purple"}
+    fig, axes = figure(11.0, 1.8 + 0.5 * len(runs), cols=2)
+    names = [name for name, _ in runs]
+    for ax, (label, split) in zip(axes, (("prefill", lambda r: step_seconds_by_bound(r.prefill)),
+                                         ("decode (all steps)", decode_seconds_by_bound))):
+        part = [shares(split(r)) for _, r in runs]
+        left = np.zeros(len(runs))
+        for bound, colour in colours.items():
+            pct = np.array([100 * p[bound] for p in part])
+            ax.barh(names, pct, left=left, color=colour, label=f"{bound.value}-bound")
+            left += pct
+        ax.set_xlim(0, 100)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"share of {label} time (%)")
+    axes[1].set_yticklabels([])
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save(fig, path)

@@ -1,0 +1,61 @@
+"""`archsim compare` and `archsim list`: chips side by side, readable in 80 columns."""
+
+import json
+
+import pytest
+from rich.console import Console
+
+from archsim.cli import main
+from archsim.commands.list import _num, chips_table, workloads_table
+from archsim.config.loader import load_system
+from archsim.hardware import DType
+
+
+def test_compare_two_chips(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert main(["compare", "h200", "a100", "--prompt", "64", "--generate", "4", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "h200" in text and "a100" in text and "TTFT" in text
+    data = json.loads(out.read_text())
+    h200, a100 = data["chips"]
+    assert h200["chip"] == "NVIDIA H200 SXM" and a100["chip"].startswith("NVIDIA A100")
+    for chip in (h200, a100):
+        assert chip["ttft_s"] > 0 and chip["tpot_s"] > 0 and chip["bound"] in ("memory", "compute", "overhead")
+        run_s = chip["ttft_s"] + 3 * chip["tpot_s"]  # 4 tokens: prefill and 3 decode steps
+        assert sum(chip["time_by_bound_s"].values()) == pytest.approx(run_s, rel=1e-9)
+    assert h200["tpot_s"] < a100["tpot_s"]  # more HBM bandwidth, memory-bound decode
+    assert data["workload"]["scenario"] == {"batch": 1, "prompt_tokens": 64, "output_tokens": 4}
+
+
+def test_compare_keeps_going_when_one_chip_does_not_fit(tmp_path, capsys):
+    out, plots = tmp_path / "c.json", tmp_path / "plots"
+    args = ["compare", "tpu_v5e", "h200", "--workload", "llama3_70b", "--prompt", "64", "--generate", "2",
+            "--json", str(out)]
+    assert main(args) == 2  # neither fits: 70B in bf16 is more than one chip holds
+    assert "does not fit" in capsys.readouterr().err
+    pytest.importorskip("matplotlib")
+    assert main(["compare", "tpu_v5e", "h200", "--prompt", "64", "--generate", "2", "--json", str(out),
+                 "--plots", str(plots)]) == 0
+    tpu, h200 = json.loads(out.read_text())["chips"]
+    assert tpu["error"] == "does not fit" and h200["ttft_s"] > 0
+    for name in ("compare_summary.png", "compare_bounds.png", "compare_decode_kv.png", "compare_memory.png"):
+        assert (plots / name).stat().st_size > 5000
+
+
+def test_compare_bad_chip_exits_2(capsys):
+    assert main(["compare", "h200", "h201"]) == 2
+    assert "did you mean 'h200'" in capsys.readouterr().err
+
+
+def test_list_fits_80_columns():
+    console = Console(width=80, record=True)
+    console.print(chips_table())
+    console.print(workloads_table())
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    chip = load_system("h200")[0].chip
+    row = next(line for line in text.splitlines() if line.startswith("│ h200 "))
+    for value in (chip.peak_flops(DType.BF16) / 1e12, chip.hbm.peak_bandwidth_bytes_per_s / 1e12,
+                  chip.hbm.capacity_bytes / 1e9):
+        assert f" {_num(value)} " in row

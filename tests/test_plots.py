@@ -1,0 +1,60 @@
+"""PNG plots, the per-op CSV and table widths: written, non-empty, readable in a terminal."""
+
+import csv
+import json
+
+import pytest
+from rich.console import Console
+
+from archsim.cli import main
+from archsim.graph.builder import Step
+from archsim.graph.model import Phase
+from archsim.report.plots import time_parts
+from archsim.report.tables import si, step_table
+from archsim.runner.generation import simulate_step
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytest.importorskip("matplotlib")
+
+
+def is_png(path) -> bool:
+    data = path.read_bytes()
+    return len(data) > 5000 and data.startswith(PNG_MAGIC)
+
+
+def test_run_plots_and_csv(tmp_path, capsys):
+    """A small chip, so the capacity limit (and the tokens/s sweep up to it) stays small."""
+    plots, table, result = tmp_path / "plots", tmp_path / "ops.csv", tmp_path / "r.json"
+    assert main(["run", "--hw", "tpu_v5e", "--workload", "llama2_7b", "--prompt", "64", "--generate", "4",
+                 "--quiet", "--plots", str(plots), "--csv", str(table), "--json", str(result)]) == 0
+    names = ("roofline.png", "breakdown.png", "decode_kv.png", "memory.png", "throughput_batch.png")
+    for name in names:
+        assert is_png(plots / name), name
+    rows = list(csv.DictReader(table.open()))
+    run = json.loads(result.read_text())
+    assert [r["phase"] for r in rows] == ["prefill"] * len(run["prefill"]["ops"]) + ["decode"] * len(run["decode"]["ops"])
+    assert [r["op"] for r in rows[: len(run["prefill"]["ops"])]] == [o["name"] for o in run["prefill"]["ops"]]
+    prefill_s = sum(float(r["step_time_s"]) for r in rows if r["phase"] == "prefill")
+    assert prefill_s == pytest.approx(run["ttft_s"], rel=1e-9)
+    assert {"bound", "arithmetic_intensity", "stall_cycles"} <= set(rows[0])
+
+
+def test_time_parts_add_up_to_the_step(h200, llama8b):
+    step = simulate_step(llama8b, h200, Step(Phase.DECODE, 4, 1, 256))
+    parts = time_parts(step)
+    assert sum(sum(p.values()) for p in parts.values()) == pytest.approx(step.time_s, rel=1e-9)
+    assert all(v >= 0 for p in parts.values() for v in p.values())
+
+
+def test_per_op_table_fits_120_columns(h200, llama8b):
+    step = simulate_step(llama8b, h200, Step(Phase.PREFILL, 1, 512, 0))
+    console = Console(width=120, record=True)
+    console.print(step_table(step, "prefill step", h200.chip.clock_hz))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "…" not in text  # no cell cut short
+
+
+def test_si_numbers():
+    assert [si(5.35e14), si(4.5e12), si(1.234e10), si(870), si(0), si(999_999)] == \
+        ["535T", "4.5T", "12.3G", "870", "0", "1M"]
