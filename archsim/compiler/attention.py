@@ -8,6 +8,9 @@ touch a K/V block reads it from HBM, the others hit in L2 (all K/V stays residen
 Queries of the `heads / kv_heads` heads that share a KV head are processed as the query rows of
 one item in decode (GQA packing); in prefill each query head is its own item, as flash kernels do.
 Items are dealt to cores longest first, as a block scheduler does with causal work.
+With `split_kv` (flash-decoding), a decode with fewer (sequence, KV head) items than cores cuts
+each item's KV range into splits that fill the cores; each split writes an fp32 partial output
+to L2 and a second kernel combines them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 
 import numpy as np
 
+from archsim.compiler.gemm import PARTIAL_BYTES, streaming_phase
 from archsim.compiler.program import Phase, Program, build_phase, deal_items
 from archsim.compiler.tiles import matmul_cycles, vector_cycles
 from archsim.graph.ops import Op
@@ -56,15 +60,19 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     step_cycles = float(s_cyc + p_cyc + sm_cyc)
     kv_block_bytes = 2.0 * bk * d * a
     q_bytes = qrows * heads_per_item * d * a if not decode else rows * d * a
-    # items: (batch, kv head, head in group, query block); n_kv blocks each
+    splits = 1
+    if decode and op.split_kv:
+        splits = max(1, min(kv_blocks, chip.cores // max(1, op.batch * op.kv_heads)))
+    # items: (batch, head or KV head, query block or KV split, KV blocks it streams)
     items = []
     for qb in range(q_blocks):
         if op.causal and not decode:
             last_q = min(op.q_len, (qb + 1) * bq) - 1 + past
-            n_kv = min(kv_blocks, last_q // bk + 1)
+            items.append((qb, min(kv_blocks, last_q // bk + 1)))
         else:
-            n_kv = kv_blocks
-        items.append((qb, n_kv))
+            per = -(-kv_blocks // splits)
+            items += [(sp, min(per, kv_blocks - sp * per)) for sp in range(splits) if kv_blocks > sp * per]
+    splits = len(items) if decode else 1
     heads_items = op.heads // heads_per_item
     # longest items first; within equal length, by (batch, head) for L2 locality
     order = sorted(items, key=lambda x: -x[1])
@@ -81,7 +89,7 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     for idx, (b, h, qb, n_kv) in enumerate(all_items):
         kvh = h if decode else h // group
         wave = idx // chip.cores if not fits else 0
-        key = (b, kvh, wave)
+        key = (b, kvh, qb if decode else 0, wave)
         if key not in seen:
             seen.add(key)
             first_touch[idx] = True
@@ -94,9 +102,14 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             for j in range(n_kv):
                 moved = kv_block_bytes + (q_bytes if j == 0 else 0.0)
                 hbm = moved if miss else (q_bytes if j == 0 else 0.0)
-                store = q_bytes if j == n_kv - 1 else 0.0
-                entries.append((hbm, moved - hbm, step_cycles, store))
-        sequences.append(np.array(entries, dtype=np.float64).reshape(-1, 4))
+                last = j == n_kv - 1
+                out = q_bytes if last and splits == 1 else 0.0
+                partial = q_bytes / a * PARTIAL_BYTES if last and splits > 1 else 0.0
+                entries.append((hbm, moved - hbm, step_cycles, out, partial))
+        sequences.append(np.array(entries, dtype=np.float64).reshape(-1, 5))
     stages = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
-    phase = build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk}")
-    return Program((phase,), op.flops(), op.min_bytes(), matrix=True)
+    phases = [build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk} kv-splits {splits}")]
+    if splits > 1:  # combine the fp32 partial outputs (and their log-sum-exps) per query row
+        phases.append(streaming_phase(chip, op.batch * op.heads * d, splits * PARTIAL_BYTES, a,
+                                      3 * splits, 1, "split-KV combine", row_elements=d, reads_hit_l2=True))
+    return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)

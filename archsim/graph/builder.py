@@ -102,7 +102,7 @@ def build_step(w: Workload, step: Step) -> list[Op]:
         kv_heads = model.heads
     ops.append(Op(OpKind.ATTENTION, kvd, batch=B, heads=model.heads, kv_heads=kv_heads,
                   head_dim=model.head_dim, q_len=step.new_tokens, kv_len=step.kv_len,
-                  causal=step.phase is Phase.PREFILL).named("attention", L))
+                  causal=step.phase is Phase.PREFILL, split_kv=not eager).named("attention", L))
     ops.append(Op(OpKind.GEMM, act, m=T, k=model.q_dim, n=model.hidden, weight_dtype=wd).named("o_proj", L))
     if eager:
         ops.append(Op(OpKind.VECTOR, act, m=T, n=model.hidden, vop=VectorOp.ADD).named("residual_add", L))

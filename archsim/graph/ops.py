@@ -84,6 +84,7 @@ class Op:
     q_len: int = 0
     kv_len: int = 0
     causal: bool = False
+    split_kv: bool = False  # decode attention may split the KV length across cores (flash-decoding)
     vop: VectorOp | None = None
     bytes: int = 0
     kernels: int = 1  # kernel launches this op stands for (unfused eager code runs several)

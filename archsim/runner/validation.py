@@ -1,7 +1,8 @@
 """Predict measured timings: each case of a ground-truth file simulated on a chip.
 
 Case schema (see archsim/data/README.md): every case has `id`, `kind`, `dtype` and
-`measured_ms`, plus per-kind fields. Single kernels were launched and timed on their own, so
+`measured_ms`, plus per-kind fields; an `attention_decode` case may say `split_kv: true` when
+the measured kernel split the KV length across blocks (the default is no split). Single kernels were launched and timed on their own, so
 they pay the chip's standalone launch cost; `model_step` cases were replayed as a CUDA graph,
 so they run through the normal step builder and runner with back-to-back kernels only, in the
 `eager` fusion profile that matches what was measured.
@@ -85,7 +86,8 @@ def case_ops(case: dict) -> list[Op]:
         q = case["seq"] if prefill else 1
         kv = case["seq"] if prefill else case["kv_len"]
         return [Op(OpKind.ATTENTION, dt, batch=case["batch"], heads=case["heads_q"], kv_heads=case["heads_kv"],
-                   head_dim=case["head_dim"], q_len=q, kv_len=kv, causal=bool(prefill and case["causal"]))]
+                   head_dim=case["head_dim"], q_len=q, kv_len=kv, causal=bool(prefill and case["causal"]),
+                   split_kv=bool(case.get("split_kv", False)))]
     if kind == "vector":
         return [Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=v) for v in VECTOR_KERNELS[case["op"]]]
     if kind == "copy":
