@@ -114,11 +114,17 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                 continue
             base = core_start[s]
             n = core_start[s + 1] - base
+            # the compute unit takes the next entry once it is loaded
+            if computing[s] and comp_busy_until[s] <= t:
+                computing[s] = False
+                e = base + comp_next[s] - 1
+                store_left[s] += store[e]
+                store_l2_left[s] += store_l2[e]
             # a free DMA takes the next load once its buffer is free
             if loading[s] < 0 and next_load[s] < n:
                 j = next_load[s]
                 slot_free = 0.0 if j < stages else comp_end[base + j - stages]
-                if j < stages or comp_next[s] > j - stages and not (computing[s] and comp_next[s] - 1 == j - stages):
+                if j < stages or (comp_next[s] > j - stages and comp_end[base + j - stages] <= t):
                     e = base + j
                     load_issue[e] = max(t, slot_free)
                     nbytes = hbm[e] + l2[e]
@@ -138,12 +144,6 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                             cap = min(cap, touched * chan_bw / hf)
                         load_cap[s] = cap
                         next_load[s] += 1
-            # the compute unit takes the next entry once it is loaded
-            if computing[s] and comp_busy_until[s] <= t:
-                computing[s] = False
-                e = base + comp_next[s] - 1
-                store_left[s] += store[e]
-                store_l2_left[s] += store_l2[e]
             if not computing[s] and comp_next[s] < n:
                 e = base + comp_next[s]
                 if load_done[e] <= t:
