@@ -117,75 +117,79 @@ def compile_gemm(op: Op, chip: Chip, tiling: tuple[int, int, int, int]) -> Progr
     return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)
 
 
-def _items(op: Op, tm: int, tn: int, tk: int, split: int):
-    """Work items in launch order: (group, row block, column block, K slice) with their sizes."""
+def _items(op: Op, tm: int, tn: int, tk: int, split: int) -> dict[str, np.ndarray]:
+    """Work items in launch order, as arrays: group, row block, column block and K slice
+    (g, i, j, s) with the item's rows, columns and K length (em, en, kl)."""
     m, k, n = op.m, op.k, op.n
-    ksteps = -(-k // tk)
-    per = -(-ksteps // split)
-    out = []
-    for g in range(op.groups):
-        for i in range(-(-m // tm)):
-            for j in range(-(-n // tn)):
-                for s in range(split):
-                    k0, k1 = s * per * tk, min(k, (s + 1) * per * tk)
-                    if k1 > k0:
-                        out.append((g, i, j, s, min(tm, m - i * tm), min(tn, n - j * tn), k1 - k0))
-    return out
+    per = -(-(-(-k // tk)) // split) * tk
+    g, i, j, s = (x.ravel() for x in np.meshgrid(np.arange(op.groups), np.arange(-(-m // tm)),
+                                                 np.arange(-(-n // tn)), np.arange(split), indexing="ij"))
+    kl = np.minimum(k, (s + 1) * per) - s * per
+    keep = kl > 0
+    g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
+    return {"g": g, "i": i, "j": j, "s": s, "em": np.minimum(tm, m - i * tm), "en": np.minimum(tn, n - j * tn),
+            "kl": kl}
 
 
-def _wave_hbm_fractions(items, cores: int, a: float, b: float, fits_l2: bool) -> list[float]:
+def _wave_hbm_fractions(items: dict[str, np.ndarray], cores: int, a: float, b: float, fits_l2: bool) -> np.ndarray:
     """Share of each wave's operand bytes that misses L2: the first touch of each A row block
     and B column block (per K slice) comes from HBM, the others hit. When all operands fit in
     L2, blocks fetched by an earlier wave stay resident."""
-    seen: set = set()
-    fractions = []
-    for w in range(0, len(items), cores):
+    count = len(items["kl"])
+    wave = np.arange(count) // cores
+    waves = int(wave[-1]) + 1 if count else 0
+    a_bytes = items["em"] * a * items["kl"]
+    b_bytes = items["en"] * b * items["kl"]
+    total = np.bincount(wave, a_bytes + b_bytes, minlength=waves)
+    unique = np.zeros(waves)
+    slices = int(items["s"].max()) + 1 if count else 1
+    for block, nbytes in ((items["i"], a_bytes), (items["j"], b_bytes)):
+        key = (items["g"] * (int(block.max()) + 1 if count else 1) + block) * slices + items["s"]
         if not fits_l2:
-            seen = set()
-        unique = total = 0.0
-        for g, i, j, s, em, en, kl in items[w:w + cores]:
-            total += (em * a + en * b) * kl
-            if ("a", g, i, s) not in seen:
-                seen.add(("a", g, i, s))
-                unique += em * a * kl
-            if ("b", g, j, s) not in seen:
-                seen.add(("b", g, j, s))
-                unique += en * b * kl
-        fractions.append(unique / total if total else 0.0)
-    return fractions
+            key = key + wave * (int(key.max()) + 1)
+        _, first = np.unique(key, return_index=True)
+        unique += np.bincount(wave[first], nbytes[first], minlength=waves)
+    return np.divide(unique, total, out=np.zeros(waves), where=total > 0)
 
 
 def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int,
                 limit_items: int | None = None) -> Phase:
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    items = _items(op, tm, tn, tk, split)[:limit_items]
+    items = {key: v[:limit_items] for key, v in _items(op, tm, tn, tk, split).items()}
     cores = chip.cores
     fits = op.groups * (op.m * op.k * a + op.k * op.n * b) <= chip.l2.capacity_bytes
-    fractions = _wave_hbm_fractions(items, cores, a, b, fits)
+    wave_frac = _wave_hbm_fractions(items, cores, a, b, fits)
+    fracs, frac_id = np.unique(wave_frac, return_inverse=True)
+    frac_id = frac_id[np.arange(len(items["kl"])) // cores]
     out_bytes = PARTIAL_BYTES if split > 1 else op.c_dtype.bytes
     partials_in_l2 = split > 1 and _partials_fit(op, chip, split)
-    cache: dict[tuple, np.ndarray] = {}
-
-    def item_entries(em: int, en: int, kl: int, frac: float) -> np.ndarray:
-        key = (em, en, kl, frac)
-        if key not in cache:
-            ks = np.full(-(-kl // tk), tk, dtype=np.int64)
-            ks[-1] = kl - tk * (len(ks) - 1)
-            moved = ks * (em * a + en * b)
-            seq = np.zeros((len(ks), 5))
-            seq[:, 0] = moved * frac
-            seq[:, 1] = moved * (1.0 - frac)
-            seq[:, 2] = matmul_cycles(chip.core, em, ks, en, op.dtype, op.b_dtype)
-            seq[-1, 4 if partials_in_l2 else 3] = em * en * out_bytes
-            cache[key] = seq
-        return cache[key]
-
-    per_core: list[list[np.ndarray]] = [[] for _ in range(cores)]
-    for idx, (_g, _i, _j, _s, em, en, kl) in enumerate(items):
-        per_core[idx % cores].append(item_entries(em, en, kl, fractions[idx // cores]))
-    sequences = [np.concatenate(c) if c else np.zeros((0, 5)) for c in per_core]
+    # items of the same shape and miss fraction have the same entries: build each kind once
+    em_, en_, kl_ = items["em"], items["en"], items["kl"]
+    code = ((em_ * (int(en_.max()) + 1) + en_) * (int(kl_.max()) + 1) + kl_) * len(fracs) + frac_id
+    codes, first, kind_of = np.unique(code, return_index=True, return_inverse=True)
+    blocks = []
+    for idx in first:
+        em, en, kl, f = int(em_[idx]), int(en_[idx]), int(kl_[idx]), float(fracs[frac_id[idx]])
+        ks = np.full(-(-kl // tk), tk, dtype=np.int64)
+        ks[-1] = kl - tk * (len(ks) - 1)
+        moved = ks * (em * a + en * b)
+        seq = np.zeros((len(ks), 5))
+        seq[:, 0] = moved * f
+        seq[:, 1] = moved * (1.0 - f)
+        seq[:, 2] = step_cycles(chip.core, em, tk, en, op.dtype, op.b_dtype)
+        seq[-1, 2] = step_cycles(chip.core, em, int(ks[-1]), en, op.dtype, op.b_dtype)
+        seq[-1, 4 if partials_in_l2 else 3] = em * en * out_bytes
+        blocks.append(seq)
+    # core c runs items c, c + cores, ...: cores with the same kinds in the same order are one sequence
+    groups: dict[bytes, list] = {}
+    for c in range(min(cores, len(kind_of))):
+        sig = np.ascontiguousarray(kind_of[c::cores])
+        entry = groups.setdefault(sig.tobytes(), [sig, 0])
+        entry[1] += 1
+    sequences = [np.concatenate([blocks[k] for k in sig]) for sig, _w in groups.values()]
+    weights = [w for _sig, w in groups.values()]
     stages = chip.core.sram.capacity_bytes // _stage_bytes(tm, tn, tk, a, b)
-    return build_phase(sequences, stages, f"gemm {tm}x{tn}x{tk} split{split}")
+    return build_phase(sequences, stages, f"gemm {tm}x{tn}x{tk} split{split}", weights=weights)
 
 
 def _partials_fit(op: Op, chip: Chip, split: int) -> bool:
@@ -221,8 +225,16 @@ def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phas
     per = -(-sk_iters // cores)
     fits = op.groups * (op.m * op.k * a + op.k * op.n * b) <= chip.l2.capacity_bytes
     items = _items(op, tm, tn, tk, 1)
+    tail = {key: v[dp_tiles:] for key, v in items.items()}
     # the tail's tiles are in flight together: the first touch of each operand block misses
-    frac = _wave_hbm_fractions(items[dp_tiles:], len(items) - dp_tiles, a, b, False)[0]
+    frac = float(_wave_hbm_fractions(tail, len(tail["kl"]), a, b, False)[0])
+    memo: dict[tuple, int] = {}
+
+    def cycles_of(em: int, kk: int, en: int) -> int:
+        if (em, kk, en) not in memo:
+            memo[em, kk, en] = step_cycles(chip.core, em, kk, en, op.dtype, op.b_dtype)
+        return memo[em, kk, en]
+
     sequences = []
     for c in range(cores):
         lo, hi = c * per, min(sk_iters, (c + 1) * per)
@@ -231,7 +243,7 @@ def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phas
         while i < hi:
             t, s0 = divmod(i, ksteps)
             s1 = min(ksteps, s0 + (hi - i))
-            _g, _i, _j, _s, em, en, _kl = items[dp_tiles + t]
+            em, en = int(tail["em"][t]), int(tail["en"][t])
             ks = np.full(s1 - s0, tk, dtype=np.int64)
             if s1 == ksteps:
                 ks[-1] = op.k - tk * (ksteps - 1)
@@ -239,8 +251,8 @@ def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phas
             seg = np.zeros((len(ks), 5))
             seg[:, 0] = moved * frac
             seg[:, 1] = moved * (1.0 - frac)
-            seg[:, 2] = step_cycles(chip.core, em, tk, en, op.dtype, op.b_dtype)
-            seg[-1, 2] = step_cycles(chip.core, em, int(ks[-1]), en, op.dtype, op.b_dtype)
+            seg[:, 2] = cycles_of(em, tk, en)
+            seg[-1, 2] = cycles_of(em, int(ks[-1]), en)
             if s1 == ksteps:  # this core finishes the tile: fold in the others' partials, write C
                 others = _segments_before(dp_tiles, t, s0, ksteps, per) if s0 > 0 else 0
                 seg[-1, 1] += others * em * en * PARTIAL_BYTES
@@ -280,20 +292,31 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
     rows_per_chunk = max(min_rows, math.ceil(rows / cores))
     # a chunk larger than a quarter of SRAM is streamed in several entries
     max_rows = max(1, int(chip.core.sram.capacity_bytes // 4 // (per_el * row_elements)))
+    # rows_per_chunk >= rows / cores, so each core takes at most one chunk: all chunks are alike
+    # but the last, and cores with alike chunks run one weighted sequence
     chunks = math.ceil(rows / rows_per_chunk)
-    sequences = []
-    for c in range(min(cores, chunks)):
-        my_chunks = range(c, chunks, cores)
-        entries = []
-        for ch in my_chunks:
-            r0 = ch * rows_per_chunk
-            r1 = min(rows, r0 + rows_per_chunk)
-            for e0 in range(r0, r1, max_rows):
-                e = (min(r1, e0 + max_rows) - e0) * row_elements
-                cyc = vector_step_cycles(chip.core, e * lane_ops_per_element, e * special_ops_per_element)
-                read = e * read_bytes_per_element
-                entries.append((0.0, read, float(cyc), e * write_bytes_per_element) if reads_hit_l2 else
-                               (read, 0.0, float(cyc), e * write_bytes_per_element))
-        sequences.append(np.array(entries, dtype=np.float64))
+    last_rows = rows - (chunks - 1) * rows_per_chunk
+
+    def chunk_entries(chunk_rows: int) -> np.ndarray:
+        sizes = np.full(-(-chunk_rows // max_rows), max_rows, dtype=np.int64)
+        sizes[-1] = chunk_rows - max_rows * (len(sizes) - 1)
+        out = np.zeros((len(sizes), 5))
+        e = sizes * row_elements
+        out[:, 1 if reads_hit_l2 else 0] = e * read_bytes_per_element
+        for size in np.unique(sizes):
+            n = int(size) * row_elements
+            out[sizes == size, 2] = vector_step_cycles(chip.core, n * lane_ops_per_element,
+                                                       n * special_ops_per_element)
+        out[:, 3] = e * write_bytes_per_element
+        return out
+
+    sequences, weights = [chunk_entries(rows_per_chunk)], [chunks - 1]
+    if last_rows == rows_per_chunk:
+        weights[0] += 1
+    else:
+        sequences.append(chunk_entries(last_rows))
+        weights.append(1)
+    if weights[0] == 0:
+        sequences, weights = sequences[1:], weights[1:]
     stages = max(2, chip.core.sram.capacity_bytes // max(1, int(max_rows * row_elements * per_el)))
-    return build_phase(sequences, stages, label)
+    return build_phase(sequences, stages, label, weights=weights)

@@ -52,11 +52,13 @@ class Program:
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
 
 
-def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_kernel: bool = True) -> Phase:
+def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_kernel: bool = True,
+                weights: list[int] | None = None) -> Phase:
     """Phase from one array per core of rows (hbm_bytes, l2_bytes, cycles, store_bytes
-    [, store_l2_bytes]). Identical sequences are merged into one with a weight; empty ones dropped."""
-    groups: dict[bytes, list] = {}
-    for seq in sequences:
+    [, store_l2_bytes]). Identical sequences are merged into one with a weight; empty ones dropped.
+    With `weights`, the sequences are already distinct and stand for that many cores each."""
+    groups: dict = {}
+    for idx, seq in enumerate(sequences):
         seq = np.asarray(seq, dtype=np.float64)
         seq = seq.reshape(-1, seq.shape[-1] if seq.ndim == 2 else 4)
         if seq.shape[1] == 4:
@@ -65,6 +67,9 @@ def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_k
             continue
         seq = np.ascontiguousarray(seq)
         seq[:, 2] = np.ceil(seq[:, 2])
+        if weights is not None:
+            groups[idx] = [seq, weights[idx]]
+            continue
         key = seq.tobytes()
         if key in groups:
             groups[key][1] += 1
