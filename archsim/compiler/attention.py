@@ -93,22 +93,33 @@ def compile_attention(op: Op, chip: Chip) -> Program:
         if key not in seen:
             seen.add(key)
             first_touch[idx] = True
-    sequences = []
+    blocks: dict[tuple[int, bool], np.ndarray] = {}
+
+    def item_entries(n_kv: int, miss: bool) -> np.ndarray:
+        """Entries of one item: a K/V block each, the Q block with the first, the output last."""
+        if (n_kv, miss) not in blocks:
+            seq = np.zeros((n_kv, 5))
+            seq[:, 0 if miss else 1] = kv_block_bytes
+            seq[0, 0] += q_bytes
+            seq[:, 2] = step_cycles
+            if splits == 1:
+                seq[-1, 3] = q_bytes
+            else:
+                seq[-1, 4] = q_bytes / a * PARTIAL_BYTES
+            blocks[n_kv, miss] = seq
+        return blocks[n_kv, miss]
+
+    # cores that run items of the same kinds in the same order are one weighted sequence
+    groups: dict[tuple, list] = {}
     for items_of_core in per_core:
-        entries = []
-        for idx in items_of_core:
-            _b, _h, _qb, n_kv = all_items[idx]
-            miss = first_touch.get(idx, False)
-            for j in range(n_kv):
-                moved = kv_block_bytes + (q_bytes if j == 0 else 0.0)
-                hbm = moved if miss else (q_bytes if j == 0 else 0.0)
-                last = j == n_kv - 1
-                out = q_bytes if last and splits == 1 else 0.0
-                partial = q_bytes / a * PARTIAL_BYTES if last and splits > 1 else 0.0
-                entries.append((hbm, moved - hbm, step_cycles, out, partial))
-        sequences.append(np.array(entries, dtype=np.float64).reshape(-1, 5))
+        sig = tuple((all_items[idx][3], idx in first_touch) for idx in items_of_core)
+        if sig:
+            groups.setdefault(sig, [sig, 0])[1] += 1
+    sequences = [np.concatenate([item_entries(n, m) for n, m in sig]) for sig, _w in groups.values()]
+    weights = [w for _sig, w in groups.values()]
     stages = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
-    phases = [build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk} kv-splits {splits}")]
+    phases = [build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk} kv-splits {splits}",
+                          weights=weights)]
     if splits > 1:  # combine the fp32 partial outputs (and their log-sum-exps) per query row
         phases.append(streaming_phase(chip, op.batch * op.heads * d, splits * PARTIAL_BYTES, a,
                                       3 * splits, 1, "split-KV combine", row_elements=d, reads_hit_l2=True))
