@@ -39,8 +39,8 @@ def _line_of(path: str, needle: str) -> int:
     ("capacity: 60 MiB", "capacity: 60", "l2.capacity", "a unit is required"),
     ("  count: 132", "  count: -4", "cores.count", "greater than 0"),
     ("dataflow: ws", "dataflow: diagonal", "cores.matrix_units.dataflow", "'ws', 'os' or 'is'"),
-    ("latency: 650 ns", "latncy: 650 ns", "hbm.latncy", "did you mean 'latency'"),
-    ("clock: 1.755 GHz", "clock: fast", "clock", "not a quantity"),
+    ("latency: 775 ns", "latncy: 775 ns", "hbm.latncy", "did you mean 'latency'"),
+    ("clock: 1.915 GHz", "clock: fast", "clock", "not a quantity"),
 ])
 def test_hw_errors_are_located(tmp_path, old, new, key, fragment):
     path = _mutated(tmp_path, "hw_configs/h200.yaml", old, new)

@@ -1,0 +1,113 @@
+"""The ops of a mixed serving step: prefill chunks and decodes in one batch.
+
+A continuous-batching engine runs, in one forward step, a chunk of new prompt tokens for some
+requests and one token for each decoding request. Ops on tokens (embedding, norms, QKV, rotary,
+KV write, O projection, FFN) run once on the step's total tokens T = decodes + chunk tokens;
+the final norm and LM head on one row per sequence; attention runs per request at its own KV
+length: a prefill chunk of `new_tokens` queries over `past + new_tokens` keys (causal), and the
+decodes as one batched kernel over their KV caches.
+
+A batched decode kernel deals (sequence, KV head) items to the cores, so its time is set by the
+total KV it streams when the items outnumber the cores, and by the longest sequence when they do
+not. Its ops are therefore given twice: all decodes as one op at their mean KV length (the same
+total KV, rounded up) and the longest decode alone; the step takes the longer of the two.
+Every op is built by `build_step`, so prefill, decode and mixed steps share one path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from archsim.graph.builder import Step, build_step
+from archsim.graph.model import Phase, Workload
+from archsim.graph.ops import Op
+
+PER_SEQUENCE_OPS = frozenset({"attention", "kv_expand"})  # shapes set by one sequence's KV length
+HEAD_OPS = frozenset({"final_norm", "lm_head"})  # one row per sequence in the step
+
+
+@dataclass(frozen=True)
+class PrefillChunk:
+    """`new_tokens` prompt tokens of one request, after `past` tokens already in its KV cache."""
+
+    new_tokens: int
+    past: int
+
+    @property
+    def kv_len(self) -> int:
+        return self.past + self.new_tokens
+
+
+@dataclass(frozen=True)
+class MixedBatch:
+    """One step's work: the KV length (new token included) of each decode, and the prefill chunks."""
+
+    decode_kv_lens: tuple[int, ...] = ()
+    prefill_chunks: tuple[PrefillChunk, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return len(self.decode_kv_lens) + sum(c.new_tokens for c in self.prefill_chunks)
+
+    @property
+    def sequences(self) -> int:
+        return len(self.decode_kv_lens) + len(self.prefill_chunks)
+
+
+@dataclass(frozen=True)
+class MixedStepOps:
+    """The ops of a mixed step, grouped by what their shapes depend on.
+
+    Step time = sum(tokens) + sum(head) + sum over chunks of sum(chunk ops)
+    + max(sum(decode_attention), sum(longest_decode)), each op times its `repeat`.
+    """
+
+    tokens: tuple[Op, ...]
+    head: tuple[Op, ...]
+    prefill_attention: tuple[tuple[Op, ...], ...]
+    decode_attention: tuple[Op, ...]
+    longest_decode: tuple[Op, ...]
+
+
+def token_ops(w: Workload, tokens: int) -> list[Op]:
+    """Ops whose shapes depend on the step's total tokens only."""
+    ops = build_step(w, Step(Phase.PREFILL, 1, tokens, 0))
+    return [op for op in ops if op.name not in PER_SEQUENCE_OPS | HEAD_OPS]
+
+
+def head_ops(w: Workload, sequences: int) -> list[Op]:
+    """Final norm and LM head on the last token of each of `sequences` sequences."""
+    return [op for op in build_step(w, Step(Phase.DECODE, sequences, 1, 0)) if op.name in HEAD_OPS]
+
+
+def prefill_attention_ops(w: Workload, new_tokens: int, past: int, batch: int = 1) -> list[Op]:
+    """Attention (and, in eager code, the K/V expansion) of a prefill chunk (of `batch` equal ones)."""
+    ops = build_step(w, Step(Phase.PREFILL, batch, new_tokens, past, with_embedding_and_head=False))
+    return [op for op in ops if op.name in PER_SEQUENCE_OPS]
+
+
+def decode_attention_ops(w: Workload, batch: int, kv_len: int) -> list[Op]:
+    """Attention of `batch` decodes, each over `kv_len` keys (the new one included)."""
+    ops = build_step(w, Step(Phase.DECODE, batch, 1, kv_len - 1, with_embedding_and_head=False))
+    return [op for op in ops if op.name in PER_SEQUENCE_OPS]
+
+
+def mean_kv_len(kv_lens: tuple[int, ...] | list[int]) -> int:
+    """The KV length that gives a batch of equal sequences at least the same total KV."""
+    return math.ceil(sum(kv_lens) / len(kv_lens))
+
+
+def build_mixed_step(w: Workload, batch: MixedBatch) -> MixedStepOps:
+    """The ops of one mixed step (see MixedStepOps for how their times combine)."""
+    if batch.sequences == 0:
+        raise ValueError("a step needs at least one sequence")
+    decodes = batch.decode_kv_lens
+    return MixedStepOps(
+        tokens=tuple(token_ops(w, batch.tokens)),
+        head=tuple(head_ops(w, batch.sequences)),
+        prefill_attention=tuple(tuple(prefill_attention_ops(w, c.new_tokens, c.past))
+                                for c in batch.prefill_chunks),
+        decode_attention=tuple(decode_attention_ops(w, len(decodes), mean_kv_len(decodes))) if decodes else (),
+        longest_decode=tuple(decode_attention_ops(w, 1, max(decodes))) if decodes else (),
+    )

@@ -1,0 +1,79 @@
+"""The highest arrival rate a setup serves within its SLOs, by bisection (as DistServe defines it:
+the largest rate at which at least `attainment` of the requests meet every SLO).
+
+Requests at rate r come from `requests_at(r)`: the same arrivals rescaled (a generated stream
+with common random numbers, or a trace replayed faster or slower), so attainment falls with the
+rate and the search brackets the capacity, then halves the bracket geometrically until it is
+within `tolerance` (relative).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from archsim.serving.metrics import ServeMetrics, Slo
+from archsim.serving.requests import RequestSet
+from archsim.serving.simulate import ServeSetup, serve
+
+MAX_DOUBLINGS = 20
+DEFAULT_TOLERANCE = 0.02
+
+
+@dataclass(frozen=True)
+class Probe:
+    rate_per_s: float
+    attainment: float
+
+
+@dataclass(frozen=True)
+class Capacity:
+    rate_per_s: float  # highest rate found meeting the attainment (0 if none)
+    attainment: float  # attained at that rate
+    target_attainment: float
+    metrics: ServeMetrics | None  # the run at that rate
+    probes: tuple[Probe, ...]
+
+
+def find_capacity(requests_at: Callable[[float], RequestSet], setup: ServeSetup, slo: Slo, start_rate_per_s: float,
+                  attainment: float = 0.9, tolerance: float = DEFAULT_TOLERANCE,
+                  progress: Callable[[Probe], None] | None = None) -> Capacity:
+    if not slo.any:
+        raise ValueError("a capacity search needs at least one SLO (--slo-ttft or --slo-tpot)")
+    probes: list[Probe] = []
+    runs: dict[float, ServeMetrics] = {}
+
+    def ok(rate: float) -> bool:
+        m = serve(requests_at(rate), setup).metrics(slo)
+        runs[rate] = m
+        probe = Probe(rate, m.slo_attainment)
+        probes.append(probe)
+        if progress:
+            progress(probe)
+        return m.slo_attainment >= attainment
+
+    lo = hi = None
+    rate = start_rate_per_s
+    for _ in range(MAX_DOUBLINGS):
+        if ok(rate):
+            lo = rate
+            if hi is not None:
+                break
+            rate *= 2.0
+        else:
+            hi = rate
+            if lo is not None:
+                break
+            rate /= 2.0
+    if lo is None:
+        return Capacity(0.0, probes[-1].attainment, attainment, None, tuple(probes))
+    if hi is None:  # never failed: report the highest rate tried
+        return Capacity(lo, runs[lo].slo_attainment, attainment, runs[lo], tuple(probes))
+    while hi / lo - 1.0 > tolerance:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return Capacity(lo, runs[lo].slo_attainment, attainment, runs[lo], tuple(probes))

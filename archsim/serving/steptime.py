@@ -1,0 +1,230 @@
+"""Step times of mixed batches (prefill chunks and decodes) from the hardware model, memoised.
+
+A step's time is composed as `archsim.graph.mixed` defines it: ops on the total tokens T, the
+LM head on one row per sequence, attention per prefill chunk at its own (new tokens, past), and
+the batched decode attention: max(B decodes at their mean KV length, the longest decode alone).
+Each part is `simulate_op` (the engine that times `archsim run`) summed over the part's ops.
+
+Simulating a GEMM on a new shape costs 0.1-2 s, so each part is simulated on a grid of shapes
+and interpolated linearly between them. A grid has `resolution` points g per doubling of the
+step's tokens and of its sequences (twice as many for the query tokens of a prefill chunk and
+four times for the decode batch, whose attention is cheap to simulate); each point is simulated
+at g and at g + 1. GEMM time climbs in stairs as output tiles fill waves of cores, and tiles
+are powers of two, so a round g is often the last token of a stair and g + 1 the first of the
+next: interpolating from g + 1 to the next g keeps the stairs' mean (interpolating from g to g
+would sit on their lower edge, 5% low on the H200 model). KV lengths (attention time is affine
+in the KV blocks it streams) take `resolution` plain points per doubling. A batched prefill of
+equal prompts (static batching) interpolates its attention over (prompt, batch) the same way. Values below the
+first spacing of 4 and the knots themselves are exact; `resolution = 0` simulates every shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from typing import Callable, Sequence
+
+import numpy as np
+
+from archsim.engine.simulate import simulate_op
+from archsim.graph.mixed import (
+    MixedBatch, build_mixed_step, decode_attention_ops, head_ops, prefill_attention_ops, token_ops,
+)
+from archsim.graph.model import Scenario, Workload
+from archsim.graph.ops import Op
+from archsim.hardware import Chip
+
+DEFAULT_RESOLUTION = 2
+QUERY_FACTOR = 2  # finer grid over a chunk's query tokens than over the step's tokens
+DECODE_BATCH_FACTOR = 4  # and finer still over the decode batch
+
+
+def ops_time_s(ops: Sequence[Op], chip: Chip) -> float:
+    """Time of all executions of `ops` (each `repeat` times) on `chip`."""
+    return sum(op.repeat * simulate_op(op, chip).time_s for op in ops)
+
+
+def mixed_step_time_s(w: Workload, chip: Chip, batch: MixedBatch) -> float:
+    """Exact time of one mixed step, every op simulated at its own shape (no grid)."""
+    m = build_mixed_step(w, batch)
+    decode = max(ops_time_s(m.decode_attention, chip), ops_time_s(m.longest_decode, chip))
+    return (ops_time_s(m.tokens, chip) + ops_time_s(m.head, chip) + decode
+            + sum(ops_time_s(ops, chip) for ops in m.prefill_attention))
+
+
+def grid_step(n: int, per_octave: int) -> int:
+    """Spacing of the grid at n: 1 below 2 x per_octave, else 2^floor(log2 n) / per_octave
+    (0: no grid, every value exact)."""
+    if per_octave <= 0:
+        return 0
+    if n < 2 * per_octave:
+        return 1
+    return (1 << (n.bit_length() - 1)) // per_octave
+
+
+def bracket(n: int, per_octave: int, knots: bool = False) -> tuple[int, int]:
+    """The simulated points (a, b) whose line gives the value at n, or (n, n) when n is simulated:
+    a grid point g <= n and the next one; with `knots`, from g + 1 instead of g (n = g, g + 1 exact)."""
+    step = grid_step(n, per_octave)
+    lo = n - n % step if step else n
+    off = n - lo
+    if step <= (2 if knots else 1) or off == 0 or (knots and off == 1):
+        return n, n
+    return (lo + 1 if knots else lo), lo + step
+
+
+def grid_points(lo: int, hi: int, per_octave: int) -> list[int]:
+    """Plain grid points covering [lo, hi]: from the one at or below lo to the one at or above hi."""
+    step = grid_step(lo, per_octave)
+    x = lo - lo % step if step else lo
+    points = [x]
+    while x < hi:
+        x += max(1, grid_step(x, per_octave))
+        points.append(x)
+    return points
+
+
+class _Memo:
+    """A function of integers simulated once per point."""
+
+    def __init__(self, f: Callable[..., float]):
+        self.f, self.values = f, {}
+
+    def __call__(self, *key: int) -> float:
+        v = self.values.get(key)
+        if v is None:
+            v = self.values[key] = self.f(*key)
+        return v
+
+
+class StepTimer:
+    """Memoised, interpolated step times of one workload on one chip."""
+
+    def __init__(self, w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION):
+        self.w, self.chip, self.resolution = w, chip, resolution
+        self.kv_res = resolution
+        self.query_res = resolution * QUERY_FACTOR
+        self.batch_res = resolution * DECODE_BATCH_FACTOR
+        self._tokens = _Memo(lambda t: ops_time_s(token_ops(w, t), chip))
+        self._head = _Memo(lambda s: ops_time_s(head_ops(w, s), chip))
+        self._decode = _Memo(lambda b, k: ops_time_s(decode_attention_ops(w, b, k), chip))
+        self._prefill = _Memo(lambda q, p: ops_time_s(prefill_attention_ops(w, q, p), chip))
+        self._batched_prefill = _Memo(lambda q, b: ops_time_s(prefill_attention_ops(w, q, 0, b), chip))
+        self._chunk_cache: dict[tuple[int, int], float] = {}
+        self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._fixed: dict[int, float] = {}
+
+    # --- parts, interpolated on their grids ---
+    def _interp1(self, memo: _Memo, n: int, res: int) -> float:
+        lo, hi = bracket(n, res, knots=True)
+        if lo == hi:
+            return memo(n)
+        a, b = memo(lo), memo(hi)
+        return a + (b - a) * (n - lo) / (hi - lo)
+
+    def tokens_s(self, tokens: int) -> float:
+        return self._interp1(self._tokens, tokens, self.resolution)
+
+    def head_s(self, sequences: int) -> float:
+        return self._interp1(self._head, sequences, self.resolution)
+
+    def prefill_chunk_s(self, new_tokens: int, past: int) -> float:
+        """Attention of one prefill chunk, bilinear in (new tokens, past)."""
+        key = (new_tokens, past)
+        v = self._chunk_cache.get(key)
+        if v is None:
+            v = self._chunk_cache[key] = self._bilinear(self._prefill, new_tokens, self.query_res, past)
+        return v
+
+    def _bilinear(self, memo: _Memo, x: int, x_res: int, y: int, y_res: int | None = None) -> float:
+        """memo(x, y) interpolated: x on a grid with knots, y on the KV grid (or one of
+        `y_res` points per doubling with knots)."""
+        x0, x1 = bracket(x, x_res, knots=True)
+        y0, y1 = bracket(y, self.kv_res) if y_res is None else bracket(y, y_res, knots=True)
+        fy = (y - y0) / (y1 - y0) if y1 != y0 else 0.0
+        fx = (x - x0) / (x1 - x0) if x1 != x0 else 0.0
+
+        def at(xx: int) -> float:
+            a = memo(xx, y0)
+            return a if fy == 0.0 else a + (memo(xx, y1) - a) * fy
+        lo = at(x0)
+        return lo if fx == 0.0 else lo + (at(x1) - lo) * fx
+
+    def _decode_column(self, batch: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Grid KV lengths and decode attention times of `batch` decodes, covering [lo, hi]."""
+        col = self._columns.get(batch)
+        if col is None or lo < col[0][0] or hi > col[0][-1]:
+            if col is not None:
+                lo, hi = min(lo, int(col[0][0])), max(hi, int(col[0][-1]))
+            ks = grid_points(lo, hi, self.kv_res)
+            col = self._columns[batch] = (np.array(ks, dtype=np.float64),
+                                          np.array([self._decode(batch, k) for k in ks]))
+        return col
+
+    def decode_attention_series_s(self, batch: int, kv_lens: np.ndarray) -> np.ndarray:
+        """Attention of `batch` decodes at each of the increasing KV lengths `kv_lens`:
+        linear in the KV length between grid points, and in the batch between grid batches."""
+        lo, hi = int(kv_lens[0]), int(kv_lens[-1])
+        b0, b1 = bracket(batch, self.batch_res, knots=True)
+        ks, vs = self._decode_column(b0, lo, hi)
+        col0 = np.interp(kv_lens, ks, vs)
+        if b1 == b0:
+            return col0
+        ks, vs = self._decode_column(b1, lo, hi)
+        return col0 + (np.interp(kv_lens, ks, vs) - col0) * ((batch - b0) / (b1 - b0))
+
+    def decode_attention_s(self, batch: int, kv_len: int) -> float:
+        """Attention of `batch` decodes at `kv_len` (as decode_attention_series_s)."""
+        return float(self.decode_attention_series_s(batch, np.array([kv_len]))[0])
+
+    # --- whole steps ---
+    def step_s(self, decode_kv_lens: np.ndarray, chunks: Sequence[tuple[int, int]]) -> float:
+        """One step: decodes at their KV lengths (new token included), prefill (new, past) chunks."""
+        b = len(decode_kv_lens)
+        tokens = b + sum(n for n, _ in chunks)
+        t = self.tokens_s(tokens) + self.head_s(b + len(chunks))
+        for n, past in chunks:
+            t += self.prefill_chunk_s(n, past)
+        if b:
+            total = int(np.sum(decode_kv_lens))
+            t += max(self.decode_attention_s(b, -(-total // b)),
+                     self.decode_attention_s(1, int(np.max(decode_kv_lens))))
+        return t
+
+    def uniform_prefill_s(self, batch: int, prompt_tokens: int) -> float:
+        """A prefill of `batch` equal prompts as one batched attention op (as `archsim run` and
+        static batching run it)."""
+        attention = self._bilinear(self._batched_prefill, prompt_tokens, self.query_res, batch, self.batch_res)
+        return self.tokens_s(batch * prompt_tokens) + self.head_s(batch) + attention
+
+    def decode_fixed_s(self, batch: int) -> float:
+        """The part of a decode-only step of `batch` sequences that is not attention (a lower
+        bound on its time)."""
+        fixed = self._fixed.get(batch)
+        if fixed is None:
+            fixed = self._fixed[batch] = self.tokens_s(batch) + self.head_s(batch)
+        return fixed
+
+    def decode_run_s(self, batch: int, total_kv: int, max_kv: int, steps: int) -> np.ndarray:
+        """Times of `steps` consecutive decode-only steps of `batch` sequences whose KV lengths
+        (new token included) sum to `total_kv` and peak at `max_kv` in the first step."""
+        fixed = self.decode_fixed_s(batch)
+        j = np.arange(steps, dtype=np.int64)
+        mean = self.decode_attention_series_s(batch, -(-total_kv // batch) + j)
+        longest = self.decode_attention_series_s(1, max_kv + j)
+        return fixed + np.maximum(mean, longest)
+
+
+def _normalised(w: Workload) -> Workload:
+    """The workload without its scenario (step times do not depend on it)."""
+    return replace(w, scenario=Scenario(1, 1, 1), source="")
+
+
+@lru_cache(maxsize=16)
+def _timer(w: Workload, chip: Chip, resolution: int) -> StepTimer:
+    return StepTimer(w, chip, resolution)
+
+
+def step_timer(w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION) -> StepTimer:
+    """The shared timer of (workload, chip, resolution): its memo lives as long as the process."""
+    return _timer(_normalised(w), chip, resolution)
