@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 
 from archsim.commands import COMMANDS, UsageError
@@ -30,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return importlib.import_module(f"archsim.commands.{args.command}").run(args)
     except ConfigError as err:
         for problem in err.problems:
@@ -43,3 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("archsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `archsim list | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as err:
+        if isinstance(err, OSError) and err.filename is not None:  # an output path that cannot be written
+            print(f"archsim: error: {err.filename}: {err.strerror or err}", file=sys.stderr)
+            return 2
+        if os.environ.get("ARCHSIM_DEBUG"):  # a bug: one line for the user, the traceback on request
+            raise
+        print(f"archsim: internal error: {type(err).__name__}: {err} "
+              "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1

@@ -105,8 +105,10 @@ def example(dim: Dim) -> str:
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable bytes with decimal prefixes ('16.1 GB')."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    """Human-readable bytes with decimal prefixes ('16.1 GB'); beyond exabytes in powers of ten."""
+    if abs(n) >= 1e21:
+        return f"{n:.3g} B"
+    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.3g} {unit}" if n / scale < 100 else f"{n / scale:.0f} {unit}"
     return f"{n:.0f} B"

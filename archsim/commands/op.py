@@ -8,7 +8,8 @@ from archsim.commands.run import DEFAULT_HW
 
 def add_parser(sub) -> None:
     op = sub.add_parser("op", help="simulate one op")
-    op.add_argument("kind", choices=["gemm", "attention", "rmsnorm", "add", "silu_mul", "softmax", "copy"])
+    op.add_argument("kind", choices=["gemm", "attention", "rmsnorm", "add", "silu_mul", "softmax", "copy",
+                                     *COLLECTIVES])
     op.add_argument("--hw", default=DEFAULT_HW)
     op.add_argument("--M", type=positive_int("--M"), default=1)
     op.add_argument("--K", type=positive_int("--K"), default=1)
@@ -21,10 +22,49 @@ def add_parser(sub) -> None:
     op.add_argument("--q-len", type=positive_int("--q-len"), default=1)
     op.add_argument("--kv-len", type=positive_int("--kv-len"), default=1024)
     op.add_argument("--causal", action="store_true")
-    op.add_argument("--bytes", type=positive_int("--bytes"), default=1 << 20)
+    op.add_argument("--bytes", type=positive_int("--bytes"), default=1 << 20,
+                    help="bytes of a copy or a collective (NCCL's count; default 1 MiB)")
+    op.add_argument("--ranks", type=positive_int("--ranks"),
+                    help="chips taking part in a collective (default: all of the system's; 2 for send)")
     op.add_argument("--standalone", action="store_true", help="add the cost of a lone kernel launch")
     op.add_argument("--json", metavar="PATH")
     op.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
+
+
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "send")
+
+
+def run_collective(args, system, hw_cfg) -> int:
+    """A collective on the system's interconnect: time, algorithm and protocol, NCCL's bus bandwidth."""
+    from rich.console import Console
+
+    from archsim.config.loader import config_hash
+    from archsim.hardware.collectives import Collective, CollectiveError, collective_time, system_fabric
+    from archsim.report.export import write_json
+    from archsim.units import format_bytes, format_rate, format_seconds
+
+    ranks = args.ranks or (2 if args.kind == "send" else system.chips)
+    if ranks < 2:
+        raise UsageError(f"{args.kind}: needs at least 2 chips; {system.chip.name} has {system.chips} "
+                         f"(use a multi-chip system such as h200x8)")
+    try:
+        t = collective_time(system_fabric(system, ranks), Collective(args.kind), ranks, args.bytes)
+    except CollectiveError as err:
+        raise UsageError(f"{args.kind}: {err}") from None
+    Console().print(
+        f"{args.kind} of {format_bytes(args.bytes)} over {ranks} chips of {system.chip.name}: "
+        f"{format_seconds(t.time_s)} ({t.algorithm.value}, {t.protocol or '-'} protocol; latency "
+        f"{format_seconds(t.latency_s)}, transfer {format_seconds(t.transfer_s)}); "
+        f"algbw {format_rate(t.algorithm_bandwidth_bytes_per_s, 'B/s')}, "
+        f"busbw {format_rate(t.bus_bandwidth_bytes_per_s, 'B/s')}")
+    if args.json:
+        write_json(args.json, {"op": args.kind, "bytes": args.bytes, "ranks": ranks, "time_s": t.time_s,
+                               "latency_s": t.latency_s, "transfer_s": t.transfer_s,
+                               "algorithm": t.algorithm.value, "protocol": t.protocol,
+                               "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
+                               "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
+                               "config_hash": config_hash(hw_cfg), "config": {"hardware": hw_cfg}})
+    return 0
 
 
 def run(args) -> int:
@@ -38,6 +78,10 @@ def run(args) -> int:
     from archsim.units import format_bytes, format_rate, format_seconds
 
     system, hw_cfg = load_system(args.hw)
+    if args.kind in COLLECTIVES:
+        if args.trace:
+            raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")
+        return run_collective(args, system, hw_cfg)
     dt = DType(args.dtype)
     if args.kind == "gemm":
         op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N)

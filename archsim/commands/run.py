@@ -36,6 +36,47 @@ def add_parser(sub) -> None:
                      help="step to trace, repeatable (default: prefill and decode:1, the first decode step)")
     run.add_argument("--plots", metavar="DIR", help="write PNG plots (roofline, breakdown, decode, batch, memory)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
+    add_parallel_flags(run)
+
+
+def add_parallel_flags(p) -> None:
+    """--tp, --pp and --ep: how the model is spread over the chips of a multi-chip system."""
+    p.add_argument("--tp", type=positive_int("--tp"), default=1, help="tensor parallel chips (default 1)")
+    p.add_argument("--pp", type=positive_int("--pp"), default=1, help="pipeline stages (default 1)")
+    p.add_argument("--ep", type=positive_int("--ep"), default=1, help="expert parallel groups, MoE only (default 1)")
+
+
+def parallel_config(par) -> dict:
+    """The layout as it enters the resolved config (absent when one chip runs everything)."""
+    return {} if par.is_single else {"parallelism": {"tp": par.tp, "pp": par.pp, "ep": par.ep}}
+
+
+def communication(step) -> dict:
+    """Collective time of a step on the busiest chip (all its micro-batches), how much of it ran
+    under compute, the exposed rest and its share of the step, and the pipeline bubble."""
+    micro = step.pipeline.micro_batches if step.pipeline else 1
+    comm, hidden = micro * step.comm_s, micro * step.comm_hidden_s
+    return {"time_s": step.time_s, "collectives_s": comm, "hidden_s": hidden, "exposed_s": comm - hidden,
+            "exposed_share": (comm - hidden) / step.time_s if step.time_s else 0.0,
+            "bubble_s": step.pipeline.bubble_s if step.pipeline else 0.0, "micro_batches": micro}
+
+
+def communication_table(result, par, system_name: str):
+    from rich.table import Table
+
+    from archsim.units import format_seconds
+
+    t = Table(title=f"communication on the busiest chip ({par.label()} on {system_name})", title_justify="left")
+    t.caption = "a pipeline step's collectives are all its micro-batches'; hidden: run under the GEMM producing them"
+    for col in ("step", "time", "collectives", "hidden", "exposed", "share", "bubble"):
+        t.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
+    steps = [("prefill", result.prefill)] + ([("first decode step", result.decode)] if result.decode else [])
+    for name, step in steps:
+        c = communication(step)
+        t.add_row(name, format_seconds(c["time_s"]), format_seconds(c["collectives_s"]),
+                  format_seconds(c["hidden_s"]), format_seconds(c["exposed_s"]), f"{100 * c['exposed_share']:.1f}%",
+                  format_seconds(c["bubble_s"]) if step.pipeline else "-")
+    return t
 
 
 def trace_step(text: str) -> tuple[str, int]:
@@ -97,7 +138,7 @@ def check_trace_steps(steps, decode_steps: int) -> list[tuple[str, int]]:
     return sorted(set(steps), key=lambda s: (s[0] != "prefill", s[1]))
 
 
-def trace_document(result, w, system, steps: list[tuple[str, int]]) -> dict:
+def trace_document(result, w, system, steps: list[tuple[str, int]], parallelism=None) -> dict:
     """Trace of the chosen steps of a run, each placed at its time in the run."""
     from archsim.graph.builder import Step
     from archsim.graph.model import Phase
@@ -110,7 +151,8 @@ def trace_document(result, w, system, steps: list[tuple[str, int]]) -> dict:
         if kind == "prefill":
             builder.add_step(result.prefill, f"prefill: batch {s.batch} x {s.prompt_tokens} tokens", 0.0)
             continue
-        step = result.decode if n == 1 else simulate_step(w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens + n - 1))
+        step = result.decode if n == 1 else simulate_step(
+            w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens + n - 1), parallelism)
         start_s = result.ttft_s + float(result.decode_step_s[: n - 1].sum())
         builder.add_step(step, f"decode step {n}: batch {s.batch}, KV {step.step.kv_len}", start_s)
     return builder.document()
@@ -151,8 +193,17 @@ def run(args) -> int:
     from archsim.report.tables import print_run, summary_table
     from archsim.runner.generation import run_generation
 
+    from archsim.config.loader import config_hash
+    from archsim.graph.parallel import Parallelism, ParallelismError
+
     system, w, config, digest = load_run_inputs(args.hw, args.workload, args.batch, args.prompt,
                                                 args.generate, args.fusion, args.model)
+    par = Parallelism(args.tp, args.pp, args.ep)
+    if not par.is_single:
+        config = {**config, **parallel_config(par)}
+        digest = config_hash(config)
+        if args.plots:
+            raise UsageError("--plots: the batch sweep runs on one chip; leave out --plots with --tp/--pp/--ep")
     steps = check_trace_steps(args.trace_step, w.scenario.output_tokens - 1) if args.trace else []
     if args.plots:
         from archsim.report.plots import PlotsUnavailable, require_matplotlib
@@ -164,15 +215,27 @@ def run(args) -> int:
     console = Console()
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("decode attention", total=None)
-        result = run_generation(w, system, kv_stride=args.kv_stride,
-                                progress=lambda done, total: bar.update(task, completed=done, total=total))
+        try:
+            result = run_generation(w, system, kv_stride=args.kv_stride,
+                                    progress=lambda done, total: bar.update(task, completed=done, total=total),
+                                    parallelism=par)
+        except ParallelismError as err:
+            raise UsageError(f"--tp/--pp/--ep: {err}") from None
     if args.quiet:
         console.print(summary_table(result, system.chip.name, w.model.name))
     else:
         print_run(result, system.chip.name, w.model.name, system.chip.clock_hz, console)
+    if not par.is_single:
+        console.print(communication_table(result, par, f"{system.chip.name} x{system.chips}"))
+    elif system.chips > 1:
+        console.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
     console.print(f"config hash {digest}")
     if args.json:
-        write_json(args.json, run_dict(result, config, digest))
+        data = run_dict(result, config, digest)
+        if not par.is_single:
+            data["communication"] = {name: communication(step) for name, step in
+                                     (("prefill", result.prefill), ("decode", result.decode)) if step}
+        write_json(args.json, data)
     if args.csv:
         from archsim.report.csvfile import write_op_csv
 
@@ -180,7 +243,7 @@ def run(args) -> int:
     if args.trace and not result.interrupted:
         from archsim.report.trace import write_trace
 
-        write_trace(args.trace, trace_document(result, w, system, steps))
+        write_trace(args.trace, trace_document(result, w, system, steps, par))
         console.print(f"trace {args.trace} ({', '.join(k if k == 'prefill' else f'decode:{n}' for k, n in steps)})")
     if args.plots and not result.interrupted:
         for path in write_plots(args.plots, result, w, system, args.kv_stride, console):

@@ -39,8 +39,16 @@ COMPILERS = {
 }
 
 
+def compile_collective(op: Op, chip: Chip) -> Program:
+    """A collective runs on the chip-to-chip links, not the cores: no core phases (its time comes
+    from archsim.hardware.collectives through `simulate_collective`)."""
+    return Program((), 0.0, 0.0, matrix=False)
+
+
 def compile_candidates(op: Op, chip: Chip) -> list[Program]:
     """Programs the op could run as; the engine keeps the fastest (GEMM tilings are autotuned)."""
+    if op.kind.is_collective:
+        return [compile_collective(op, chip)]
     if op.kind is OpKind.GEMM:
         return [compile_gemm(op, chip, t) for t in candidate_tilings(op, chip)]
     return [COMPILERS[op.kind](op, chip)]

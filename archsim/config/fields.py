@@ -14,13 +14,25 @@ from archsim.errors import quote
 from archsim.units import Dim, parse_quantity
 
 
-def _quantity(dim: Dim, minimum: tuple[float, str] = (0.0, "")):
+# Limits that catch a slipped unit prefix ('1.755 Hz' for GHz, '6.25 bps' for Gbps) and keep the
+# engine's float cycle counts exact; no digital chip or DRAM pin lies outside them.
+MIN_CLOCK = (1e6, "1 MHz")
+MAX_CLOCK = (1e11, "100 GHz")
+MIN_PIN_RATE = (1e6, "1 Mbps")
+MAX_COUNT = 2**31 - 1  # a count times another still fits the compiler's int64 arithmetic
+MAX_CORES = 2**20  # Cerebras WSE-3, the largest chip built, has 900,000 cores
+
+
+def _quantity(dim: Dim, low: tuple[float, str] = (0.0, ""), high: tuple[float, str] = (float("inf"), "")):
+    """Validator of a quantity above zero (and within `low`..`high`, each a value and its text)."""
     def parse(value: object) -> float:
         out = parse_quantity(value, dim)
         if not out > 0:
             raise ValueError(f"must be greater than zero (got {quote(value)})")
-        if out < minimum[0]:
-            raise ValueError(f"must be at least {minimum[1]} (got {quote(value)})")
+        if out < low[0]:
+            raise ValueError(f"must be at least {low[1]}; check the unit prefix (got {quote(value)})")
+        if out > high[0]:
+            raise ValueError(f"must be at most {high[1]}; check the unit prefix (got {quote(value)})")
         return out
 
     return BeforeValidator(parse)
@@ -36,14 +48,17 @@ def _quantity_or_zero(dim: Dim):
     return BeforeValidator(parse)
 
 
-Bytes = Annotated[float, _quantity(Dim.BYTES, minimum=(1.0, "1 B"))]  # sizes become whole bytes
+Bytes = Annotated[float, _quantity(Dim.BYTES, low=(1.0, "1 B"))]  # sizes become whole bytes
 BytesPerS = Annotated[float, _quantity(Dim.BYTES_PER_S)]
 Hertz = Annotated[float, _quantity(Dim.HZ)]
+ClockHz = Annotated[float, _quantity(Dim.HZ, low=MIN_CLOCK, high=MAX_CLOCK)]
 Seconds = Annotated[float, _quantity(Dim.SECONDS)]
 SecondsOrZero = Annotated[float, _quantity_or_zero(Dim.SECONDS)]
 BitsPerS = Annotated[float, _quantity(Dim.BITS_PER_S)]
-PositiveInt = Annotated[StrictInt, Field(gt=0)]
-NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+PinRate = Annotated[float, _quantity(Dim.BITS_PER_S, low=MIN_PIN_RATE)]
+PositiveInt = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
+CoreCount = Annotated[StrictInt, Field(gt=0, le=MAX_CORES)]
 Flag = StrictBool  # true or false; not 1, 'no' or 'yes' in quotes
 Name = Annotated[str, Field(min_length=1)]
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_serializer
 
 from archsim.config.fields import (
-    BitsPerS, Bytes, BytesPerS, Hertz, Name, PositiveInt, Seconds, SecondsOrZero, Strict,
+    Bytes, BytesPerS, ClockHz, CoreCount, Name, PinRate, PositiveInt, Seconds, SecondsOrZero, Strict,
 )
 from archsim.errors import quote
 from archsim.units import format_seconds
@@ -50,7 +50,7 @@ class DmaCfg(Strict):
 
 
 class CoresCfg(Strict):
-    count: PositiveInt = Field(description="cores on the chip")
+    count: CoreCount = Field(description="cores on the chip")
     matrix_units: ArrayCfg
     vector_unit: VectorCfg
     sram: SramCfg
@@ -68,7 +68,7 @@ class HbmCfg(Strict):
     stacks: PositiveInt
     channels_per_stack: PositiveInt
     channel_width_bits: PositiveInt = Field(description="data bus width of one channel")
-    data_rate: BitsPerS = Field(description="per-pin data rate, e.g. '6.4 Gbps'")
+    data_rate: PinRate = Field(description="per-pin data rate, e.g. '6.4 Gbps'")
     capacity: Bytes = Field(description="usable capacity")
     latency: Seconds = Field(description="loaded access latency seen by a core")
     interleave: Bytes = Field(description="address interleave granularity across channels")
@@ -98,18 +98,49 @@ class OverheadsCfg(Strict):
     launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
 
 
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class ProtocolCfg(Strict):
+    overhead: SecondsOrZero = Field(description="fixed cost of one collective (launch and barrier)")
+    step: SecondsOrZero = Field(description="sync cost per step, on top of link_latency")
+    efficiency: Fraction = Field(description="payload fraction of the line rate")
+
+
+class InNetworkCfg(Strict):
+    efficiency: Fraction = Field(description="fraction of the bulk protocol's rate a switch reduction sustains")
+    latency: SecondsOrZero = Field(description="extra fixed cost of a collective the switch reduces")
+
+
 class InterconnectCfg(Strict):
     links_per_chip: PositiveInt
     link_bandwidth: BytesPerS = Field(description="per link, one direction")
-    link_latency: Seconds
+    link_latency: Seconds = Field(description="per step of a collective: one hop through links and switch")
     topology: Literal["switch", "ring", "torus2d", "torus3d"]
+    # How collectives run (archsim.hardware.collectives); absent keys take the defaults there.
+    protocols: dict[Name, ProtocolCfg] | None = Field(
+        None, description="the collective library's protocols; the fastest is taken (default: bare links)")
+    algorithms: list[Literal["ring", "tree", "in_network"]] | None = Field(
+        None, description="all-reduce algorithms the library runs (default: all the topology allows)")
+    in_network_reduction: InNetworkCfg | None = Field(None, description="the switch reduces (NVLink SHARP)")
+    chunk: Bytes | None = Field(None, description="smallest piece a collective is cut into to overlap compute")
+    torus: list[PositiveInt] | None = Field(None, description="ring or torus dimensions (product = chips)")
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler):
+        """Collective settings not given stay out of the resolved config, so that the files
+        written before they existed keep their config hash."""
+        return {k: v for k, v in handler(self).items() if v is not None or k in _LINK_KEYS}
+
+
+_LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
 class HardwareCfg(Strict):
     name: Name
     description: str = ""
     chips: PositiveInt = 1
-    clock: Hertz
+    clock: ClockHz
     cores: CoresCfg
     l2: L2Cfg
     hbm: HbmCfg

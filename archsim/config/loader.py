@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,6 +89,8 @@ def _message(e: dict) -> str:
         msg = f"must be greater than {ctx['gt']}"
     elif kind == "greater_than_equal":
         msg = f"must be at least {ctx['ge']}"
+    elif kind == "less_than_equal":
+        msg = f"must be at most {ctx['le']}"
     elif kind == "literal_error":
         msg = f"expected {ctx.get('expected')}"
     else:  # our own validators, whose messages quote the values they compare
@@ -154,7 +157,22 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     if cfg.interconnect is not None:
         i = cfg.interconnect
         link = Interconnect(i.links_per_chip, i.link_bandwidth, i.link_latency, Topology(i.topology))
+        link = _fabric(link, i, cfg.chips)
     return System(chip=chip, chips=cfg.chips, interconnect=link, source=source)
+
+
+def _fabric(link: Interconnect, i, chips: int):
+    """The interconnect with how collectives run on it (defaults where the file is silent)."""
+    from archsim.hardware.collectives import Algorithm, Fabric, Protocol, as_fabric
+
+    f, inr = as_fabric(link, chips), i.in_network_reduction
+    protocols = tuple(Protocol(name, p.overhead, p.step, p.efficiency) for name, p in (i.protocols or {}).items())
+    return Fabric(link.links_per_chip, link.link_bandwidth_bytes_per_s, link.link_latency_s, link.topology,
+                  protocols=protocols or f.protocols, algorithms=tuple(Algorithm(a) for a in i.algorithms or ()),
+                  in_network_efficiency=inr.efficiency if inr else 0.0,
+                  in_network_latency_s=inr.latency if inr else 0.0,
+                  chunk_bytes=round(i.chunk) if i.chunk else 0,
+                  torus_dims=tuple(i.torus) if i.torus else f.torus_dims)
 
 
 def _check_system(system: System, doc: YamlDoc) -> None:
@@ -169,6 +187,35 @@ def _check_system(system: System, doc: YamlDoc) -> None:
                           f"got {core.sram.capacity_bytes})")])
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
+    if system.interconnect is not None:
+        _check_fabric(system, doc)
+
+
+def _check_fabric(system: System, doc: YamlDoc) -> None:
+    """The collective settings agree with the topology and the chip count."""
+    from archsim.hardware.collectives import Algorithm
+
+    f, where, problems = system.interconnect, ("interconnect",), []
+    switch = f.topology is Topology.SWITCH
+    ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1}.get(f.topology, 0)
+    if f.torus_dims and (len(f.torus_dims) != ndims or math.prod(f.torus_dims) != system.chips):
+        problems.append(doc.problem(where + ("torus",), f"must be {ndims} dimension(s) whose product is "
+                                    f"chips ({system.chips}) for a {f.topology.value} (got {list(f.torus_dims)})"))
+    if switch and doc.data.get("interconnect", {}).get("torus") is not None:
+        problems.append(doc.problem(where + ("torus",), "a switch has no torus shape; remove it"))
+    if not switch and f.in_network_efficiency > 0:
+        problems.append(doc.problem(where + ("in_network_reduction",), f"only a switch reduces (got topology "
+                                    f"{f.topology.value!r})"))
+    if Algorithm.TREE in f.algorithms and not switch:
+        problems.append(doc.problem(where + ("algorithms",),
+                                    f"a tree needs a switch (got topology {f.topology.value!r})"))
+    if Algorithm.IN_NETWORK in f.algorithms and f.in_network_efficiency == 0:
+        problems.append(doc.problem(where + ("algorithms",), "in_network needs an in_network_reduction section"))
+    if f.algorithms and not switch and Algorithm.RING not in f.algorithms:
+        problems.append(doc.problem(where + ("algorithms",), f"a {f.topology.value} runs rings only "
+                                    f"(got {[a.value for a in f.algorithms]})"))
+    if problems:
+        raise ConfigError(problems)
 
 
 def load_system(name_or_path: str) -> tuple[System, dict]:

@@ -71,6 +71,9 @@ def _convert(node: yaml.Node, key: KeyPath, lines: dict, problems: list, path: s
     line = node.start_mark.line + 1
     lines.setdefault(key, line)
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        if node.tag not in _COLLECTION_TAGS:
+            problems.append(Problem(path, line, dotted(key), f"not valid YAML: unknown tag {node.tag!r}"))
+            return None
         if id(node) in active:
             problems.append(Problem(path, line, dotted(key), "an alias refers to the node that contains it"))
             return None
@@ -85,8 +88,7 @@ def _convert(node: yaml.Node, key: KeyPath, lines: dict, problems: list, path: s
     try:
         return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node, deep=True)
     except yaml.YAMLError as exc:
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        problems.append(Problem(path, line, dotted(key), f"not valid YAML: {what}"))
+        problems.append(Problem(path, line, dotted(key), f"not valid YAML: {_what(exc)}"))
     except (ValueError, TypeError, AttributeError, OverflowError):
         problems.append(Problem(path, line, dotted(key), f"cannot be read as {node.tag.rsplit(':', 1)[-1]} "
                                                          f"(got {node.value!r:.60})"))
@@ -113,6 +115,14 @@ def _convert_mapping(node: yaml.MappingNode, key: KeyPath, lines: dict, problems
 
 
 _SCALAR_LOADER = yaml.SafeLoader("")
+_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
+def _what(exc: yaml.YAMLError) -> str:
+    """PyYAML's complaint on one line ('expected a single document in the stream, but found ...')."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"{context}, {problem}" if context and problem.startswith("but ") else problem
 
 
 def _line_at(text: str | bytes, offset: int) -> int:
@@ -155,8 +165,7 @@ def read_yaml(path: str | Path) -> YamlDoc:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError.single(name, "", f"not valid YAML: {what}", line=line) from None
+        raise ConfigError.single(name, "", f"not valid YAML: {_what(exc)}", line=line) from None
     except RecursionError:
         raise ConfigError.single(name, "", "not valid YAML: nested too deeply", line=1) from None
     if node is None:

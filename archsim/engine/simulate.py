@@ -6,6 +6,7 @@ loop re-simulates only what changes from step to step (attention over a longer c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,7 +18,7 @@ from archsim.compiler.program import Phase
 from archsim.engine.kernels import simulate_phase
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
-from archsim.hardware import Chip, FoldMode
+from archsim.hardware import Chip, FoldMode, System
 from archsim.hardware.memory import (
     hbm_bandwidth, hbm_efficiency, hbm_latency_s, l2_bandwidth, l2_latency_s,
 )
@@ -94,6 +95,8 @@ def play_program(program: Program, chip: Chip) -> dict:
 @lru_cache(maxsize=65536)
 def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
     """Time of one execution of `op` on `chip`; `standalone` adds the cost of a lone launch."""
+    if op.kind.is_collective:
+        raise ValueError(f"{op.kind.value} runs over the interconnect: time it with simulate_collective")
     played = []
     for program in compile_candidates(op, chip):
         launches = sum(1 for ph in program.phases if ph.new_kernel)
@@ -115,4 +118,21 @@ def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
         core_cycles=k * r["core_cycles"], hbm_bytes=k * r["hbm"], l2_bytes=k * r["l2"],
         flops=k * program.flops, min_bytes=k * program.min_bytes, kernels=launches,
         active_cores=r["active"], bound=bound,
+    )
+
+
+@lru_cache(maxsize=4096)
+def simulate_collective(op: Op, system: System) -> OpTiming:
+    """Time of a collective op on the system's interconnect (archsim.hardware.collectives), as an
+    OpTiming: all of it link time (counted as overhead cycles: no core computes or loads); bound
+    'overhead' when the fixed and per-step latency dominate, 'memory' when the bytes do."""
+    from archsim.hardware.collectives import Collective, collective_time, system_fabric
+
+    t = collective_time(system_fabric(system, op.ranks), Collective(op.kind.value), op.ranks, op.bytes, op.chunks)
+    cycles = int(math.ceil(t.time_s * system.chip.clock_hz))
+    bound = Bound.OVERHEAD if t.latency_s >= t.transfer_s else Bound.MEMORY
+    return OpTiming(
+        cycles=cycles, time_s=t.time_s, compute_cycles=0, stall_cycles=0, overhead_cycles=cycles,
+        busy_core_cycles=0.0, core_cycles=0.0, hbm_bytes=0.0, l2_bytes=0.0, flops=0.0, min_bytes=0.0,
+        kernels=op.chunks, active_cores=0, bound=bound,
     )

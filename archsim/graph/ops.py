@@ -18,6 +18,20 @@ class OpKind(str, Enum):
     VECTOR = "vector"
     EMBEDDING = "embedding"
     COPY = "copy"
+    # collectives over the chip-to-chip links (archsim.hardware.collectives times them)
+    ALL_REDUCE = "allreduce"
+    ALL_GATHER = "allgather"
+    REDUCE_SCATTER = "reducescatter"
+    ALL_TO_ALL = "alltoall"
+    SEND = "send"
+
+    @property
+    def is_collective(self) -> bool:
+        return self in COLLECTIVE_KINDS
+
+
+COLLECTIVE_KINDS = frozenset({OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL,
+                              OpKind.SEND})
 
 
 class VectorOp(str, Enum):
@@ -67,6 +81,8 @@ class Op:
     `kv_len` keys (the new ones included), causal or not.
     VECTOR: `vop` over a `m x n` tensor. EMBEDDING: gather `m` rows of `n` elements.
     COPY: `bytes` moved (read once, written once).
+    Collectives (ALL_REDUCE, ..., SEND): `bytes` in NCCL's count among `ranks` chips, `m` token
+    rows (how finely the message can be cut), sent as `chunks` pieces.
     """
 
     kind: OpKind
@@ -88,6 +104,8 @@ class Op:
     vop: VectorOp | None = None
     bytes: int = 0
     kernels: int = 1  # kernel launches this op stands for (unfused eager code runs several)
+    ranks: int = 0  # chips taking part in a collective
+    chunks: int = 1  # pieces a collective is sent as (to overlap the compute that produces it)
     name: str = field(default="", compare=False)
     repeat: int = field(default=1, compare=False)
 
@@ -128,6 +146,8 @@ class Op:
             return self.m * self.n * a * (c.reads + c.writes)
         if self.kind is OpKind.EMBEDDING:
             return 2.0 * self.m * self.n * a
+        if self.kind.is_collective:
+            return 0.0  # moved over the links; the buffers' HBM traffic is not counted
         return 2.0 * self.bytes
 
 

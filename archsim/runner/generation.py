@@ -8,17 +8,21 @@ simulated at KV lengths every `kv_stride` tokens and interpolated linearly betwe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from archsim.engine.simulate import simulate_op
+from archsim.engine.simulate import simulate_collective, simulate_op
 from archsim.engine.timing import OpTiming
 from archsim.graph.builder import Step, build_step
 from archsim.graph.model import Phase, Workload
 from archsim.graph.ops import Op, OpKind
+from archsim.graph.parallel import (
+    Parallelism, ParallelismError, PipelineSchedule, best_chunks, max_chunks, pipeline_step_s, shard_step,
+)
 from archsim.hardware import System
+from archsim.hardware.collectives import system_fabric
 from archsim.runner.memory import Footprint, check_fits
 
 KV_STRIDE = 64  # decode KV lengths between simulated attention samples
@@ -39,10 +43,20 @@ class OpRecord:
 class StepResult:
     step: Step
     ops: tuple[OpRecord, ...]
+    comm_hidden_s: float = 0.0  # collective time run under the compute that produces it
+    pipeline: PipelineSchedule | None = None  # pipeline parallel: the ops are one micro-batch's
 
     @property
     def time_s(self) -> float:
-        return sum(r.time_s for r in self.ops)
+        if self.pipeline is not None:
+            return self.pipeline.step_s
+        total = sum(r.time_s for r in self.ops)
+        return total - self.comm_hidden_s if self.comm_hidden_s else total
+
+    @property
+    def comm_s(self) -> float:
+        """Time of the collectives (one micro-batch's under pipeline parallelism)."""
+        return sum(r.time_s for r in self.ops if r.op.kind.is_collective)
 
     @property
     def hbm_bytes(self) -> float:
@@ -97,35 +111,87 @@ class RunResult:
         return self.batch / self.tpot_s if self.tpot_s else 0.0
 
 
-def simulate_step(w: Workload, system: System, step: Step) -> StepResult:
+def simulate_step(w: Workload, system: System, step: Step, parallelism: Parallelism | None = None) -> StepResult:
+    if parallelism is not None and not parallelism.is_single:
+        return simulate_parallel_step(w, system, step, parallelism)
     chip = system.chip
     return StepResult(step, tuple(OpRecord(op, simulate_op(op, chip)) for op in build_step(w, step)))
 
 
-def _attention_time(w: Workload, system: System, batch: int, kv_len: int) -> float:
+def check_parallel_system(system: System, par: Parallelism) -> None:
+    """Refuse a layout that needs more chips (or links) than the system has."""
+    if par.chips > system.chips:
+        raise ParallelismError(f"{par.label()} needs {par.chips} chips; the system has {system.chips} "
+                               f"({system.chip.name} x{system.chips})"
+                               + ("" if system.chips > 1 else "; use a multi-chip system such as h200x8"))
+    if system.interconnect is None:
+        raise ParallelismError(f"{system.chip.name} has no interconnect section: {par.label()} needs links")
+
+
+def simulate_parallel_step(w: Workload, system: System, step: Step, par: Parallelism) -> StepResult:
+    """The busiest chip's step under `par`: its ops and collectives, each collective cut into the
+    pieces that best overlap the op producing it, and the pipeline schedule."""
+    check_parallel_system(system, par)
+    plan = shard_step(w, step, par)
+    chunk_bytes = system_fabric(system).chunk_bytes
+    records: list[OpRecord] = []
+    hidden = 0.0
+    for op in plan.ops:
+        if not op.kind.is_collective:
+            records.append(OpRecord(op, simulate_op(op, system.chip)))
+            continue
+        producer = records[-1] if records and op.kind is not OpKind.SEND else None
+        if producer is not None and not producer.op.kind.is_collective:
+            chunks, saved = best_chunks(producer.timing.time_s,
+                                        lambda c: simulate_collective(replace(op, chunks=c), system).time_s,
+                                        max_chunks(op, chunk_bytes))
+            op, hidden = replace(op, chunks=chunks), hidden + saved * op.repeat
+        records.append(OpRecord(op, simulate_collective(op, system)))
+    pipeline = None
+    if plan.stages > 1:
+        send_s = sum(r.time_s for r in records if r.op.kind is OpKind.SEND)
+        stage_s = sum(r.time_s for r in records if r.op.kind is not OpKind.SEND) - hidden
+        step_s = float(pipeline_step_s(stage_s, send_s, plan.stages, plan.micro_batches, step.phase))
+        pipeline = PipelineSchedule(plan.stages, plan.micro_batches, stage_s, send_s, step_s)
+    return StepResult(step, tuple(records), hidden, pipeline)
+
+
+def _attention_time(w: Workload, system: System, batch: int, kv_len: int,
+                    parallelism: Parallelism | None = None) -> float:
     step = Step(Phase.DECODE, batch, 1, kv_len - 1)
-    ops = [op for op in build_step(w, step) if op.kind is OpKind.ATTENTION]
+    if parallelism is not None and not parallelism.is_single:
+        ops = [op for op in shard_step(w, step, parallelism).ops if op.kind is OpKind.ATTENTION]
+    else:
+        ops = [op for op in build_step(w, step) if op.kind is OpKind.ATTENTION]
     return sum(op.repeat * simulate_op(op, system.chip).time_s for op in ops)
 
 
 def run_generation(w: Workload, system: System, kv_stride: int = KV_STRIDE,
-                   progress: Callable[[int, int], None] | None = None) -> RunResult:
-    """Simulate the workload's scenario; raises DoesNotFitError if it does not fit in memory."""
+                   progress: Callable[[int, int], None] | None = None,
+                   parallelism: Parallelism | None = None) -> RunResult:
+    """Simulate the workload's scenario (on the chips `parallelism` spreads it over); raises
+    DoesNotFitError if it does not fit in memory, ParallelismError if the layout cannot be."""
     s = w.scenario
-    fp = check_fits(w, system)
-    prefill = simulate_step(w, system, Step(Phase.PREFILL, s.batch, s.prompt_tokens, 0))
+    par = parallelism if parallelism is not None and not parallelism.is_single else None
+    if par is not None:
+        check_parallel_system(system, par)
+        shard_step(w, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens), par)  # refuses a bad layout
+    fp = check_fits(w, system, parallelism)
+    prefill = simulate_step(w, system, Step(Phase.PREFILL, s.batch, s.prompt_tokens, 0), par)
     steps = s.output_tokens - 1
     kv_lens = s.prompt_tokens + 1 + np.arange(steps, dtype=np.int64)
     if steps == 0:
         return RunResult(prefill, None, kv_lens, np.zeros(0), fp, s.batch, s.prompt_tokens, s.output_tokens)
-    first = simulate_step(w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens))
+    first = simulate_step(w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens), par)
     fixed = sum(r.time_s for r in first.ops if r.op.kind is not OpKind.ATTENTION)
+    if par is not None:  # the pipeline's send is scheduled apart; hidden collective time comes off
+        fixed -= sum(r.time_s for r in first.ops if r.op.kind is OpKind.SEND) + first.comm_hidden_s
     samples = np.unique(np.concatenate([kv_lens[::max(1, kv_stride)], kv_lens[-1:]]))
     attn = np.zeros(len(samples))
     interrupted = False
     try:
         for i, kv in enumerate(samples):
-            attn[i] = _attention_time(w, system, s.batch, int(kv))
+            attn[i] = _attention_time(w, system, s.batch, int(kv), par)
             if progress:
                 progress(i + 1, len(samples))
     except KeyboardInterrupt:
@@ -133,5 +199,8 @@ def run_generation(w: Workload, system: System, kv_stride: int = KV_STRIDE,
         samples, attn = samples[:i], attn[:i]
         kv_lens = kv_lens[kv_lens <= samples[-1]] if len(samples) else kv_lens[:0]
     step_s = fixed + np.interp(kv_lens, samples, attn) if len(samples) else np.zeros(0)
+    if par is not None and first.pipeline is not None and len(step_s):
+        p = first.pipeline
+        step_s = pipeline_step_s(step_s, p.send_s, p.stages, p.micro_batches, Phase.DECODE)
     return RunResult(prefill, first, kv_lens, step_s, fp, s.batch, s.prompt_tokens, s.output_tokens,
                      interrupted)

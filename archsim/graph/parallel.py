@@ -1,0 +1,220 @@
+"""Tensor, pipeline and expert parallelism: a step's ops as the busiest chip runs them, the
+collectives between them, and the schedules that overlap them (chunking, the pipeline's bubble).
+
+Units: seconds and bytes. TP=t splits attention heads (KV heads too, replicated when fewer than
+t), the FFN width and the vocabulary t ways, Megatron-LM's layout: an all-reduce of the hidden
+states follows the attention output projection, the FFN down projection and the
+vocabulary-parallel embedding; the logits are all-gathered. PP=p gives each stage ceil(L/p)
+layers; the batch is cut into micro-batches that flow stage to stage by point-to-point sends.
+EP=e (MoE models) spreads the experts over e groups of tp x pp chips, each group serving 1/e of the
+batch (data parallel outside the experts); tokens reach their experts' group by an all-to-all
+(dispatch) and come back by another (combine). Chips = tp x pp x ep.
+
+The ops are those of one micro-batch on the busiest stage (the most layers), the embedding and
+the LM head counted there too although they sit on the first and last stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from archsim.graph.builder import Step, build_step, expected_active_experts
+from archsim.graph.model import ModelSpec, Phase, Workload
+from archsim.graph.ops import Op, OpKind
+
+MAX_CHUNKS = 64  # most pieces a collective is cut into to overlap the op that produces it
+TP_REDUCED = ("embedding", "o_proj", "down")  # builder ops whose output is a partial sum under TP
+EXPERT_OPS = ("experts_gate_up", "experts_down")  # builder names of the routed expert GEMMs
+
+
+class ParallelismError(ValueError):
+    """A parallel layout the model or the system cannot take."""
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """Tensor, pipeline and expert parallel degrees; `micro_batches` 0 takes min(batch, pp)."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    micro_batches: int = 0
+
+    @property
+    def chips(self) -> int:
+        return self.tp * self.pp * self.ep
+
+    @property
+    def is_single(self) -> bool:
+        return self.chips == 1
+
+    def label(self) -> str:
+        return ", ".join(f"{name} {n}" for name, n in (("TP", self.tp), ("PP", self.pp), ("EP", self.ep))
+                         if n > 1 or name == "TP")
+
+
+def check_parallelism(model: ModelSpec, par: Parallelism) -> None:
+    """Refuse a layout the model cannot be cut into, naming the numbers."""
+    problems = []
+    if model.heads % par.tp:
+        problems.append(f"TP {par.tp} must divide the {model.heads} attention heads")
+    elif model.kv_heads % par.tp and par.tp % model.kv_heads:
+        problems.append(f"TP {par.tp} must divide the {model.kv_heads} KV heads or be a multiple of them")
+    if par.pp > model.layers:
+        problems.append(f"PP {par.pp} is more stages than the {model.layers} layers")
+    if par.ep > 1 and not model.is_moe:
+        problems.append(f"EP {par.ep} needs a mixture-of-experts model ({model.name} is dense)")
+    elif par.ep > 1 and model.experts % par.ep:
+        problems.append(f"EP {par.ep} must divide the {model.experts} experts")
+    if problems:
+        raise ParallelismError("; ".join(problems))
+
+
+def shard_model(model: ModelSpec, par: Parallelism) -> ModelSpec:
+    """The slice of the model the busiest chip computes: heads, KV heads (at least one), FFN and
+    vocabulary split tp ways, ceil(L/pp) layers. Experts stay whole here (see `shard_step`)."""
+    return replace(model, layers=math.ceil(model.layers / par.pp), heads=model.heads // par.tp,
+                   kv_heads=max(1, model.kv_heads // par.tp), ffn=math.ceil(model.ffn / par.tp),
+                   vocab=math.ceil(model.vocab / par.tp))
+
+
+def chip_params(model: ModelSpec, par: Parallelism) -> int:
+    """Parameters on the busiest chip (as ModelSpec.params() when nothing is split): its layers'
+    attention, 1/ep of the experts split tp ways, the router and norms, and the embedding and LM
+    head of the first and last stage (both on one chip without PP)."""
+    m = shard_model(model, par)
+    attn = m.hidden * (m.q_dim + 2 * m.kv_dim) + m.q_dim * m.hidden
+    ffn = model.experts // par.ep * 3 * m.hidden * m.ffn
+    router = m.hidden * model.experts if model.is_moe else 0
+    per_layer = attn + ffn + router + 2 * m.hidden
+    embed = m.vocab * m.hidden
+    if par.pp == 1:
+        return m.layers * per_layer + embed + (0 if model.tied_embeddings else embed) + m.hidden
+    return m.layers * per_layer + embed + m.hidden  # the first stage's embedding or the last's head
+
+
+def local_batch(batch: int, par: Parallelism) -> tuple[int, int]:
+    """(micro-batches, sequences per micro-batch) of one expert-parallel group's share of `batch`."""
+    group = math.ceil(batch / par.ep)
+    micro = min(group, par.micro_batches or par.pp)
+    return micro, math.ceil(group / micro)
+
+
+@dataclass(frozen=True)
+class ParallelStep:
+    """The ops of one micro-batch on the busiest chip, and how the micro-batches are scheduled."""
+
+    ops: tuple[Op, ...]
+    stages: int
+    micro_batches: int
+
+
+def shard_step(w: Workload, step: Step, par: Parallelism) -> ParallelStep:
+    """The busiest chip's ops of `step` under `par`, with the collectives in place."""
+    check_parallelism(w.model, par)
+    micro, seqs = local_batch(step.batch, par)
+    local = replace(w, model=shard_model(w.model, par))
+    sub = Step(step.phase, seqs, step.new_tokens, step.past, step.with_embedding_and_head)
+    tokens, act, layers = sub.tokens, w.dtypes.activations, local.model.layers
+    hidden_bytes = int(tokens * w.model.hidden * act.bytes)
+    out: list[Op] = []
+    for op in build_step(local, sub):
+        base = op.name.split("[")[0]
+        if par.ep > 1 and base in EXPERT_OPS:
+            if base == EXPERT_OPS[0]:
+                out.append(_all_to_all(w, tokens, par.ep, "ep_dispatch", layers))
+            op = _expert_op(op, w.model, tokens, par.ep)
+        out.append(op)
+        if par.ep > 1 and base == EXPERT_OPS[1]:
+            out.append(_all_to_all(w, tokens, par.ep, "ep_combine", layers))
+        if par.tp > 1 and (base in TP_REDUCED or base == EXPERT_OPS[1]):
+            out.append(Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=hidden_bytes, ranks=par.tp)
+                       .named(f"{base}_allreduce", op.repeat))
+        if par.tp > 1 and base == "lm_head":
+            logits = int(op.m * w.model.vocab * op.c_dtype.bytes)
+            out.append(Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=par.tp).named("lm_head_allgather"))
+    if par.pp > 1:
+        out.append(Op(OpKind.SEND, act, m=tokens, bytes=hidden_bytes, ranks=2).named("pp_send"))
+    return ParallelStep(tuple(out), par.pp, micro)
+
+
+def _all_to_all(w: Workload, tokens: int, ranks: int, name: str, layers: int) -> Op:
+    """Each rank sends its tokens' hidden states to the groups of their top-k experts."""
+    nbytes = int(tokens * w.model.top_k * w.model.hidden * w.dtypes.activations.bytes)
+    return Op(OpKind.ALL_TO_ALL, w.dtypes.activations, m=tokens, bytes=nbytes, ranks=ranks).named(name, layers)
+
+
+def _expert_op(op: Op, model: ModelSpec, tokens: int, ep: int) -> Op:
+    """An expert GEMM on one of `ep` groups: the groups' tokens (ep x `tokens`) are routed over all
+    experts; this group holds experts/ep of them and gets tokens x top_k rows on average."""
+    active = expected_active_experts(model.experts, model.top_k, ep * tokens)
+    local_active = min(model.experts // ep, math.ceil(active / ep))
+    rows = math.ceil(tokens * model.top_k / local_active)
+    return replace(op, m=rows, groups=local_active).named(f"{op.name.split('[')[0]}[{local_active}]", op.repeat)
+
+
+# --- schedules ------------------------------------------------------------------------------------
+
+def overlapped_s(compute_s: float, piece_s: float, chunks: int) -> float:
+    """An op cut into `chunks` pieces, each piece's collective sent once it is computed: a
+    two-stage pipeline, C/c + X_c + (c-1) max(C/c, X_c) (X_c one piece's collective)."""
+    c = compute_s / chunks
+    return c + piece_s + (chunks - 1) * max(c, piece_s)
+
+
+def best_chunks(compute_s: float, comm_s: Callable[[int], float], max_chunks: int) -> tuple[int, float]:
+    """The number of pieces (a power of two up to `max_chunks`) that ends producer and collective
+    soonest, and the collective time hidden under the compute: C + comm(c) - overlapped."""
+    best = (compute_s + comm_s(1), 1, 0.0)
+    c = 2
+    while c <= max_chunks:
+        total = comm_s(c)
+        end = overlapped_s(compute_s, total / c, c)
+        if end < best[0]:
+            best = (end, c, compute_s + total - end)
+        c *= 2
+    return best[1], best[2]
+
+
+def max_chunks(op: Op, chunk_bytes: int) -> int:
+    """Pieces a collective may be cut into: none below `chunk_bytes`, none thinner than a row."""
+    if chunk_bytes <= 0:
+        return 1
+    return max(1, min(MAX_CHUNKS, op.m, op.bytes // chunk_bytes))
+
+
+@dataclass(frozen=True)
+class PipelineSchedule:
+    """Micro-batches through pipeline stages: one micro-batch's time on the busiest stage, its
+    send to the next, and the step they add up to."""
+
+    stages: int
+    micro_batches: int
+    stage_s: float
+    send_s: float
+    step_s: float
+
+    @property
+    def bubble_s(self) -> float:
+        """Time in the step the busiest stage waits: the step less its micro-batches' work."""
+        return self.step_s - self.micro_batches * self.stage_s
+
+
+def pipeline_step_s(stage_s, send_s: float, stages: int, micro_batches: int, phase: Phase):
+    """A step's time (float or array) over `stages` stages.
+
+    Prefill (GPipe's fill and drain): (m + p - 1) stage + (p - 1) send.
+    Decode, micro-batches in flight from step to step: each stage serves m micro-batches a step,
+    and each micro-batch's next token waits for its last: max(m stage, p (stage + send)), the
+    sampled token's way back to the first stage being the p-th send.
+    """
+    p, m = stages, micro_batches
+    if p == 1:
+        return stage_s
+    if phase is Phase.PREFILL:
+        return (m + p - 1) * stage_s + (p - 1) * send_s
+    return np.maximum(m * stage_s, p * (stage_s + send_s))
