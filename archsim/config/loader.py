@@ -220,10 +220,13 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
 
 def load_system(name_or_path: str) -> tuple[System, dict]:
     """Load a hardware file: the System and its resolved (canonical-unit) configuration."""
-    path = resolve_path(name_or_path, "hw_configs")
-    doc = read_yaml(path)
+    return system_from_doc(read_yaml(resolve_path(name_or_path, "hw_configs")))
+
+
+def system_from_doc(doc: YamlDoc) -> tuple[System, dict]:
+    """Validate and build a hardware document already read (and possibly edited, as sweeps do)."""
     cfg = validate_doc(doc, HardwareCfg)
-    system = _build_system(cfg, path)
+    system = _build_system(cfg, doc.path)
     _check_system(system, doc)
     return system, cfg.model_dump(mode="json")
 

@@ -1,0 +1,146 @@
+"""One design point as the normal loaders see it: base hardware and workload files with values
+set at dotted paths, validated by the same schemas as `archsim run`, built into a System and a
+Workload, and keyed by the hash of the resolved configuration (as `archsim run --json` keys it).
+
+Overrides go into the YAML data before validation, so a swept value is checked exactly as it
+would be in a file: `'456 KiB'` parsed, `0` refused, an SRAM too small for a tile reported.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+from archsim.config.hw_schema import HardwareCfg
+from archsim.config.loader import config_hash, system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.workload_schema import WorkloadCfg
+from archsim.config.yamlfile import YamlDoc, read_yaml
+from archsim.errors import ConfigError
+from archsim.graph.model import Workload
+from archsim.hardware import System
+
+KeyPath = tuple[str, ...]
+Override = tuple[KeyPath, Any]  # (path below `hardware` or `workload`, value as a config file would hold it)
+ROOTS = {"hardware": HardwareCfg, "workload": WorkloadCfg}
+
+
+@dataclass(frozen=True)
+class Design:
+    """A resolved point: what to simulate, and the hash of its resolved configuration."""
+
+    system: System
+    workload: Workload
+    config_hash: str
+
+
+def config_value(value: Any, unit: str | None) -> Any:
+    """The value as a config file holds it: `1.5` with unit GHz -> '1.5 GHz'; 4.0 -> 4."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    if unit is None:
+        return value
+    return f"{value!r} {unit}" if isinstance(value, float) else f"{value} {unit}"
+
+
+def with_overrides(data: dict, overrides: list[Override]) -> dict:
+    """A deep copy of `data` with each value set at its path (missing sections created)."""
+    out = copy.deepcopy(data)
+    for path, value in overrides:
+        node = out
+        for key in path[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[path[-1]] = value
+    return out
+
+
+@lru_cache(maxsize=64)
+def base_doc(path: str) -> YamlDoc:
+    """A base file, read once per process."""
+    return read_yaml(path)
+
+
+def build_hardware(path: str, overrides: tuple[Override, ...]) -> tuple[System, dict]:
+    """The System and its resolved configuration; ConfigError naming the bad keys."""
+    base = base_doc(path)
+    return system_from_doc(YamlDoc(path, with_overrides(base.data, list(overrides)), base.lines))
+
+
+def build_workload(path: str, overrides: tuple[Override, ...]) -> tuple[Workload, dict]:
+    base = base_doc(path)
+    cfg = validate_doc(YamlDoc(path, with_overrides(base.data, list(overrides)), base.lines), WorkloadCfg)
+    return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
+
+
+class DesignCache:
+    """Builds designs, reusing the hardware and the workload when only the other one changed."""
+
+    def __init__(self) -> None:
+        self._hardware: dict[tuple, tuple[System, dict] | ConfigError] = {}
+        self._workload: dict[tuple, tuple[Workload, dict] | ConfigError] = {}
+
+    def design(self, hw_path: str, hw_over: tuple[Override, ...], wl_path: str,
+               wl_over: tuple[Override, ...]) -> Design:
+        """The design, or ConfigError whose problems name keys as `hardware.x.y` / `workload.x.y`."""
+        system, hw_cfg = _cached(self._hardware, (hw_path, hw_over), build_hardware, "hardware")
+        workload, wl_cfg = _cached(self._workload, (wl_path, wl_over), build_workload, "workload")
+        return Design(system, workload, config_hash({"hardware": hw_cfg, "workload": wl_cfg}))
+
+
+def _cached(cache: dict, key: tuple, build, root: str):
+    try:
+        hit = cache[key]
+    except KeyError:
+        try:
+            hit = build(*key)
+        except ConfigError as err:
+            hit = ConfigError([type(p)(p.file, p.line, f"{root}.{p.key}" if p.key else root, p.message)
+                               for p in err.problems])
+        cache[key] = hit
+    if isinstance(hit, ConfigError):
+        raise hit
+    return hit
+
+
+def path_problem(path: KeyPath) -> str | None:
+    """Why `path` (e.g. ('hardware', 'hbm', 'stacks')) names no value of a config; None if it does."""
+    model: Any = ROOTS.get(path[0])
+    if model is None:
+        return f"must start with hardware. or workload. (got {'.'.join(path)!r})"
+    for i, part in enumerate(path[1:], start=1):
+        where = ".".join(path[:i])
+        fields = getattr(model, "model_fields", None)
+        if fields is None:
+            return f"{where} is a value, it has no key {part!r}"
+        if part not in fields:
+            hint = difflib.get_close_matches(part, list(fields), n=1)
+            return f"{where} has no key {part!r}" + (f"; did you mean {hint[0]!r}?" if hint else
+                                                      f"; expected one of {', '.join(sorted(fields))}")
+        ann = fields[part].annotation
+        if get_origin(ann) is dict:  # a mapping such as k_per_cycle: one of its keys is the value
+            keys = [str(k) for k in get_args(get_args(ann)[0])]
+            rest = path[i + 1:]
+            if len(rest) != 1:
+                return f"{where}.{part} is a mapping: give one of its keys ({', '.join(keys)})"
+            if keys and rest[0] not in keys:
+                return f"{where}.{part} has no key {rest[0]!r}; expected one of {', '.join(keys)}"
+            return None
+        model = next((a for a in (get_args(ann) or (ann,)) if hasattr(a, "model_fields")), None)
+    if hasattr(model, "model_fields") and len(path) > 1:
+        return f"{'.'.join(path)} is a section, not a value"
+    return None
+
+
+def resolve_file(value: str, kind: str, spec_dir: Path) -> str:
+    """A file named in a spec: a path relative to the spec, else as `archsim run` finds it."""
+    from archsim.config.loader import resolve_path
+
+    local = spec_dir / value
+    if ("/" in value or value.endswith((".yaml", ".yml"))) and local.is_file():
+        return str(local)
+    return resolve_path(value, kind)

@@ -1,0 +1,82 @@
+"""Evaluate points (in a worker): check the constraints, run the generation, record objectives.
+
+Each point becomes one row: its `config_hash`, a `status` (`ok`; `infeasible`: a constraint
+ruled it out before simulating, or it does not fit in HBM; `failed`: an invalid design or an
+error while simulating, whose message is in `error`), its parameter and derived values, and its
+objectives (null unless ok). A point that fails never stops the others.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from archsim.errors import DoesNotFitError
+from archsim.sweep.expr import Expr
+from archsim.sweep.metrics import design_facts, run_metrics
+from archsim.sweep.points import PointTask
+from archsim.sweep.spec import Objective, SweepSpec
+
+OK, INFEASIBLE, FAILED = "ok", "infeasible", "failed"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What a worker needs besides the points: small, picklable, the same for every chunk."""
+
+    constraints: tuple[Expr, ...]
+    objectives: tuple[Objective, ...]
+    kv_stride: int
+
+    @classmethod
+    def of(cls, spec: SweepSpec) -> "Evaluation":
+        return cls(spec.constraints, spec.objectives, spec.kv_stride)
+
+
+def _show(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def unmet_constraint(constraints: tuple[Expr, ...], env: dict) -> str | None:
+    """The first constraint `env` does not meet, with the values it read; None if all are met."""
+    for c in constraints:
+        if not c.evaluate(env):
+            shown = ", ".join(f"{n} = {_show(env[n])}" for n in sorted(c.names) if n in env)
+            return f"constraint not met: {c.text}" + (f" ({shown})" if shown else "")
+    return None
+
+
+def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
+    """The row of one point."""
+    from archsim.runner.generation import run_generation
+
+    row = {"config_hash": task.config_hash, "status": FAILED, "error": task.error, **dict(task.values)}
+    row.update({o.name: None for o in ev.objectives})
+    if task.design is None:
+        return row
+    system, w = task.design.system, task.design.workload
+    try:
+        env = {**design_facts(system, w), **dict(task.values)}
+        unmet = unmet_constraint(ev.constraints, env)
+        if unmet:
+            return {**row, "status": INFEASIBLE, "error": unmet}
+        result = run_generation(w, system, kv_stride=ev.kv_stride)
+        if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
+            raise KeyboardInterrupt
+        env.update(run_metrics(result))
+        objectives = {}
+        for o in ev.objectives:
+            value = o.expr.evaluate(env)
+            env[o.name] = objectives[o.name] = float(value)
+    except DoesNotFitError as err:
+        return {**row, "status": INFEASIBLE, "error": str(err)}
+    except Exception as err:  # noqa: BLE001 - a failing point is recorded, and the sweep goes on
+        return {**row, "error": f"{type(err).__name__}: {err}"}
+    return {**row, **objectives, "status": OK}
+
+
+def evaluate_chunk(tasks: list[PointTask], ev: Evaluation) -> tuple[list[dict], float]:
+    """The rows of a chunk of points, in order, and the CPU seconds the worker spent on them."""
+    start = time.process_time()
+    rows = [evaluate_point(t, ev) for t in tasks]
+    return rows, time.process_time() - start

@@ -1,0 +1,197 @@
+"""Where chunks of points are evaluated: in this process, in a local process pool, or on a Dask
+cluster (`dask.distributed`, optional). Every executor yields each chunk's rows as it finishes,
+in completion order, keeping a bounded number of chunks in flight (two per worker) so that a
+sweep of millions of points does not queue them all at once. A chunk whose worker died comes
+back with an error and no rows: it is not written, and a rerun evaluates it again.
+
+Results always come back to this process, which alone writes the results folder: workers
+need no shared file system, only archsim installed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from archsim.sweep.evaluate import Evaluation, evaluate_chunk
+from archsim.sweep.points import PointTask
+
+IN_FLIGHT_PER_WORKER = 2
+ORPHAN_POLL_S = 1.0  # how often a pool worker checks that the sweep that started it is alive
+CONNECT_TIMEOUT_S = 20  # waiting for a Dask scheduler before giving up
+
+
+@dataclass(frozen=True)
+class ChunkOutcome:
+    tasks: list[PointTask]
+    rows: list[dict] | None  # None: the chunk was lost (its worker died); `error` says why
+    error: str | None = None
+    cpu_s: float = 0.0  # CPU time the worker spent on the chunk
+
+
+class ExecutorUnavailable(Exception):
+    """The executor asked for cannot start (dask not installed, no scheduler at the address)."""
+
+
+class SerialExecutor:
+    """Evaluate in this process (`--workers 1`): no start-up cost, easiest to debug."""
+
+    workers = 1
+    label = "in process"
+
+    def run(self, chunks: Iterable[list[PointTask]], ev: Evaluation) -> Iterator[ChunkOutcome]:
+        for chunk in chunks:
+            yield ChunkOutcome(chunk, *_rows_and_cpu(evaluate_chunk(chunk, ev)))
+
+
+def _rows_and_cpu(result: tuple[list[dict], float]) -> tuple[list[dict], None, float]:
+    rows, cpu_s = result
+    return rows, None, cpu_s
+
+
+def _worker_init(sweep_pid: int) -> None:
+    """Pool workers leave Ctrl-C to the sweep, and exit when the sweep is gone (even by kill -9)."""
+    import signal
+    import threading
+    import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(ORPHAN_POLL_S)
+            try:
+                os.kill(sweep_pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="orphan-watch").start()
+
+
+def _bounded(submit, collect, chunks: Iterable[list[PointTask]], limit: int) -> Iterator[ChunkOutcome]:
+    """Keep up to `limit` chunks submitted; yield each as `collect` returns it."""
+    it = iter(chunks)
+    pending: dict = {}
+    exhausted = False
+    while True:
+        while not exhausted and len(pending) < limit:
+            chunk = next(it, None)
+            if chunk is None:
+                exhausted = True
+            else:
+                pending[submit(chunk)] = chunk
+        if not pending:
+            return
+        for future, outcome in collect(pending):
+            pending.pop(future)
+            yield outcome
+
+
+class PoolExecutor:
+    """A local pool of `workers` processes (forkserver where available: workers start from a
+    process that has already imported archsim and loaded its compiled kernels)."""
+
+    label = "process pool"
+
+    def __init__(self, workers: int):
+        self.workers = workers
+
+    def run(self, chunks: Iterable[list[PointTask]], ev: Evaluation) -> Iterator[ChunkOutcome]:
+        import multiprocessing as mp
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        ctx = mp.get_context(method)
+        if method == "forkserver":
+            ctx.set_forkserver_preload(["archsim.sweep.evaluate", "archsim.engine.kernels"])
+        pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
+        broken: list[str] = []
+
+        def submit(chunk):
+            return pool.submit(evaluate_chunk, chunk, ev)
+
+        def collect(pending):
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for f in done:
+                try:
+                    yield f, ChunkOutcome(pending[f], *_rows_and_cpu(f.result()))
+                except BrokenProcessPool:
+                    broken.append("a worker process died (killed, or out of memory)")
+                    yield f, ChunkOutcome(pending[f], None, broken[0])
+                except Exception as err:  # noqa: BLE001 - reported per chunk
+                    yield f, ChunkOutcome(pending[f], None, f"{type(err).__name__}: {err}")
+
+        try:
+            for outcome in _bounded(submit, collect, chunks, self.workers * IN_FLIGHT_PER_WORKER):
+                yield outcome
+                if broken:
+                    return
+        finally:
+            _stop(pool)
+
+
+def _stop(pool) -> None:
+    """Shut the pool down now: queued chunks cancelled, running workers terminated."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(timeout=5)
+
+
+class DaskExecutor:
+    """Chunks as tasks on a Dask cluster: an existing scheduler (`address`) or a local cluster
+    of `local_workers` single-threaded worker processes started for this sweep."""
+
+    def __init__(self, address: str | None = None, local_workers: int | None = None):
+        self.address, self.local_workers = address, local_workers
+        self.workers = local_workers or 0
+        self.label = f"dask {address}" if address else f"dask local cluster ({local_workers} workers)"
+
+    def run(self, chunks: Iterable[list[PointTask]], ev: Evaluation) -> Iterator[ChunkOutcome]:
+        try:
+            from distributed import Client, LocalCluster, as_completed
+        except ImportError:
+            raise ExecutorUnavailable("--dask needs dask.distributed: "
+                                      "python3 -m pip install 'archsim[sweep]'") from None
+        import logging
+
+        cluster = None
+        try:
+            if self.address:
+                client = Client(self.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            else:
+                cluster = LocalCluster(n_workers=self.local_workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=logging.ERROR)
+                client = Client(cluster, set_as_default=False)
+        except (OSError, TimeoutError) as err:
+            raise ExecutorUnavailable(f"cannot reach the Dask scheduler at {self.address}: {err}") from None
+        try:
+            self.workers = max(1, sum(client.nthreads().values()))
+            finished = as_completed(loop=client.loop, raise_errors=False)
+
+            def submit(chunk):
+                future = client.submit(evaluate_chunk, chunk, ev, pure=False)
+                finished.add(future)
+                return future
+
+            def collect(pending):
+                future = next(finished)
+                if future.status == "finished":
+                    yield future, ChunkOutcome(pending[future], *_rows_and_cpu(future.result()))
+                else:
+                    err = future.exception()
+                    yield future, ChunkOutcome(pending[future], None, f"{type(err).__name__}: {err}")
+
+            yield from _bounded(submit, collect, chunks, self.workers * IN_FLIGHT_PER_WORKER)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()

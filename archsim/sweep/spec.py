@@ -1,0 +1,274 @@
+"""Load a sweep spec into a frozen `SweepSpec`; every problem located by file:line.
+
+Beyond the schema (`archsim.sweep.schema`), the loader checks what only the whole spec can
+tell: that every dotted path names a value of the hardware or workload schema, that every name
+an expression reads is defined before it, that names do not collide, that the base files load
+and stay valid with the `set` values, and that a grid is not astronomically large.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archsim.config.loader import load_system, load_workload, validate_doc
+from archsim.config.yamlfile import YamlDoc, read_yaml
+from archsim.errors import ConfigError, Problem
+from archsim.sweep.design import DesignCache, KeyPath, config_value, path_problem, resolve_file
+from archsim.sweep.expr import FUNCTIONS, UNIT_CONSTANTS, Expr, ExprError, parse_expr
+from archsim.sweep.metrics import FACT_NAMES, metric_names
+from archsim.sweep.sampling import Domain, Scale, Value, grid_points, grid_size, sampled_points
+from archsim.sweep.schema import MAX_POINTS, SweepCfg
+
+RESERVED = frozenset({"config_hash", "status", "error"})  # columns every result row has
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    path: KeyPath | None  # ('hardware', 'clock'); ('hardware',) picks the file; None: derived input only
+    domain: Domain
+    unit: str | None
+    column_type: str  # 'int', 'float', 'str' or 'bool'
+
+
+@dataclass(frozen=True)
+class Derived:
+    name: str
+    expr: Expr
+    path: KeyPath | None
+    unit: str | None
+    integer: bool
+
+    @property
+    def column_type(self) -> str:
+        return "int" if self.integer else "float"
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    source: str
+    name: str
+    description: str
+    hardware: str  # base files, resolved to paths
+    workload: str
+    fixed: tuple[tuple[KeyPath, Any], ...]  # `set`: (full dotted path, value as in a config file)
+    parameters: tuple[Parameter, ...]
+    derived: tuple[Derived, ...]
+    constraints: tuple[Expr, ...]
+    objectives: tuple[Objective, ...]
+    strategy: str  # 'grid', 'random' or 'halton'
+    points: int | None
+    seed: int
+    kv_stride: int
+    chunk_size: int | None
+
+    def columns(self) -> list[tuple[str, str, str]]:
+        """(name, type, role) of every result column after config_hash, status and error."""
+        return ([(p.name, p.column_type, "parameter") for p in self.parameters]
+                + [(d.name, d.column_type, "derived") for d in self.derived]
+                + [(o.name, "float", "objective") for o in self.objectives])
+
+    def sample(self) -> list[dict[str, Value]]:
+        """The parameter values of every point, in sweep order."""
+        domains = {p.name: p.domain for p in self.parameters}
+        if self.strategy == "grid":
+            return grid_points(domains)
+        return sampled_points(domains, self.points, self.seed, self.strategy)
+
+    def settings(self) -> dict:
+        """What decides a point's row besides its configuration: a results folder holds one setting."""
+        return {"kv_stride": self.kv_stride, "columns": [list(c) for c in self.columns()],
+                "derived": {d.name: d.expr.text for d in self.derived},
+                "constraints": [c.text for c in self.constraints],
+                "objectives": {o.name: o.expr.text for o in self.objectives}}
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read, validate and check a sweep spec; ConfigError with every problem found."""
+    doc = read_yaml(path)
+    cfg = validate_doc(doc, SweepCfg)
+    problems: list[Problem] = []
+    spec_dir = Path(doc.path).parent
+    hardware = _base_file(doc, cfg.hardware, "hardware", spec_dir, problems)
+    workload = _base_file(doc, cfg.workload, "workload", spec_dir, problems)
+    fixed = _fixed(doc, cfg, problems)
+    params = _parameters(doc, cfg, spec_dir, problems)
+    taken = set(p.name for p in params)
+    derived = _derived(doc, cfg, taken, problems)
+    facts = taken | FACT_NAMES
+    constraints = tuple(e for i, text in enumerate(cfg.constraints)
+                        if (e := _expr(doc, ("constraints", i), text, facts, problems)) is not None)
+    objectives = _objectives(doc, cfg, facts | metric_names(), taken, problems)
+    _check_paths_unique(doc, cfg, problems)
+    if cfg.strategy.kind == "grid":
+        size = grid_size({p.name: p.domain for p in params})
+        if size > MAX_POINTS:
+            problems.append(doc.problem(("parameters",), f"the grid has {size:,} points, more than {MAX_POINTS:,}: "
+                                                         "sweep fewer values or sample (strategy: halton)"))
+    if problems:
+        raise ConfigError(problems)
+    _check_base(doc, hardware, workload, fixed)
+    return SweepSpec(
+        source=doc.path, name=cfg.name, description=cfg.description, hardware=hardware, workload=workload,
+        fixed=fixed, parameters=params, derived=derived, constraints=constraints, objectives=objectives,
+        strategy=cfg.strategy.kind, points=cfg.strategy.points, seed=cfg.strategy.seed,
+        kv_stride=cfg.kv_stride, chunk_size=cfg.chunk_size,
+    )
+
+
+def _base_file(doc: YamlDoc, value: str, kind: str, spec_dir: Path, problems: list[Problem]) -> str:
+    """The base file's path; it must load on its own (its own problems keep their own file:line)."""
+    try:
+        path = resolve_file(value, "hw_configs" if kind == "hardware" else "workloads", spec_dir)
+    except ConfigError as err:
+        problems.append(doc.problem((kind,), err.problems[0].message))
+        return value
+    (load_system if kind == "hardware" else load_workload)(path)
+    return path
+
+
+def _split(text: str) -> KeyPath:
+    return tuple(text.split("."))
+
+
+def _fixed(doc: YamlDoc, cfg: SweepCfg, problems: list[Problem]) -> tuple[tuple[KeyPath, Any], ...]:
+    out = []
+    for text, value in cfg.set.items():
+        path = _split(text)
+        why = "give a key path below it" if len(path) == 1 else path_problem(path)
+        if why:
+            problems.append(doc.problem(("set", text), why))
+        else:
+            out.append((path, config_value(value, None)))
+    return tuple(out)
+
+
+def _name_problem(name: str, taken: set[str], metric_ok: bool = False) -> str | None:
+    """Why `name` cannot name a column; an objective may take the name of the run metric it records."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return f"{name!r} is not a usable name: letters, digits and _, not starting with a digit"
+    if name in RESERVED or name in FACT_NAMES or name in UNIT_CONSTANTS or name in FUNCTIONS:
+        return f"{name!r} is a built-in name (a column, design fact, unit or function); choose another"
+    if name in metric_names() and not metric_ok:
+        return f"{name!r} is the name of a run metric; choose another"
+    if name in taken:
+        return f"{name!r} is already defined"
+    return None
+
+
+def _parameters(doc: YamlDoc, cfg: SweepCfg, spec_dir: Path, problems: list[Problem]) -> tuple[Parameter, ...]:
+    out: list[Parameter] = []
+    for name, p in cfg.parameters.items():
+        where = ("parameters", name)
+        if why := _name_problem(name, {q.name for q in out}):
+            problems.append(doc.problem(where, why))
+        path = _split(p.path) if p.path is not None else None
+        if path is not None and (why := path_problem(path)):
+            problems.append(doc.problem(where + ("path",), why))
+        if path is not None and len(path) == 1:
+            if p.values is None or not all(isinstance(v, str) for v in p.values):
+                problems.append(doc.problem(where + ("values",), f"{path[0]} alone picks a file: values are "
+                                                                  "file names or paths"))
+            else:
+                for i, v in enumerate(p.values):
+                    try:
+                        resolve_file(v, "hw_configs" if path[0] == "hardware" else "workloads", spec_dir)
+                    except ConfigError as err:
+                        problems.append(doc.problem(where + ("values", i), err.problems[0].message))
+        if p.range is not None and cfg.strategy.kind == "grid" and p.steps is None:
+            problems.append(doc.problem(where + ("range",), "a grid needs steps: N for a range"))
+        if p.values is not None:
+            domain = Domain(choices=tuple(p.values))
+            column = _values_type(p.values)
+        else:
+            domain = Domain(low=float(p.range[0]), high=float(p.range[1]), steps=p.steps, scale=Scale(p.scale),
+                            integer=p.integer)
+            column = "int" if p.integer else "float"
+        out.append(Parameter(name, path, domain, p.unit, column))
+    return tuple(out)
+
+
+def _values_type(values: list) -> str:
+    if all(isinstance(v, bool) for v in values):
+        return "bool"
+    if all(isinstance(v, str) for v in values):
+        return "str"
+    return "int" if all(isinstance(v, int) for v in values) else "float"
+
+
+def _expr(doc: YamlDoc, where: tuple, text: object, known: set[str] | frozenset[str],
+          problems: list[Problem]) -> Expr | None:
+    try:
+        return parse_expr(text, known)
+    except ExprError as err:
+        problems.append(doc.problem(where, str(err)))
+        return None
+
+
+def _derived(doc: YamlDoc, cfg: SweepCfg, taken: set[str], problems: list[Problem]) -> tuple[Derived, ...]:
+    out = []
+    for name, d in cfg.derived.items():
+        where = ("derived", name)
+        if why := _name_problem(name, taken):
+            problems.append(doc.problem(where, why))
+        path = _split(d.path) if d.path is not None else None
+        if path is not None and (why := "give a key path below it" if len(path) == 1 else path_problem(path)):
+            problems.append(doc.problem(where + ("path",), why))
+        expr = _expr(doc, where + ("expr",), d.expr, set(taken), problems)
+        taken.add(name)
+        if expr is not None:
+            out.append(Derived(name, expr, path, d.unit, d.integer))
+    return tuple(out)
+
+
+def _objectives(doc: YamlDoc, cfg: SweepCfg, known: set[str], taken: set[str],
+                problems: list[Problem]) -> tuple[Objective, ...]:
+    out = []
+    known = set(known)
+    for name, text in cfg.objectives.items():
+        where = ("objectives", name)
+        if why := _name_problem(name, taken, metric_ok=True):
+            problems.append(doc.problem(where, why))
+        expr = _expr(doc, where, text, known, problems)
+        known.add(name)
+        taken.add(name)
+        if expr is not None:
+            out.append(Objective(name, expr))
+    return tuple(out)
+
+
+def _check_paths_unique(doc: YamlDoc, cfg: SweepCfg, problems: list[Problem]) -> None:
+    seen: dict[str, tuple] = {}
+    entries = ([(k, ("set", k)) for k in cfg.set] + [(p.path, ("parameters", n, "path"))
+               for n, p in cfg.parameters.items() if p.path] + [(d.path, ("derived", n, "path"))
+                                                                for n, d in cfg.derived.items() if d.path])
+    for path, where in entries:
+        if path in seen:
+            first = doc.line_of(seen[path])
+            problems.append(doc.problem(where, f"{path} is already set (line {first})"))
+        else:
+            seen[path] = where
+
+
+def _check_base(doc: YamlDoc, hardware: str, workload: str, fixed: tuple[tuple[KeyPath, Any], ...]) -> None:
+    """The base design with the `set` values must be valid; its problems point at the spec."""
+    hw = tuple((p[1:], v) for p, v in fixed if p[0] == "hardware")
+    wl = tuple((p[1:], v) for p, v in fixed if p[0] == "workload")
+    try:
+        DesignCache().design(hardware, hw, workload, wl)
+    except ConfigError as err:
+        problems = []
+        for p in err.problems:
+            key = next((".".join(path) for path, _ in fixed if p.key.startswith(".".join(path))), None)
+            where = ("set", key) if key else ("set",)
+            problems.append(doc.problem(where, f"with these values, {p.key}: {p.message}"))
+        raise ConfigError(problems) from None

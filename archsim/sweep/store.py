@@ -1,0 +1,189 @@
+"""A sweep's results folder: Parquet parts written atomically, a manifest, a summary, a lock.
+
+The parts are the record: a point is done when a part holding its `config_hash` exists. A part
+is written to a temporary file, flushed to disk and renamed into place, so it either exists
+whole or not at all, whenever the process dies; a rerun reads the hashes of the parts and
+runs only the rest, so every point is recorded exactly once. A part is named by the hash of
+the points in it. `sweep.json` holds the settings that decide a row besides the configuration
+(KV stride, columns, constraints, objectives): a folder holds results of one setting only.
+`summary.json` is rewritten after every part. One writer at a time: `.lock` (flock, released by
+the kernel when the holder dies, even by SIGKILL).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+from archsim.report.export import write_text
+
+PART_GLOB = "part-*.parquet"
+MANIFEST = "sweep.json"
+SUMMARY = "summary.json"
+LOCK = ".lock"
+ARROW_TYPES = {"int": "int64", "float": "float64", "str": "string", "bool": "bool_"}
+
+
+class StoreError(Exception):
+    """The results folder cannot be used as asked (another sweep in it, another writer)."""
+
+
+def require_pyarrow():
+    """pyarrow, or StoreError saying how to install it."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise StoreError("sweeps write Parquet and need pyarrow: python3 -m pip install 'archsim[sweep]'") from None
+    return pyarrow
+
+
+def arrow_schema(columns: list[tuple[str, str, str]]):
+    pa = require_pyarrow()
+    fields = [pa.field("config_hash", pa.string(), nullable=False), pa.field("status", pa.string(), nullable=False),
+              pa.field("error", pa.string())]
+    fields += [pa.field(name, getattr(pa, ARROW_TYPES[kind])()) for name, kind, _ in columns]
+    return pa.schema(fields)
+
+
+def part_name(hashes: list[str]) -> str:
+    return "part-" + hashlib.sha256("\n".join(sorted(hashes)).encode()).hexdigest()[:16] + ".parquet"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a platform without directory handles
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ResultStore:
+    """The results folder of one sweep setting, held (locked) while it is open."""
+
+    def __init__(self, out_dir: str | Path, settings: dict, columns: list[tuple[str, str, str]]):
+        self.dir = Path(out_dir)
+        self.settings = settings
+        self.schema = arrow_schema(columns)
+        self._lock_fd: int | None = None
+
+    def open(self) -> "ResultStore":
+        """Create or reopen the folder: lock it, check its settings, drop half-written parts."""
+        if self.dir.exists() and not self.dir.is_dir():
+            raise StoreError(f"{self.dir} is a file, not a folder")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        manifest = self.dir / MANIFEST
+        if manifest.exists():
+            held = json.loads(manifest.read_text()).get("settings")
+            if held != self.settings:
+                self.close()
+                raise StoreError(f"{self.dir} holds results of a sweep with other settings "
+                                 f"({_difference(held, self.settings)}): use another --out")
+        else:
+            write_text(manifest, _json({"format": 1, "settings": self.settings}))
+        for stale in self.dir.glob(".part-*"):
+            stale.unlink(missing_ok=True)
+        return self
+
+    def _lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            return
+        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"another sweep is writing to {self.dir}") from None
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> "ResultStore":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def done(self) -> dict[str, str]:
+        """config_hash -> status of every recorded point."""
+        import pyarrow.parquet as pq
+
+        out: dict[str, str] = {}
+        for part in sorted(self.dir.glob(PART_GLOB)):
+            try:
+                table = pq.read_table(part, columns=["config_hash", "status"])
+            except Exception as err:  # noqa: BLE001 - any reader error means the same thing here
+                raise StoreError(f"{part}: not a readable results part ({err}); move it away and rerun") from None
+            out.update(zip(table.column("config_hash").to_pylist(), table.column("status").to_pylist()))
+        return out
+
+    def write_part(self, rows: list[dict]) -> Path:
+        """Write rows as one part, atomically: temp file, fsync, rename, fsync of the folder."""
+        pa = require_pyarrow()
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist(rows, schema=self.schema)
+        final = self.dir / part_name([r["config_hash"] for r in rows])
+        tmp = self.dir / f".{final.name}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                pq.write_table(table, f, compression="zstd")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.dir)
+        return final
+
+    def write_summary(self, summary: dict) -> None:
+        write_text(self.dir / SUMMARY, _json(summary))
+
+
+def _json(data: dict) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def _difference(held: dict | None, wanted: dict) -> str:
+    if not isinstance(held, dict):
+        return "unreadable settings"
+    keys = [k for k in sorted(set(held) | set(wanted)) if held.get(k) != wanted.get(k)]
+    return "different " + ", ".join(keys)
+
+
+def count_statuses(done: dict[str, str], hashes: list[str]) -> Counter:
+    """How many of `hashes` are recorded, by status."""
+    return Counter(done[h] for h in hashes if h in done)
+
+
+def read_results(out_dir: str | Path):
+    """Every row of a results folder as one Arrow table (StoreError if it holds none)."""
+    require_pyarrow()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = Path(out_dir)
+    if not d.is_dir():
+        raise StoreError(f"{d}: no such results folder")
+    parts = sorted(d.glob(PART_GLOB))
+    if not parts:
+        raise StoreError(f"{d} holds no results (no {PART_GLOB} files): run `archsim sweep SPEC --out {d}` first")
+    return pa.concat_tables([pq.read_table(p) for p in parts])
+
+
+def read_manifest(out_dir: str | Path) -> dict:
+    path = Path(out_dir) / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}

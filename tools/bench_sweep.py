@@ -1,0 +1,77 @@
+"""Benchmark of `archsim sweep`: 1,000 H200-like designs (arrays, SRAM, HBM stacks, clock) for
+Llama-3-8B decode (hw_configs/sweeps/h200_halton_1000.yaml), end to end as a user runs it:
+
+    python3 tools/bench_sweep.py                 # 2 workers, the target is <= 120 s
+    python3 tools/bench_sweep.py --workers 4 --points 200
+
+It runs `archsim sweep` in a fresh results folder and prints the wall time, points per second,
+and the CPU seconds the workers spent per point (from DIR/summary.json), with the load
+average, since a busy machine stretches the wall time but not the CPU time. With `--cpus`
+(Linux) the sweep is pinned to that many CPUs, so a big machine measures a small one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "hw_configs" / "sweeps" / "h200_halton_1000.yaml"
+TARGET_S = 120.0  # issue 9: 1,000 points in at most 2 minutes on 2 cores
+
+
+def spec_with_points(points: int, folder: Path) -> Path:
+    """The benchmark spec, drawing `points` samples instead of 1,000."""
+    text = SPEC.read_text().replace("points: 1000", f"points: {points}")
+    path = folder / "bench_spec.yaml"
+    path.write_text(text.replace("hardware: h200", f"hardware: {ROOT / 'hw_configs' / 'h200.yaml'}")
+                    .replace("workload: llama3_8b", f"workload: {ROOT / 'workloads' / 'llama3_8b.yaml'}"))
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    ap.add_argument("--points", type=int, default=1000, help="design points (default 1000)")
+    ap.add_argument("--cpus", type=int, help="pin the sweep to the first N CPUs (Linux taskset)")
+    ap.add_argument("--out", help="results folder to keep (default: a temporary one)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_sweep_") as tmp:
+        out = Path(args.out) if args.out else Path(tmp) / "results"
+        spec = spec_with_points(args.points, Path(tmp))
+        pin = ["taskset", "-c", f"0-{args.cpus - 1}"] if args.cpus else []
+        cmd = pin + [sys.executable, "-m", "archsim", "sweep", str(spec), "--out", str(out),
+                     "--workers", str(args.workers), "--quiet"]
+        # fill Numba's disk cache first, as any earlier archsim run on the machine would have
+        subprocess.run(pin + [sys.executable, "-m", "archsim", "run", "--prompt", "32", "--generate", "2", "--quiet"],
+                       check=True, capture_output=True)
+        load_before = os.getloadavg()[0]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall_s = time.perf_counter() - start
+        if proc.returncode != 0:
+            print(proc.stdout + proc.stderr, file=sys.stderr)
+            return proc.returncode
+        summary = json.loads((out / "summary.json").read_text())
+    last = summary["last_run"]
+    print(f"{summary['points_done']} points ({summary['points_ok']} ok, {summary['points_infeasible']} infeasible, "
+          f"{summary['points_failed']} failed) with {args.workers} workers"
+          + (f" on {args.cpus} CPUs" if args.cpus else ""))
+    print(f"wall {wall_s:.1f} s end to end ({last['elapsed_s']:.1f} s in the sweep), "
+          f"{summary['points_done'] / wall_s:.1f} points/s")
+    print(f"worker CPU {last['cpu_s']:.1f} s: {1000 * last['cpu_s'] / max(1, last['points']):.0f} ms a point; "
+          f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    scaled = TARGET_S * args.points / 1000
+    verdict = "within" if wall_s <= scaled else "over"
+    print(f"{verdict} the target of {scaled:.0f} s ({TARGET_S:.0f} s per 1,000 points)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
