@@ -4,10 +4,12 @@ so `archsim --help` is instant."""
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 
 from archsim.commands import COMMANDS, UsageError
@@ -31,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    ctrl_c = _CtrlC().install()
     try:
         args = build_parser().parse_args(argv)
         return importlib.import_module(f"archsim.commands.{args.command}").run(args)
@@ -48,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as err:
+        if ctrl_c.pressed or _caused_by_interrupt(err):  # Ctrl-C inside Numba surfaces as other errors
+            print("archsim: interrupted", file=sys.stderr)
+            return 130
         if isinstance(err, OSError) and err.filename is not None:  # an output path that cannot be written
             print(f"archsim: error: {err.filename}: {err.strerror or err}", file=sys.stderr)
             return 2
@@ -56,3 +62,66 @@ def main(argv: list[str] | None = None) -> int:
         print(f"archsim: internal error: {type(err).__name__}: {err} "
               "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+    finally:
+        ctrl_c.restore()
+
+
+class _CtrlC:
+    """Ctrl-C while `archsim` runs: KeyboardInterrupt, which the runner turns into a summary of
+    what was simulated; a second Ctrl-C exits at once.
+
+    Numba's compiler (first run, cold cache) runs finalizers and ctypes callbacks that swallow
+    a KeyboardInterrupt ('Exception ignored in ...'); such a lost interrupt is delivered again
+    to the main thread, where it can stop the run.
+    """
+
+    MAX_REDELIVERIES = 100
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self.redelivering = 0
+        self.redelivered = 0
+        self.previous_handler = None
+        self.previous_hook = sys.unraisablehook
+
+    def install(self) -> "_CtrlC":
+        try:
+            self.previous_handler = signal.signal(signal.SIGINT, self.on_signal)
+        except ValueError:  # not the main thread: leave signals alone
+            return self
+        sys.unraisablehook = self.on_unraisable
+        return self
+
+    def restore(self) -> None:
+        if self.previous_handler is not None:
+            signal.signal(signal.SIGINT, self.previous_handler)
+            sys.unraisablehook = self.previous_hook
+
+    def on_signal(self, signum, frame):
+        if self.redelivering:
+            self.redelivering -= 1
+        elif self.pressed:
+            os.write(2, b"archsim: interrupted\n")
+            os._exit(130)
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def on_unraisable(self, hook_args) -> None:
+        if isinstance(hook_args.exc_value, KeyboardInterrupt) and self.redelivered < self.MAX_REDELIVERIES:
+            self.redelivered += 1
+            self.redelivering += 1
+            _thread.interrupt_main(signal.SIGINT)  # handled at the main thread's next instruction
+            return
+        self.previous_hook(hook_args)
+
+
+def _caused_by_interrupt(err: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the causes of `err` (a C extension that was running
+    when Ctrl-C came reports it as 'returned a result with an exception set')."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False

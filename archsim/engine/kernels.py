@@ -200,20 +200,21 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
         t_next = max(t, np.ceil(t_next - EPS))
         dt = max(t_next, t_exact) - t
         for s in range(s_count):
-            # a flow within EPS cycles of its end is done (float time cannot resolve less)
+            # a flow within EPS cycles of its end is done, as is one whose end float time cannot
+            # tell from now (at very large cycle counts)
             if active[s]:
                 load_left[s] -= rate[s] * dt
-                if load_left[s] <= rate[s] * EPS:
+                if load_left[s] <= rate[s] * EPS or t_next + load_left[s] / rate[s] <= t_next:
                     load_left[s] = 0.0
             f = s_count + s
             if active[f]:
                 store_left[s] -= rate[f] * dt
-                if store_left[s] <= rate[f] * EPS:
+                if store_left[s] <= rate[f] * EPS or t_next + store_left[s] / rate[f] <= t_next:
                     store_left[s] = 0.0
             g = 2 * s_count + s
             if active[g]:
                 store_l2_left[s] -= rate[g] * dt
-                if store_l2_left[s] <= rate[g] * EPS:
+                if store_l2_left[s] <= rate[g] * EPS or t_next + store_l2_left[s] / rate[g] <= t_next:
                     store_l2_left[s] = 0.0
         t = t_next
         for s in range(s_count):

@@ -57,13 +57,18 @@ def _play(phase: Phase, chip: Chip):
     clock = chip.clock_hz
     hbm = chip.hbm
     chan_bw = hbm.channel_bandwidth_bytes_per_s * hbm_efficiency(hbm, write_fraction) / clock
-    out = simulate_phase(
-        phase.core_start, phase.core_weight, phase.hbm_bytes, phase.l2_bytes,
-        phase.compute_cycles.astype(np.float64), phase.store_bytes, phase.store_l2_bytes, int(phase.stages),
-        float(chip.core.max_inflight_bytes), hbm_latency_s(chip) * clock, l2_latency_s(chip) * clock,
-        hbm_bandwidth(chip, write_fraction) / clock, l2_bandwidth(chip) / clock, chan_bw,
-        float(hbm.interleave_bytes), float(hbm.channels),
-    )
+    try:
+        out = simulate_phase(
+            phase.core_start, phase.core_weight, phase.hbm_bytes, phase.l2_bytes,
+            phase.compute_cycles.astype(np.float64), phase.store_bytes, phase.store_l2_bytes, int(phase.stages),
+            float(chip.core.max_inflight_bytes), hbm_latency_s(chip) * clock, l2_latency_s(chip) * clock,
+            hbm_bandwidth(chip, write_fraction) / clock, l2_bandwidth(chip) / clock, chan_bw,
+            float(hbm.interleave_bytes), float(hbm.channels),
+        )
+    except SystemError as err:  # Ctrl-C inside a compiled kernel surfaces as SystemError
+        if isinstance(err.__cause__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        raise
     return out[0], out[1], out[2], float(out[3]), out[4], out[5], out[6]
 
 

@@ -1,0 +1,54 @@
+"""Reproducibility: the same inputs give byte-identical `--json`, run after run, whatever the
+hash seed, with the Numba kernels compiled or run as Python; the JSON names its config by hash.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archsim.config.loader import config_hash, load_system
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["run", "--prompt", "128", "--generate", "4", "--quiet"]
+
+
+def _run_json(out: Path, jit: bool, hash_seed: str, *extra: str) -> bytes:
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "0" if jit else "1", "PYTHONHASHSEED": hash_seed}
+    subprocess.run([sys.executable, "-m", "archsim", *ARGS, *extra, "--json", str(out)], cwd=ROOT, env=env,
+                   check=True, capture_output=True, timeout=600)
+    return out.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory) -> bytes:
+    return _run_json(tmp_path_factory.mktemp("det") / "a.json", jit=True, hash_seed="1")
+
+
+def test_same_inputs_same_bytes_across_processes_and_hash_seeds(baseline, tmp_path):
+    assert _run_json(tmp_path / "b.json", jit=True, hash_seed="2") == baseline
+
+
+def test_same_bytes_with_numba_disabled(baseline, tmp_path):
+    assert _run_json(tmp_path / "c.json", jit=False, hash_seed="3") == baseline
+
+
+def test_json_carries_the_hash_of_its_resolved_config(baseline, tmp_path):
+    data = json.loads(baseline)
+    assert len(data["config_hash"]) == 16 and data["config_hash"] == config_hash(data["config"])
+    other = json.loads(_run_json(tmp_path / "d.json", True, "1", "--batch", "2"))
+    assert other["config_hash"] != data["config_hash"]
+
+
+def test_hash_is_of_the_resolved_values_not_the_text(tmp_path):
+    """A shipped name, its path, and a copy with the same values spelt differently hash alike."""
+    text = (ROOT / "hw_configs" / "h200.yaml").read_text()
+    assert "  capacity: 60 MiB" in text and "  capacity: 141 GB" in text
+    respelt = tmp_path / "h200.yaml"
+    respelt.write_text("# the same chip, other spellings\n" + text.replace("  capacity: 60 MiB", "  capacity: 62914560 B")
+                       .replace("  capacity: 141 GB", "  capacity: 141000 MB"))
+    hashes = {config_hash(load_system(p)[1]) for p in ("h200", str(ROOT / "hw_configs" / "h200.yaml"), str(respelt))}
+    assert len(hashes) == 1
