@@ -61,7 +61,6 @@ def bench_process(label: str, env: dict) -> None:
 
 
 def bench_in_process(profile_lines: int) -> None:
-    from archsim.cli import main  # noqa: F401  (imports as the CLI does)
     from archsim.commands.run import load_run_inputs
     from archsim.runner.generation import run_generation
 

@@ -30,3 +30,13 @@ def positive_int(flag: str):
 
 class UsageError(Exception):
     """A bad command-line value found after parsing: reported as `archsim: error: ...`, exit 2."""
+
+
+def require_plots() -> None:
+    """Refuse `--plots` up front (before any simulation) when matplotlib is missing."""
+    from archsim.report.plots import PlotsUnavailable, require_matplotlib
+
+    try:
+        require_matplotlib()
+    except PlotsUnavailable as err:
+        raise UsageError(f"--plots: {err}") from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archsim.commands import UsageError
+from archsim.commands import require_plots
 from archsim.commands.run import add_workload_flags
 
 
@@ -45,12 +45,7 @@ def run(args) -> int:
     w, wl_cfg = load_workload_inputs(args.workload, args.batch, args.prompt, args.generate, args.fusion, args.model)
     systems = [(hw, *load_system(hw)) for hw in args.chips]  # every file checked before any simulation
     if args.plots:
-        from archsim.report.plots import PlotsUnavailable, require_matplotlib
-
-        try:
-            require_matplotlib()
-        except PlotsUnavailable as err:
-            raise UsageError(f"--plots: {err}") from None
+        require_plots()
     console = Console()
     rows = []
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:

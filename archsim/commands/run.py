@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from archsim.commands import UsageError, positive_int
+from archsim.commands import UsageError, positive_int, require_plots
 
 DEFAULT_HW = "h200"
 DEFAULT_WORKLOAD = "llama3_8b"
@@ -206,12 +206,7 @@ def run(args) -> int:
             raise UsageError("--plots: the batch sweep runs on one chip; leave out --plots with --tp/--pp/--ep")
     steps = check_trace_steps(args.trace_step, w.scenario.output_tokens - 1) if args.trace else []
     if args.plots:
-        from archsim.report.plots import PlotsUnavailable, require_matplotlib
-
-        try:
-            require_matplotlib()
-        except PlotsUnavailable as err:
-            raise UsageError(f"--plots: {err}") from None
+        require_plots()
     console = Console()
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("decode attention", total=None)

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from archsim.compiler.gemm import PARTIAL_BYTES, streaming_phase
-from archsim.compiler.program import Phase, Program, build_phase, deal_items
+from archsim.compiler.program import Program, build_phase, deal_items
 from archsim.compiler.tiles import matmul_cycles, vector_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip

@@ -223,7 +223,6 @@ def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phas
     ksteps = -(-op.k // tk)
     sk_iters = (tiles - dp_tiles) * ksteps
     per = -(-sk_iters // cores)
-    fits = op.groups * (op.m * op.k * a + op.k * op.n * b) <= chip.l2.capacity_bytes
     items = _items(op, tm, tn, tk, 1)
     tail = {key: v[dp_tiles:] for key, v in items.items()}
     # the tail's tiles are in flight together: the first touch of each operand block misses
