@@ -59,13 +59,16 @@ class VectorCost:
 
 
 VECTOR_COSTS: dict[VectorOp, VectorCost] = {
-    # rmsnorm: square, sum, scale, multiply by weight; one rsqrt per row (negligible per element)
-    VectorOp.RMSNORM: VectorCost(1, 1, 4, 0),
+    # rmsnorm: square, sum, scale, multiply by weight; one rsqrt per row (negligible per element).
+    # A standalone norm kernel reads its row twice: once for the statistics, once to normalise.
+    VectorOp.RMSNORM: VectorCost(2, 1, 4, 0),
     VectorOp.ADD: VectorCost(2, 1, 1, 0),
     VectorOp.MUL: VectorCost(2, 1, 1, 0),
     VectorOp.SILU: VectorCost(1, 1, 3, 1),  # x / (1 + exp(-x))
     VectorOp.SILU_MUL: VectorCost(2, 1, 4, 1),
-    VectorOp.SOFTMAX: VectorCost(1, 1, 4, 1),  # max, subtract, exp, sum, divide
+    # max, subtract, exp, sum, divide; a block softmax over a long row reads it in three passes
+    # (maximum, sum of exponentials, normalise and write)
+    VectorOp.SOFTMAX: VectorCost(3, 1, 4, 1),
     VectorOp.ROPE: VectorCost(1, 1, 6, 0),  # rotate half: 4 multiplies, 2 adds (cos/sin cached)
     VectorOp.ADD_RMSNORM: VectorCost(2, 2, 5, 0),
     VectorOp.TOPK: VectorCost(1, 1, 8, 1),
