@@ -17,7 +17,7 @@ from archsim.compiler.program import Phase, Program, build_phase
 from archsim.compiler.tiles import matmul_cycles, step_cycles, vector_step_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, Core, DType
-from archsim.hardware.memory import hbm_bandwidth, hbm_latency_s, l2_bandwidth
+from archsim.hardware.memory import hbm_latency_s, l2_bandwidth
 
 TILE_SIZES = (8, 16, 32, 64, 128, 256, 512)  # tile edges a kernel library offers (powers of two)
 K_STEPS = (32, 64, 128, 256, 512)
@@ -39,9 +39,11 @@ def _stage_bytes(tm, tn, tk, a: float, b: float):
 def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int, int, int]]:
     """The `count` most promising (tm, tn, tk, split) for the GEMM on the chip, best first.
 
-    Each legal tiling is costed analytically (compute per wave, HBM traffic after L2 reuse, L2
-    traffic, the per-core Little's-law bandwidth); ties go to the least compute. The engine then
-    plays the shortlist and keeps the fastest, as an autotuning kernel library does.
+    Each legal tiling is costed analytically (compute per wave, L2 traffic, the per-core
+    Little's-law bandwidth), ties going to less HBM traffic after L2 reuse and then to less
+    compute. The engine then plays the shortlist and keeps the fastest, as an autotuning kernel
+    library does. The ranking leaves HBM bandwidth out, so a faster memory never changes which
+    tilings are tried (and so never makes the best of them slower).
     """
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
@@ -64,7 +66,6 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
     stages = np.maximum(1, core.sram.capacity_bytes // stage)
     lat = hbm_latency_s(chip)
     rate = np.minimum(core.max_inflight_bytes, (stages - 1).clip(1) * stage) / lat
-    bw = hbm_bandwidth(chip, 0.0)
     operands = op.groups * (m * k * a + k * n * b)
     fits = operands <= chip.l2.capacity_bytes
     scored = []
@@ -87,15 +88,17 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
         item_bytes = per_item * stage
         core_s = waves * (item_bytes / rate + lat)
         l2_s = items * item_bytes / l2_bandwidth(chip)
-        est = np.maximum(np.maximum(compute_s, hbm / bw), np.maximum(core_s, l2_s))
+        est = np.maximum(compute_s, np.maximum(core_s, l2_s))
         if split > 1:
             est = est + chip.overheads.kernel_s
         est = np.where(split <= ksteps, est, np.inf)
         if split == STREAM_K:
             est = np.where(tiles % chip.cores != 0, est, np.inf)  # no partial wave: plain tiling
-        for i in np.lexsort((compute_s, est))[:count]:
+        hbm = np.broadcast_to(hbm, est.shape)
+        for i in np.lexsort((compute_s, hbm, est))[:count]:
             if np.isfinite(est[i]):
-                scored.append((float(est[i]), float(compute_s[i]), (int(tm[i]), int(tn[i]), int(tk[i]), split)))
+                scored.append((float(est[i]), float(hbm[i]), float(compute_s[i]),
+                               (int(tm[i]), int(tn[i]), int(tk[i]), split)))
     scored.sort()
     out: list[tuple[int, int, int, int]] = []
     for *_cost, tiling in scored:

@@ -9,7 +9,7 @@ Each simulated sequence stands for `weight` identical cores. Per core:
   * results are posted as writes into a store backlog that drains to HBM without blocking.
 Bandwidth: every active flow (a load's data phase, a non-empty store backlog) is capped by
 its core's Little's-law rate (bytes in flight / latency) and by the HBM channels its transfer
-touches; HBM and L2 are shared between flows by max-min fair water-filling. Between events all
+touches; HBM and L2 are shared between flows max-min fairly (progressive filling). Between events all
 rates are constant, so the timeline is exact for this fluid model. Event times are rounded up to
 whole cycles. Leaf kernels only: arrays and scalars in, arrays out.
 """
@@ -25,43 +25,49 @@ EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 
 
 @njit
-def _water_fill(rate, use, weight, active, capacity):
-    """Lower `rate` so that sum(weight * rate * use) over active flows fits `capacity`, max-min fair."""
+def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
+    """Max-min fair rates by progressive filling: every active flow's rate rises together from
+    zero until it reaches its own cap (`rate` on entry) or a pool it uses (HBM, L2) is full;
+    flows so stopped keep their rate and the rest go on. A flow moves `use_h` bytes of HBM and
+    `use_l` of L2 traffic per byte; `weight` counts the identical cores it stands for."""
     n = rate.shape[0]
-    total = 0.0
+    cap = rate.copy()
+    frozen = np.empty(n, np.bool_)
     for i in range(n):
-        if active[i] and use[i] > 0.0:
-            total += weight[i] * rate[i] * use[i]
-    if total <= capacity:
-        return
-    demand = np.empty(n)
-    order_w = np.empty(n)
-    k = 0
-    for i in range(n):
-        if active[i] and use[i] > 0.0:
-            demand[k] = rate[i] * use[i]
-            order_w[k] = weight[i]
-            k += 1
-    idx = np.argsort(demand[:k])
-    left = capacity
-    weight_left = 0.0
-    for j in range(k):
-        weight_left += order_w[j]
-    level = 0.0
-    for j in range(k):
-        d = demand[idx[j]]
-        w = order_w[idx[j]]
-        if d * weight_left <= left:
-            left -= d * w
-            weight_left -= w
-        else:
-            level = left / weight_left
-            break
-    else:
-        return
-    for i in range(n):
-        if active[i] and use[i] > 0.0 and rate[i] * use[i] > level:
-            rate[i] = level / use[i]
+        rate[i] = 0.0
+        frozen[i] = not active[i]
+    while True:
+        delta = INF
+        inc_h = 0.0
+        inc_l = 0.0
+        load_h = 0.0
+        load_l = 0.0
+        for i in range(n):
+            if not active[i]:
+                continue
+            load_h += weight[i] * rate[i] * use_h[i]
+            load_l += weight[i] * rate[i] * use_l[i]
+            if not frozen[i]:
+                delta = min(delta, cap[i] - rate[i])
+                inc_h += weight[i] * use_h[i]
+                inc_l += weight[i] * use_l[i]
+        if delta >= INF:
+            return
+        if inc_h > 0.0:
+            delta = min(delta, max(0.0, hbm_cap - load_h) / inc_h)
+        if inc_l > 0.0:
+            delta = min(delta, max(0.0, l2_cap - load_l) / inc_l)
+        load_h += delta * inc_h
+        load_l += delta * inc_l
+        full_h = load_h >= hbm_cap * (1.0 - 1e-12)
+        full_l = load_l >= l2_cap * (1.0 - 1e-12)
+        for i in range(n):
+            if frozen[i]:
+                continue
+            rate[i] += delta
+            if (rate[i] >= cap[i] * (1.0 - 1e-12) or (full_h and use_h[i] > 0.0)
+                    or (full_l and use_l[i] > 0.0)):
+                frozen[i] = True
 
 
 @njit
@@ -171,8 +177,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             rate[g] = store_l2_cap
             use_h[g] = 0.0
             use_l[g] = 1.0
-        _water_fill(rate, use_h, wflow, active, hbm_bw)
-        _water_fill(rate, use_l, wflow, active, l2_bw)
+        _fair_share(rate, use_h, use_l, wflow, active, hbm_bw, l2_bw)
         # next event
         t_next = INF
         for s in range(s_count):
