@@ -13,8 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.compiler.compile import compile_candidates
-from archsim.compiler.program import Program
-from archsim.compiler.program import Phase
+from archsim.compiler.program import Phase, Program
 from archsim.engine.kernels import simulate_phase
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
