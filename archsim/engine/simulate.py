@@ -128,15 +128,14 @@ def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
 @lru_cache(maxsize=4096)
 def simulate_collective(op: Op, system: System) -> OpTiming:
     """Time of a collective op on the system's interconnect (archsim.hardware.collectives), as an
-    OpTiming: all of it link time (counted as overhead cycles: no core computes or loads); bound
-    'overhead' when the fixed and per-step latency dominate, 'memory' when the bytes do."""
+    OpTiming: all of it link time (counted as overhead cycles: no core computes or loads), bound
+    by communication."""
     from archsim.hardware.collectives import Collective, collective_time, system_fabric
 
     t = collective_time(system_fabric(system, op.ranks), Collective(op.kind.value), op.ranks, op.bytes, op.chunks)
     cycles = int(math.ceil(t.time_s * system.chip.clock_hz))
-    bound = Bound.OVERHEAD if t.latency_s >= t.transfer_s else Bound.MEMORY
     return OpTiming(
         cycles=cycles, time_s=t.time_s, compute_cycles=0, stall_cycles=0, overhead_cycles=cycles,
         busy_core_cycles=0.0, core_cycles=0.0, hbm_bytes=0.0, l2_bytes=0.0, flops=0.0, min_bytes=0.0,
-        kernels=op.chunks, active_cores=0, bound=bound,
+        kernels=op.chunks, active_cores=0, bound=Bound.COMMUNICATION,
     )

@@ -10,11 +10,13 @@ from enum import Enum
 
 
 class Bound(str, Enum):
-    """What limits an op: the matrix/vector units, memory, or fixed per-kernel overhead."""
+    """What limits an op: the matrix/vector units, memory, fixed per-kernel overhead, or the
+    chip-to-chip links (collectives)."""
 
     COMPUTE = "compute"
     MEMORY = "memory"
     OVERHEAD = "overhead"
+    COMMUNICATION = "communication"
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,8 @@ def compare_bounds(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
     from archsim.engine.timing import Bound
     from archsim.report.comparison import decode_seconds_by_bound, shares, step_seconds_by_bound
 
-    colours = {Bound.MEMORY: "tab:orange", Bound.COMPUTE: "tab:green", Bound.OVERHEAD: "tab:purple"}
+    colours = {Bound.MEMORY: "tab:orange", Bound.COMPUTE: "tab:green", Bound.OVERHEAD: "tab:purple",
+               Bound.COMMUNICATION: "tab:blue"}
     fig, axes = figure(11.0, 1.8 + 0.5 * len(runs), cols=2)
     names = [name for name, _ in runs]
     for ax, (label, split) in zip(axes, (("prefill", lambda r: step_seconds_by_bound(r.prefill)),

@@ -61,7 +61,7 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
 
 def _bound(b: str) -> str:
     return {"compute": "[green]compute[/green]", "memory": "[yellow]memory[/yellow]",
-            "overhead": "[magenta]overhead[/magenta]"}[b]
+            "overhead": "[magenta]overhead[/magenta]", "communication": "[cyan]comm[/cyan]"}[b]
 
 
 def print_run(r: RunResult, chip_name: str, model_name: str, clock_hz: float, console: Console | None = None) -> None:
