@@ -131,16 +131,26 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig, decodes_first: bool)
         left = budget - int(n.sum())
     if preempted:
         return Plan(ids, n, 0, True)
+    def chunk(r: int, left: int) -> tuple[int, int] | None:  # a prompt chunk, blocks as computed
+        k = min(s.need(r), left)
+        return k, s.grow(r, int(s.computed[r]) + k)
+
+    return _admit(s, cfg, ids, n, left, chunk)
+
+
+def _admit(s: InstanceState, cfg: SchedulerConfig, ids: np.ndarray, n: np.ndarray, left: int, plan) -> Plan:
+    """Admit waiting requests in order while the token budget, the sequence limit and the free
+    KV blocks allow; `plan(r, left)` gives (tokens this step, blocks to take) or None to stop."""
     new_ids, new_n = [], []
     while s.waiting and left > 0 and len(s.running) < cfg.max_num_seqs:
         r = s.waiting[0]
-        k = min(s.need(r), left)
-        grow_r = s.grow(r, int(s.computed[r]) + k)
-        if grow_r > s.free:
+        planned = plan(r, left)
+        if planned is None or planned[1] > s.free:
             break
+        k, blocks = planned
         s.waiting.popleft()
         s.running.append(r)
-        s.take(r, grow_r)
+        s.take(r, blocks)
         new_ids.append(r)
         new_n.append(k)
         left -= k
@@ -184,21 +194,12 @@ def _schedule_reserved(s: InstanceState, cfg: SchedulerConfig) -> Plan:
     ids = np.array(s.running, dtype=np.int64)
     n = s.prompt[ids] + s.generated[ids] - s.computed[ids]
     left = cfg.max_batched_tokens - int(n.sum())
-    new_ids, new_n = [], []
-    while s.waiting and left > 0 and len(s.running) < cfg.max_num_seqs:
-        r = s.waiting[0]
+    admitted = len(s.running)
+
+    def whole(r: int, left: int) -> tuple[int, int] | None:  # the whole prompt, worst-case blocks
         k = s.need(r)
-        if k > left and new_ids:
-            break
-        worst = s.grow(r, int(s.prompt[r] + s.target[r] - 1))
-        if worst > s.free:
-            break
-        s.waiting.popleft()
-        s.running.append(r)
-        s.take(r, worst)
-        new_ids.append(r)
-        new_n.append(k)
-        left -= k
-    if new_ids:
-        ids, n = np.concatenate([ids, new_ids]), np.concatenate([n, new_n])
-    return Plan(ids, n, len(new_ids), False)
+        if k > left and len(s.running) > admitted:
+            return None
+        return k, s.grow(r, int(s.prompt[r] + s.target[r] - 1))
+
+    return _admit(s, cfg, ids, n, left, whole)
