@@ -26,7 +26,7 @@ PARTIAL_BYTES = 4  # split-K partial sums are fp32
 STREAM_K = 0  # `split` value of the stream-K mapping: data-parallel full waves, the rest split evenly
 
 
-def smallest_tile_bytes(core: Core, dtype: DType) -> int:
+def smallest_tile_bytes(dtype: DType) -> int:
     """SRAM needed for the smallest legal GEMM tile, double-buffered."""
     edge = min(TILE_SIZES)
     return int(2 * (edge * K_STEPS[0] * 2) * dtype.bytes)

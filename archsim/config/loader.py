@@ -180,7 +180,7 @@ def _check_system(system: System, doc: YamlDoc) -> None:
     from archsim.compiler.gemm import smallest_tile_bytes  # compiler owns the tile rules
 
     core = system.chip.core
-    need = smallest_tile_bytes(core, DType.BF16)
+    need = smallest_tile_bytes(DType.BF16)
     if core.sram.capacity_bytes < need:
         raise ConfigError([doc.problem(("cores", "sram", "capacity"),
                           f"too small for the smallest legal tile ({need} bytes needed, "

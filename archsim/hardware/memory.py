@@ -9,7 +9,8 @@ interactions", SIGMETRICS 2019, for the refresh and turnaround terms):
                        turns 2 * min(w, 1 - w) * bytes / rw_batch_bytes times
   efficiency(w)      = (1 - refresh loss) / (1 + 2 min(w, 1 - w) * turnaround_s * B_chan / rw_batch_bytes)
 
-A core's own bandwidth is bounded by Little's law: bytes in flight over the access latency.
+A core's own bandwidth is bounded by Little's law, bytes in flight over the access latency;
+the engine applies it per transfer (archsim/engine/kernels.py).
 """
 
 from __future__ import annotations
@@ -44,7 +45,3 @@ def hbm_latency_s(chip: Chip) -> float:
     """Latency of an HBM access: through the NoC and L2 to memory."""
     return chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s
 
-
-def core_bandwidth(chip: Chip, inflight_bytes: float, latency_s: float) -> float:
-    """Little's law: the bytes/s one core sustains with `inflight_bytes` outstanding."""
-    return min(inflight_bytes, chip.core.max_inflight_bytes) / latency_s
