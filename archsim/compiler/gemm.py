@@ -16,7 +16,7 @@ import numpy as np
 from archsim.compiler.program import Phase, Program, build_phase
 from archsim.compiler.tiles import matmul_cycles, step_cycles, vector_step_cycles
 from archsim.graph.ops import Op
-from archsim.hardware import Chip, Core, DType
+from archsim.hardware import Chip, DType
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth
 
 TILE_SIZES = (8, 16, 32, 64, 128, 256, 512)  # tile edges a kernel library offers (powers of two)
