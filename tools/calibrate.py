@@ -45,6 +45,10 @@ PARAMS = {  # name: (getter, setter, lower, upper)
                  lambda s, v: _chip(s, overheads=replace(s.chip.overheads, kernel_s=v)), 0.2e-6, 5e-6),
     "launch_s": (lambda s: s.chip.overheads.launch_s,
                  lambda s, v: _chip(s, overheads=replace(s.chip.overheads, launch_s=v)), 0.2e-6, 12e-6),
+    "matrix_setup_s": (lambda s: s.chip.overheads.matrix_setup_s,
+                       lambda s, v: _chip(s, overheads=replace(s.chip.overheads, matrix_setup_s=v)), 0.0, 8e-6),
+    "max_requests": (lambda s: s.chip.core.max_requests,
+                     lambda s, v: _chip(s, core=replace(s.chip.core, max_requests=int(v))), 16, 1024),
 }
 
 

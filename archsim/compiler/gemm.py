@@ -281,16 +281,23 @@ MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (
 
 def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, write_bytes_per_element: float,
                     lane_ops_per_element: float, special_ops_per_element: float, label: str,
-                    row_elements: int = 1, reads_hit_l2: bool = False) -> Phase:
+                    row_elements: int = 1, reads_hit_l2: bool = False, l2_rereads_per_element: float = 0.0,
+                    row_inflight_bytes: float = 0.0, inflight_bytes: float = float("inf"),
+                    min_chunk_bytes: float = MIN_CHUNK_BYTES, writes_hit_l2: bool = False) -> Phase:
     """A streaming (vector / copy) kernel over `elements`, cut into chunks dealt to cores.
 
     Chunks hold whole rows of `row_elements` (a row-wise op keeps a row on one core), at least
-    MIN_CHUNK_BYTES of input, and are spread so every core gets work when there is enough.
+    `min_chunk_bytes` of input (a thread block's worth), and are spread so every core gets work when there is enough.
+    `l2_rereads_per_element` bytes are read again from L2 (later passes over a row). A row-wise
+    kernel keeps `row_inflight_bytes` in flight per row a core works on at once; `inflight_bytes`
+    bounds a core's bytes in flight (both below the DMA's own limit). `reads_hit_l2` and
+    `writes_hit_l2` put the stream's reads and writes in L2 rather than HBM.
     """
     cores = chip.cores
     per_el = max(read_bytes_per_element, 1e-9)
     rows = max(1, elements // row_elements)
-    min_rows = max(1, math.ceil(MIN_CHUNK_BYTES / (per_el * row_elements)))
+    # a row-wise kernel gives each row a thread block of its own
+    min_rows = 1 if row_inflight_bytes > 0 else max(1, math.ceil(min_chunk_bytes / (per_el * row_elements)))
     rows_per_chunk = max(min_rows, math.ceil(rows / cores))
     # a chunk larger than a quarter of SRAM is streamed in several entries
     max_rows = max(1, int(chip.core.sram.capacity_bytes // 4 // (per_el * row_elements)))
@@ -298,6 +305,8 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
     # but the last, and cores with alike chunks run one weighted sequence
     chunks = math.ceil(rows / rows_per_chunk)
     last_rows = rows - (chunks - 1) * rows_per_chunk
+    if row_inflight_bytes > 0:
+        inflight_bytes = min(inflight_bytes, rows_per_chunk * row_inflight_bytes)
 
     def chunk_entries(chunk_rows: int) -> np.ndarray:
         sizes = np.full(-(-chunk_rows // max_rows), max_rows, dtype=np.int64)
@@ -305,11 +314,12 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
         out = np.zeros((len(sizes), 5))
         e = sizes * row_elements
         out[:, 1 if reads_hit_l2 else 0] = e * read_bytes_per_element
+        out[:, 1] += e * l2_rereads_per_element
         for size in np.unique(sizes):
             n = int(size) * row_elements
             out[sizes == size, 2] = vector_step_cycles(chip.core, n * lane_ops_per_element,
                                                        n * special_ops_per_element)
-        out[:, 3] = e * write_bytes_per_element
+        out[:, 4 if writes_hit_l2 else 3] = e * write_bytes_per_element
         return out
 
     sequences, weights = [chunk_entries(rows_per_chunk)], [chunks - 1]
@@ -321,4 +331,4 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
     if weights[0] == 0:
         sequences, weights = sequences[1:], weights[1:]
     stages = max(2, chip.core.sram.capacity_bytes // max(1, int(max_rows * row_elements * per_el)))
-    return build_phase(sequences, stages, label, weights=weights)
+    return build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight_bytes)

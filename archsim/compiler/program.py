@@ -32,6 +32,7 @@ class Phase:
     label: str = ""
     store_l2_bytes: np.ndarray | None = None  # float64 [n], bytes written to L2 (re-read soon)
     new_kernel: bool = True  # False: continues the previous phase's kernel (no launch)
+    inflight_bytes: float = float("inf")  # the kernel's own bytes in flight per core (below the DMA's)
 
     @property
     def entries(self) -> int:
@@ -53,7 +54,7 @@ class Program:
 
 
 def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_kernel: bool = True,
-                weights: list[int] | None = None) -> Phase:
+                weights: list[int] | None = None, inflight_bytes: float = float("inf")) -> Phase:
     """Phase from one array per core of rows (hbm_bytes, l2_bytes, cycles, store_bytes
     [, store_l2_bytes]). Identical sequences are merged into one with a weight; empty ones dropped.
     With `weights`, the sequences are already distinct and stand for that many cores each."""
@@ -82,7 +83,7 @@ def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_k
     np.cumsum(counts, out=start[1:])
     flat = np.concatenate(seqs)
     return Phase(start, weights, flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].astype(np.int64),
-                 flat[:, 3].copy(), max(1, int(stages)), label, flat[:, 4].copy(), new_kernel)
+                 flat[:, 3].copy(), max(1, int(stages)), label, flat[:, 4].copy(), new_kernel, inflight_bytes)
 
 
 def deal_items(item_costs: np.ndarray, cores: int) -> list[list[int]]:

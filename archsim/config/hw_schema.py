@@ -33,6 +33,9 @@ class ArrayCfg(Strict):
 class VectorCfg(Strict):
     lanes: PositiveInt = Field(description="elementwise operations per cycle per core")
     special_per_cycle: PositiveInt = Field(description="exp/rsqrt operations per cycle per core")
+    access_bytes: Bytes = Field(16, description="widest load one lane issues (a vector load)")
+    lanes_per_request: PositiveInt = Field(
+        32, description="lanes whose accesses form one memory request (a GPU warp)")
 
 
 class SramCfg(Strict):
@@ -47,6 +50,8 @@ class AccumulatorCfg(Strict):
 
 class DmaCfg(Strict):
     max_inflight: Bytes = Field(description="bytes one core keeps in flight to memory")
+    max_requests: PositiveInt | None = Field(
+        None, description="memory requests one core keeps outstanding (default: bounded by bytes only)")
 
 
 class CoresCfg(Strict):
@@ -96,6 +101,8 @@ class NocCfg(Strict):
 class OverheadsCfg(Strict):
     kernel: SecondsOrZero = Field(description="fixed cost per op when ops run back to back")
     launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
+    matrix_setup: SecondsOrZero = Field(
+        0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)")
 
 
 Fraction = Annotated[float, Field(gt=0, le=1)]

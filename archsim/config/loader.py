@@ -138,10 +138,12 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     )
     core = Core(
         matrix_units=c.matrix_units.count, array=array,
-        vector=VectorUnit(c.vector_unit.lanes, c.vector_unit.special_per_cycle),
+        vector=VectorUnit(c.vector_unit.lanes, c.vector_unit.special_per_cycle,
+                          max(1, round(c.vector_unit.access_bytes)), c.vector_unit.lanes_per_request),
         sram=Sram(round(c.sram.capacity), round(c.sram.bandwidth), c.sram.banks),
         max_inflight_bytes=round(c.dma.max_inflight),
         accumulator_bytes=round(c.accumulators.capacity),
+        max_requests=c.dma.max_requests or 0,
     )
     h = cfg.hbm
     chip = Chip(
@@ -151,7 +153,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
                 h.latency, round(h.interleave), h.refresh_time, h.refresh_interval, h.turnaround,
                 round(h.rw_batch)),
         noc=Noc(cfg.noc.bandwidth, cfg.noc.hop_latency, cfg.noc.hops),
-        overheads=Overheads(cfg.overheads.kernel, cfg.overheads.launch),
+        overheads=Overheads(cfg.overheads.kernel, cfg.overheads.launch, cfg.overheads.matrix_setup),
     )
     link = None
     if cfg.interconnect is not None:

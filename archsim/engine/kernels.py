@@ -72,8 +72,9 @@ def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
 
 @njit
 def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
-                   inflight, hbm_latency, l2_latency, hbm_bw, l2_bw, chan_bw, interleave, channels):
-    """Play one phase. Bandwidths in bytes/cycle, latencies in cycles, inflight in bytes.
+                   inflight, store_inflight, hbm_latency, l2_latency, hbm_bw, l2_bw, chan_bw, interleave, channels):
+    """Play one phase. Bandwidths in bytes/cycle, latencies in cycles, inflight (loads) and
+    store_inflight (posted writes) in bytes.
 
     Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the
     phase, and per entry (load issue, load done, compute end) cycles for timelines.
@@ -98,8 +99,8 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     stall = np.zeros(s_count)
     end = np.zeros(s_count)
     wf = weight.astype(np.float64)
-    store_cap = inflight / hbm_latency
-    store_l2_cap = inflight / l2_latency
+    store_cap = store_inflight / hbm_latency
+    store_l2_cap = store_inflight / l2_latency
     # flows: s for loads, s_count + s for HBM store backlogs, 2 s_count + s for L2 store backlogs
     rate = np.zeros(3 * s_count)
     use_h = np.zeros(3 * s_count)

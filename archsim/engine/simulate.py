@@ -60,6 +60,7 @@ def _play(phase: Phase, chip: Chip):
         out = simulate_phase(
             phase.core_start, phase.core_weight, phase.hbm_bytes, phase.l2_bytes,
             phase.compute_cycles.astype(np.float64), phase.store_bytes, phase.store_l2_bytes, int(phase.stages),
+            min(float(chip.core.max_inflight_bytes), phase.inflight_bytes),
             float(chip.core.max_inflight_bytes), hbm_latency_s(chip) * clock, l2_latency_s(chip) * clock,
             hbm_bandwidth(chip, write_fraction) / clock, l2_bandwidth(chip) / clock, chan_bw,
             float(hbm.interleave_bytes), float(hbm.channels),
@@ -105,12 +106,12 @@ def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
     for program in compile_candidates(op, chip):
         launches = sum(1 for ph in program.phases if ph.new_kernel)
         result = play_program(program, chip)
-        total_s = result["cycles"] / chip.clock_hz + launches * chip.overheads.kernel_s
+        total_s = result["cycles"] / chip.clock_hz + chip.overheads.program_s(launches, program.matrix)
         played.append((total_s, launches, program, result))
     _, launches, program, r = min(played, key=lambda p: p[0])
     k = op.kernels
+    overhead_s = k * chip.overheads.program_s(launches, program.matrix) + (chip.overheads.launch_s if standalone else 0.0)
     launches *= k
-    overhead_s = launches * chip.overheads.kernel_s + (chip.overheads.launch_s if standalone else 0.0)
     overhead = int(round(overhead_s * chip.clock_hz))
     waiting = r["cycles"] - r["compute"]
     bound = max(((r["compute"], Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead / k, Bound.OVERHEAD)),

@@ -9,12 +9,10 @@ after `past` cached ones (prefill: past = 0; decode: new_tokens = 1). Per-layer 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from archsim.graph.model import Fusion, ModelSpec, Phase, Workload
 from archsim.graph.ops import Op, OpKind, VectorOp
-
-EAGER_ROPE_KERNELS = 8  # slicing, four multiplies, two adds/subs, a stack and a copy, per tensor
 
 
 @dataclass(frozen=True)
@@ -67,10 +65,21 @@ def _ffn_ops(model: ModelSpec, w: Workload, tokens: int) -> list[Op]:
 
 
 def _silu_mul(act, rows: int, ffn: int, eager: bool, layers: int) -> list[Op]:
-    if eager:
-        return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU).named("silu", layers),
-                Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.MUL).named("mul", layers)]
+    if eager:  # on the halves of the gate_up output: strided views unless there is one row
+        strided = rows > 1
+        return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU, strided=strided).named("silu", layers),
+                Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.MUL, strided=strided).named("mul", layers)]
     return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU_MUL).named("silu_mul", layers)]
+
+
+def _eager_rope(act, rows: int, width: int, name: str, layers: int) -> list[Op]:
+    """Rotate-half rotary embedding written unfused on a slice of the qkv output: x1 * cos and
+    x2 * sin and x2 * cos and x1 * sin on the heads' halves (strided views), a subtract and an
+    add of the products, then stacking the halves and a copy back (strided)."""
+    half = width // 2
+    return [Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.MUL, strided=True, kernels=4).named(f"{name}_mul", layers),
+            Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.ADD, kernels=2).named(f"{name}_add", layers),
+            Op(OpKind.COPY, act, bytes=rows * width * act.bytes, strided=True, kernels=2).named(f"{name}_copy", layers)]
 
 
 def build_step(w: Workload, step: Step) -> list[Op]:
@@ -87,18 +96,15 @@ def build_step(w: Workload, step: Step) -> list[Op]:
                   weight_dtype=wd).named("qkv", L))
     kv_write_bytes = int(T * model.kv_dim * kvd.bytes)
     if eager:
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=model.q_dim, vop=VectorOp.MUL,
-                      kernels=EAGER_ROPE_KERNELS).named("rope_q", L))
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=model.kv_dim, vop=VectorOp.MUL,
-                      kernels=EAGER_ROPE_KERNELS).named("rope_k", L))
-        ops.append(Op(OpKind.COPY, bytes=kv_write_bytes, kernels=2).named("kv_write", L))
+        ops += _eager_rope(act, T, model.q_dim, "rope_q", L) + _eager_rope(act, T, model.kv_dim, "rope_k", L)
+        ops.append(Op(OpKind.COPY, bytes=kv_write_bytes, kernels=2, strided=True).named("kv_write", L))
     else:
         ops.append(Op(OpKind.VECTOR, act, m=T, n=model.q_dim + model.kv_dim, vop=VectorOp.ROPE).named("rope", L))
         ops.append(Op(OpKind.COPY, bytes=2 * kv_write_bytes).named("kv_write", L))
     kv_heads = model.kv_heads
     if eager and step.phase is Phase.PREFILL and model.kv_heads < model.heads:
         expand = int(B * model.heads * step.kv_len * model.head_dim * kvd.bytes)
-        ops.append(Op(OpKind.COPY, bytes=expand, kernels=2).named("kv_expand", L))
+        ops.append(Op(OpKind.COPY, bytes=expand, kernels=2, strided=True).named("kv_expand", L))
         kv_heads = model.heads
     ops.append(Op(OpKind.ATTENTION, kvd, batch=B, heads=model.heads, kv_heads=kv_heads,
                   head_dim=model.head_dim, q_len=step.new_tokens, kv_len=step.kv_len,
@@ -113,4 +119,5 @@ def build_step(w: Workload, step: Step) -> list[Op]:
     if step.with_embedding_and_head:
         ops.append(Op(OpKind.VECTOR, act, m=B, n=model.hidden, vop=VectorOp.RMSNORM).named("final_norm"))
         ops.append(Op(OpKind.GEMM, act, m=B, k=model.hidden, n=model.vocab, weight_dtype=wd).named("lm_head"))
-    return ops
+    # an elementwise kernel or copy reads what the kernel before it just wrote
+    return [replace(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]

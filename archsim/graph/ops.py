@@ -50,29 +50,52 @@ class VectorOp(str, Enum):
 
 @dataclass(frozen=True)
 class VectorCost:
-    """Per-element traffic and work of a vector op: tensors read and written, lane ops, specials."""
+    """Per-element traffic and work of a vector op: tensors read and written, lane ops, specials.
+
+    A row-wise op (a reduction along the row) gives each row to one thread block, which walks it
+    in `passes` of steps of `row_step` elements (the block's threads times their vector width);
+    passes after the first find the row in L2.
+    """
 
     reads: int
     writes: int
     lane_ops: int
     special_ops: int
+    passes: int = 1
+    row_step: int = 0  # row-wise ops: elements a row's block loads at once
+
+    @property
+    def row_wise(self) -> bool:
+        return self.row_step > 0
 
 
+# Lane ops count the instructions a GPU kernel issues per element (loads and stores, format
+# conversions, loop and address arithmetic, the math); special ops are the special-function unit's
+# (ex2, rcp, rsqrt). Library kernels compute exp and divide to full fp32 precision: expf is a
+# range reduction, ex2 and a rescale with range checks (~10 instructions), an IEEE divide a
+# reciprocal refined by Newton steps with a slow-path test (~12).
 VECTOR_COSTS: dict[VectorOp, VectorCost] = {
-    # rmsnorm: square, sum, scale, multiply by weight; one rsqrt per row (negligible per element).
-    # A standalone norm kernel reads its row twice: once for the statistics, once to normalise.
-    VectorOp.RMSNORM: VectorCost(2, 1, 4, 0),
-    VectorOp.ADD: VectorCost(2, 1, 1, 0),
-    VectorOp.MUL: VectorCost(2, 1, 1, 0),
-    VectorOp.SILU: VectorCost(1, 1, 3, 1),  # x / (1 + exp(-x))
-    VectorOp.SILU_MUL: VectorCost(2, 1, 4, 1),
-    # max, subtract, exp, sum, divide; a block softmax over a long row reads it in three passes
-    # (maximum, sum of exponentials, normalise and write)
-    VectorOp.SOFTMAX: VectorCost(3, 1, 4, 1),
-    VectorOp.ROPE: VectorCost(1, 1, 6, 0),  # rotate half: 4 multiplies, 2 adds (cos/sin cached)
-    VectorOp.ADD_RMSNORM: VectorCost(2, 2, 5, 0),
-    VectorOp.TOPK: VectorCost(1, 1, 8, 1),
+    # rmsnorm: load, convert, square-accumulate; then load, scale, multiply by weight, convert,
+    # store; one rsqrt per row. A standalone norm kernel reads its row twice: statistics, normalise,
+    # 128 threads with two 4-element vector loads in flight each.
+    VectorOp.RMSNORM: VectorCost(1, 1, 12, 0, passes=2, row_step=1024),
+    VectorOp.ADD: VectorCost(2, 1, 8, 0),  # two loads, converts, add, convert, store, loop
+    VectorOp.MUL: VectorCost(2, 1, 8, 0),
+    VectorOp.SILU: VectorCost(1, 1, 28, 2),  # x / (1 + exp(-x)): expf and an IEEE divide
+    VectorOp.SILU_MUL: VectorCost(2, 1, 32, 2),
+    # max; sum of exp(x - max); exp(x - max) / sum written out: a block softmax over a long row
+    # reads it in three passes, up to 1024 threads x 8-element vectors at a time, and takes two
+    # expf and an IEEE divide per element
+    VectorOp.SOFTMAX: VectorCost(1, 1, 50, 3, passes=3, row_step=8192),
+    VectorOp.ROPE: VectorCost(1, 1, 12, 0),  # rotate half: 4 multiplies, 2 adds (cos/sin cached)
+    # residual add fused into the norm: the summed row stays in registers between the passes
+    VectorOp.ADD_RMSNORM: VectorCost(2, 2, 16, 0, row_step=512),
+    VectorOp.TOPK: VectorCost(1, 1, 40, 2, row_step=8192),
 }
+# integer lane-op slots per element and operand to address a strided view: a divide-modulo and a
+# multiply-add per dimension of a 2-D view and a 64-bit address, issuing at half the FP32 rate
+STRIDED_INDEX_OPS = 14
+STRIDED_BLOCK_ELEMENTS = 512  # elements a thread block of an unvectorised kernel takes: 128 threads x 4
 
 
 @dataclass(frozen=True)
@@ -104,6 +127,8 @@ class Op:
     kv_len: int = 0
     causal: bool = False
     split_kv: bool = False  # decode attention may split the KV length across cores (flash-decoding)
+    strided: bool = False  # vector op or copy on strided views (slices of wider tensors): no vector loads
+    hot: bool = False  # vector op or copy whose input the previous kernel just wrote (in L2 if it fits)
     vop: VectorOp | None = None
     bytes: int = 0
     kernels: int = 1  # kernel launches this op stands for (unfused eager code runs several)

@@ -80,6 +80,8 @@ class VectorUnit:
 
     lanes: int  # elementwise operations per cycle
     special_per_cycle: int  # transcendental operations per cycle
+    access_bytes: int = 16  # widest load one lane issues (a vector load)
+    lanes_per_request: int = 32  # lanes whose accesses form one memory request (a GPU warp)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,14 @@ class Core:
     sram: Sram
     max_inflight_bytes: int  # bytes one core's DMA keeps in flight (sets its bandwidth by Little's law)
     accumulator_bytes: int  # storage for the fp32 partial sums of the output tile (registers, accumulators)
+    max_requests: int = 0  # memory requests one core keeps outstanding (0: bounded by bytes only)
+
+    def request_inflight_bytes(self, lane_bytes: int) -> float:
+        """Bytes a core keeps in flight when each lane accesses `lane_bytes` at a time: as many
+        requests as it may have outstanding, each one lane access wide per lane of a request."""
+        if self.max_requests <= 0:
+            return float(self.max_inflight_bytes)
+        return float(min(self.max_inflight_bytes, self.max_requests * self.vector.lanes_per_request * lane_bytes))
 
     def macs_per_cycle(self, dtype: DType) -> int:
         return self.matrix_units * self.array.macs_per_cycle(dtype)
@@ -161,10 +171,17 @@ class Noc:
 
 @dataclass(frozen=True)
 class Overheads:
-    """Fixed costs per kernel: back to back (as in a CUDA graph) and when launched alone."""
+    """Fixed costs per kernel: back to back (as in a CUDA graph), when launched alone, and the
+    prologue a matrix-unit kernel runs before its first load (tensor-map descriptors, pipeline
+    barriers, shared-memory carve-out), which small elementwise kernels do not have."""
 
     kernel_s: float
     launch_s: float
+    matrix_setup_s: float = 0.0
+
+    def program_s(self, launches: int, matrix: bool) -> float:
+        """Fixed cost of a program of `launches` kernels, the first on the matrix units or not."""
+        return launches * self.kernel_s + (self.matrix_setup_s if matrix and launches else 0.0)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,10 @@ def case_ops(case: dict) -> list[Op]:
                    head_dim=case["head_dim"], q_len=q, kv_len=kv, causal=bool(prefill and case["causal"]),
                    split_kv=bool(case.get("split_kv", False)))]
     if kind == "vector":
-        return [Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=v) for v in VECTOR_KERNELS[case["op"]]]
+        # silu_mul works on the two halves of a [M, 2N] tensor: strided views unless M is 1
+        strided = case["op"] == "silu_mul" and case["M"] > 1
+        return [Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=v, strided=strided)
+                for v in VECTOR_KERNELS[case["op"]]]
     if kind == "copy":
         return [Op(OpKind.COPY, dt, bytes=int(case["bytes"]))]
     raise CaseError(f"kind {kind!r} is not a single-kernel case")

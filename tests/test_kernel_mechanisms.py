@@ -1,0 +1,76 @@
+"""Mechanisms that set the time of small and library kernels: bytes in flight per request and
+per row, L2 residency of a just-written tensor, the matrix-kernel prologue."""
+
+from dataclasses import replace
+
+import pytest
+
+from archsim.engine.simulate import simulate_op
+from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.hardware import DType
+
+
+def _vec(vop, m, n, dtype=DType.BF16, **kw):
+    return Op(OpKind.VECTOR, dtype, m=m, n=n, vop=vop, **kw)
+
+
+def test_strided_views_cost_requests_not_just_bytes(h200):
+    """Same bytes; an element per lane per request keeps fewer bytes in flight: slower by far
+    once the op is large, and the narrower the element the slower."""
+    chip = h200.chip
+    contiguous = simulate_op(_vec(VectorOp.MUL, 8192, 14336), chip).time_s
+    strided = simulate_op(_vec(VectorOp.MUL, 8192, 14336, strided=True), chip).time_s
+    assert strided > 1.5 * contiguous
+    # per byte, fp8 elements carry half the bytes per request of bf16 ones
+    bf16 = simulate_op(_vec(VectorOp.MUL, 8192, 14336, strided=True), chip)
+    fp8 = simulate_op(_vec(VectorOp.MUL, 8192, 14336, DType.FP8, strided=True), chip)
+    assert fp8.time_s / fp8.hbm_bytes > 1.5 * bf16.time_s / bf16.hbm_bytes
+
+
+def test_request_limit_is_off_without_max_requests(h200):
+    chip = h200.chip
+    unlimited = replace(chip, core=replace(chip.core, max_requests=0))
+    assert unlimited.core.request_inflight_bytes(2) == unlimited.core.max_inflight_bytes
+    assert chip.core.request_inflight_bytes(2) == chip.core.max_requests * 32 * 2
+    assert chip.core.request_inflight_bytes(16) == chip.core.max_inflight_bytes
+
+
+def test_one_row_of_a_norm_is_a_latency_chain(h200):
+    """A lone row runs on one core, walking it a block-wide step at a time: twice the row,
+    (nearly) twice the time, far below what the core's bandwidth would allow."""
+    chip = h200.chip
+    short = simulate_op(_vec(VectorOp.RMSNORM, 1, 4096), chip)
+    long = simulate_op(_vec(VectorOp.RMSNORM, 1, 8192), chip)
+    assert short.active_cores == 1
+    kernel = chip.overheads.kernel_s
+    assert (long.time_s - kernel) == pytest.approx(2 * (short.time_s - kernel), rel=0.15)
+    # rows on different cores run side by side
+    rows = simulate_op(_vec(VectorOp.RMSNORM, 128, 4096), chip)
+    assert rows.active_cores == 128 and rows.time_s < 1.2 * short.time_s
+
+
+def test_second_pass_of_a_norm_reads_l2(h200):
+    t = simulate_op(_vec(VectorOp.RMSNORM, 4096, 4096), h200.chip)
+    assert t.hbm_bytes == pytest.approx(2 * 4096 * 4096 * 2)  # read once, written once
+    assert t.l2_bytes == pytest.approx(4096 * 4096 * 2)  # the second pass
+
+
+def test_a_hot_small_tensor_is_read_from_l2(h200):
+    chip = h200.chip
+    cold = simulate_op(_vec(VectorOp.ADD, 16, 4096), chip)
+    hot = simulate_op(_vec(VectorOp.ADD, 16, 4096, hot=True), chip)
+    assert hot.hbm_bytes == 0 and hot.time_s < cold.time_s
+    # a tensor larger than half the L2 has been evicted by the time the next kernel reads it
+    big = 2 * chip.l2.capacity_bytes // (4096 * 2)
+    assert simulate_op(_vec(VectorOp.ADD, big, 4096, hot=True), chip).hbm_bytes > 0
+
+
+def test_matrix_kernels_pay_their_prologue(h200):
+    chip = h200.chip
+    bare = replace(chip, overheads=replace(chip.overheads, matrix_setup_s=0.0))
+    gemm = Op(OpKind.GEMM, DType.BF16, m=64, k=4096, n=4096)
+    add = _vec(VectorOp.ADD, 64, 4096)
+    setup = chip.overheads.matrix_setup_s
+    assert setup > 0
+    assert simulate_op(gemm, chip).time_s - simulate_op(gemm, bare).time_s == pytest.approx(setup, rel=0.01)
+    assert simulate_op(add, chip).time_s == simulate_op(add, bare).time_s
