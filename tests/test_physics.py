@@ -68,8 +68,12 @@ def test_moe_reads_only_routed_experts_at_small_batch(h200):
 
 
 def test_more_flops_less_bandwidth_can_serve_slower(llama8b):
-    """The hypothetical chip has near-H200 FLOPs but a third of the bandwidth: decode is slower."""
+    """The hypothetical chip has near-H200 FLOPs but a third of the bandwidth: decode is slower,
+    by less than the bandwidth ratio because the H200 pays per-kernel costs a static dataflow
+    schedule does not."""
     h200 = load_system("h200")[0]
     df = load_system("dataflow_2stack")[0]
     w = _scenario(llama8b, 1, 512, 4)
-    assert run_generation(w, df).tpot_s > 2 * run_generation(w, h200).tpot_s
+    ratio = run_generation(w, df).tpot_s / run_generation(w, h200).tpot_s
+    bandwidth_ratio = h200.chip.hbm.peak_bandwidth_bytes_per_s / df.chip.hbm.peak_bandwidth_bytes_per_s
+    assert 1.5 < ratio < bandwidth_ratio

@@ -17,7 +17,7 @@ from archsim.compiler.program import Phase, Program, build_phase
 from archsim.compiler.tiles import matmul_cycles, step_cycles, vector_step_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, DType
-from archsim.hardware.memory import hbm_latency_s, l2_bandwidth
+from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
 
 TILE_SIZES = (8, 16, 32, 64, 128, 256, 512)  # tile edges a kernel library offers (powers of two)
 K_STEPS = (32, 64, 128, 256, 512)
@@ -87,10 +87,15 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
             hbm = hbm + 2 * split * op.groups * m * n * PARTIAL_BYTES
         item_bytes = per_item * stage
         core_s = waves * (item_bytes / rate + lat)
+        if split == STREAM_K:  # the core finishing a split tile reads the others' partials from L2
+            shared = tiles % chip.cores
+            sharers = np.ceil(chip.cores / np.maximum(1, shared)) * (shared > 0)
+            partials = np.maximum(0, sharers - 1) * em * en * PARTIAL_BYTES
+            core_s = core_s + partials * l2_latency_s(chip) / core.max_inflight_bytes
         l2_s = items * item_bytes / l2_bandwidth(chip)
         est = np.maximum(compute_s, np.maximum(core_s, l2_s))
-        if split > 1:
-            est = est + chip.overheads.kernel_s
+        if split > 1:  # the reduction kernel writes and reads every partial once more
+            est = est + chip.overheads.kernel_s + 2 * split * op.groups * m * n * PARTIAL_BYTES / (chip.cores * rate)
         est = np.where(split <= ksteps, est, np.inf)
         if split == STREAM_K:
             est = np.where(tiles % chip.cores != 0, est, np.inf)  # no partial wave: plain tiling
@@ -100,11 +105,11 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
                 scored.append((float(est[i]), float(hbm[i]), float(compute_s[i]),
                                (int(tm[i]), int(tn[i]), int(tk[i]), split)))
     scored.sort()
-    out: list[tuple[int, int, int, int]] = []
-    for *_cost, tiling in scored:
-        if tiling not in out:
-            out.append(tiling)
-    return out[:count]
+    # one K step per tile shape and split: the shortlist spans different mappings
+    out: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
+    for *_cost, (tm_, tn_, tk_, split_) in scored:
+        out.setdefault((tm_, tn_, split_), (tm_, tn_, tk_, split_))
+    return list(out.values())[:count]
 
 
 def compile_gemm(op: Op, chip: Chip, tiling: tuple[int, int, int, int]) -> Program:
@@ -289,7 +294,8 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
     Chunks hold whole rows of `row_elements` (a row-wise op keeps a row on one core), at least
     `min_chunk_bytes` of input (a thread block's worth), and are spread so every core gets work when there is enough.
     `l2_rereads_per_element` bytes are read again from L2 (later passes over a row). A row-wise
-    kernel keeps `row_inflight_bytes` in flight per row a core works on at once; `inflight_bytes`
+    kernel keeps `row_inflight_bytes` in flight per row a core works on at once and does not load
+    ahead of its compute; `inflight_bytes`
     bounds a core's bytes in flight (both below the DMA's own limit). `reads_hit_l2` and
     `writes_hit_l2` put the stream's reads and writes in L2 rather than HBM.
     """
@@ -331,4 +337,6 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
     if weights[0] == 0:
         sequences, weights = sequences[1:], weights[1:]
     stages = max(2, chip.core.sram.capacity_bytes // max(1, int(max_rows * row_elements * per_el)))
+    if row_inflight_bytes > 0:
+        stages = 1  # a row's block loads, reduces and writes its row in turn: no loads run ahead
     return build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight_bytes)
