@@ -313,6 +313,10 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
     last_rows = rows - (chunks - 1) * rows_per_chunk
     if row_inflight_bytes > 0:
         inflight_bytes = min(inflight_bytes, rows_per_chunk * row_inflight_bytes)
+    elif inflight_bytes < chip.core.max_inflight_bytes:
+        # a kernel that keeps few bytes in flight runs many small blocks per core, whose loads
+        # overlap the others' compute: entries of about its bytes in flight
+        max_rows = min(max_rows, max(min_rows, int(inflight_bytes // (per_el * row_elements))))
 
     def chunk_entries(chunk_rows: int) -> np.ndarray:
         sizes = np.full(-(-chunk_rows // max_rows), max_rows, dtype=np.int64)
