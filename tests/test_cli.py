@@ -48,3 +48,13 @@ def test_op_gemm_json(tmp_path):
     assert main(["op", "gemm", "--M", "128", "--K", "4096", "--N", "4096", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["cycles"] >= data["compute_cycles"] > 0 and data["stall_cycles"] >= 0 and data["time_s"] > 0
+
+
+def test_op_strided_vector_and_misplaced_flag(tmp_path, capsys):
+    out = tmp_path / "mul.json"
+    assert main(["op", "mul", "--M", "512", "--N", "4096", "--strided", "--json", str(out)]) == 0
+    strided = json.loads(out.read_text())
+    assert main(["op", "mul", "--M", "512", "--N", "4096", "--json", str(out)]) == 0
+    assert strided["time_s"] > json.loads(out.read_text())["time_s"]
+    assert main(["op", "gemm", "--hot"]) == 2
+    assert "--hot: applies to vector ops and copies, not gemm" in capsys.readouterr().err

@@ -1,8 +1,9 @@
 """Fit the H200 model's physical parameters to the calibration cases (coordinate descent).
 
-Only physical parameters of the chip move: the sustained SM clock, bytes a core keeps in
-flight, HBM and L2 latency, L2 bandwidth, and the fixed cost per kernel back to back and per
-standalone launch. No per-shape number exists to fit. The objective is the mean over case kinds
+Only physical parameters of the chip move: the sustained SM clock, bytes and memory requests a
+core keeps in flight, HBM and L2 latency, L2 bandwidth, and the fixed costs per kernel back to
+back, per standalone launch and of a matrix-unit kernel's prologue. No per-shape number exists
+to fit. The objective is the mean over case kinds
 of the mean absolute error (every kind counts the same), plus a tenth of the mean worst error.
 
     python3 tools/calibrate.py [--cases archsim/data/h200_calibration.json] [--rounds 4]

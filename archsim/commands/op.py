@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from archsim.commands import UsageError, positive_int
 from archsim.commands.run import DEFAULT_HW
+from archsim.graph.ops import VectorOp
+
+VECTOR_OPS = [v.value for v in VectorOp]
 
 
 def add_parser(sub) -> None:
     op = sub.add_parser("op", help="simulate one op")
-    op.add_argument("kind", choices=["gemm", "attention", "rmsnorm", "add", "silu_mul", "softmax", "copy",
-                                     *COLLECTIVES])
+    op.add_argument("kind", choices=["gemm", "attention", *VECTOR_OPS, "copy", *COLLECTIVES])
     op.add_argument("--hw", default=DEFAULT_HW)
     op.add_argument("--M", type=positive_int("--M"), default=1)
     op.add_argument("--K", type=positive_int("--K"), default=1)
@@ -27,6 +29,10 @@ def add_parser(sub) -> None:
     op.add_argument("--ranks", type=positive_int("--ranks"),
                     help="chips taking part in a collective (default: all of the system's; 2 for send)")
     op.add_argument("--standalone", action="store_true", help="add the cost of a lone kernel launch")
+    op.add_argument("--strided", action="store_true",
+                    help="vector op or copy on strided views (slices): one element per lane per request")
+    op.add_argument("--hot", action="store_true",
+                    help="vector op or copy whose input the previous kernel just wrote (an L2 hit if it fits)")
     op.add_argument("--json", metavar="PATH")
     op.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
 
@@ -72,7 +78,7 @@ def run(args) -> int:
 
     from archsim.config.loader import config_hash, load_system
     from archsim.engine.simulate import simulate_op
-    from archsim.graph.ops import Op, OpKind, VectorOp
+    from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
     from archsim.report.export import timing_dict, write_json
     from archsim.units import format_bytes, format_rate, format_seconds
@@ -83,6 +89,8 @@ def run(args) -> int:
             raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")
         return run_collective(args, system, hw_cfg)
     dt = DType(args.dtype)
+    if (args.strided or args.hot) and args.kind in ("gemm", "attention"):
+        raise UsageError(f"--{'strided' if args.strided else 'hot'}: applies to vector ops and copies, not {args.kind}")
     if args.kind == "gemm":
         op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N)
     elif args.kind == "attention":
@@ -91,9 +99,9 @@ def run(args) -> int:
         op = Op(OpKind.ATTENTION, dt, batch=args.batch, heads=args.heads, kv_heads=args.kv_heads,
                 head_dim=args.head_dim, q_len=args.q_len, kv_len=max(args.kv_len, args.q_len), causal=args.causal)
     elif args.kind == "copy":
-        op = Op(OpKind.COPY, dt, bytes=args.bytes)
+        op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot)
     else:
-        op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind))
+        op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind), strided=args.strided, hot=args.hot)
     t = simulate_op(op, system.chip, args.standalone)
     console = Console()
     console.print(f"{args.kind} on {system.chip.name}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
