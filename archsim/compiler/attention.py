@@ -26,7 +26,7 @@ from archsim.graph.ops import Op
 from archsim.hardware import Chip
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
-SOFTMAX_LANE_OPS = 5  # per score: scale, max, subtract, sum, rescale (exp on the special unit)
+SOFTMAX_LANE_OPS = 4  # per score: max, scale-and-subtract (one FMA), sum, convert to bf16 (exp on the special unit)
 
 
 def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
@@ -74,9 +74,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             items += [(sp, min(per, kv_blocks - sp * per)) for sp in range(splits) if kv_blocks > sp * per]
     splits = len(items) if decode else 1
     heads_items = op.heads // heads_per_item
-    # longest items first; within equal length, by (batch, head) for L2 locality
+    # a head's query blocks are launched together, longest first, so they share its K/V in L2
     order = sorted(items, key=lambda x: -x[1])
-    all_items = [(b, h, qb, n_kv) for qb, n_kv in order for b in range(op.batch) for h in range(heads_items)]
+    all_items = [(b, h, qb, n_kv) for b in range(op.batch) for h in range(heads_items) for qb, n_kv in order]
     costs = np.array([n for *_x, n in all_items], dtype=np.float64)
     per_core = deal_items(costs, chip.cores)
     kv_total = 2.0 * op.batch * op.kv_heads * op.kv_len * d * a
