@@ -3,39 +3,44 @@
 from __future__ import annotations
 
 from archsim.compiler.attention import compile_attention
-from archsim.compiler.gemm import MIN_CHUNK_BYTES, candidate_tilings, compile_gemm, streaming_phase
+from archsim.compiler.gemm import candidate_tilings, compile_gemm, streaming_phase
 from archsim.compiler.program import Program
 from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, VECTOR_COSTS, Op, OpKind
 from archsim.hardware import Chip
 
 
-def _in_l2(op: Op, chip: Chip, nbytes: float) -> bool:
-    """Whether `nbytes` of a hot op's tensor are L2 hits: written by the previous kernel and small
-    enough (half the L2) to still be there."""
-    return op.hot and nbytes <= chip.l2.capacity_bytes / 2
+def _access(op: Op, chip: Chip, elements: int, read: float, write: float, operands: int) -> tuple[dict, float]:
+    """How a vector op's or copy's kernel meets memory, for `elements` that each read `read` and
+    write `write` bytes: `streaming_phase` arguments and the lane ops per element it adds.
+
+    On strided views (slices of wider tensors) a kernel cannot use vector loads: each lane
+    accesses one element, so a core's outstanding requests carry fewer bytes, every element pays
+    the index arithmetic of its operands, and a thread block takes STRIDED_BLOCK_ELEMENTS. A hot
+    op reads (and writes) in L2 what fits there: its input was just written by the kernel before.
+    """
+    in_l2 = chip.l2.capacity_bytes / 2  # what the previous kernel wrote is still there
+    lane_bytes = op.dtype.bytes if op.strided else chip.core.vector.access_bytes
+    kw = dict(reads_hit_l2=op.hot and elements * read <= in_l2, writes_hit_l2=op.hot and elements * write <= in_l2,
+              inflight_bytes=chip.core.request_inflight_bytes(lane_bytes))
+    if not op.strided:
+        return kw, 0.0
+    return dict(kw, min_chunk_bytes=STRIDED_BLOCK_ELEMENTS * read), float(STRIDED_INDEX_OPS * operands)
 
 
 def compile_vector(op: Op, chip: Chip) -> Program:
     """Elementwise / row-wise op streamed through the vector units.
 
     A row-wise op keeps each row on one core, whose block walks it `row_step` elements at a time:
-    a core keeps that many bytes in flight per row it works on. An op on strided views cannot use
-    vector loads: every lane accesses one element, so a core's requests carry fewer bytes.
+    a core keeps that many bytes in flight per row it works on.
     """
     c = VECTOR_COSTS[op.vop]
     a = op.dtype.bytes
-    core = chip.core
-    v = core.vector
-    inflight = core.request_inflight_bytes(a if op.strided else v.access_bytes)
-    lane_ops = c.lane_ops + (STRIDED_INDEX_OPS * (c.reads + c.writes) if op.strided else 0)
-    phase = streaming_phase(chip, op.m * op.n, c.reads * a, c.writes * a, lane_ops, c.special_ops,
+    elements = op.m * op.n
+    access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads + c.writes)
+    phase = streaming_phase(chip, elements, c.reads * a, c.writes * a, c.lane_ops + index_ops, c.special_ops,
                             op.vop.value, row_elements=op.n if c.row_wise else 1,
                             l2_rereads_per_element=(c.passes - 1) * c.reads * a,
-                            row_inflight_bytes=min(c.row_step, op.n) * c.reads * a,
-                            inflight_bytes=inflight,
-                            min_chunk_bytes=STRIDED_BLOCK_ELEMENTS * c.reads * a if op.strided else MIN_CHUNK_BYTES,
-                            reads_hit_l2=_in_l2(op, chip, op.m * op.n * c.reads * a),
-                            writes_hit_l2=_in_l2(op, chip, op.m * op.n * c.writes * a))
+                            row_inflight_bytes=min(c.row_step, op.n) * c.reads * a, **access)
     return Program((phase,), op.flops(), op.min_bytes(), matrix=False)
 
 
@@ -48,15 +53,11 @@ def compile_embedding(op: Op, chip: Chip) -> Program:
 
 def compile_copy(op: Op, chip: Chip) -> Program:
     """Device-to-device copy of `bytes`: read once, written once, no arithmetic (between strided
-    views an element per lane at a time, with the index arithmetic of both)."""
-    hot = dict(reads_hit_l2=_in_l2(op, chip, op.bytes), writes_hit_l2=_in_l2(op, chip, op.bytes))
-    if op.strided:
-        a = op.dtype.bytes
-        phase = streaming_phase(chip, int(op.bytes // a), a, a, 2 * STRIDED_INDEX_OPS, 0, "strided copy",
-                                inflight_bytes=chip.core.request_inflight_bytes(a),
-                                min_chunk_bytes=STRIDED_BLOCK_ELEMENTS * a, **hot)
-    else:
-        phase = streaming_phase(chip, op.bytes, 1.0, 1.0, 0, 0, "copy", **hot)
+    views an element per lane at a time)."""
+    a = op.dtype.bytes if op.strided else 1
+    access, index_ops = _access(op, chip, int(op.bytes // a), a, a, 2)
+    phase = streaming_phase(chip, int(op.bytes // a), a, a, index_ops, 0,
+                            "strided copy" if op.strided else "copy", **access)
     return Program((phase,), 0.0, op.min_bytes(), matrix=False)
 
 

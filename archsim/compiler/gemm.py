@@ -292,12 +292,12 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
     """A streaming (vector / copy) kernel over `elements`, cut into chunks dealt to cores.
 
     Chunks hold whole rows of `row_elements` (a row-wise op keeps a row on one core), at least
-    `min_chunk_bytes` of input (a thread block's worth), and are spread so every core gets work when there is enough.
-    `l2_rereads_per_element` bytes are read again from L2 (later passes over a row). A row-wise
-    kernel keeps `row_inflight_bytes` in flight per row a core works on at once and does not load
-    ahead of its compute; `inflight_bytes`
-    bounds a core's bytes in flight (both below the DMA's own limit). `reads_hit_l2` and
-    `writes_hit_l2` put the stream's reads and writes in L2 rather than HBM.
+    `min_chunk_bytes` of input (a thread block's worth), and are spread so every core gets work
+    when there is enough. `reads_hit_l2` and `writes_hit_l2` put the stream in L2 rather than
+    HBM; `l2_rereads_per_element` bytes are read again from L2 (later passes over a row).
+    `inflight_bytes` bounds a core's bytes in flight below the DMA's own limit; a row-wise kernel
+    (`row_inflight_bytes` > 0) keeps that many per row it works on and does not load ahead of
+    its compute.
     """
     cores = chip.cores
     per_el = max(read_bytes_per_element, 1e-9)
