@@ -27,6 +27,18 @@ def test_compare_two_chips(tmp_path, capsys):
     assert data["workload"]["scenario"] == {"batch": 1, "prompt_tokens": 64, "output_tokens": 4}
 
 
+def test_compare_multi_chip_systems_under_one_layout(tmp_path, capsys):
+    """--tp spreads the model over each system's chips; a system too small for the layout is
+    reported, the others still run."""
+    out = tmp_path / "c.json"
+    args = ["compare", "h200x8", "h200", "--workload", "llama3_70b", "--tp", "4", "--batch", "2", "--prompt", "64",
+            "--generate", "2", "--json", str(out)]
+    assert main(args) == 0
+    assert "TP 4 needs 4 chips" in capsys.readouterr().err
+    eight, one = json.loads(out.read_text())["chips"]
+    assert eight["tpot_s"] > 0 and "communication" in eight["time_by_bound_s"]
+    assert one["error"] == "layout does not apply"
+
 def test_compare_keeps_going_when_one_chip_does_not_fit(tmp_path, capsys):
     out, plots = tmp_path / "c.json", tmp_path / "plots"
     args = ["compare", "tpu_v5e", "h200", "--workload", "llama3_70b", "--prompt", "64", "--generate", "2",

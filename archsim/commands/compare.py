@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from archsim.commands import require_plots
-from archsim.commands.run import add_workload_flags
+from archsim.commands.run import add_parallel_flags, add_workload_flags
 
 
 def add_parser(sub) -> None:
     cmp = sub.add_parser("compare", help="one workload on several chips, side by side")
     cmp.add_argument("chips", nargs="+", metavar="CHIP", help="hardware YAML files or shipped names")
     add_workload_flags(cmp)
+    add_parallel_flags(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write every chip's numbers as JSON")
     cmp.add_argument("--plots", metavar="DIR", help="write PNG plots comparing the chips")
 
@@ -35,15 +36,17 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from archsim.commands.run import load_workload_inputs
+    from archsim.commands.run import load_workload_inputs, parallel_config
     from archsim.config.loader import config_hash, load_system
     from archsim.errors import DoesNotFitError
+    from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.comparison import ChipRun, compare_dict, compare_table
     from archsim.report.export import write_json
     from archsim.runner.generation import run_generation
 
     w, wl_cfg = load_workload_inputs(args.workload, args.batch, args.prompt, args.generate, args.fusion, args.model)
     systems = [(hw, *load_system(hw)) for hw in args.chips]  # every file checked before any simulation
+    par = Parallelism(args.tp, args.pp, args.ep)
     if args.plots:
         require_plots()
     console = Console()
@@ -51,19 +54,23 @@ def run(args) -> int:
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("chips", total=len(systems))
         for hw, system, hw_cfg in systems:
-            digest = config_hash({"hardware": hw_cfg, "workload": wl_cfg})
+            digest = config_hash({"hardware": hw_cfg, "workload": wl_cfg, **parallel_config(par)})
             try:
-                result = run_generation(w, system, kv_stride=args.kv_stride)
+                result = run_generation(w, system, kv_stride=args.kv_stride, parallelism=par)
                 rows.append(ChipRun(hw, system.chip.name, digest, result))
                 if result.interrupted:
                     return 130
             except DoesNotFitError as err:
                 print(f"archsim: {hw}: {err}", file=sys.stderr)
                 rows.append(ChipRun(hw, system.chip.name, digest, None, "does not fit"))
+            except ParallelismError as err:
+                print(f"archsim: {hw}: --tp/--pp/--ep: {err}", file=sys.stderr)
+                rows.append(ChipRun(hw, system.chip.name, digest, None, "layout does not apply"))
             bar.advance(task)
     sc = w.scenario
+    layout = "" if par.is_single else f", {par.label()}"
     console.print(compare_table(rows, f"{w.model.name}: batch {sc.batch}, prompt {sc.prompt_tokens}, "
-                                      f"generate {sc.output_tokens}"))
+                                      f"generate {sc.output_tokens}{layout}"))
     if args.json:
         write_json(args.json, compare_dict(rows, wl_cfg))
     if args.plots and any(row.result for row in rows):
