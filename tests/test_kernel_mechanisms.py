@@ -60,7 +60,7 @@ def test_a_hot_small_tensor_is_read_from_l2(h200):
     cold = simulate_op(_vec(VectorOp.ADD, 16, 4096), chip)
     hot = simulate_op(_vec(VectorOp.ADD, 16, 4096, hot=True), chip)
     assert hot.hbm_bytes == 0 and hot.time_s < cold.time_s
-    # a tensor larger than half the L2 has been evicted by the time the next kernel reads it
+    # a tensor larger than its share of the L2 has been evicted by the time the next kernel reads it
     big = 2 * chip.l2.capacity_bytes // (4096 * 2)
     assert simulate_op(_vec(VectorOp.ADD, big, 4096, hot=True), chip).hbm_bytes > 0
 

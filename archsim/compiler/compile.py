@@ -8,6 +8,10 @@ from archsim.compiler.program import Program
 from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, VECTOR_COSTS, Op, OpKind
 from archsim.hardware import Chip
 
+# share of the L2 a tensor the previous kernel wrote may take and still be there for the next:
+# the producer's other traffic (its weights and inputs) streams through the rest
+HOT_L2_SHARE = 0.25
+
 
 def _access(op: Op, chip: Chip, elements: int, read: float, write: float, operands: int) -> tuple[dict, float]:
     """How a vector op's or copy's kernel meets memory, for `elements` that each read `read` and
@@ -16,9 +20,10 @@ def _access(op: Op, chip: Chip, elements: int, read: float, write: float, operan
     On strided views (slices of wider tensors) a kernel cannot use vector loads: each lane
     accesses one element, so a core's outstanding requests carry fewer bytes, every element pays
     the index arithmetic of its operands, and a thread block takes STRIDED_BLOCK_ELEMENTS. A hot
-    op reads (and writes) in L2 what fits there: its input was just written by the kernel before.
+    op's input was just written by the kernel before: it reads (and writes) in L2 what fits in
+    HOT_L2_SHARE of it.
     """
-    in_l2 = chip.l2.capacity_bytes / 2  # what the previous kernel wrote is still there
+    in_l2 = chip.l2.capacity_bytes * HOT_L2_SHARE
     lane_bytes = op.dtype.bytes if op.strided else chip.core.vector.access_bytes
     kw = dict(reads_hit_l2=op.hot and elements * read <= in_l2, writes_hit_l2=op.hot and elements * write <= in_l2,
               inflight_bytes=chip.core.request_inflight_bytes(lane_bytes))
