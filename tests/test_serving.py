@@ -8,10 +8,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from archsim.config.loader import load_system, load_workload
 from archsim.errors import DoesNotFitError
 from archsim.graph.builder import Step, build_step
-from archsim.graph.mixed import MixedBatch, PrefillChunk, build_mixed_step
+from archsim.graph.mixed import MixedBatch, PrefillChunk, build_mixed_step, token_ops
 from archsim.graph.model import DTypes, ModelSpec, Phase, Scenario, Workload
+from archsim.graph.parallel import Parallelism, shard_model
 from archsim.runner.generation import run_generation
 from archsim.serving.arrivals import generate_requests, parse_length
 from archsim.serving.capacity import find_capacity
@@ -22,7 +24,7 @@ from archsim.serving.scheduler import Policy, SchedulerConfig
 from archsim.serving.simulate import (
     Disaggregation, LinkMissingError, ServeSetup, ServeSetupError, kv_transfer_s, serve,
 )
-from archsim.serving.steptime import StepTimer, mixed_step_time_s, step_timer
+from archsim.serving.steptime import StepTimer, mixed_step_time_s, ops_time_s, step_timer
 
 TINY = Workload(ModelSpec("tiny", layers=2, hidden=512, heads=8, kv_heads=2, head_dim=64, ffn=1024, vocab=1000),
                 DTypes(), Scenario(1, 128, 16))
@@ -190,6 +192,21 @@ def test_requests_that_never_fit_are_refused(h200):
         serve(reqs, replace(setup(h200, Policy.VLLM), kv_blocks=1))
 
 
-def test_multi_chip_systems_are_refused(h200):
-    with pytest.raises(ServeSetupError, match="has 2 chips, but a serving instance is one chip"):
-        serve(busy(n=2), ServeSetup(TINY, replace(h200, chips=2)))
+def test_a_multi_chip_instance_runs_tensor_parallel():
+    """On h200x8 an instance is TP 8: the busiest chip's share of the step plus its all-reduces;
+    a layout the model cannot take, or chips without links, are refused with the reason."""
+    eight = load_system("h200x8")[0]
+    w = load_workload("llama3_70b")[0]
+    one_chip, tp = StepTimer(w, eight.chip, 0), StepTimer(w, eight.chip, 0, eight)
+    kv = np.array([1024] * 8)
+    assert tp.step_s(kv, []) < one_chip.step_s(kv, []) / 3  # weights and KV streamed 8 ways
+    local = replace(w, model=shard_model(w.model, Parallelism(tp=8)))
+    sharded = ops_time_s(token_ops(local, 8), eight.chip)
+    assert tp.tokens_s(8) > sharded  # the all-reduces after attention and FFN come on top
+    res = serve(busy(n=20), ServeSetup(w, eight))
+    assert len(res.served) == 20 and res.metrics().tpot_s.mean > 0
+    with pytest.raises(ServeSetupError, match="an instance of 8 chips runs tiny tensor-parallel over all of them: "
+                                              "TP 8 must divide the 12 attention heads"):
+        serve(busy(n=2), ServeSetup(replace(TINY, model=replace(TINY.model, heads=12, kv_heads=2)), eight))
+    with pytest.raises(ServeSetupError, match="has no interconnect section"):
+        serve(busy(n=2), ServeSetup(TINY, replace(eight, interconnect=None)))

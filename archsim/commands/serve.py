@@ -224,9 +224,12 @@ def run(args) -> int:
     digest = config_hash(config)
     console = Console()
     d = setup.disaggregation
-    where = (f"prefill {d.prefill_instances} x {d.prefill_system.chip.name}, decode {d.decode_instances} x "
-             f"{d.decode_system.chip.name}" if d else f"{setup.instances} x {system.chip.name}" if setup.instances > 1
-             else system.chip.name)
+
+    def instance(s) -> str:  # a chip, or a tensor-parallel group of a system's chips
+        return s.chip.name if s.chips == 1 else f"{s.chip.name} x{s.chips} (TP {s.chips})"
+    where = (f"prefill {d.prefill_instances} x {instance(d.prefill_system)}, decode {d.decode_instances} x "
+             f"{instance(d.decode_system)}" if d else f"{setup.instances} x {instance(system)}" if setup.instances > 1
+             else instance(system))
     title = f"{w.model.name} on {where}: {setup.scheduler.policy.value}, {len(reqs):,} requests ({reqs.source})"
     try:
         capacity = None

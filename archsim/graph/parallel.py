@@ -131,15 +131,28 @@ def shard_step(w: Workload, step: Step, par: Parallelism) -> ParallelStep:
         out.append(op)
         if par.ep > 1 and base == EXPERT_OPS[1]:
             out.append(_all_to_all(w, tokens, par.ep, "ep_combine", layers))
-        if par.tp > 1 and (base in TP_REDUCED or base == EXPERT_OPS[1]):
-            out.append(Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=hidden_bytes, ranks=par.tp)
-                       .named(f"{base}_allreduce", op.repeat))
-        if par.tp > 1 and base == "lm_head":
-            logits = int(op.m * w.model.vocab * op.c_dtype.bytes)
-            out.append(Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=par.tp).named("lm_head_allgather"))
+        comm = tp_collective(op, w, tokens, par.tp)
+        if comm is not None:
+            out.append(comm)
     if par.pp > 1:
         out.append(Op(OpKind.SEND, act, m=tokens, bytes=hidden_bytes, ranks=2).named("pp_send"))
     return ParallelStep(tuple(out), par.pp, micro)
+
+
+def tp_collective(op: Op, w: Workload, tokens: int, tp: int) -> Op | None:
+    """The collective a tensor-parallel group of `tp` chips runs after `op` (one of the busiest
+    chip's ops of a `tokens`-token step), or None: an all-reduce of the hidden states after the
+    ops whose output is a partial sum, an all-gather of the logits after the LM head."""
+    if tp <= 1:
+        return None
+    base, act = op.name.split("[")[0], w.dtypes.activations
+    if base in TP_REDUCED or base == EXPERT_OPS[1]:
+        return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=int(tokens * w.model.hidden * act.bytes),
+                  ranks=tp).named(f"{base}_allreduce", op.repeat)
+    if base == "lm_head":
+        logits = int(op.m * w.model.vocab * op.c_dtype.bytes)
+        return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp).named("lm_head_allgather")
+    return None
 
 
 def _all_to_all(w: Workload, tokens: int, ranks: int, name: str, layers: int) -> Op:

@@ -8,9 +8,10 @@ link latency + bytes / bandwidth, the bandwidth being all links of a chip in one
 (the lesser of the two chips'), each chip sending its share of the KV; transfers from one
 prefill instance queue on its link. Requests are dealt round-robin on both sides.
 
-An instance is one chip (tensor-parallel instances are not modelled yet). A request that can
-never fit an instance's KV pool (prompt + output - 1 tokens, or the prompt
-on a prefill instance) is refused before the run and counted as missing its SLOs.
+An instance is one system: a chip, or several chips running the model tensor-parallel (the
+busiest chip's step plus its all-reduces, each chip holding its share of the weights and KV
+cache). A request that can never fit an instance's KV pool (prompt + output - 1 tokens, or the
+prompt on a prefill instance) is refused before the run and counted as missing its SLOs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import numpy as np
 
 from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
+from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism
 from archsim.hardware import System
+from archsim.runner.generation import check_parallel_system
 from archsim.serving.engine import InstanceResult, simulate_instance
 from archsim.serving.kvpool import KvPool, size_pool
 from archsim.serving.metrics import RequestTimes, ServeMetrics, Slo, request_metrics
@@ -88,16 +91,19 @@ class ServeResult:
 
 def pool_for(setup: ServeSetup, w: Workload, system: System) -> KvPool:
     if system.chips > 1:
-        raise ServeSetupError(f"{system.chip.name} has {system.chips} chips, but a serving instance is one chip "
-                              f"(tensor-parallel instances are not modelled yet); use a one-chip system and "
-                              f"--instances for replicas")
+        try:
+            check_parallel_system(system, par := Parallelism(tp=system.chips))
+            check_parallelism(w.model, par)
+        except ParallelismError as err:
+            raise ServeSetupError(f"an instance of {system.chips} chips runs {w.model.name} tensor-parallel over "
+                                  f"all of them: {err}") from None
     s = setup.scheduler
     return size_pool(w, system, s.block_size, setup.gpu_memory_utilization, s.max_batched_tokens,
                      s.max_num_seqs, setup.kv_blocks)
 
 
 def _run_instance(reqs: RequestSet, setup: ServeSetup, system: System, pool: KvPool, **kw) -> InstanceResult:
-    timer = step_timer(setup.workload, system.chip, setup.resolution)
+    timer = step_timer(setup.workload, system.chip, setup.resolution, system)
     if setup.scheduler.policy is Policy.STATIC:
         return simulate_static(reqs, timer, setup.scheduler, pool.blocks)
     return simulate_instance(reqs, timer, setup.scheduler, pool.blocks, **kw)

@@ -26,13 +26,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from archsim.engine.simulate import simulate_op
+from archsim.engine.simulate import simulate_collective, simulate_op
 from archsim.graph.mixed import (
     MixedBatch, build_mixed_step, decode_attention_ops, head_ops, prefill_attention_ops, token_ops,
 )
 from archsim.graph.model import Scenario, Workload
 from archsim.graph.ops import Op
-from archsim.hardware import Chip
+from archsim.graph.parallel import Parallelism, shard_model, tp_collective
+from archsim.hardware import Chip, System
 
 DEFAULT_RESOLUTION = 2
 QUERY_FACTOR = 2  # finer grid over a chunk's query tokens than over the step's tokens
@@ -42,6 +43,14 @@ DECODE_BATCH_FACTOR = 4  # and finer still over the decode batch
 def ops_time_s(ops: Sequence[Op], chip: Chip) -> float:
     """Time of all executions of `ops` (each `repeat` times) on `chip`."""
     return sum(op.repeat * simulate_op(op, chip).time_s for op in ops)
+
+
+def tp_ops_time_s(ops: Sequence[Op], w: Workload, tokens: int, system: System) -> float:
+    """`ops_time_s` of a tensor-parallel instance's busiest chip (ops of the sharded model) plus
+    the collectives its `system.chips` chips run after them in a `tokens`-token step."""
+    tp = system.chips
+    comms = [c for c in (tp_collective(op, w, tokens, tp) for op in ops) if c is not None]
+    return ops_time_s(ops, system.chip) + sum(c.repeat * simulate_collective(c, system).time_s for c in comms)
 
 
 def mixed_step_time_s(w: Workload, chip: Chip, batch: MixedBatch) -> float:
@@ -98,18 +107,29 @@ class _Memo:
 
 
 class StepTimer:
-    """Memoised, interpolated step times of one workload on one chip."""
+    """Memoised, interpolated step times of one workload on one instance: a chip, or a system
+    whose chips run the model tensor-parallel (the busiest chip's ops and the collectives)."""
 
-    def __init__(self, w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION):
+    def __init__(self, w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION, system: System | None = None):
         self.w, self.chip, self.resolution = w, chip, resolution
         self.kv_res = resolution
         self.query_res = resolution * QUERY_FACTOR
         self.batch_res = resolution * DECODE_BATCH_FACTOR
-        self._tokens = _Memo(lambda t: ops_time_s(token_ops(w, t), chip))
-        self._head = _Memo(lambda s: ops_time_s(head_ops(w, s), chip))
-        self._decode = _Memo(lambda b, k: ops_time_s(decode_attention_ops(w, b, k), chip))
-        self._prefill = _Memo(lambda q, p: ops_time_s(prefill_attention_ops(w, q, p), chip))
-        self._batched_prefill = _Memo(lambda q, b: ops_time_s(prefill_attention_ops(w, q, 0, b), chip))
+        if system is not None and system.chips > 1:
+            local = replace(w, model=shard_model(w.model, Parallelism(tp=system.chips)))
+
+            def part(ops: Sequence[Op], tokens: int = 0) -> float:
+                return tp_ops_time_s(ops, w, tokens, system)
+        else:
+            local = w
+
+            def part(ops: Sequence[Op], tokens: int = 0) -> float:
+                return ops_time_s(ops, chip)
+        self._tokens = _Memo(lambda t: part(token_ops(local, t), t))
+        self._head = _Memo(lambda s: part(head_ops(local, s), s))
+        self._decode = _Memo(lambda b, k: part(decode_attention_ops(local, b, k)))
+        self._prefill = _Memo(lambda q, p: part(prefill_attention_ops(local, q, p)))
+        self._batched_prefill = _Memo(lambda q, b: part(prefill_attention_ops(local, q, 0, b)))
         self._chunk_cache: dict[tuple[int, int], float] = {}
         self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._fixed: dict[int, float] = {}
@@ -221,10 +241,11 @@ def _normalised(w: Workload) -> Workload:
 
 
 @lru_cache(maxsize=16)
-def _timer(w: Workload, chip: Chip, resolution: int) -> StepTimer:
-    return StepTimer(w, chip, resolution)
+def _timer(w: Workload, chip: Chip, resolution: int, system: System | None) -> StepTimer:
+    return StepTimer(w, chip, resolution, system)
 
 
-def step_timer(w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION) -> StepTimer:
-    """The shared timer of (workload, chip, resolution): its memo lives as long as the process."""
-    return _timer(_normalised(w), chip, resolution)
+def step_timer(w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION, system: System | None = None) -> StepTimer:
+    """The shared timer of (workload, chip or tensor-parallel system, resolution): its memo lives
+    as long as the process."""
+    return _timer(_normalised(w), chip, resolution, system if system is not None and system.chips > 1 else None)
