@@ -76,7 +76,8 @@ def fit(system: System, cases: list[dict], rounds: int) -> System:
         for name, (get, put, lo, hi) in PARAMS.items():
             for direction in (+1, -1):
                 while True:
-                    value = get(system) * math.exp(direction * step)
+                    # a parameter at zero (an overhead the chip file leaves out) starts from 1% of its range
+                    value = (get(system) or 0.01 * hi) * math.exp(direction * step)
                     if not lo <= value <= hi:
                         break
                     trial = put(system, value)
