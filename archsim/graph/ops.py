@@ -88,8 +88,9 @@ VECTOR_COSTS: dict[VectorOp, VectorCost] = {
     # expf and an IEEE divide per element
     VectorOp.SOFTMAX: VectorCost(1, 1, 50, 3, passes=3, row_step=8192),
     VectorOp.ROPE: VectorCost(1, 1, 12, 0),  # rotate half: 4 multiplies, 2 adds (cos/sin cached)
-    # residual add fused into the norm: the summed row stays in registers between the passes
-    VectorOp.ADD_RMSNORM: VectorCost(2, 2, 16, 0, row_step=512),
+    # residual add fused into the norm (a serving engine's kernel): up to 1024 threads x 8-element
+    # vectors hold the summed row in registers between the statistics and the normalisation
+    VectorOp.ADD_RMSNORM: VectorCost(2, 2, 16, 0, row_step=8192),
     VectorOp.TOPK: VectorCost(1, 1, 40, 2, row_step=8192),
 }
 # integer lane-op slots per element and operand to address a strided view: a divide-modulo and a
