@@ -17,10 +17,22 @@ def _num(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _shipped(folder: str, load, t):
+    """(name, loaded) of each shipped file in `folder`; a file that does not load becomes a red row
+    of table `t` with its first problem."""
+    from archsim.config.loader import shipped_dir
+
+    for path in sorted(shipped_dir(folder).glob("*.yaml")):
+        try:
+            yield path.stem, load(str(path))[0]
+        except ConfigError as err:
+            t.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
+
+
 def chips_table():
     from rich.table import Table
 
-    from archsim.config.loader import load_system, shipped_dir
+    from archsim.config.loader import load_system
     from archsim.hardware import DType
 
     t = Table(title="chips (--hw)", title_justify="left")
@@ -28,14 +40,9 @@ def chips_table():
     t.add_column("chip", max_width=20, overflow="fold")
     for col in ("cores", "bf16\nTFLOP/s", "HBM\nTB/s", "HBM\nGB"):
         t.add_column(col, justify="right", no_wrap=True)
-    for path in sorted(shipped_dir("hw_configs").glob("*.yaml")):
-        try:
-            s, _ = load_system(str(path))
-        except ConfigError as err:
-            t.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
-            continue
+    for name, s in _shipped("hw_configs", load_system, t):
         c = s.chip
-        t.add_row(path.stem, c.name + (f" x{s.chips}" if s.chips > 1 else ""), str(c.cores),
+        t.add_row(name, c.name + (f" x{s.chips}" if s.chips > 1 else ""), str(c.cores),
                   _num(c.peak_flops(DType.BF16) / 1e12), _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12),
                   _num(c.hbm.capacity_bytes / 1e9))
     return t
@@ -44,7 +51,7 @@ def chips_table():
 def workloads_table():
     from rich.table import Table
 
-    from archsim.config.loader import load_workload, shipped_dir
+    from archsim.config.loader import load_workload
 
     t = Table(title="workloads (--workload)", title_justify="left")
     t.add_column("name", no_wrap=True)
@@ -52,14 +59,9 @@ def workloads_table():
     for col in ("params", "layers", "heads\n/kv", "experts\n/top-k"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("batch x\nprompt+gen", no_wrap=True)
-    for path in sorted(shipped_dir("workloads").glob("*.yaml")):
-        try:
-            w, _ = load_workload(str(path))
-        except ConfigError as err:
-            t.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
-            continue
+    for name, w in _shipped("workloads", load_workload, t):
         m, sc = w.model, w.scenario
-        t.add_row(path.stem, m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), f"{m.heads}/{m.kv_heads}",
+        t.add_row(name, m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), f"{m.heads}/{m.kv_heads}",
                   f"{m.experts}/{m.top_k}" if m.is_moe else "-", f"{sc.batch}x{sc.prompt_tokens}+{sc.output_tokens}")
     return t
 

@@ -54,18 +54,20 @@ def _ffn_ops(model: ModelSpec, w: Workload, tokens: int) -> list[Op]:
         routed = tokens * model.top_k
         ops.append(Op(OpKind.GEMM, act, m=per_expert, k=model.hidden, n=2 * model.ffn, groups=active,
                       weight_dtype=wd).named(f"experts_gate_up[{active}]", L))
-        ops += _silu_mul(act, routed, model.ffn, eager, L)
+        ops += silu_mul_ops(act, routed, model.ffn, eager, L)
         ops.append(Op(OpKind.GEMM, act, m=per_expert, k=model.ffn, n=model.hidden, groups=active,
                       weight_dtype=wd).named(f"experts_down[{active}]", L))
     else:
         ops.append(Op(OpKind.GEMM, act, m=tokens, k=model.hidden, n=2 * model.ffn, weight_dtype=wd).named("gate_up", L))
-        ops += _silu_mul(act, tokens, model.ffn, eager, L)
+        ops += silu_mul_ops(act, tokens, model.ffn, eager, L)
         ops.append(Op(OpKind.GEMM, act, m=tokens, k=model.ffn, n=model.hidden, weight_dtype=wd).named("down", L))
     return ops
 
 
-def _silu_mul(act, rows: int, ffn: int, eager: bool, layers: int) -> list[Op]:
-    if eager:  # on the halves of the gate_up output: strided views unless there is one row
+def silu_mul_ops(act, rows: int, ffn: int, eager: bool, layers: int = 1) -> list[Op]:
+    """SiLU of the first half of the [rows, 2 ffn] gate_up output times its second half: one fused
+    kernel, or in eager code two kernels on the halves (strided views unless there is one row)."""
+    if eager:
         strided = rows > 1
         return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU, strided=strided).named("silu", layers),
                 Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.MUL, strided=strided).named("mul", layers)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archsim.engine.simulate import simulate_op
-from archsim.graph.builder import Step
+from archsim.graph.builder import Step, silu_mul_ops
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Phase, Scenario, Workload
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.hardware import DType, System
@@ -28,11 +28,11 @@ FIELDS = {
     "model_step": ("model", "phase", "batch", "new_tokens", "kv_len", "embedding_and_head"),
 }
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
-VECTOR_KERNELS = {  # what each measured vector case launched, in order
-    "rmsnorm": (VectorOp.RMSNORM,),
-    "silu_mul": (VectorOp.SILU, VectorOp.MUL),  # two kernels and a temporary
-    "add": (VectorOp.ADD,),
-    "softmax": (VectorOp.SOFTMAX,),
+VECTOR_KERNELS = {  # the one kernel of each measured vector case; silu_mul ran eager SiLU and multiply
+    "rmsnorm": VectorOp.RMSNORM,
+    "silu_mul": None,
+    "add": VectorOp.ADD,
+    "softmax": VectorOp.SOFTMAX,
 }
 
 
@@ -89,10 +89,9 @@ def case_ops(case: dict) -> list[Op]:
                    head_dim=case["head_dim"], q_len=q, kv_len=kv, causal=bool(prefill and case["causal"]),
                    split_kv=bool(case.get("split_kv", False)))]
     if kind == "vector":
-        # silu_mul works on the two halves of a [M, 2N] tensor: strided views unless M is 1
-        strided = case["op"] == "silu_mul" and case["M"] > 1
-        return [Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=v, strided=strided)
-                for v in VECTOR_KERNELS[case["op"]]]
+        if case["op"] == "silu_mul":  # on the halves of a [M, 2N] tensor, as the eager step runs it
+            return silu_mul_ops(dt, case["M"], case["N"], eager=True)
+        return [Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=VECTOR_KERNELS[case["op"]])]
     if kind == "copy":
         return [Op(OpKind.COPY, dt, bytes=int(case["bytes"]))]
     raise CaseError(f"kind {kind!r} is not a single-kernel case")

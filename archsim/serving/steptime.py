@@ -115,16 +115,11 @@ class StepTimer:
         self.kv_res = resolution
         self.query_res = resolution * QUERY_FACTOR
         self.batch_res = resolution * DECODE_BATCH_FACTOR
-        if system is not None and system.chips > 1:
-            local = replace(w, model=shard_model(w.model, Parallelism(tp=system.chips)))
+        tp = system if system is not None and system.chips > 1 else None
+        local = replace(w, model=shard_model(w.model, Parallelism(tp=tp.chips))) if tp else w
 
-            def part(ops: Sequence[Op], tokens: int = 0) -> float:
-                return tp_ops_time_s(ops, w, tokens, system)
-        else:
-            local = w
-
-            def part(ops: Sequence[Op], tokens: int = 0) -> float:
-                return ops_time_s(ops, chip)
+        def part(ops: Sequence[Op], tokens: int = 0) -> float:
+            return tp_ops_time_s(ops, w, tokens, tp) if tp else ops_time_s(ops, chip)
         self._tokens = _Memo(lambda t: part(token_ops(local, t), t))
         self._head = _Memo(lambda s: part(head_ops(local, s), s))
         self._decode = _Memo(lambda b, k: part(decode_attention_ops(local, b, k)))
