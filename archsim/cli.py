@@ -59,8 +59,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if os.environ.get("ARCHSIM_DEBUG"):  # a bug: one line for the user, the traceback on request
             raise
-        print(f"archsim: internal error: {type(err).__name__}: {err} "
-              "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"archsim: internal error: {type(err).__name__}: {err} "
+            "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
     finally:
         ctrl_c.restore()
@@ -84,7 +87,7 @@ class _CtrlC:
         self.previous_handler = None
         self.previous_hook = sys.unraisablehook
 
-    def install(self) -> "_CtrlC":
+    def install(self) -> _CtrlC:
         try:
             self.previous_handler = signal.signal(signal.SIGINT, self.on_signal)
         except ValueError:  # not the main thread: leave signals alone

@@ -39,7 +39,7 @@ class ConfigError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
     @classmethod
-    def single(cls, file: str, key: str, message: str, line: int | None = None) -> "ConfigError":
+    def single(cls, file: str, key: str, message: str, line: int | None = None) -> ConfigError:
         return cls([Problem(file, line, key, message)])
 
 

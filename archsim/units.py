@@ -19,6 +19,11 @@ BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0*
 SUB = {"": 1.0, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "p": 1e-12}
 
 
+def ceil_div(a, b):
+    """ceil(a / b) of whole numbers (ints or integer numpy arrays), exact: -(-a // b)."""
+    return -(-a // b)
+
+
 class Dim(str, Enum):
     """The physical dimension a config field is measured in."""
 

@@ -16,9 +16,24 @@ from archsim.config.loader import load_system
 from archsim.errors import ConfigError
 from archsim.hardware import Topology
 from archsim.hardware.collectives import (
-    Algorithm, Collective, CollectiveError, Fabric, Protocol, TorusDim, bus_factor, collective_time,
-    default_torus_dims, direct_alltoall, in_network_allreduce, point_to_point, ring_allreduce, ring_gather,
-    system_fabric, torus_alltoall, torus_gather, tree_allreduce,
+    Algorithm,
+    Collective,
+    CollectiveError,
+    Fabric,
+    Protocol,
+    TorusDim,
+    bus_factor,
+    collective_time,
+    default_torus_dims,
+    direct_alltoall,
+    in_network_allreduce,
+    point_to_point,
+    ring_allreduce,
+    ring_gather,
+    system_fabric,
+    torus_alltoall,
+    torus_gather,
+    tree_allreduce,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +48,7 @@ def switch(**kw) -> Fabric:
 
 
 # --- formulas, by hand ----------------------------------------------------------------------------
+
 
 def test_ring_allreduce_by_hand():
     # 8 ranks, 8 MB, 1 us, 100 GB/s: 2*7 = 14 steps; 2*7/8 * 8e6 / 1e11 = 140 us
@@ -82,6 +98,7 @@ def test_default_torus_shapes():
 
 # --- choosing and combining -----------------------------------------------------------------------
 
+
 def test_protocol_overhead_and_step_sync_add_to_the_hop():
     # ring, 4 ranks, 4 MB, protocol: 5 us overhead, 1 us sync a step, half the rate
     f = switch(protocols=(Protocol("p", 5e-6, 1e-6, 0.5),), algorithms=(Algorithm.RING,))
@@ -101,8 +118,10 @@ def test_the_fastest_algorithm_is_taken():
     f = switch()
     assert collective_time(f, Collective.ALL_REDUCE, 8, 1e3).algorithm is Algorithm.TREE  # fewer steps
     assert collective_time(f, Collective.ALL_REDUCE, 8, 1e9).algorithm is Algorithm.RING  # fewer bytes
-    assert collective_time(replace(f, algorithms=(Algorithm.RING,)), Collective.ALL_REDUCE, 8, 1e3).algorithm \
+    assert (
+        collective_time(replace(f, algorithms=(Algorithm.RING,)), Collective.ALL_REDUCE, 8, 1e3).algorithm
         is Algorithm.RING
+    )
 
 
 def test_collectives_refuse_what_the_system_cannot_run():
@@ -113,19 +132,32 @@ def test_collectives_refuse_what_the_system_cannot_run():
         collective_time(replace(system_fabric(TPU8, 8), torus_dims=(2, 4)), Collective.ALL_REDUCE, 5, 1e6)
 
 
-LINKS = st.sampled_from([system_fabric(H200X8, 8), system_fabric(TPU8, 8), switch(),
-                         replace(switch(), topology=Topology.RING, torus_dims=(8,)),
-                         replace(switch(), topology=Topology.TORUS3D, torus_dims=(2, 2, 2))])
+LINKS = st.sampled_from(
+    [
+        system_fabric(H200X8, 8),
+        system_fabric(TPU8, 8),
+        switch(),
+        replace(switch(), topology=Topology.RING, torus_dims=(8,)),
+        replace(switch(), topology=Topology.TORUS3D, torus_dims=(2, 2, 2)),
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
-@given(f=LINKS, kind=st.sampled_from(list(Collective)), ranks=st.sampled_from([2, 4, 8]),
-       nbytes=st.floats(1, 1e10), more=st.floats(1.0, 8.0), chunks=st.sampled_from([1, 2, 8]))
+@given(
+    f=LINKS,
+    kind=st.sampled_from(list(Collective)),
+    ranks=st.sampled_from([2, 4, 8]),
+    nbytes=st.floats(1, 1e10),
+    more=st.floats(1.0, 8.0),
+    chunks=st.sampled_from([1, 2, 8]),
+)
 def test_more_link_bandwidth_is_never_slower_and_more_bytes_never_faster(f, kind, ranks, nbytes, more, chunks):
     ranks = 2 if kind is Collective.SEND else ranks
     base = collective_time(f, kind, ranks, nbytes, chunks)
-    faster = collective_time(replace(f, link_bandwidth_bytes_per_s=more * f.link_bandwidth_bytes_per_s),
-                             kind, ranks, nbytes, chunks)
+    faster = collective_time(
+        replace(f, link_bandwidth_bytes_per_s=more * f.link_bandwidth_bytes_per_s), kind, ranks, nbytes, chunks
+    )
     bigger = collective_time(f, kind, ranks, more * nbytes, chunks)
     assert faster.time_s <= base.time_s * (1 + 1e-12)
     assert bigger.time_s >= base.time_s * (1 - 1e-12)
@@ -133,6 +165,7 @@ def test_more_link_bandwidth_is_never_slower_and_more_bytes_never_faster(f, kind
 
 
 # --- the shipped systems against public NCCL results ---------------------------------------------
+
 
 def _busbw_gb(f, ranks, nbytes):
     return collective_time(f, Collective.ALL_REDUCE, ranks, nbytes).bus_bandwidth_bytes_per_s / 1e9
@@ -152,8 +185,16 @@ def test_h200x8_nvls_busbw_by_gpu_count(ranks, busbw):
 
 
 # 8 x H20 (NVLink 4 x 18 like the H200) NCCL all_reduce_perf: DeepEP#303 (8 B), Mooncake#3484 (the rest)
-H20_US = {8: 12.49, 4096: 16.69, 65536: 18.95, 1 << 20: 27.76, 4 << 20: 53.24, 16 << 20: 121.33,
-          128 << 20: 700.25, 1 << 30: 5252.64}
+H20_US = {
+    8: 12.49,
+    4096: 16.69,
+    65536: 18.95,
+    1 << 20: 27.76,
+    4 << 20: 53.24,
+    16 << 20: 121.33,
+    128 << 20: 700.25,
+    1 << 30: 5252.64,
+}
 
 
 @pytest.mark.parametrize("nbytes", sorted(H20_US))
@@ -189,6 +230,7 @@ def test_tpu_torus_beats_one_of_its_dimensions():
 
 # --- config ---------------------------------------------------------------------------------------
 
+
 def _mutated(tmp_path, old: str, new: str) -> str:
     text = (ROOT / "hw_configs" / "tpu_v5e_x8.yaml").read_text()
     assert old in text
@@ -197,13 +239,19 @@ def _mutated(tmp_path, old: str, new: str) -> str:
     return str(out)
 
 
-@pytest.mark.parametrize("old,new,fragment", [
-    ("torus: [2, 4]", "torus: [2, 2]", "interconnect.torus: must be 2 dimension(s) whose product is chips (8)"),
-    ("torus: [2, 4]", "torus: [2, 4]\n  algorithms: [tree]", "interconnect.algorithms: a tree needs a switch"),
-    ("torus: [2, 4]", "torus: [2, 4]\n  in_network_reduction: {efficiency: 0.8, latency: 1 us}",
-     "interconnect.in_network_reduction: only a switch reduces"),
-    ("efficiency: 0.9", "efficiency: 1.5", "interconnect.protocols.ici.efficiency: must be at most 1"),
-])
+@pytest.mark.parametrize(
+    "old,new,fragment",
+    [
+        ("torus: [2, 4]", "torus: [2, 2]", "interconnect.torus: must be 2 dimension(s) whose product is chips (8)"),
+        ("torus: [2, 4]", "torus: [2, 4]\n  algorithms: [tree]", "interconnect.algorithms: a tree needs a switch"),
+        (
+            "torus: [2, 4]",
+            "torus: [2, 4]\n  in_network_reduction: {efficiency: 0.8, latency: 1 us}",
+            "interconnect.in_network_reduction: only a switch reduces",
+        ),
+        ("efficiency: 0.9", "efficiency: 1.5", "interconnect.protocols.ici.efficiency: must be at most 1"),
+    ],
+)
 def test_collective_settings_are_checked(tmp_path, old, new, fragment):
     with pytest.raises(ConfigError) as err:
         load_system(_mutated(tmp_path, old, new))
@@ -216,6 +264,7 @@ def test_files_without_collective_settings_keep_their_resolved_config():
 
 
 # --- archsim op -----------------------------------------------------------------------------------
+
 
 def test_op_allreduce_reports_time_and_bus_bandwidth(tmp_path, capsys):
     out = tmp_path / "ar.json"

@@ -31,23 +31,66 @@ def test_compare_multi_chip_systems_under_one_layout(tmp_path, capsys):
     """--tp spreads the model over each system's chips; a system too small for the layout is
     reported, the others still run."""
     out = tmp_path / "c.json"
-    args = ["compare", "h200x8", "h200", "--workload", "llama3_70b", "--tp", "4", "--batch", "2", "--prompt", "64",
-            "--generate", "2", "--json", str(out)]
+    args = [
+        "compare",
+        "h200x8",
+        "h200",
+        "--workload",
+        "llama3_70b",
+        "--tp",
+        "4",
+        "--batch",
+        "2",
+        "--prompt",
+        "64",
+        "--generate",
+        "2",
+        "--json",
+        str(out),
+    ]
     assert main(args) == 0
     assert "TP 4 needs 4 chips" in capsys.readouterr().err
     eight, one = json.loads(out.read_text())["chips"]
     assert eight["tpot_s"] > 0 and "communication" in eight["time_by_bound_s"]
     assert one["error"] == "layout does not apply"
 
+
 def test_compare_keeps_going_when_one_chip_does_not_fit(tmp_path, capsys):
     out, plots = tmp_path / "c.json", tmp_path / "plots"
-    args = ["compare", "tpu_v5e", "h200", "--workload", "llama3_70b", "--prompt", "64", "--generate", "2",
-            "--json", str(out)]
+    args = [
+        "compare",
+        "tpu_v5e",
+        "h200",
+        "--workload",
+        "llama3_70b",
+        "--prompt",
+        "64",
+        "--generate",
+        "2",
+        "--json",
+        str(out),
+    ]
     assert main(args) == 2  # neither fits: 70B in bf16 is more than one chip holds
     assert "does not fit" in capsys.readouterr().err
     pytest.importorskip("matplotlib")
-    assert main(["compare", "tpu_v5e", "h200", "--prompt", "64", "--generate", "2", "--json", str(out),
-                 "--plots", str(plots)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "tpu_v5e",
+                "h200",
+                "--prompt",
+                "64",
+                "--generate",
+                "2",
+                "--json",
+                str(out),
+                "--plots",
+                str(plots),
+            ]
+        )
+        == 0
+    )
     tpu, h200 = json.loads(out.read_text())["chips"]
     assert tpu["error"] == "does not fit" and h200["ttft_s"] > 0
     for name in ("compare_summary.png", "compare_bounds.png", "compare_decode_kv.png", "compare_memory.png"):
@@ -68,6 +111,9 @@ def test_list_fits_80_columns():
     assert "…" not in text
     chip = load_system("h200")[0].chip
     row = next(line for line in text.splitlines() if line.startswith("│ h200 "))
-    for value in (chip.peak_flops(DType.BF16) / 1e12, chip.hbm.peak_bandwidth_bytes_per_s / 1e12,
-                  chip.hbm.capacity_bytes / 1e9):
+    for value in (
+        chip.peak_flops(DType.BF16) / 1e12,
+        chip.hbm.peak_bandwidth_bytes_per_s / 1e12,
+        chip.hbm.capacity_bytes / 1e9,
+    ):
         assert f" {_num(value)} " in row

@@ -34,14 +34,17 @@ def _line_of(path: str, needle: str) -> int:
     return next(i for i, line in enumerate(Path(path).read_text().splitlines(), 1) if needle in line)
 
 
-@pytest.mark.parametrize("old,new,key,fragment", [
-    ("capacity: 60 MiB", "capacity: 60 GB/s", "l2.capacity", "bytes/s, but bytes is due"),
-    ("capacity: 60 MiB", "capacity: 60", "l2.capacity", "a unit is required"),
-    ("  count: 132", "  count: -4", "cores.count", "greater than 0"),
-    ("dataflow: ws", "dataflow: diagonal", "cores.matrix_units.dataflow", "'ws', 'os' or 'is'"),
-    ("latency: 775 ns", "latncy: 775 ns", "hbm.latncy", "did you mean 'latency'"),
-    ("clock: 1.915 GHz", "clock: fast", "clock", "not a quantity"),
-])
+@pytest.mark.parametrize(
+    "old,new,key,fragment",
+    [
+        ("capacity: 60 MiB", "capacity: 60 GB/s", "l2.capacity", "bytes/s, but bytes is due"),
+        ("capacity: 60 MiB", "capacity: 60", "l2.capacity", "a unit is required"),
+        ("  count: 132", "  count: -4", "cores.count", "greater than 0"),
+        ("dataflow: ws", "dataflow: diagonal", "cores.matrix_units.dataflow", "'ws', 'os' or 'is'"),
+        ("latency: 775 ns", "latncy: 775 ns", "hbm.latncy", "did you mean 'latency'"),
+        ("clock: 1.915 GHz", "clock: fast", "clock", "not a quantity"),
+    ],
+)
 def test_hw_errors_are_located(tmp_path, old, new, key, fragment):
     path = _mutated(tmp_path, "hw_configs/h200.yaml", old, new)
     with pytest.raises(ConfigError) as err:
@@ -85,12 +88,15 @@ def test_moe_top_k_above_experts(tmp_path):
     assert "top_k (9) must not exceed experts (8)" in str(err.value)
 
 
-@pytest.mark.parametrize("content,fragment", [
-    (b"", "is empty"),
-    (b"\x00\x01\xff\xfe garbage", "not UTF-8"),
-    (b"name: [unclosed", "not valid YAML"),
-    (b"- a\n- b\n", "must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        (b"", "is empty"),
+        (b"\x00\x01\xff\xfe garbage", "not UTF-8"),
+        (b"name: [unclosed", "not valid YAML"),
+        (b"- a\n- b\n", "must be a mapping"),
+    ],
+)
 def test_unreadable_files(tmp_path, content, fragment):
     path = tmp_path / "bad.yaml"
     path.write_bytes(content)

@@ -18,8 +18,14 @@ ARGS = ["run", "--prompt", "128", "--generate", "4", "--quiet"]
 
 def _run_json(out: Path, jit: bool, hash_seed: str, *extra: str) -> bytes:
     env = {**os.environ, "NUMBA_DISABLE_JIT": "0" if jit else "1", "PYTHONHASHSEED": hash_seed}
-    subprocess.run([sys.executable, "-m", "archsim", *ARGS, *extra, "--json", str(out)], cwd=ROOT, env=env,
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "archsim", *ARGS, *extra, "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     return out.read_bytes()
 
 
@@ -48,7 +54,11 @@ def test_hash_is_of_the_resolved_values_not_the_text(tmp_path):
     text = (ROOT / "hw_configs" / "h200.yaml").read_text()
     assert "  capacity: 60 MiB" in text and "  capacity: 141 GB" in text
     respelt = tmp_path / "h200.yaml"
-    respelt.write_text("# the same chip, other spellings\n" + text.replace("  capacity: 60 MiB", "  capacity: 62914560 B")
-                       .replace("  capacity: 141 GB", "  capacity: 141000 MB"))
+    respelt.write_text(
+        "# the same chip, other spellings\n"
+        + text.replace("  capacity: 60 MiB", "  capacity: 62914560 B").replace(
+            "  capacity: 141 GB", "  capacity: 141000 MB"
+        )
+    )
     hashes = {config_hash(load_system(p)[1]) for p in ("h200", str(ROOT / "hw_configs" / "h200.yaml"), str(respelt))}
     assert len(hashes) == 1

@@ -24,7 +24,7 @@ def test_one_entry_latency_transfer_compute(h200):
     clock = chip.clock_hz
     nbytes = 64 * 1024
     phase = build_phase([np.array([[nbytes, 0, 1000, 0]])], stages=2)
-    end, busy, stall, total = run_phase(phase, chip)
+    _end, busy, stall, total = run_phase(phase, chip)
     lat = np.ceil((chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock)
     exact_lat = (chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock
     rate = chip.core.max_inflight_bytes / exact_lat  # bytes per cycle
@@ -36,7 +36,7 @@ def test_one_entry_latency_transfer_compute(h200):
 def test_double_buffering_hides_loads_behind_compute(h200):
     """Compute-heavy entries: after the first load, every load overlaps the previous compute."""
     seq = np.array([[4096, 0, 100_000, 0]] * 5, dtype=float)
-    end, busy, stall, total = run_phase(build_phase([seq], stages=2), h200.chip)
+    _end, busy, stall, _total = run_phase(build_phase([seq], stages=2), h200.chip)
     assert busy[0] == 500_000
     chip = h200.chip
     lat = (chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * chip.clock_hz
@@ -53,6 +53,7 @@ def test_weighted_sequences_share_hbm(h200):
     assert phase.core_weight.tolist() == [132]
     _, _, _, total = run_phase(phase, chip)
     from archsim.hardware.memory import hbm_bandwidth
+
     floor = 132 * (1 << 20) / hbm_bandwidth(chip, 0.0) * chip.clock_hz
     assert floor < total < floor * 1.1
 
@@ -82,7 +83,6 @@ def test_jit_and_python_give_identical_cycles():
     outs = []
     for flag in ("0", "1"):
         env["NUMBA_DISABLE_JIT"] = flag
-        res = subprocess.run([sys.executable, "-c", JIT_SCRIPT], env=env, capture_output=True, text=True,
-                             check=True)
+        res = subprocess.run([sys.executable, "-c", JIT_SCRIPT], env=env, capture_output=True, text=True, check=True)
         outs.append(json.loads(res.stdout))
     assert outs[0] == outs[1]

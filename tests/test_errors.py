@@ -26,7 +26,7 @@ def _edit(tmp_path, src: str, old: str, new: str) -> str:
     if old.endswith("="):
         i = _key_line(lines, old[:-1])
         indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-        comment = lines[i][lines[i].index("#"):] if "#" in lines[i] else "\n"
+        comment = lines[i][lines[i].index("#") :] if "#" in lines[i] else "\n"
         lines[i] = f"{indent}{new}  {comment}"
     else:
         i = next(i for i, line in enumerate(lines) if old in line)
@@ -79,27 +79,69 @@ HW_CASES = [
     ("cores.count=", "count: 5000000", "cores.count", "must be at most 1048576 (got 5000000)"),
     ("cores.sram.capacity=", "capacity: 0 KiB", "cores.sram.capacity", "must be greater than zero (got '0 KiB')"),
     ("cores.sram.capacity=", "capacity: -2 KiB", "cores.sram.capacity", "must be greater than zero (got '-2 KiB')"),
-    ("cores.sram.capacity=", "capacity: 0.5 B", "cores.sram.capacity", "must be at least 1 B; check the unit prefix (got '0.5 B')"),
-    ("cores.sram.capacity=", "capacity: 1e400 B", "cores.sram.capacity",
-     "number out of range; expected e.g. '60 MiB' (got '1e400 B')"),
+    (
+        "cores.sram.capacity=",
+        "capacity: 0.5 B",
+        "cores.sram.capacity",
+        "must be at least 1 B; check the unit prefix (got '0.5 B')",
+    ),
+    (
+        "cores.sram.capacity=",
+        "capacity: 1e400 B",
+        "cores.sram.capacity",
+        "number out of range; expected e.g. '60 MiB' (got '1e400 B')",
+    ),
     ("l2.capacity=", "capacity: 60 GB/s", "l2.capacity", "unit 'GB/s' is bytes/s, but bytes is due (got '60 GB/s')"),
     ("l2.capacity=", "capacity: 60", "l2.capacity", "a unit is required, e.g. '60 MiB' (got 60)"),
-    ("l2.capacity=", "capacity: 60 furlongs", "l2.capacity",
-     "unknown unit 'furlongs'; expected e.g. '60 MiB' (got '60 furlongs')"),
-    ("l2.capacity=", "capacity: {size: 60}", "l2.capacity",
-     "expected a quantity in bytes such as '60 MiB' (got {'size': 60})"),
+    (
+        "l2.capacity=",
+        "capacity: 60 furlongs",
+        "l2.capacity",
+        "unknown unit 'furlongs'; expected e.g. '60 MiB' (got '60 furlongs')",
+    ),
+    (
+        "l2.capacity=",
+        "capacity: {size: 60}",
+        "l2.capacity",
+        "expected a quantity in bytes such as '60 MiB' (got {'size': 60})",
+    ),
     ("clock=", "clock: 1.755 Hz", "clock", "must be at least 1 MHz; check the unit prefix (got '1.755 Hz')"),
-    ("hbm.data_rate=", "data_rate: 6.25 bps", "hbm.data_rate",
-     "must be at least 1 Mbps; check the unit prefix (got '6.25 bps')"),
-    ("cores.matrix_units.dataflow=", "dataflow: WS", "cores.matrix_units.dataflow",
-     "expected 'ws', 'os' or 'is' (got 'WS'); did you mean 'ws'?"),
-    ("cores.matrix_units.dataflow=", "dataflow: diagonal", "cores.matrix_units.dataflow", "expected 'ws', 'os' or 'is' (got 'diagonal')"),
-    ("k_per_cycle: {bf16: 1,", "k_per_cycle: {bf61: 1,", "cores.matrix_units.k_per_cycle.bf61",
-     "expected 'bf16', 'fp16', 'fp8', 'int8' or 'fp32' (got 'bf61'); did you mean 'bf16'?"),
-    ("k_per_cycle: {bf16: 1,", "k_per_cycle: {", "cores.matrix_units.k_per_cycle",
-     "a bf16 rate is required (got {'fp16': 1, 'fp8': 2, 'int8': 2})"),
-    ("hbm.refresh_time=", "refresh_time: 5 us", "hbm.refresh_time",
-     "must be shorter than refresh_interval (3.9 us) (got 5 us)"),
+    (
+        "hbm.data_rate=",
+        "data_rate: 6.25 bps",
+        "hbm.data_rate",
+        "must be at least 1 Mbps; check the unit prefix (got '6.25 bps')",
+    ),
+    (
+        "cores.matrix_units.dataflow=",
+        "dataflow: WS",
+        "cores.matrix_units.dataflow",
+        "expected 'ws', 'os' or 'is' (got 'WS'); did you mean 'ws'?",
+    ),
+    (
+        "cores.matrix_units.dataflow=",
+        "dataflow: diagonal",
+        "cores.matrix_units.dataflow",
+        "expected 'ws', 'os' or 'is' (got 'diagonal')",
+    ),
+    (
+        "k_per_cycle: {bf16: 1,",
+        "k_per_cycle: {bf61: 1,",
+        "cores.matrix_units.k_per_cycle.bf61",
+        "expected 'bf16', 'fp16', 'fp8', 'int8' or 'fp32' (got 'bf61'); did you mean 'bf16'?",
+    ),
+    (
+        "k_per_cycle: {bf16: 1,",
+        "k_per_cycle: {",
+        "cores.matrix_units.k_per_cycle",
+        "a bf16 rate is required (got {'fp16': 1, 'fp8': 2, 'int8': 2})",
+    ),
+    (
+        "hbm.refresh_time=",
+        "refresh_time: 5 us",
+        "hbm.refresh_time",
+        "must be shorter than refresh_interval (3.9 us) (got 5 us)",
+    ),
     ("hbm.latency=", "latncy: 650 ns", "hbm.latncy", "unknown key; did you mean 'latency'?"),
     ("name=", "name: ''", "name", "must not be empty (got '')"),
     ("name=", "name: 200", "name", "expected text (got 200)"),
@@ -108,7 +150,9 @@ HW_CASES = [
 ]
 
 
-@pytest.mark.parametrize("old,new,key,message", HW_CASES, ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
+@pytest.mark.parametrize(
+    "old,new,key,message", HW_CASES, ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None
+)
 def test_hardware_mistakes_are_located_and_quoted(tmp_path, old, new, key, message):
     path = _edit(tmp_path, H200, old, new)
     first = _line_of(path, new.strip().split("\n")[0])
@@ -121,18 +165,35 @@ WORKLOAD_CASES = [
     (LLAMA, "  layers: 32", "  layers: 1e3", "model.layers", "expected a whole number (got '1e3')"),
     (LLAMA, "  batch: 1", "  batch: yes", "scenario.batch", "expected a whole number (got True)"),
     (LLAMA, "  batch: 1", "  batch: 0", "scenario.batch", "must be greater than 0 (got 0)"),
-    (LLAMA, "tied_embeddings: false", "tied_embeddings: 'no'", "model.tied_embeddings",
-     "expected true or false (got 'no')"),
-    (LLAMA, "  weights: bf16", "  weights: bf15", "dtypes.weights",
-     "expected 'fp32', 'bf16', 'fp16', 'fp8', 'int8' or 'int4' (got 'bf15'); did you mean 'bf16'?"),
-    (LLAMA, "fusion: fused", "fusion: fusd", "fusion", "expected 'eager' or 'fused' (got 'fusd'); did you mean 'fused'?"),
-    (LLAMA, "dtypes:", "dtypes: [bf16]\nunused:", "dtypes",
-     "expected a mapping of keys to values (got ['bf16'])"),
+    (
+        LLAMA,
+        "tied_embeddings: false",
+        "tied_embeddings: 'no'",
+        "model.tied_embeddings",
+        "expected true or false (got 'no')",
+    ),
+    (
+        LLAMA,
+        "  weights: bf16",
+        "  weights: bf15",
+        "dtypes.weights",
+        "expected 'fp32', 'bf16', 'fp16', 'fp8', 'int8' or 'int4' (got 'bf15'); did you mean 'bf16'?",
+    ),
+    (
+        LLAMA,
+        "fusion: fused",
+        "fusion: fusd",
+        "fusion",
+        "expected 'eager' or 'fused' (got 'fusd'); did you mean 'fused'?",
+    ),
+    (LLAMA, "dtypes:", "dtypes: [bf16]\nunused:", "dtypes", "expected a mapping of keys to values (got ['bf16'])"),
     (MIXTRAL, "top_k: 2", "top_k: 9", "model.moe.top_k", "top_k (9) must not exceed experts (8)"),
 ]
 
 
-@pytest.mark.parametrize("src,old,new,key,message", WORKLOAD_CASES, ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
+@pytest.mark.parametrize(
+    "src,old,new,key,message", WORKLOAD_CASES, ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None
+)
 def test_workload_mistakes_are_located_and_quoted(tmp_path, src, old, new, key, message):
     path = _edit(tmp_path, src, old, new)
     line = _line_of(path, new.strip().split("\n")[0])
@@ -149,35 +210,53 @@ def test_missing_and_misspelt_section(tmp_path):
 
 def test_every_problem_in_a_file_at_once(tmp_path):
     path = _edit(tmp_path, H200, "cores.count=", "count: 0")
-    Path(path).write_text(Path(path).read_text().replace("dataflow: ws", "dataflow: xs")
-                          .replace("capacity: 60 MiB", "capacity: 60 GB/s"))
+    Path(path).write_text(
+        Path(path).read_text().replace("dataflow: ws", "dataflow: xs").replace("capacity: 60 MiB", "capacity: 60 GB/s")
+    )
     keys = [p.split(": ")[1] for p in _problems(load_system, path)]
     assert keys == ["cores.count", "cores.matrix_units.dataflow", "l2.capacity"]
 
 
-@pytest.mark.parametrize("content,line,message", [
-    (b"", 1, "is empty"),
-    (b"# only a comment\n", 1, "is empty"),
-    (b"name: x\nclock: \xff\xfe GHz\n", 2, "is not UTF-8 text (binary data at byte 15)"),
-    (b"name: x\n\nclock: 1\x00 GHz\n", 3, "is not a text file (contains NUL bytes)"),
-    (b"name: x\nclock: \x07\n", 2, "not valid YAML: control character #x0007 is not allowed"),
-    (b"name: [unclosed\nclock: 1 GHz\n", 2, "not valid YAML: expected ',' or ']', but got ':'"),
-    (b"name: x\n  clock: 1 GHz\n", 2, "not valid YAML: mapping values are not allowed here"),
-    (b"- a\n- b\n", 1, "must be a mapping of keys to values (got ['a', 'b'])"),
-    (b"just some text\n", 1, "must be a mapping of keys to values (got 'just some text')"),
-    (b"name: x\n---\nname: y\n", 2, "not valid YAML: expected a single document in the stream, but found another document"),
-    (b"a: &x [1, *x]\n", 1, "a[1]: an alias refers to the node that contains it"),
-    (b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-     b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-     b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n", 1,
-     "too large: expands to more than 100,000 YAML nodes (nested too deeply or aliased too often)"),
-    (b"[" * 1000 + b"]" * 1000, 1, "not valid YAML: nested too deeply"),
-    (b"name: !!python/object/apply:os.system [ls]\n", 1,
-     "name: not valid YAML: unknown tag 'tag:yaml.org,2002:python/object/apply:os.system'"),
-    (b"name: !!python/name:os.system x\n", 1,
-     "name: not valid YAML: could not determine a constructor for the tag 'tag:yaml.org,2002:python/name:os.system'"),
-    (b"? [a, b]\n: 1\n", 1, "keys must be plain names"),
-], ids=lambda v: repr(v)[:24] if isinstance(v, bytes) else None)
+@pytest.mark.parametrize(
+    "content,line,message",
+    [
+        (b"", 1, "is empty"),
+        (b"# only a comment\n", 1, "is empty"),
+        (b"name: x\nclock: \xff\xfe GHz\n", 2, "is not UTF-8 text (binary data at byte 15)"),
+        (b"name: x\n\nclock: 1\x00 GHz\n", 3, "is not a text file (contains NUL bytes)"),
+        (b"name: x\nclock: \x07\n", 2, "not valid YAML: control character #x0007 is not allowed"),
+        (b"name: [unclosed\nclock: 1 GHz\n", 2, "not valid YAML: expected ',' or ']', but got ':'"),
+        (b"name: x\n  clock: 1 GHz\n", 2, "not valid YAML: mapping values are not allowed here"),
+        (b"- a\n- b\n", 1, "must be a mapping of keys to values (got ['a', 'b'])"),
+        (b"just some text\n", 1, "must be a mapping of keys to values (got 'just some text')"),
+        (
+            b"name: x\n---\nname: y\n",
+            2,
+            "not valid YAML: expected a single document in the stream, but found another document",
+        ),
+        (b"a: &x [1, *x]\n", 1, "a[1]: an alias refers to the node that contains it"),
+        (
+            b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+            b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+            b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n",
+            1,
+            "too large: expands to more than 100,000 YAML nodes (nested too deeply or aliased too often)",
+        ),
+        (b"[" * 1000 + b"]" * 1000, 1, "not valid YAML: nested too deeply"),
+        (
+            b"name: !!python/object/apply:os.system [ls]\n",
+            1,
+            "name: not valid YAML: unknown tag 'tag:yaml.org,2002:python/object/apply:os.system'",
+        ),
+        (
+            b"name: !!python/name:os.system x\n",
+            1,
+            "name: not valid YAML: could not determine a constructor for the tag 'tag:yaml.org,2002:python/name:os.system'",
+        ),
+        (b"? [a, b]\n: 1\n", 1, "keys must be plain names"),
+    ],
+    ids=lambda v: repr(v)[:24] if isinstance(v, bytes) else None,
+)
 def test_unreadable_files_are_located(tmp_path, content, line, message):
     path = tmp_path / "chip.yaml"
     path.write_bytes(content)
@@ -190,17 +269,27 @@ def test_paths_that_are_not_files(tmp_path):
     assert _problems(load_system, str(tmp_path / "nope.yaml")) == [f"{tmp_path / 'nope.yaml'}: no such file"]
     assert _problems(load_system, "/dev/null") == ["/dev/null: is not a regular file (a device, pipe or socket)"]
     assert _problems(load_workload, "lama3_8b") == [
-        "lama3_8b: no such file or shipped workloads name; did you mean 'llama3_8b'?"]
+        "lama3_8b: no such file or shipped workloads name; did you mean 'llama3_8b'?"
+    ]
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["run", "--batch", "-3"], "archsim: error: argument --batch: must be greater than zero (got -3)"),
-    (["run", "--generate", "0"], "archsim: error: argument --generate: must be greater than zero (got 0)"),
-    (["run", "--prompt", "1.5"], "archsim: error: argument --prompt: must be a whole number (got '1.5')"),
-    (["run", "--batch", "9" * 30], "archsim: error: argument --batch: must be at most 2147483647 (got " + "9" * 30 + ")"),
-    (["run", "--hw", "h201"], "h201: no such file or shipped hw_configs name; did you mean 'h200'?"),
-    (["run", "--workload", "mixtral"], "mixtral: no such file or shipped workloads name; did you mean 'mixtral_8x7b'?"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["run", "--batch", "-3"], "archsim: error: argument --batch: must be greater than zero (got -3)"),
+        (["run", "--generate", "0"], "archsim: error: argument --generate: must be greater than zero (got 0)"),
+        (["run", "--prompt", "1.5"], "archsim: error: argument --prompt: must be a whole number (got '1.5')"),
+        (
+            ["run", "--batch", "9" * 30],
+            "archsim: error: argument --batch: must be at most 2147483647 (got " + "9" * 30 + ")",
+        ),
+        (["run", "--hw", "h201"], "h201: no such file or shipped hw_configs name; did you mean 'h200'?"),
+        (
+            ["run", "--workload", "mixtral"],
+            "mixtral: no such file or shipped workloads name; did you mean 'mixtral_8x7b'?",
+        ),
+    ],
+)
 def test_bad_flags_exit_2_with_one_line(capsys, argv, message):
     try:
         code = main(argv)
@@ -215,7 +304,8 @@ def test_bad_config_through_the_cli(tmp_path, capsys):
     assert main(["run", "--hw", path, "--prompt", "64", "--generate", "2"]) == 2
     line = _line_of(path, "dataflow: diagonal")
     assert capsys.readouterr().err == (
-        f"{path}:{line}: cores.matrix_units.dataflow: expected 'ws', 'os' or 'is' (got 'diagonal')\n")
+        f"{path}:{line}: cores.matrix_units.dataflow: expected 'ws', 'os' or 'is' (got 'diagonal')\n"
+    )
 
 
 def _refusal(capsys, argv: list[str]) -> str:
@@ -232,7 +322,8 @@ def test_does_not_fit_names_weights_kv_and_capacity(capsys):
     assert err.startswith(
         "archsim: error: Llama-3-70B with batch 1 and context 2304 does not fit on Google TPU v5e: "
         "weights 141 GB + KV cache 755 MB + activations 303 MB = 142 GB > capacity 16 GB; "
-        "not even one sequence fits: use a chip with more memory, more chips, or smaller dtypes")
+        "not even one sequence fits: use a chip with more memory, more chips, or smaller dtypes"
+    )
 
 
 def test_does_not_fit_names_the_largest_batch(capsys):
@@ -244,7 +335,8 @@ def test_does_not_fit_names_the_largest_batch(capsys):
     assert err.startswith(
         "archsim: error: Llama-3-8B with batch 4096 and context 8192 does not fit on NVIDIA H200 SXM: "
         "weights 16.1 GB + KV cache 4.4 TB + activations 1.24 TB = 5.65 TB > capacity 141 GB; "
-        "the largest batch that fits is 90")
+        "the largest batch that fits is 90"
+    )
 
 
 def test_unwritable_output_path_exits_2(tmp_path, capsys):
@@ -265,8 +357,10 @@ def test_a_bug_is_one_line_and_exit_1_unless_debugging(monkeypatch, capsys):
     monkeypatch.setattr(listing, "run", broken)
     monkeypatch.delenv("ARCHSIM_DEBUG", raising=False)
     assert main(["list"]) == 1
-    assert capsys.readouterr().err == ("archsim: internal error: RuntimeError: unexpected state "
-                                       "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)\n")
+    assert capsys.readouterr().err == (
+        "archsim: internal error: RuntimeError: unexpected state "
+        "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)\n"
+    )
     monkeypatch.setenv("ARCHSIM_DEBUG", "1")
     with pytest.raises(RuntimeError, match="unexpected state"):
         main(["list"])

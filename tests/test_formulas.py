@@ -53,6 +53,7 @@ def test_hbm_efficiency_by_hand(h200):
 
 def test_h200_headline_numbers(h200):
     from archsim.hardware import DType
+
     chip = h200.chip
     assert chip.hbm.peak_bandwidth_bytes_per_s == pytest.approx(4.8e12)
     assert chip.core.macs_per_cycle(DType.BF16) == 2048

@@ -19,10 +19,14 @@ fuzz = sys.modules.setdefault("fuzz_configs", importlib.util.module_from_spec(_s
 _spec.loader.exec_module(fuzz)
 
 
-
 def fuzz_settings(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 @fuzz_settings(300)

@@ -17,13 +17,31 @@ LLAMA3_8B = DATA / "Meta-Llama-3-8B" / "config.json"
 
 # mistralai/Mixtral-8x7B-v0.1 config.json (public values)
 MIXTRAL = {
-    "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
-    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
-    "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32,
-    "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8,
-    "output_router_logits": False, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
-    "router_aux_loss_coef": 0.02, "sliding_window": None, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0", "use_cache": True, "vocab_size": 32000,
+    "architectures": ["MixtralForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "model_type": "mixtral",
+    "num_attention_heads": 32,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "output_router_logits": False,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0,
+    "router_aux_loss_coef": 0.02,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.36.0.dev0",
+    "use_cache": True,
+    "vocab_size": 32000,
 }
 
 
@@ -51,8 +69,14 @@ def test_mixtral_config_gives_the_shipped_moe_model(tmp_path):
 
 
 def test_fields_archsim_cannot_model_are_named(tmp_path):
-    mistral = {**MIXTRAL, "model_type": "mistral", "sliding_window": 4096, "attention_bias": True,
-               "rope_scaling": {"type": "linear", "factor": 2.0}, "new_thing": 3}
+    mistral = {
+        **MIXTRAL,
+        "model_type": "mistral",
+        "sliding_window": 4096,
+        "attention_bias": True,
+        "rope_scaling": {"type": "linear", "factor": 2.0},
+        "new_thing": 3,
+    }
     for key in ("num_local_experts", "num_experts_per_tok"):
         del mistral[key]
     hf = load_hf_config(str(_write(tmp_path, mistral)))
@@ -61,15 +85,27 @@ def test_fields_archsim_cannot_model_are_named(tmp_path):
         assert name in text
     assert not hf.model.is_moe
     # Qwen2 keeps a window in its config but does not use it
-    qwen = {**mistral, "model_type": "qwen2", "use_sliding_window": False, "attention_bias": False,
-            "rope_scaling": None, "new_thing": None}
+    qwen = {
+        **mistral,
+        "model_type": "qwen2",
+        "use_sliding_window": False,
+        "attention_bias": False,
+        "rope_scaling": None,
+        "new_thing": None,
+    }
     text = "; ".join(load_hf_config(str(_write(tmp_path, qwen))).unmodelled)
     assert "sliding_window" not in text and "Qwen2" in text
 
 
 def test_defaults_kv_heads_and_head_dim(tmp_path):
-    cfg = {"hidden_size": 2048, "num_attention_heads": 16, "intermediate_size": 5632, "num_hidden_layers": 22,
-           "vocab_size": 32000, "head_dim": None}
+    cfg = {
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 22,
+        "vocab_size": 32000,
+        "head_dim": None,
+    }
     m = load_hf_config(str(_write(tmp_path, cfg, "tiny.json"))).model
     assert (m.kv_heads, m.head_dim, m.tied_embeddings, m.name) == (16, 128, False, "tiny")
 

@@ -40,8 +40,14 @@ sys.exit(main(sys.argv[1:]))
 
 
 def _child(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_ctrl_c_two_seconds_in_exits_130_without_traceback():

@@ -15,7 +15,13 @@ from archsim.graph.builder import Step
 from archsim.graph.model import Fusion, ModelSpec, Phase, Scenario
 from archsim.graph.ops import OpKind
 from archsim.graph.parallel import (
-    Parallelism, ParallelismError, best_chunks, chip_params, max_chunks, overlapped_s, pipeline_step_s,
+    Parallelism,
+    ParallelismError,
+    best_chunks,
+    chip_params,
+    max_chunks,
+    overlapped_s,
+    pipeline_step_s,
     shard_step,
 )
 from archsim.hardware.collectives import Fabric
@@ -39,6 +45,7 @@ def _names(ops, kind):
 
 # --- TP = 1 is the single chip, exactly -----------------------------------------------------------
 
+
 def test_tp1_gives_byte_identical_results(h200, llama8b):
     w = _scenario(llama8b, 2, 256, 8)
     alone = run_generation(w, h200)
@@ -56,6 +63,7 @@ def test_cli_tp1_json_is_byte_identical(tmp_path):
 
 
 # --- the ops one chip runs ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fusion", [Fusion.FUSED, Fusion.EAGER])
 def test_tp_shards_heads_and_ffn_and_reduces_after_o_proj_and_down(llama8b, fusion):
@@ -103,11 +111,14 @@ def test_ep_dispatches_and_combines_around_local_experts():
     assert (dispatch.bytes, dispatch.ranks) == (4 * 2 * 4096 * 2, 4)
 
 
-@pytest.mark.parametrize("par,fragment", [
-    (Parallelism(tp=3), "TP 3 must divide the 64 attention heads"),
-    (Parallelism(pp=81), "PP 81 is more stages than the 80 layers"),
-    (Parallelism(ep=2), "needs a mixture-of-experts model"),
-])
+@pytest.mark.parametrize(
+    "par,fragment",
+    [
+        (Parallelism(tp=3), "TP 3 must divide the 64 attention heads"),
+        (Parallelism(pp=81), "PP 81 is more stages than the 80 layers"),
+        (Parallelism(ep=2), "needs a mixture-of-experts model"),
+    ],
+)
 def test_layouts_the_model_cannot_take_are_refused(par, fragment):
     with pytest.raises(ParallelismError, match=fragment):
         shard_step(LLAMA70B, Step(Phase.DECODE, 1, 1, 10), par)
@@ -143,6 +154,7 @@ def test_does_not_fit_names_the_fewest_chips():
 
 # --- schedules, by hand ---------------------------------------------------------------------------
 
+
 def test_overlap_of_chunked_collectives_by_hand():
     # 8 us of GEMM in 4 pieces of 2 us, each followed by a 1 us collective: 2 + 1 + 3 * 2 = 9 us
     assert overlapped_s(8.0, 1.0, 4) == 9.0
@@ -172,6 +184,7 @@ def test_pipeline_schedule_by_hand():
 
 
 # --- whole runs -----------------------------------------------------------------------------------
+
 
 def test_llama70b_tp8_runs_and_reports_communication():
     r = run_generation(_scenario(LLAMA70B, 8, 512, 4), H200X8, parallelism=Parallelism(tp=8))
@@ -220,10 +233,25 @@ def test_torus_system_runs_tensor_parallel(llama8b):
 
 # --- command line ---------------------------------------------------------------------------------
 
+
 def test_run_tp8_on_h200x8(tmp_path, capsys):
     out = tmp_path / "r.json"
-    argv = ["run", "--hw", "h200x8", "--workload", "llama3_70b", "--tp", "8", "--prompt", "256", "--generate", "2",
-            "--quiet", "--json", str(out)]
+    argv = [
+        "run",
+        "--hw",
+        "h200x8",
+        "--workload",
+        "llama3_70b",
+        "--tp",
+        "8",
+        "--prompt",
+        "256",
+        "--generate",
+        "2",
+        "--quiet",
+        "--json",
+        str(out),
+    ]
     assert main(argv) == 0
     assert "communication on the busiest chip (TP 8" in capsys.readouterr().out
     data = json.loads(out.read_text())
@@ -231,11 +259,14 @@ def test_run_tp8_on_h200x8(tmp_path, capsys):
     assert 0 < data["communication"]["decode"]["exposed_share"] < 1
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--hw", "h200", "--tp", "2"], "TP 2 needs 2 chips; the system has 1 (NVIDIA H200 SXM x1)"),
-    (["--hw", "h200x8", "--tp", "3"], "TP 3 must divide the 32 attention heads"),
-    (["--hw", "h200x8", "--ep", "2"], "EP 2 needs a mixture-of-experts model"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--hw", "h200", "--tp", "2"], "TP 2 needs 2 chips; the system has 1 (NVIDIA H200 SXM x1)"),
+        (["--hw", "h200x8", "--tp", "3"], "TP 3 must divide the 32 attention heads"),
+        (["--hw", "h200x8", "--ep", "2"], "EP 2 needs a mixture-of-experts model"),
+    ],
+)
 def test_run_refuses_layouts_with_exit_2(argv, message, capsys):
     assert main(["run", "--prompt", "64", "--generate", "2", *argv]) == 2
     assert message in capsys.readouterr().err

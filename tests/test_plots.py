@@ -25,14 +25,37 @@ def is_png(path) -> bool:
 def test_run_plots_and_csv(tmp_path, capsys):
     """A small chip, so the capacity limit (and the tokens/s sweep up to it) stays small."""
     plots, table, result = tmp_path / "plots", tmp_path / "ops.csv", tmp_path / "r.json"
-    assert main(["run", "--hw", "tpu_v5e", "--workload", "llama2_7b", "--prompt", "64", "--generate", "4",
-                 "--quiet", "--plots", str(plots), "--csv", str(table), "--json", str(result)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--hw",
+                "tpu_v5e",
+                "--workload",
+                "llama2_7b",
+                "--prompt",
+                "64",
+                "--generate",
+                "4",
+                "--quiet",
+                "--plots",
+                str(plots),
+                "--csv",
+                str(table),
+                "--json",
+                str(result),
+            ]
+        )
+        == 0
+    )
     names = ("roofline.png", "breakdown.png", "decode_kv.png", "memory.png", "throughput_batch.png")
     for name in names:
         assert is_png(plots / name), name
     rows = list(csv.DictReader(table.open()))
     run = json.loads(result.read_text())
-    assert [r["phase"] for r in rows] == ["prefill"] * len(run["prefill"]["ops"]) + ["decode"] * len(run["decode"]["ops"])
+    assert [r["phase"] for r in rows] == ["prefill"] * len(run["prefill"]["ops"]) + ["decode"] * len(
+        run["decode"]["ops"]
+    )
     assert [r["op"] for r in rows[: len(run["prefill"]["ops"])]] == [o["name"] for o in run["prefill"]["ops"]]
     prefill_s = sum(float(r["step_time_s"]) for r in rows if r["phase"] == "prefill")
     assert prefill_s == pytest.approx(run["ttft_s"], rel=1e-9)
@@ -56,5 +79,11 @@ def test_per_op_table_fits_120_columns(h200, llama8b):
 
 
 def test_si_numbers():
-    assert [si(5.35e14), si(4.5e12), si(1.234e10), si(870), si(0), si(999_999)] == \
-        ["535T", "4.5T", "12.3G", "870", "0", "1M"]
+    assert [si(5.35e14), si(4.5e12), si(1.234e10), si(870), si(0), si(999_999)] == [
+        "535T",
+        "4.5T",
+        "12.3G",
+        "870",
+        "0",
+        "1M",
+    ]

@@ -26,44 +26,80 @@ ROOT = Path(__file__).resolve().parents[1]
 H200 = load_system(str(ROOT / "hw_configs" / "h200.yaml"))[0].chip
 REL = 1e-9  # float slack on bounds computed two ways
 
-PROPERTY = settings(max_examples=int(os.environ.get("ARCHSIM_PROPERTY_EXAMPLES", 300)), deadline=None,
-                    derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=int(os.environ.get("ARCHSIM_PROPERTY_EXAMPLES", 300)),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @st.composite
 def chips(draw) -> Chip:
     """The H200 with its core count, clock, SRAM, DMA depth and HBM pin rate varied."""
     core = H200.core
-    core = replace(core, sram=replace(core.sram, capacity_bytes=draw(st.sampled_from([64, 128, 228, 512])) * 1024),
-                   max_inflight_bytes=draw(st.sampled_from([4, 16, 32, 128])) * 1024)
-    return replace(H200, cores=draw(st.sampled_from([1, 4, 33, 132, 264])),
-                   clock_hz=draw(st.sampled_from([0.8e9, 1.755e9, 2.5e9])), core=core,
-                   hbm=replace(H200.hbm, data_rate_bits_per_s=draw(st.sampled_from([1.6e9, 6.25e9, 12.5e9]))))
+    core = replace(
+        core,
+        sram=replace(core.sram, capacity_bytes=draw(st.sampled_from([64, 128, 228, 512])) * 1024),
+        max_inflight_bytes=draw(st.sampled_from([4, 16, 32, 128])) * 1024,
+    )
+    return replace(
+        H200,
+        cores=draw(st.sampled_from([1, 4, 33, 132, 264])),
+        clock_hz=draw(st.sampled_from([0.8e9, 1.755e9, 2.5e9])),
+        core=core,
+        hbm=replace(H200.hbm, data_rate_bits_per_s=draw(st.sampled_from([1.6e9, 6.25e9, 12.5e9]))),
+    )
 
 
 dims = st.sampled_from([1, 3, 16, 64, 100, 256, 1024])
-gemms = st.builds(lambda dt, m, k, n, g: Op(OpKind.GEMM, dt, m=m, k=k, n=n, groups=g),
-                  st.sampled_from([DType.BF16, DType.FP8]), dims, st.sampled_from([16, 128, 1000, 4096]),
-                  st.sampled_from([16, 128, 1024, 4096]), st.sampled_from([1, 2, 8]))
+gemms = st.builds(
+    lambda dt, m, k, n, g: Op(OpKind.GEMM, dt, m=m, k=k, n=n, groups=g),
+    st.sampled_from([DType.BF16, DType.FP8]),
+    dims,
+    st.sampled_from([16, 128, 1000, 4096]),
+    st.sampled_from([16, 128, 1024, 4096]),
+    st.sampled_from([1, 2, 8]),
+)
 
 
 @st.composite
 def attentions(draw) -> Op:
     kv_heads = draw(st.sampled_from([1, 2, 8]))
     q_len = draw(st.sampled_from([1, 1, 16, 128, 512]))
-    return Op(OpKind.ATTENTION, DType.BF16, batch=draw(st.sampled_from([1, 2, 8])),
-              heads=kv_heads * draw(st.sampled_from([1, 4])), kv_heads=kv_heads,
-              head_dim=draw(st.sampled_from([64, 128])), q_len=q_len,
-              kv_len=q_len + draw(st.sampled_from([0, 100, 1000, 4000])), causal=draw(st.booleans()))
+    return Op(
+        OpKind.ATTENTION,
+        DType.BF16,
+        batch=draw(st.sampled_from([1, 2, 8])),
+        heads=kv_heads * draw(st.sampled_from([1, 4])),
+        kv_heads=kv_heads,
+        head_dim=draw(st.sampled_from([64, 128])),
+        q_len=q_len,
+        kv_len=q_len + draw(st.sampled_from([0, 100, 1000, 4000])),
+        causal=draw(st.booleans()),
+    )
 
 
-vectors = st.builds(lambda m, n, v, strided, hot: Op(OpKind.VECTOR, DType.BF16, m=m, n=n, vop=v, strided=strided, hot=hot),
-                    st.sampled_from([1, 8, 64, 2048]), st.sampled_from([128, 4096, 14336]), st.sampled_from(list(VectorOp)),
-                    st.booleans(), st.booleans())
-copies = st.builds(lambda b, strided, hot: Op(OpKind.COPY, DType.BF16, bytes=b, strided=strided, hot=hot),
-                   st.sampled_from([1024, 1 << 20, 64 << 20]), st.booleans(), st.booleans())
-embeddings = st.builds(lambda m, n: Op(OpKind.EMBEDDING, DType.BF16, m=m, n=n),
-                       st.sampled_from([1, 64, 2048]), st.sampled_from([4096, 8192]))
+vectors = st.builds(
+    lambda m, n, v, strided, hot: Op(OpKind.VECTOR, DType.BF16, m=m, n=n, vop=v, strided=strided, hot=hot),
+    st.sampled_from([1, 8, 64, 2048]),
+    st.sampled_from([128, 4096, 14336]),
+    st.sampled_from(list(VectorOp)),
+    st.booleans(),
+    st.booleans(),
+)
+copies = st.builds(
+    lambda b, strided, hot: Op(OpKind.COPY, DType.BF16, bytes=b, strided=strided, hot=hot),
+    st.sampled_from([1024, 1 << 20, 64 << 20]),
+    st.booleans(),
+    st.booleans(),
+)
+embeddings = st.builds(
+    lambda m, n: Op(OpKind.EMBEDDING, DType.BF16, m=m, n=n),
+    st.sampled_from([1, 64, 2048]),
+    st.sampled_from([4096, 8192]),
+)
 ops = st.one_of(gemms, attentions(), vectors, copies, embeddings)
 
 

@@ -22,12 +22,20 @@ from archsim.serving.metrics import Slo
 from archsim.serving.requests import make_requests
 from archsim.serving.scheduler import Policy, SchedulerConfig
 from archsim.serving.simulate import (
-    Disaggregation, LinkMissingError, ServeSetup, ServeSetupError, kv_transfer_s, serve,
+    Disaggregation,
+    LinkMissingError,
+    ServeSetup,
+    ServeSetupError,
+    kv_transfer_s,
+    serve,
 )
 from archsim.serving.steptime import StepTimer, mixed_step_time_s, ops_time_s, step_timer
 
-TINY = Workload(ModelSpec("tiny", layers=2, hidden=512, heads=8, kv_heads=2, head_dim=64, ffn=1024, vocab=1000),
-                DTypes(), Scenario(1, 128, 16))
+TINY = Workload(
+    ModelSpec("tiny", layers=2, hidden=512, heads=8, kv_heads=2, head_dim=64, ffn=1024, vocab=1000),
+    DTypes(),
+    Scenario(1, 128, 16),
+)
 POOL_BLOCKS = 120  # 1,920 tokens: the busy workload below must preempt
 
 
@@ -121,7 +129,8 @@ def test_exact_timer_is_the_mixed_step_definition(h200):
     grid = step_timer(TINY, h200.chip)
     # on the grid: 64 tokens, 9 sequences, 8 decodes at KV 64, a chunk of 56 new tokens
     assert grid.step_s(np.array([64] * 8), [(56, 0)]) == pytest.approx(
-        mixed_step_time_s(TINY, h200.chip, MixedBatch((64,) * 8, (PrefillChunk(56, 0),))), rel=1e-12)
+        mixed_step_time_s(TINY, h200.chip, MixedBatch((64,) * 8, (PrefillChunk(56, 0),))), rel=1e-12
+    )
     run = grid.decode_run_s(3, 3 * 40 + 30, 70, 50)
     one = [grid.step_s(np.array([40 + j, 40 + j, 70 + j]), []) for j in range(50)]
     np.testing.assert_allclose(run, one, rtol=1e-12)
@@ -174,8 +183,10 @@ def test_instances_share_the_load(h200):
 def test_find_capacity_brackets_the_slo(h200):
     slo = Slo(ttft_s=2e-3)
     cfg = setup(h200, Policy.VLLM)
+
     def at(rate):
         return generate_requests(rate, 150, parse_length("uniform:16:256"), parse_length("16"), seed=1)
+
     cap = find_capacity(at, cfg, slo, start_rate_per_s=1000.0, attainment=0.9, tolerance=0.05)
     assert cap.rate_per_s > 0 and cap.attainment >= 0.9
     failing = [p for p in cap.probes if p.attainment < 0.9]
@@ -205,8 +216,11 @@ def test_a_multi_chip_instance_runs_tensor_parallel():
     assert tp.tokens_s(8) > sharded  # the all-reduces after attention and FFN come on top
     res = serve(busy(n=20), ServeSetup(w, eight))
     assert len(res.served) == 20 and res.metrics().tpot_s.mean > 0
-    with pytest.raises(ServeSetupError, match="an instance of 8 chips runs tiny tensor-parallel over all of them: "
-                                              "TP 8 must divide the 12 attention heads"):
+    with pytest.raises(
+        ServeSetupError,
+        match="an instance of 8 chips runs tiny tensor-parallel over all of them: "
+        "TP 8 must divide the 12 attention heads",
+    ):
         serve(busy(n=2), ServeSetup(replace(TINY, model=replace(TINY.model, heads=12, kv_heads=2)), eight))
     with pytest.raises(ServeSetupError, match="has no interconnect section"):
         serve(busy(n=2), ServeSetup(TINY, replace(eight, interconnect=None)))

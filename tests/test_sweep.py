@@ -52,6 +52,7 @@ def messages(tmp_path: Path, text: str) -> list[str]:
 
 # expressions
 
+
 def test_expressions_compute_with_names_units_and_functions():
     e = parse_expr("max(units, 3) * 2 ** 3 + sram / KiB if fits else -1", {"units", "sram", "fits"})
     assert e.evaluate({"units": 4, "sram": 2048, "fits": True}) == 4 * 8 + 2
@@ -61,17 +62,20 @@ def test_expressions_compute_with_names_units_and_functions():
     assert dotted.names == {"memory.weights_bytes", "GB"} and dotted.evaluate({"memory.weights_bytes": 16e9}) == 16.0
 
 
-@pytest.mark.parametrize("text, why", [
-    ("__import__('os')", "unknown function '__import__'"),
-    ("(lambda: 1)()", "unknown function"),
-    ("x.real()", "unknown function 'x.real'"),
-    ("'a' + 'b'", "only numbers"),
-    ("[1, 2]", "list is not allowed"),
-    ("unitz * 2", "unknown name 'unitz'; did you mean 'units'?"),
-    ("round(x, ndigits=2)", "takes no keyword arguments"),
-    ("max", "is a function"),
-    ("1 +", "not a valid expression"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("__import__('os')", "unknown function '__import__'"),
+        ("(lambda: 1)()", "unknown function"),
+        ("x.real()", "unknown function 'x.real'"),
+        ("'a' + 'b'", "only numbers"),
+        ("[1, 2]", "list is not allowed"),
+        ("unitz * 2", "unknown name 'unitz'; did you mean 'units'?"),
+        ("round(x, ndigits=2)", "takes no keyword arguments"),
+        ("max", "is a function"),
+        ("1 +", "not a valid expression"),
+    ],
+)
 def test_expressions_refuse_what_is_not_arithmetic(text, why):
     with pytest.raises(ExprError, match=None) as err:
         parse_expr(text, {"units", "x"})
@@ -84,6 +88,7 @@ def test_expressions_refuse_huge_exponents():
 
 
 # sampling
+
 
 def test_grid_takes_every_combination_last_fastest():
     pts = grid_points({"a": Domain(choices=(1, 2)), "b": Domain(low=1.0, high=4.0, steps=2, scale=Scale.LOG)})
@@ -124,12 +129,20 @@ def test_sampled_points_are_reproducible():
 
 # spec loading and its errors
 
+
 def test_spec_loads_with_columns_and_points(tmp_path):
     spec = load_spec(write(tmp_path, BASE))
-    assert spec.columns() == [("units", "int", "parameter"), ("clock_ghz", "float", "parameter"),
-                              ("tps", "float", "objective")]
-    assert spec.sample() == [{"units": 2, "clock_ghz": 1.5}, {"units": 2, "clock_ghz": 2.0},
-                             {"units": 4, "clock_ghz": 1.5}, {"units": 4, "clock_ghz": 2.0}]
+    assert spec.columns() == [
+        ("units", "int", "parameter"),
+        ("clock_ghz", "float", "parameter"),
+        ("tps", "float", "objective"),
+    ]
+    assert spec.sample() == [
+        {"units": 2, "clock_ghz": 1.5},
+        {"units": 2, "clock_ghz": 2.0},
+        {"units": 4, "clock_ghz": 1.5},
+        {"units": 4, "clock_ghz": 2.0},
+    ]
 
 
 def test_shipped_sweep_specs_load():
@@ -175,17 +188,22 @@ def test_spec_expressions_and_names_are_checked(tmp_path):
 def test_spec_domain_and_strategy_errors(tmp_path):
     spec = f"{tmp_path}/spec.yaml"
     assert messages(tmp_path, BASE + "strategy: {kind: halton}\n") == [
-        f"{spec}:19: strategy: halton sampling needs points: N"]
+        f"{spec}:19: strategy: halton sampling needs points: N"
+    ]
     assert messages(tmp_path, BASE.replace("    steps: 2\n", "")) == [
-        f"{spec}:14: parameters.clock_ghz.range: a grid needs steps: N for a range"]
+        f"{spec}:14: parameters.clock_ghz.range: a grid needs steps: N for a range"
+    ]
     assert messages(tmp_path, BASE.replace("values: [2, 4]", "values: [2, four]")) == [
-        f"{spec}:9: parameters.units: values must all be numbers, all names or all true/false (got [2, 'four'])"]
+        f"{spec}:9: parameters.units: values must all be numbers, all names or all true/false (got [2, 'four'])"
+    ]
 
 
 def test_spec_set_values_are_validated_with_the_base(tmp_path):
     got = messages(tmp_path, BASE.replace("output_tokens: 2", "output_tokens: 0"))
-    assert got == [f"{tmp_path}/spec.yaml:6: set.'workload.scenario.output_tokens': with these values, "
-                   "workload.scenario.output_tokens: must be greater than 0 (got 0)"]
+    assert got == [
+        f"{tmp_path}/spec.yaml:6: set.'workload.scenario.output_tokens': with these values, "
+        "workload.scenario.output_tokens: must be greater than 0 (got 0)"
+    ]
 
 
 def test_config_values_carry_units_and_whole_numbers():
@@ -196,6 +214,7 @@ def test_config_values_carry_units_and_whole_numbers():
 
 
 # resolution
+
 
 def test_a_point_is_keyed_like_archsim_run(tmp_path):
     from archsim.commands.run import load_run_inputs
@@ -218,16 +237,20 @@ def test_a_point_is_keyed_like_archsim_run(tmp_path):
 def test_invalid_designs_become_failed_points(tmp_path):
     from archsim.sweep.points import resolve_points
 
-    text = BASE.replace("path: hardware.cores.matrix_units.count\n    values: [2, 4]",
-                        "path: hardware.cores.sram.capacity\n    values: [1, 228]\n    unit: KiB")
+    text = BASE.replace(
+        "path: hardware.cores.matrix_units.count\n    values: [2, 4]",
+        "path: hardware.cores.sram.capacity\n    values: [1, 228]\n    unit: KiB",
+    )
     tasks = resolve_points(load_spec(write(tmp_path, text)))
     bad = [t for t in tasks if t.design is None]
     assert len(bad) == 2 and len(tasks) == 4
-    assert bad[0].error.startswith("invalid design: hardware.cores.sram.capacity: too small for the smallest "
-                                   "legal tile")
+    assert bad[0].error.startswith(
+        "invalid design: hardware.cores.sram.capacity: too small for the smallest legal tile"
+    )
 
 
 # Pareto fronts
+
 
 def test_pareto_front_by_hand():
     # (tokens/s max, area min): (10, 5) and (12, 9) and (8, 2) are optimal; (9, 6) is beaten by (10, 5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -82,7 +83,7 @@ def small(tmp_path_factory):
 
 
 def test_sweep_records_every_point_once_with_its_status(small):
-    spec, out, code = small
+    _spec, out, code = small
     assert code == 1  # a point failed: recorded, the others went on, and the exit code says so
     rows = parts(out)
     assert len(rows) == 6 and len({r["config_hash"] for r in rows}) == 6
@@ -98,10 +99,26 @@ def test_sweep_records_every_point_once_with_its_status(small):
     assert schema.names == ["config_hash", "status", "error", "units", "clock_ghz", "macs", "tps", "ttft_ms", "odd"]
     assert str(schema.field("units").type) == "int64" and str(schema.field("tps").type) == "double"
     summary = json.loads((out / "summary.json").read_text())
-    assert {k: summary[k] for k in ("points_total", "points_done", "points_failed", "points_ok",
-                                    "points_infeasible", "points_remaining", "complete")} == {
-        "points_total": 6, "points_done": 6, "points_failed": 1, "points_ok": 4, "points_infeasible": 1,
-        "points_remaining": 0, "complete": True}
+    assert {
+        k: summary[k]
+        for k in (
+            "points_total",
+            "points_done",
+            "points_failed",
+            "points_ok",
+            "points_infeasible",
+            "points_remaining",
+            "complete",
+        )
+    } == {
+        "points_total": 6,
+        "points_done": 6,
+        "points_failed": 1,
+        "points_ok": 4,
+        "points_infeasible": 1,
+        "points_remaining": 0,
+        "complete": True,
+    }
 
 
 def test_rerun_skips_what_is_done(small, capsys):
@@ -121,20 +138,23 @@ def test_a_folder_holds_one_setting_and_one_writer(small, tmp_path, capsys):
     other = tmp_path / "other.yaml"
     other.write_text(SPEC.replace("kv_stride: 1024", "kv_stride: 512"))
     assert main(["sweep", str(other), "--out", str(out), "--workers", "1"]) == 2
-    assert "holds results of a sweep with other settings (different kv_stride): use another --out" in \
-        capsys.readouterr().err
+    assert (
+        "holds results of a sweep with other settings (different kv_stride): use another --out"
+        in capsys.readouterr().err
+    )
     s = load_spec(spec)
-    with ResultStore(out, s.settings(), s.columns()):
-        with pytest.raises(StoreError, match="another sweep is writing to"):
-            ResultStore(out, s.settings(), s.columns()).open()
+    with ResultStore(out, s.settings(), s.columns()), pytest.raises(StoreError, match="another sweep is writing to"):
+        ResultStore(out, s.settings(), s.columns()).open()
 
 
 def test_pareto_table_plot_and_json(small, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     _, out, _ = small
     png, js = tmp_path / "front.png", tmp_path / "front.json"
-    assert main(["pareto", str(out), "--maximize", "tps", "--minimize", "macs", "--plot", str(png),
-                 "--json", str(js)]) == 0
+    assert (
+        main(["pareto", str(out), "--maximize", "tps", "--minimize", "macs", "--plot", str(png), "--json", str(js)])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "Pareto front" in text and "units" in text and "clock_ghz" in text
     assert png.stat().st_size > 10_000
@@ -142,8 +162,10 @@ def test_pareto_table_plot_and_json(small, tmp_path, capsys):
     rows = parts(out)
     ok = [r for r in rows if r["status"] == "ok"]
     for r in front["front"]:  # nothing ok beats a front design on both objectives
-        assert not any(o["tps"] >= r["tps"] and o["macs"] <= r["macs"]
-                       and (o["tps"] > r["tps"] or o["macs"] < r["macs"]) for o in ok)
+        assert not any(
+            o["tps"] >= r["tps"] and o["macs"] <= r["macs"] and (o["tps"] > r["tps"] or o["macs"] < r["macs"])
+            for o in ok
+        )
     assert front["designs"] == 4 and 1 <= len(front["front"]) <= 4
     assert main(["pareto", str(out), "--maximize", "tsp", "--minimize", "macs", "--no-plot"]) == 2
     assert "'tsp' is not a numeric column" in capsys.readouterr().err
@@ -168,8 +190,9 @@ def test_kill_9_mid_sweep_then_resume_records_every_point_exactly_once(tmp_path)
     spec.write_text(KILL_SPEC)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "archsim", "sweep", str(spec), "--out", str(out), "--chunk-size", "2", "--quiet"]
-    proc = subprocess.Popen(cmd + ["--workers", "2"], start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd + ["--workers", "2"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 60
         while not list(out.glob("part-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
@@ -183,10 +206,8 @@ def test_kill_9_mid_sweep_then_resume_records_every_point_exactly_once(tmp_path)
             time.sleep(0.2)
         assert _live_pids_in_group(proc.pid) == []
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     resumed = subprocess.run(cmd + ["--workers", "1"], capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"{24 - done_at_kill} run now" in resumed.stdout
@@ -201,9 +222,26 @@ def test_sweep_on_a_local_dask_cluster_matches_the_local_run(small, tmp_path):
     pytest.importorskip("distributed")
     spec, serial_out, _ = small
     out = tmp_path / "dask"
-    proc = subprocess.run([sys.executable, "-m", "archsim", "sweep", str(spec), "--out", str(out),
-                           "--dask-local", "2", "--chunk-size", "2", "--quiet"],
-                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "archsim",
+            "sweep",
+            str(spec),
+            "--out",
+            str(out),
+            "--dask-local",
+            "2",
+            "--chunk-size",
+            "2",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the one failing point, as in the local run
     assert "dask local cluster (2 workers)" in proc.stdout
     local = {r["config_hash"]: r for r in parts(serial_out)}

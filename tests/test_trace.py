@@ -1,5 +1,6 @@
 """Chrome trace-event files: fields, one span at a time per track, the step as long as simulated."""
 
+import itertools
 import json
 from collections import defaultdict
 
@@ -33,7 +34,7 @@ def check_events(doc: dict) -> list[dict]:
         by_track[(e["pid"], e["tid"])].append(e)
     for track in by_track.values():
         track.sort(key=lambda e: e["ts"])
-        for a, b in zip(track, track[1:]):
+        for a, b in itertools.pairwise(track):
             assert a["ts"] + a["dur"] <= b["ts"] + TOL_US, (a, b)
     counters = [e for e in events if e["ph"] == "C"]
     assert counters and all(len(e["args"]) == 1 and min(e["args"].values()) >= 0 for e in counters)
@@ -42,8 +43,27 @@ def check_events(doc: dict) -> list[dict]:
 
 def test_run_trace_steps_match_the_simulation(tmp_path):
     trace, result = tmp_path / "t.json", tmp_path / "r.json"
-    assert main(["run", "--prompt", "128", "--generate", "4", "--quiet", "--json", str(result),
-                 "--trace", str(trace), "--trace-step", "prefill", "--trace-step", "decode:2"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--prompt",
+                "128",
+                "--generate",
+                "4",
+                "--quiet",
+                "--json",
+                str(result),
+                "--trace",
+                str(trace),
+                "--trace-step",
+                "prefill",
+                "--trace-step",
+                "decode:2",
+            ]
+        )
+        == 0
+    )
     doc, run = json.loads(trace.read_text()), json.loads(result.read_text())
     spans = check_events(doc)
     steps = {e["pid"]: e for e in spans if e["tid"] == 1}
@@ -101,8 +121,7 @@ def test_large_steps_merge_tiles_and_say_so(h200, llama8b):
 
 def test_op_trace(tmp_path):
     path = tmp_path / "op.json"
-    assert main(["op", "gemm", "--M", "512", "--K", "4096", "--N", "4096", "--standalone",
-                 "--trace", str(path)]) == 0
+    assert main(["op", "gemm", "--M", "512", "--K", "4096", "--N", "4096", "--standalone", "--trace", str(path)]) == 0
     doc = json.loads(path.read_text())
     spans = check_events(doc)
     op = next(e for e in spans if e["tid"] == 2)
@@ -130,8 +149,9 @@ def test_bad_trace_step_exits_2(capsys):
 
 def test_store_drain_by_hand():
     """Two stores of 100 bytes at 10 bytes/cycle, posted at 0 and 5: the second waits for the first."""
-    from archsim.report.counters import store_drain
     import numpy as np
+
+    from archsim.report.counters import store_drain
 
     start, end = store_drain(np.array([5.0, 0.0]), np.array([100.0, 100.0]), 10.0, 1000.0)
     assert start.tolist() == [10.0, 0.0] and end.tolist() == [20.0, 10.0]

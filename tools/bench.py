@@ -23,8 +23,22 @@ import sys
 import tempfile
 import time
 
-RUN = ["-m", "archsim", "run", "--hw", "h200", "--workload", "llama3_8b", "--batch", "64", "--prompt", "2048",
-       "--generate", "1024", "--quiet"]
+RUN = [
+    "-m",
+    "archsim",
+    "run",
+    "--hw",
+    "h200",
+    "--workload",
+    "llama3_8b",
+    "--batch",
+    "64",
+    "--prompt",
+    "2048",
+    "--generate",
+    "1024",
+    "--quiet",
+]
 
 
 def clear_caches() -> None:
@@ -47,8 +61,10 @@ def bench_gemm() -> None:
     t0 = time.process_time()
     cycles = simulate_op(op, chip).cycles
     cpu = time.process_time() - t0
-    print(f"(a) GEMM 8192^3 on 128x128 WS: {cycles:,} cycles in {cpu * 1e3:.1f} ms CPU "
-          f"= {cycles / cpu:.3g} simulated cycles per CPU-second")
+    print(
+        f"(a) GEMM 8192^3 on 128x128 WS: {cycles:,} cycles in {cpu * 1e3:.1f} ms CPU "
+        f"= {cycles / cpu:.3g} simulated cycles per CPU-second"
+    )
 
 
 def bench_process(label: str, env: dict) -> None:
@@ -70,8 +86,10 @@ def bench_in_process(profile_lines: int) -> None:
     t0 = time.perf_counter()
     result = run_generation(w, system)
     sim = time.perf_counter() - t0
-    print(f"(b) simulation alone, warm process, fresh result caches: {sim:.3f} s "
-          f"(TTFT {result.ttft_s * 1e3:.1f} ms, TPOT {result.tpot_s * 1e3:.2f} ms)")
+    print(
+        f"(b) simulation alone, warm process, fresh result caches: {sim:.3f} s "
+        f"(TTFT {result.ttft_s * 1e3:.1f} ms, TPOT {result.tpot_s * 1e3:.2f} ms)"
+    )
     clear_caches()
     prof = cProfile.Profile()
     prof.enable()

@@ -11,6 +11,7 @@ of the grid, the second (warm) run finds them memoised and measures the serving 
 Prints both wall times, the simulated steps per second and headline metrics; exits 1 when the
 warm run takes longer than --target seconds (default 10, the issue's budget).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archsim.config.loader import load_system, load_workload  # noqa: E402
-from archsim.serving.metrics import Slo  # noqa: E402
-from archsim.serving.requests import load_trace  # noqa: E402
-from archsim.serving.scheduler import DEFAULT_MAX_BATCHED_TOKENS, Policy, SchedulerConfig  # noqa: E402
-from archsim.serving.simulate import ServeSetup, serve  # noqa: E402
+from archsim.config.loader import load_system, load_workload
+from archsim.serving.metrics import Slo
+from archsim.serving.requests import load_trace
+from archsim.serving.scheduler import DEFAULT_MAX_BATCHED_TOKENS, Policy, SchedulerConfig
+from archsim.serving.simulate import ServeSetup, serve
 
 
 def main() -> int:
@@ -53,9 +54,11 @@ def main() -> int:
     print(f"  trace load        {load_s:6.2f} s")
     print(f"  cold run          {walls[0]:6.2f} s  (simulates the grid of step shapes)")
     print(f"  warm run          {walls[1]:6.2f} s  ({steps:,} steps, {steps / walls[1]:,.0f} steps/s)")
-    print(f"  simulated span    {m.duration_s:,.0f} s; TTFT mean {m.ttft_s.mean * 1e3:.1f} ms, p99 "
-          f"{m.ttft_s.p99 * 1e3:.1f} ms; TPOT mean {m.tpot_s.mean * 1e3:.2f} ms; "
-          f"{m.throughput_tokens_per_s:,.0f} output tokens/s; {m.preemptions} preemptions")
+    print(
+        f"  simulated span    {m.duration_s:,.0f} s; TTFT mean {m.ttft_s.mean * 1e3:.1f} ms, p99 "
+        f"{m.ttft_s.p99 * 1e3:.1f} ms; TPOT mean {m.tpot_s.mean * 1e3:.2f} ms; "
+        f"{m.throughput_tokens_per_s:,.0f} output tokens/s; {m.preemptions} preemptions"
+    )
     ok = walls[1] <= args.target
     print(f"  warm run {'within' if ok else 'OVER'} the {args.target:g} s target")
     return 0 if ok else 1

@@ -30,8 +30,11 @@ def spec_with_points(points: int, folder: Path) -> Path:
     """The benchmark spec, drawing `points` samples instead of 1,000."""
     text = SPEC.read_text().replace("points: 1000", f"points: {points}")
     path = folder / "bench_spec.yaml"
-    path.write_text(text.replace("hardware: h200", f"hardware: {ROOT / 'hw_configs' / 'h200.yaml'}")
-                    .replace("workload: llama3_8b", f"workload: {ROOT / 'workloads' / 'llama3_8b.yaml'}"))
+    path.write_text(
+        text.replace("hardware: h200", f"hardware: {ROOT / 'hw_configs' / 'h200.yaml'}").replace(
+            "workload: llama3_8b", f"workload: {ROOT / 'workloads' / 'llama3_8b.yaml'}"
+        )
+    )
     return path
 
 
@@ -46,11 +49,24 @@ def main() -> int:
         out = Path(args.out) if args.out else Path(tmp) / "results"
         spec = spec_with_points(args.points, Path(tmp))
         pin = ["taskset", "-c", f"0-{args.cpus - 1}"] if args.cpus else []
-        cmd = pin + [sys.executable, "-m", "archsim", "sweep", str(spec), "--out", str(out),
-                     "--workers", str(args.workers), "--quiet"]
+        cmd = pin + [
+            sys.executable,
+            "-m",
+            "archsim",
+            "sweep",
+            str(spec),
+            "--out",
+            str(out),
+            "--workers",
+            str(args.workers),
+            "--quiet",
+        ]
         # fill Numba's disk cache first, as any earlier archsim run on the machine would have
-        subprocess.run(pin + [sys.executable, "-m", "archsim", "run", "--prompt", "32", "--generate", "2", "--quiet"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            pin + [sys.executable, "-m", "archsim", "run", "--prompt", "32", "--generate", "2", "--quiet"],
+            check=True,
+            capture_output=True,
+        )
         load_before = os.getloadavg()[0]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -60,13 +76,19 @@ def main() -> int:
             return proc.returncode
         summary = json.loads((out / "summary.json").read_text())
     last = summary["last_run"]
-    print(f"{summary['points_done']} points ({summary['points_ok']} ok, {summary['points_infeasible']} infeasible, "
-          f"{summary['points_failed']} failed) with {args.workers} workers"
-          + (f" on {args.cpus} CPUs" if args.cpus else ""))
-    print(f"wall {wall_s:.1f} s end to end ({last['elapsed_s']:.1f} s in the sweep), "
-          f"{summary['points_done'] / wall_s:.1f} points/s")
-    print(f"worker CPU {last['cpu_s']:.1f} s: {1000 * last['cpu_s'] / max(1, last['points']):.0f} ms a point; "
-          f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print(
+        f"{summary['points_done']} points ({summary['points_ok']} ok, {summary['points_infeasible']} infeasible, "
+        f"{summary['points_failed']} failed) with {args.workers} workers"
+        + (f" on {args.cpus} CPUs" if args.cpus else "")
+    )
+    print(
+        f"wall {wall_s:.1f} s end to end ({last['elapsed_s']:.1f} s in the sweep), "
+        f"{summary['points_done'] / wall_s:.1f} points/s"
+    )
+    print(
+        f"worker CPU {last['cpu_s']:.1f} s: {1000 * last['cpu_s'] / max(1, last['points']):.0f} ms a point; "
+        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
     scaled = TARGET_S * args.points / 1000
     verdict = "within" if wall_s <= scaled else "over"
     print(f"{verdict} the target of {scaled:.0f} s ({TARGET_S:.0f} s per 1,000 points)")

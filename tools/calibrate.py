@@ -34,22 +34,54 @@ def _chip(s: System, **kw) -> System:
 
 PARAMS = {  # name: (getter, setter, lower, upper)
     "clock_hz": (lambda s: s.chip.clock_hz, lambda s, v: _chip(s, clock_hz=v), 1.0e9, 1.98e9),
-    "max_inflight_bytes": (lambda s: s.chip.core.max_inflight_bytes,
-                           lambda s, v: _chip(s, core=replace(s.chip.core, max_inflight_bytes=int(v))), 8e3, 256e3),
-    "hbm_latency_s": (lambda s: s.chip.hbm.latency_s,
-                      lambda s, v: _chip(s, hbm=replace(s.chip.hbm, latency_s=v)), 200e-9, 2e-6),
-    "l2_latency_s": (lambda s: s.chip.l2.latency_s,
-                     lambda s, v: _chip(s, l2=replace(s.chip.l2, latency_s=v)), 80e-9, 800e-9),
-    "l2_bandwidth_bytes_per_s": (lambda s: s.chip.l2.bandwidth_bytes_per_s,
-                                 lambda s, v: _chip(s, l2=replace(s.chip.l2, bandwidth_bytes_per_s=v)), 3e12, 20e12),
-    "kernel_s": (lambda s: s.chip.overheads.kernel_s,
-                 lambda s, v: _chip(s, overheads=replace(s.chip.overheads, kernel_s=v)), 0.2e-6, 5e-6),
-    "launch_s": (lambda s: s.chip.overheads.launch_s,
-                 lambda s, v: _chip(s, overheads=replace(s.chip.overheads, launch_s=v)), 0.2e-6, 12e-6),
-    "matrix_setup_s": (lambda s: s.chip.overheads.matrix_setup_s,
-                       lambda s, v: _chip(s, overheads=replace(s.chip.overheads, matrix_setup_s=v)), 0.0, 8e-6),
-    "max_requests": (lambda s: s.chip.core.max_requests,
-                     lambda s, v: _chip(s, core=replace(s.chip.core, max_requests=int(v))), 16, 1024),
+    "max_inflight_bytes": (
+        lambda s: s.chip.core.max_inflight_bytes,
+        lambda s, v: _chip(s, core=replace(s.chip.core, max_inflight_bytes=int(v))),
+        8e3,
+        256e3,
+    ),
+    "hbm_latency_s": (
+        lambda s: s.chip.hbm.latency_s,
+        lambda s, v: _chip(s, hbm=replace(s.chip.hbm, latency_s=v)),
+        200e-9,
+        2e-6,
+    ),
+    "l2_latency_s": (
+        lambda s: s.chip.l2.latency_s,
+        lambda s, v: _chip(s, l2=replace(s.chip.l2, latency_s=v)),
+        80e-9,
+        800e-9,
+    ),
+    "l2_bandwidth_bytes_per_s": (
+        lambda s: s.chip.l2.bandwidth_bytes_per_s,
+        lambda s, v: _chip(s, l2=replace(s.chip.l2, bandwidth_bytes_per_s=v)),
+        3e12,
+        20e12,
+    ),
+    "kernel_s": (
+        lambda s: s.chip.overheads.kernel_s,
+        lambda s, v: _chip(s, overheads=replace(s.chip.overheads, kernel_s=v)),
+        0.2e-6,
+        5e-6,
+    ),
+    "launch_s": (
+        lambda s: s.chip.overheads.launch_s,
+        lambda s, v: _chip(s, overheads=replace(s.chip.overheads, launch_s=v)),
+        0.2e-6,
+        12e-6,
+    ),
+    "matrix_setup_s": (
+        lambda s: s.chip.overheads.matrix_setup_s,
+        lambda s, v: _chip(s, overheads=replace(s.chip.overheads, matrix_setup_s=v)),
+        0.0,
+        8e-6,
+    ),
+    "max_requests": (
+        lambda s: s.chip.core.max_requests,
+        lambda s, v: _chip(s, core=replace(s.chip.core, max_requests=int(v))),
+        16,
+        1024,
+    ),
 }
 
 
@@ -108,8 +140,10 @@ def main() -> None:
     for label, path in (("calibration", args.cases), ("held out", args.holdout)):
         held = json.loads(Path(path).read_text())["cases"]
         _, summary = objective(system, held)
-        print(f"{label}: " + ", ".join(f"{k} {v['mean_abs_error_pct']:.1f}%/{v['max_abs_error_pct']:.0f}%"
-                                       for k, v in summary.items()))
+        print(
+            f"{label}: "
+            + ", ".join(f"{k} {v['mean_abs_error_pct']:.1f}%/{v['max_abs_error_pct']:.0f}%" for k, v in summary.items())
+        )
 
 
 if __name__ == "__main__":

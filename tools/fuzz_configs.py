@@ -40,11 +40,59 @@ from archsim.errors import ConfigError  # noqa: E402
 HW_FILES = tuple(sorted((ROOT / "hw_configs").glob("*.yaml")))
 WORKLOAD_FILES = tuple(sorted((ROOT / "workloads").glob("*.yaml")))
 CONTENTS = {p: p.read_bytes() for p in HW_FILES + WORKLOAD_FILES}  # read once: examples must replay alike
-UNITS = ("B", "KiB", "MiB", "GiB", "kB", "MB", "GB", "TB", "B/s", "GB/s", "TB/s", "GiB/s", "Hz", "MHz",
-         "GHz", "s", "ms", "us", "ns", "ps", "Gbps", "b/s", "FLOP/s", "TFLOP/s", "furlongs", "", "%", "Gb")
+UNITS = (
+    "B",
+    "KiB",
+    "MiB",
+    "GiB",
+    "kB",
+    "MB",
+    "GB",
+    "TB",
+    "B/s",
+    "GB/s",
+    "TB/s",
+    "GiB/s",
+    "Hz",
+    "MHz",
+    "GHz",
+    "s",
+    "ms",
+    "us",
+    "ns",
+    "ps",
+    "Gbps",
+    "b/s",
+    "FLOP/s",
+    "TFLOP/s",
+    "furlongs",
+    "",
+    "%",
+    "Gb",
+)
 QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
-KNOWN_WORDS = ("ws", "os", "is", "pipelined", "serial", "bf16", "fp8", "int4", "fp32", "eager", "fused",
-               "switch", "ring", "torus2d", "true", "false", "null", "~", "yes", "no")
+KNOWN_WORDS = (
+    "ws",
+    "os",
+    "is",
+    "pipelined",
+    "serial",
+    "bf16",
+    "fp8",
+    "int4",
+    "fp32",
+    "eager",
+    "fused",
+    "switch",
+    "ring",
+    "torus2d",
+    "true",
+    "false",
+    "null",
+    "~",
+    "yes",
+    "no",
+)
 
 
 @dataclass(frozen=True)
@@ -60,14 +108,21 @@ class Case:
 # ---- values -----------------------------------------------------------------------------------
 
 numbers = st.one_of(
-    st.integers(-3, 3), st.integers(-2**40, 2**70),
+    st.integers(-3, 3),
+    st.integers(-(2**40), 2**70),
     st.floats(allow_nan=True, allow_infinity=True, width=64),
     st.sampled_from([0.5, 1e-30, 1e30, 1e400, -0.0, 0.3]),
 )
-quantities = st.builds(lambda n, sep, u: f"{n}{sep}{u}", numbers, st.sampled_from(["", " ", "  "]),
-                       st.sampled_from(UNITS))
+quantities = st.builds(
+    lambda n, sep, u: f"{n}{sep}{u}", numbers, st.sampled_from(["", " ", "  "]), st.sampled_from(UNITS)
+)
 scalars = st.one_of(
-    numbers, st.booleans(), st.none(), st.text(max_size=12), quantities, st.sampled_from(KNOWN_WORDS),
+    numbers,
+    st.booleans(),
+    st.none(),
+    st.text(max_size=12),
+    quantities,
+    st.sampled_from(KNOWN_WORDS),
 )
 values = st.one_of(
     scalars,
@@ -83,20 +138,21 @@ def typo(draw, name: str) -> str:
     i = draw(st.integers(0, len(name) - 1))
     op = draw(st.sampled_from(["drop", "double", "swap", "replace", "upper", "suffix"]))
     if op == "drop":
-        return name[:i] + name[i + 1:] or "x"
+        return name[:i] + name[i + 1 :] or "x"
     if op == "double":
         return name[:i] + name[i] + name[i:]
     if op == "swap" and len(name) > 1:
         i = min(i, len(name) - 2)
-        return name[:i] + name[i + 1] + name[i] + name[i + 2:]
+        return name[:i] + name[i + 1] + name[i] + name[i + 2 :]
     if op == "upper":
         return name.upper() if name.upper() != name else name + "_"
     if op == "suffix":
         return name + draw(st.sampled_from(["s", "_bytes", "2", " "]))
-    return name[:i] + draw(st.sampled_from("aeiouxz_")) + name[i + 1:]
+    return name[:i] + draw(st.sampled_from("aeiouxz_")) + name[i + 1 :]
 
 
 # ---- structured mutations on the parsed data --------------------------------------------------
+
 
 def node_paths(data: Any, prefix: tuple = ()) -> list[tuple]:
     """Every key path in nested dicts and lists (the root excluded)."""
@@ -128,17 +184,32 @@ def _corrupt_scalar(draw, value: Any) -> Any:
         m = QUANTITY.match(value)
         if m:
             num, unit = m.groups()
-            return draw(st.sampled_from([
-                f"{num} {draw(st.sampled_from(UNITS))}", num, f"-{num} {unit}", f"0 {unit}",
-                f"{num}{unit}", f"{num} {unit.lower()}", f"{num}e300 {unit}", f"{num},5 {unit}",
-                f"{num} {unit} {unit}",
-            ]))
+            return draw(
+                st.sampled_from(
+                    [
+                        f"{num} {draw(st.sampled_from(UNITS))}",
+                        num,
+                        f"-{num} {unit}",
+                        f"0 {unit}",
+                        f"{num}{unit}",
+                        f"{num} {unit.lower()}",
+                        f"{num}e300 {unit}",
+                        f"{num},5 {unit}",
+                        f"{num} {unit} {unit}",
+                    ]
+                )
+            )
         return draw(st.sampled_from([value.upper(), value[:-1], value + "x", "", " ", value * 2]))
     return draw(values)
 
 
-LITERAL_SETS = (("ws", "os", "is"), ("serial", "pipelined"), ("bf16", "fp16", "fp8", "int8", "int4", "fp32"),
-                ("eager", "fused"), ("switch", "ring", "torus2d", "torus3d"))
+LITERAL_SETS = (
+    ("ws", "os", "is"),
+    ("serial", "pipelined"),
+    ("bf16", "fp16", "fp8", "int8", "int4", "fp32"),
+    ("eager", "fused"),
+    ("switch", "ring", "torus2d", "torus3d"),
+)
 
 
 def _perturb_scalar(draw, value: Any) -> Any:
@@ -200,6 +271,7 @@ def mutated_data(draw, data: Any, ops: tuple[str, ...] = DATA_OPS) -> tuple[Any,
 
 # ---- text and byte mutations of the file as written ------------------------------------------
 
+
 @st.composite
 def mutated_text(draw, text: str) -> tuple[str, str]:
     lines = text.splitlines(keepends=True)
@@ -229,7 +301,7 @@ def mutated_bytes(draw, raw: bytes) -> tuple[bytes, str]:
     i = draw(st.integers(0, len(raw)))
     op = draw(st.sampled_from(["flip", "insert", "nul", "invalid_utf8", "bom", "garbage"]))
     if op == "flip" and i < len(raw):
-        return raw[:i] + bytes([raw[i] ^ (1 << draw(st.integers(0, 7)))]) + raw[i + 1:], f"flip byte {i}"
+        return raw[:i] + bytes([raw[i] ^ (1 << draw(st.integers(0, 7)))]) + raw[i + 1 :], f"flip byte {i}"
     if op == "nul":
         return raw[:i] + b"\x00" + raw[i:], f"NUL at byte {i}"
     if op == "invalid_utf8":
@@ -262,6 +334,7 @@ def cases(draw, gentle: bool = False) -> Case:
 
 
 # ---- the checks -------------------------------------------------------------------------------
+
 
 def write_case(case: Case, folder: str | Path) -> str:
     path = Path(folder) / case.source.name
@@ -324,8 +397,13 @@ def main(argv: list[str] | None = None) -> int:
     scratch = tempfile.TemporaryDirectory(prefix="archsim-fuzz-")
     folder = scratch.name
 
-    @settings(max_examples=args.examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=args.examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(cases(gentle=args.gentle))
     def one(case: Case) -> None:
         counts["examples"] += 1
@@ -335,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             counts[check_load(case, folder)] += 1
             if args.cli and counts["examples"] % args.cli == 0:
                 counts[f"cli exit {check_cli(case, folder)}"] += 1
-        except Exception as exc:  # noqa: BLE001 - every failure is collected and reported
+        except Exception as exc:
             counts["FAILED"] += 1
             failures.append(f"{case.source.name}: {case.how}: {type(exc).__name__}: {exc}"[:600])
             if args.keep:
@@ -345,8 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     with scratch:
         seed(args.seed)(one)()
     elapsed = time.perf_counter() - start
-    print(f"{counts['examples']} examples in {elapsed:.1f} s: {counts['ok']} loaded, "
-          f"{counts['error']} refused with located problems, {counts['FAILED']} failed")
+    print(
+        f"{counts['examples']} examples in {elapsed:.1f} s: {counts['ok']} loaded, "
+        f"{counts['error']} refused with located problems, {counts['FAILED']} failed"
+    )
     for key in sorted(k for k in counts if k.startswith("cli")):
         print(f"  {key}: {counts[key]}")
     for line in failures[:50]:

@@ -24,8 +24,10 @@ CPU has queued the timed call before the GPU reaches it); the reported time is
 the median over the repetitions (20 for short cases, 10 above 1 ms, 5 above 5
 ms), in milliseconds, rounded to 5 significant digits.
 """
+
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -36,10 +38,10 @@ import traceback
 
 MIB = 1 << 20
 GIB = 1 << 30
-FLUSH_BYTES = 256 * MIB          # >= 128 MiB, more than 4x the H200's 60 MiB L2
-MAX_GEMM_BYTES = 20e9            # skip GEMMs whose three tensors exceed this
-SPIN_SECONDS = 100e-6            # GPU spin after the flush, before the timed call
-TIME_LIMIT_S = 420.0             # stop starting new cases after this (safety net)
+FLUSH_BYTES = 256 * MIB  # >= 128 MiB, more than 4x the H200's 60 MiB L2
+MAX_GEMM_BYTES = 20e9  # skip GEMMs whose three tensors exceed this
+SPIN_SECONDS = 100e-6  # GPU spin after the flush, before the timed call
+TIME_LIMIT_S = 420.0  # stop starting new cases after this (safety net)
 WARMUP_CALLS = 3
 
 METHOD = (
@@ -106,9 +108,9 @@ VECTOR_EXTRA = [("silu_mul", 2048, 28672)]  # N is the half width, input [M, 2N]
 COPY_MIB = [2, 32, 512, 2048]
 
 # options (set from the command line, see main)
-ATTN_LAYOUT = "bhsd"      # --attn-layout=bshd: q/k/v stored [B,S,H,D], passed transposed
+ATTN_LAYOUT = "bhsd"  # --attn-layout=bshd: q/k/v stored [B,S,H,D], passed transposed
 KINDS: set[str] | None = None  # --kinds=a,b: measure only these kinds
-SKIP_CEILINGS = False     # --no-ceilings
+SKIP_CEILINGS = False  # --no-ceilings
 
 
 def gemm_bytes(M: int, K: int, N: int, in_elt: int = 2, out_elt: int = 2) -> int:
@@ -128,37 +130,49 @@ def build_cases() -> list[dict]:
         for M in GEMM_BF16_MS:
             if gemm_bytes(M, K, N) > MAX_GEMM_BYTES:
                 continue
-            cases.append({"id": f"gemm/{label}/M{M}", "kind": "gemm", "dtype": "bf16",
-                          "M": M, "K": K, "N": N})
+            cases.append({"id": f"gemm/{label}/M{M}", "kind": "gemm", "dtype": "bf16", "M": M, "K": K, "N": N})
     for label, K, N in GEMM_FP8_SHAPES:
         for M in GEMM_FP8_MS:
             if gemm_bytes(M, K, N, 1, 2) > MAX_GEMM_BYTES:
                 continue
-            cases.append({"id": f"gemm/{label}.fp8/M{M}", "kind": "gemm", "dtype": "fp8",
-                          "M": M, "K": K, "N": N})
+            cases.append({"id": f"gemm/{label}.fp8/M{M}", "kind": "gemm", "dtype": "fp8", "M": M, "K": K, "N": N})
     for label, M, K, N in GEMM_FP8_EXTRA:
-        cases.append({"id": f"gemm/{label}.fp8/M{M}", "kind": "gemm", "dtype": "fp8",
-                      "M": M, "K": K, "N": N})
+        cases.append({"id": f"gemm/{label}.fp8/M{M}", "kind": "gemm", "dtype": "fp8", "M": M, "K": K, "N": N})
     for b, hq, hkv, d, s in ATTN_PREFILL:
-        cases.append({"id": f"attention_prefill/b{b}_hq{hq}_hkv{hkv}_d{d}_s{s}",
-                      "kind": "attention_prefill", "dtype": "bf16", "batch": b,
-                      "heads_q": hq, "heads_kv": hkv, "head_dim": d, "seq": s,
-                      "causal": True})
+        cases.append(
+            {
+                "id": f"attention_prefill/b{b}_hq{hq}_hkv{hkv}_d{d}_s{s}",
+                "kind": "attention_prefill",
+                "dtype": "bf16",
+                "batch": b,
+                "heads_q": hq,
+                "heads_kv": hkv,
+                "head_dim": d,
+                "seq": s,
+                "causal": True,
+            }
+        )
     for b, hq, hkv, d, kv in ATTN_DECODE:
-        cases.append({"id": f"attention_decode/b{b}_hq{hq}_hkv{hkv}_d{d}_kv{kv}",
-                      "kind": "attention_decode", "dtype": "bf16", "batch": b,
-                      "heads_q": hq, "heads_kv": hkv, "head_dim": d, "kv_len": kv})
+        cases.append(
+            {
+                "id": f"attention_decode/b{b}_hq{hq}_hkv{hkv}_d{d}_kv{kv}",
+                "kind": "attention_decode",
+                "dtype": "bf16",
+                "batch": b,
+                "heads_q": hq,
+                "heads_kv": hkv,
+                "head_dim": d,
+                "kv_len": kv,
+            }
+        )
     for M, N in VECTOR_MN:
         for op in VECTOR_OPS:
-            cases.append({"id": f"vector/{op}/M{M}_N{N}", "kind": "vector", "dtype": "bf16",
-                          "op": op, "M": M, "N": N})
+            cases.append({"id": f"vector/{op}/M{M}_N{N}", "kind": "vector", "dtype": "bf16", "op": op, "M": M, "N": N})
     for op, M, N in VECTOR_EXTRA:
-        cases.append({"id": f"vector/{op}/M{M}_N{N}", "kind": "vector", "dtype": "bf16",
-                      "op": op, "M": M, "N": N})
+        cases.append({"id": f"vector/{op}/M{M}_N{N}", "kind": "vector", "dtype": "bf16", "op": op, "M": M, "N": N})
     for mib in COPY_MIB:
         nbytes = mib * MIB
-        cases.append({"id": f"copy/{fmt_mib(nbytes)}", "kind": "copy", "dtype": "bf16",
-                      "bytes": nbytes})
+        cases.append({"id": f"copy/{fmt_mib(nbytes)}", "kind": "copy", "dtype": "bf16", "bytes": nbytes})
     check_cases(cases)
     if KINDS is not None:
         cases = [c for c in cases if c["kind"] in KINDS]
@@ -218,11 +232,12 @@ def log(msg: str) -> None:
 
 def nvidia_smi(fields: str) -> str | None:
     try:
-        r = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=20)
+        r = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
         if r.returncode == 0 and r.stdout.strip():
             return r.stdout.strip().splitlines()[0].strip()
-    except Exception:  # noqa: BLE001 - optional information
+    except Exception:
         pass
     return None
 
@@ -284,12 +299,13 @@ def make_gemm_fp8(torch, M, K, N):
     f8 = torch.float8_e4m3fn
     x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16).to(f8)
     w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).to(f8)  # row-major [N,K]
-    wt = w.t()                                                          # column-major [K,N]
+    wt = w.t()  # column-major [K,N]
     one_a = torch.tensor(1.0, device="cuda", dtype=torch.float32)
     one_b = torch.tensor(1.0, device="cuda", dtype=torch.float32)
 
     def fn():
         return torch._scaled_mm(x, wt, scale_a=one_a, scale_b=one_b, out_dtype=torch.bfloat16)
+
     out = fn()
     if isinstance(out, tuple):  # very old torch returned (out, amax)
         out = out[0]
@@ -300,13 +316,14 @@ def make_gemm_fp8(torch, M, K, N):
 
 def sdpa_backends(torch):
     from torch.nn.attention import SDPBackend
-    return [("CUDNN_ATTENTION", SDPBackend.CUDNN_ATTENTION),
-            ("FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION)]
+
+    return [("CUDNN_ATTENTION", SDPBackend.CUDNN_ATTENTION), ("FLASH_ATTENTION", SDPBackend.FLASH_ATTENTION)]
 
 
 def make_attention(torch, c, errors: list):
     """Returns (fn, backend_name). Tries cuDNN, then flash."""
     from torch.nn.attention import sdpa_kernel
+
     F = torch.nn.functional
     b, hq, hkv, d = c["batch"], c["heads_q"], c["heads_kv"], c["head_dim"]
     if c["kind"] == "attention_prefill":
@@ -328,15 +345,17 @@ def make_attention(torch, c, errors: list):
     if hkv < hq:
         kwargs["enable_gqa"] = True
     for name, backend in sdpa_backends(torch):
+
         def fn(backend=backend):
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
         try:
             out = fn()
             torch.cuda.synchronize()
             assert out.shape == (b, hq, sq, d), out.shape
             return fn, name
-        except Exception as ex:  # noqa: BLE001 - try the next backend
+        except Exception as ex:
             errors.append(f"{c['id']}: {name} failed: {type(ex).__name__}: {str(ex)[:300]}")
     raise RuntimeError(f"no SDPA backend worked for {c['id']}")
 
@@ -372,6 +391,7 @@ def make_copy(torch, nbytes):
 def kernel_names(torch, fn) -> list[str]:
     """Names of the GPU kernels one call launches (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
+
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -388,7 +408,8 @@ def kernel_names(torch, fn) -> list[str]:
 def gpu_main(out_path: str) -> int:
     t0 = time.time()
     import torch
-    log(f"[{time.time()-t0:6.1f}s] torch {torch.__version__} imported; cuda={torch.cuda.is_available()}")
+
+    log(f"[{time.time() - t0:6.1f}s] torch {torch.__version__} imported; cuda={torch.cuda.is_available()}")
     if not torch.cuda.is_available():
         log("no CUDA device")
         return 2
@@ -429,8 +450,10 @@ def gpu_main(out_path: str) -> int:
         os.replace(tmp, out_path)
 
     bench = Bench(torch)
-    log(f"[{time.time()-t0:6.1f}s] {props.name}, {props.multi_processor_count} SMs, "
-        f"L2 {meta['l2_bytes']}, spin {bench.spin_cycles} cycles ({bench.can_spin})")
+    log(
+        f"[{time.time() - t0:6.1f}s] {props.name}, {props.multi_processor_count} SMs, "
+        f"L2 {meta['l2_bytes']}, spin {bench.spin_cycles} cycles ({bench.can_spin})"
+    )
 
     meta["attention_layout"] = ATTN_LAYOUT
     if KINDS is not None:
@@ -449,7 +472,7 @@ def gpu_main(out_path: str) -> int:
         del fn
     except _Skip:
         pass
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         meta["failures"].append(f"ceilings: {type(ex).__name__}: {str(ex)[:300]}")
         traceback.print_exc()
     try:
@@ -461,10 +484,10 @@ def gpu_main(out_path: str) -> int:
         del fn
     except _Skip:
         pass
-    except Exception as ex:  # noqa: BLE001
+    except Exception as ex:
         meta["failures"].append(f"ceiling fp8: {type(ex).__name__}: {str(ex)[:300]}")
     torch.cuda.empty_cache()
-    log(f"[{time.time()-t0:6.1f}s] ceilings {meta['ceilings']}")
+    log(f"[{time.time() - t0:6.1f}s] ceilings {meta['ceilings']}")
     dump()
 
     cases = build_cases()
@@ -483,6 +506,7 @@ def gpu_main(out_path: str) -> int:
         if c["kind"] == "vector":
             return make_vector(torch, c)
         return make_copy(torch, c["bytes"])
+
     for i, c in enumerate(cases):
         if time.time() - t0 > TIME_LIMIT_S:
             meta["skipped"].append(f"{c['id']}: time limit")
@@ -499,11 +523,10 @@ def gpu_main(out_path: str) -> int:
             elif c["kind"] == "gemm":
                 try:
                     fn = make_gemm_fp8(torch, c["M"], c["K"], c["N"])
-                except Exception as ex:  # noqa: BLE001
+                except Exception as ex:
                     if c["M"] % 16 == 0:
                         raise
-                    meta["failures"].append(
-                        f"{c['id']}: {type(ex).__name__}: {str(ex)[:300]}")
+                    meta["failures"].append(f"{c['id']}: {type(ex).__name__}: {str(ex)[:300]}")
                     m16 = (c["M"] + 15) // 16 * 16
                     fn = make_gemm_fp8(torch, m16, c["K"], c["N"])
                     extra_note = f"{c['id']} failed at M={c['M']}; measured M={m16} instead"
@@ -533,16 +556,16 @@ def gpu_main(out_path: str) -> int:
                 census.append(c)
                 profiled_kinds.add(key)
             spread = (max(times) - min(times)) / ms if ms > 0 else 0.0
-            log(f"[{time.time()-t0:6.1f}s] {i+1:3d}/{len(cases)} {c['id']:55s} "
-                f"{c['measured_ms']:10.5g} ms  (n={n}, spread {spread:.0%})")
+            log(
+                f"[{time.time() - t0:6.1f}s] {i + 1:3d}/{len(cases)} {c['id']:55s} "
+                f"{c['measured_ms']:10.5g} ms  (n={n}, spread {spread:.0%})"
+            )
             del fn
-        except Exception as ex:  # noqa: BLE001 - record and continue
+        except Exception as ex:
             meta["failures"].append(f"{c['id']}: {type(ex).__name__}: {str(ex)[:300]}")
-            log(f"[{time.time()-t0:6.1f}s] {i+1:3d}/{len(cases)} {c['id']} FAILED: {ex}")
-            try:
+            log(f"[{time.time() - t0:6.1f}s] {i + 1:3d}/{len(cases)} {c['id']} FAILED: {ex}")
+            with contextlib.suppress(Exception):
                 torch.cuda.synchronize()
-            except Exception:  # noqa: BLE001
-                pass
     meta["clocks_at_end"] = nvidia_smi("clocks.sm,clocks.mem,power.draw,temperature.gpu,pstate")
     dump()
     # ---- kernel census with torch.profiler, after all timings so that the
@@ -555,16 +578,18 @@ def gpu_main(out_path: str) -> int:
             fn = rebuild(c)
             meta["kernels_per_case"][c["id"]] = kernel_names(torch, fn)
             del fn
-        except Exception as ex:  # noqa: BLE001
+        except Exception as ex:
             meta["notes"].append(f"profiler failed on {c['id']}: {str(ex)[:200]}")
-    log(f"[{time.time()-t0:6.1f}s] kernel census done: "
-        + "; ".join(f"{k}: {len(v)}" for k, v in meta["kernels_per_case"].items()))
+    log(
+        f"[{time.time() - t0:6.1f}s] kernel census done: "
+        + "; ".join(f"{k}: {len(v)}" for k, v in meta["kernels_per_case"].items())
+    )
     meta["wall_s"] = round(time.time() - t0, 1)
     dump()
     counts = {}
     for c in result["cases"]:
         counts[f"{c['kind']}/{c['dtype']}"] = counts.get(f"{c['kind']}/{c['dtype']}", 0) + 1
-    log(f"[{time.time()-t0:6.1f}s] wrote {len(result['cases'])} cases to {out_path}: {counts}")
+    log(f"[{time.time() - t0:6.1f}s] wrote {len(result['cases'])} cases to {out_path}: {counts}")
     log(f"failures: {meta['failures']}")
     log(f"sdpa backends: {sorted(set(meta['sdpa_backend'].values()))}")
     return 0

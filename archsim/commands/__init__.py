@@ -14,6 +14,7 @@ MAX_FLAG_INT = 2**31 - 1  # as config counts (archsim.config.fields.MAX_COUNT)
 def positive_int(flag: str):
     """argparse type for `flag`: a whole number above zero. argparse reports a refusal as
     `argument FLAG: why (got VALUE)`, so the message here does not repeat the flag."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -24,6 +25,7 @@ def positive_int(flag: str):
         if value > MAX_FLAG_INT:
             raise argparse.ArgumentTypeError(f"must be at most {MAX_FLAG_INT} (got {value})")
         return value
+
     parse.__name__ = flag  # argparse names the type in some messages
     return parse
 

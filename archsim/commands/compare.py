@@ -22,12 +22,16 @@ def write_plots(out_dir: str, rows, w) -> list:
 
     ran = [(row.chip_name, row.result) for row in rows if row.result is not None]
     d = Path(out_dir)
-    title = (f"{w.model.name}: batch {w.scenario.batch}, prompt {w.scenario.prompt_tokens}, "
-             f"generate {w.scenario.output_tokens}")
-    return [plots.compare_summary(d / "compare_summary.png", ran, title),
-            plots.compare_bounds(d / "compare_bounds.png", ran),
-            plots.decode_by_kv(d / "compare_decode_kv.png", ran),
-            plots.memory(d / "compare_memory.png", [(name, r.footprint) for name, r in ran])]
+    title = (
+        f"{w.model.name}: batch {w.scenario.batch}, prompt {w.scenario.prompt_tokens}, "
+        f"generate {w.scenario.output_tokens}"
+    )
+    return [
+        plots.compare_summary(d / "compare_summary.png", ran, title),
+        plots.compare_bounds(d / "compare_bounds.png", ran),
+        plots.decode_by_kv(d / "compare_decode_kv.png", ran),
+        plots.memory(d / "compare_memory.png", [(name, r.footprint) for name, r in ran]),
+    ]
 
 
 def run(args) -> int:
@@ -69,8 +73,11 @@ def run(args) -> int:
             bar.advance(task)
     sc = w.scenario
     layout = "" if par.is_single else f", {par.label()}"
-    console.print(compare_table(rows, f"{w.model.name}: batch {sc.batch}, prompt {sc.prompt_tokens}, "
-                                      f"generate {sc.output_tokens}{layout}"))
+    console.print(
+        compare_table(
+            rows, f"{w.model.name}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
+        )
+    )
     if args.json:
         write_json(args.json, compare_dict(rows, wl_cfg))
     if args.plots and any(row.result for row in rows):

@@ -42,9 +42,14 @@ def chips_table():
         t.add_column(col, justify="right", no_wrap=True)
     for name, s in _shipped("hw_configs", load_system, t):
         c = s.chip
-        t.add_row(name, c.name + (f" x{s.chips}" if s.chips > 1 else ""), str(c.cores),
-                  _num(c.peak_flops(DType.BF16) / 1e12), _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12),
-                  _num(c.hbm.capacity_bytes / 1e9))
+        t.add_row(
+            name,
+            c.name + (f" x{s.chips}" if s.chips > 1 else ""),
+            str(c.cores),
+            _num(c.peak_flops(DType.BF16) / 1e12),
+            _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12),
+            _num(c.hbm.capacity_bytes / 1e9),
+        )
     return t
 
 
@@ -61,8 +66,15 @@ def workloads_table():
     t.add_column("batch x\nprompt+gen", no_wrap=True)
     for name, w in _shipped("workloads", load_workload, t):
         m, sc = w.model, w.scenario
-        t.add_row(name, m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), f"{m.heads}/{m.kv_heads}",
-                  f"{m.experts}/{m.top_k}" if m.is_moe else "-", f"{sc.batch}x{sc.prompt_tokens}+{sc.output_tokens}")
+        t.add_row(
+            name,
+            m.name,
+            f"{m.params() / 1e9:.1f}B",
+            str(m.layers),
+            f"{m.heads}/{m.kv_heads}",
+            f"{m.experts}/{m.top_k}" if m.is_moe else "-",
+            f"{sc.batch}x{sc.prompt_tokens}+{sc.output_tokens}",
+        )
     return t
 
 

@@ -24,15 +24,28 @@ def add_parser(sub) -> None:
     op.add_argument("--q-len", type=positive_int("--q-len"), default=1)
     op.add_argument("--kv-len", type=positive_int("--kv-len"), default=1024)
     op.add_argument("--causal", action="store_true")
-    op.add_argument("--bytes", type=positive_int("--bytes"), default=1 << 20,
-                    help="bytes of a copy or a collective (NCCL's count; default 1 MiB)")
-    op.add_argument("--ranks", type=positive_int("--ranks"),
-                    help="chips taking part in a collective (default: all of the system's; 2 for send)")
+    op.add_argument(
+        "--bytes",
+        type=positive_int("--bytes"),
+        default=1 << 20,
+        help="bytes of a copy or a collective (NCCL's count; default 1 MiB)",
+    )
+    op.add_argument(
+        "--ranks",
+        type=positive_int("--ranks"),
+        help="chips taking part in a collective (default: all of the system's; 2 for send)",
+    )
     op.add_argument("--standalone", action="store_true", help="add the cost of a lone kernel launch")
-    op.add_argument("--strided", action="store_true",
-                    help="vector op or copy on strided views (slices): one element per lane per request")
-    op.add_argument("--hot", action="store_true",
-                    help="vector op or copy whose input the previous kernel just wrote (an L2 hit if it fits)")
+    op.add_argument(
+        "--strided",
+        action="store_true",
+        help="vector op or copy on strided views (slices): one element per lane per request",
+    )
+    op.add_argument(
+        "--hot",
+        action="store_true",
+        help="vector op or copy whose input the previous kernel just wrote (an L2 hit if it fits)",
+    )
     op.add_argument("--json", metavar="PATH")
     op.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
 
@@ -51,8 +64,10 @@ def run_collective(args, system, hw_cfg) -> int:
 
     ranks = args.ranks or (2 if args.kind == "send" else system.chips)
     if ranks < 2:
-        raise UsageError(f"{args.kind}: needs at least 2 chips; {system.chip.name} has {system.chips} "
-                         f"(use a multi-chip system such as h200x8)")
+        raise UsageError(
+            f"{args.kind}: needs at least 2 chips; {system.chip.name} has {system.chips} "
+            f"(use a multi-chip system such as h200x8)"
+        )
     try:
         t = collective_time(system_fabric(system, ranks), Collective(args.kind), ranks, args.bytes)
     except CollectiveError as err:
@@ -62,14 +77,26 @@ def run_collective(args, system, hw_cfg) -> int:
         f"{format_seconds(t.time_s)} ({t.algorithm.value}, {t.protocol or '-'} protocol; latency "
         f"{format_seconds(t.latency_s)}, transfer {format_seconds(t.transfer_s)}); "
         f"algbw {format_rate(t.algorithm_bandwidth_bytes_per_s, 'B/s')}, "
-        f"busbw {format_rate(t.bus_bandwidth_bytes_per_s, 'B/s')}")
+        f"busbw {format_rate(t.bus_bandwidth_bytes_per_s, 'B/s')}"
+    )
     if args.json:
-        write_json(args.json, {"op": args.kind, "bytes": args.bytes, "ranks": ranks, "time_s": t.time_s,
-                               "latency_s": t.latency_s, "transfer_s": t.transfer_s,
-                               "algorithm": t.algorithm.value, "protocol": t.protocol,
-                               "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
-                               "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
-                               "config_hash": config_hash(hw_cfg), "config": {"hardware": hw_cfg}})
+        write_json(
+            args.json,
+            {
+                "op": args.kind,
+                "bytes": args.bytes,
+                "ranks": ranks,
+                "time_s": t.time_s,
+                "latency_s": t.latency_s,
+                "transfer_s": t.transfer_s,
+                "algorithm": t.algorithm.value,
+                "protocol": t.protocol,
+                "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
+                "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
+                "config_hash": config_hash(hw_cfg),
+                "config": {"hardware": hw_cfg},
+            },
+        )
     return 0
 
 
@@ -96,22 +123,35 @@ def run(args) -> int:
     elif args.kind == "attention":
         if args.heads % args.kv_heads:
             raise UsageError(f"--kv-heads: must divide --heads ({args.heads}) (got {args.kv_heads})")
-        op = Op(OpKind.ATTENTION, dt, batch=args.batch, heads=args.heads, kv_heads=args.kv_heads,
-                head_dim=args.head_dim, q_len=args.q_len, kv_len=max(args.kv_len, args.q_len), causal=args.causal)
+        op = Op(
+            OpKind.ATTENTION,
+            dt,
+            batch=args.batch,
+            heads=args.heads,
+            kv_heads=args.kv_heads,
+            head_dim=args.head_dim,
+            q_len=args.q_len,
+            kv_len=max(args.kv_len, args.q_len),
+            causal=args.causal,
+        )
     elif args.kind == "copy":
         op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot)
     else:
         op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind), strided=args.strided, hot=args.hot)
     t = simulate_op(op, system.chip, args.standalone)
     console = Console()
-    console.print(f"{args.kind} on {system.chip.name}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
-                  f"(compute {t.compute_cycles:,}, stall {t.stall_cycles:,}, overhead {t.overhead_cycles:,}); "
-                  f"{t.bound.value}-bound; {format_rate(t.achieved_flops, 'FLOP/s')}, "
-                  f"HBM {format_bytes(t.hbm_bytes)} at {format_rate(t.achieved_bytes_per_s, 'B/s')}, "
-                  f"L2 {format_bytes(t.l2_bytes)}; {t.active_cores} cores active")
+    console.print(
+        f"{args.kind} on {system.chip.name}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
+        f"(compute {t.compute_cycles:,}, stall {t.stall_cycles:,}, overhead {t.overhead_cycles:,}); "
+        f"{t.bound.value}-bound; {format_rate(t.achieved_flops, 'FLOP/s')}, "
+        f"HBM {format_bytes(t.hbm_bytes)} at {format_rate(t.achieved_bytes_per_s, 'B/s')}, "
+        f"L2 {format_bytes(t.l2_bytes)}; {t.active_cores} cores active"
+    )
     if args.json:
-        write_json(args.json, {"op": args.kind, **timing_dict(t), "config_hash": config_hash(hw_cfg),
-                               "config": {"hardware": hw_cfg}})
+        write_json(
+            args.json,
+            {"op": args.kind, **timing_dict(t), "config_hash": config_hash(hw_cfg), "config": {"hardware": hw_cfg}},
+        )
     if args.trace:
         from archsim.report.trace import TraceBuilder, write_trace
 
@@ -120,5 +160,3 @@ def run(args) -> int:
         write_trace(args.trace, builder.document())
         console.print(f"trace {args.trace}")
     return 0
-
-

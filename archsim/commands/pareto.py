@@ -20,9 +20,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser("pareto", help="Pareto front of a sweep's results: table and plot")
     p.add_argument("dir", metavar="DIR", help="results folder of `archsim sweep`")
     for flag, verb in (("--maximize", "maximise"), ("--minimize", "minimise")):
-        p.add_argument(flag, action=_Goal, dest="goals", metavar="COLUMN",
-                       help=f"a column to {verb}: an objective, parameter or derived value (repeatable; "
-                            "the first two are the plot's axes)")
+        p.add_argument(
+            flag,
+            action=_Goal,
+            dest="goals",
+            metavar="COLUMN",
+            help=f"a column to {verb}: an objective, parameter or derived value (repeatable; "
+            "the first two are the plot's axes)",
+        )
     p.add_argument("--plot", metavar="PATH", help="PNG of the front (default DIR/pareto_<x>_<y>.png)")
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.add_argument("--json", metavar="PATH", help="write the front's rows as JSON")
@@ -35,8 +40,9 @@ def front_table(front, top: int | None):
     from archsim.sweep.plot import show_value
 
     rows = front.front_rows()
-    table = Table(title=f"Pareto front: {len(rows)} of {len(front.rows)} designs "
-                        f"({', '.join(g.label for g in front.goals)})")
+    table = Table(
+        title=f"Pareto front: {len(rows)} of {len(front.rows)} designs ({', '.join(g.label for g in front.goals)})"
+    )
     table.add_column("#", justify="right")
     for g in front.goals:
         table.add_column(g.label, justify="right", style="bold")
@@ -46,8 +52,12 @@ def front_table(front, top: int | None):
     table.add_column("config_hash")
     shown = [c for c in front.design_columns if c not in {g.column for g in front.goals}]
     for i, r in enumerate(rows[:top] if top else rows, start=1):
-        table.add_row(str(i), *(show_value(r[g.column]) for g in front.goals), *(show_value(r[c]) for c in shown),
-                      r["config_hash"])
+        table.add_row(
+            str(i),
+            *(show_value(r[g.column]) for g in front.goals),
+            *(show_value(r[c]) for c in shown),
+            r["config_hash"],
+        )
     return table
 
 
@@ -66,6 +76,7 @@ def run(args) -> int:
         raise UsageError("each column may be one objective only")
     if not args.no_plot:
         from archsim.report.plots import PlotsUnavailable, require_matplotlib
+
         try:
             require_matplotlib()
         except PlotsUnavailable as err:
@@ -79,8 +90,14 @@ def run(args) -> int:
     if args.json:
         from archsim.report.export import write_json
 
-        write_json(args.json, {"goals": [{"column": g.column, "maximize": g.maximize} for g in goals],
-                               "designs": len(front.rows), "front": front.front_rows()})
+        write_json(
+            args.json,
+            {
+                "goals": [{"column": g.column, "maximize": g.maximize} for g in goals],
+                "designs": len(front.rows),
+                "front": front.front_rows(),
+            },
+        )
     if not args.no_plot:
         from archsim.sweep.plot import plot_front
 

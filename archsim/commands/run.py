@@ -15,14 +15,21 @@ DEFAULT_TRACE_STEPS = (("prefill", 0), ("decode", 1))
 def add_workload_flags(p) -> None:
     """Flags that pick and adjust the workload (shared with `archsim compare`)."""
     p.add_argument("--workload", default=DEFAULT_WORKLOAD, help="workload YAML or shipped name (default llama3_8b)")
-    p.add_argument("--model", metavar="CONFIG.json",
-                   help="a Hugging Face config.json as the model (the workload's scenario is kept)")
+    p.add_argument(
+        "--model",
+        metavar="CONFIG.json",
+        help="a Hugging Face config.json as the model (the workload's scenario is kept)",
+    )
     p.add_argument("--batch", type=positive_int("--batch"), help="sequences decoded together")
     p.add_argument("--prompt", type=positive_int("--prompt"), help="prompt tokens per sequence")
     p.add_argument("--generate", type=positive_int("--generate"), help="tokens generated per sequence")
     p.add_argument("--fusion", choices=["eager", "fused"], help="kernel fusion profile (default from workload)")
-    p.add_argument("--kv-stride", type=positive_int("--kv-stride"), default=64,
-                   help="decode KV lengths between exactly simulated attention samples (default 64)")
+    p.add_argument(
+        "--kv-stride",
+        type=positive_int("--kv-stride"),
+        default=64,
+        help="decode KV lengths between exactly simulated attention samples (default 64)",
+    )
 
 
 def add_parser(sub) -> None:
@@ -32,8 +39,13 @@ def add_parser(sub) -> None:
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write the per-op table (prefill and first decode step) as CSV")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of steps (open in Perfetto)")
-    run.add_argument("--trace-step", action="append", type=trace_step, metavar="prefill|decode:N",
-                     help="step to trace, repeatable (default: prefill and decode:1, the first decode step)")
+    run.add_argument(
+        "--trace-step",
+        action="append",
+        type=trace_step,
+        metavar="prefill|decode:N",
+        help="step to trace, repeatable (default: prefill and decode:1, the first decode step)",
+    )
     run.add_argument("--plots", metavar="DIR", help="write PNG plots (roofline, breakdown, decode, batch, memory)")
     run.add_argument("--quiet", action="store_true", help="print only the summary")
     add_parallel_flags(run)
@@ -56,9 +68,15 @@ def communication(step) -> dict:
     under compute, the exposed rest and its share of the step, and the pipeline bubble."""
     micro = step.pipeline.micro_batches if step.pipeline else 1
     comm, hidden = micro * step.comm_s, micro * step.comm_hidden_s
-    return {"time_s": step.time_s, "collectives_s": comm, "hidden_s": hidden, "exposed_s": comm - hidden,
-            "exposed_share": (comm - hidden) / step.time_s if step.time_s else 0.0,
-            "bubble_s": step.pipeline.bubble_s if step.pipeline else 0.0, "micro_batches": micro}
+    return {
+        "time_s": step.time_s,
+        "collectives_s": comm,
+        "hidden_s": hidden,
+        "exposed_s": comm - hidden,
+        "exposed_share": (comm - hidden) / step.time_s if step.time_s else 0.0,
+        "bubble_s": step.pipeline.bubble_s if step.pipeline else 0.0,
+        "micro_batches": micro,
+    }
 
 
 def communication_table(result, par, system_name: str):
@@ -73,9 +91,15 @@ def communication_table(result, par, system_name: str):
     steps = [("prefill", result.prefill)] + ([("first decode step", result.decode)] if result.decode else [])
     for name, step in steps:
         c = communication(step)
-        t.add_row(name, format_seconds(c["time_s"]), format_seconds(c["collectives_s"]),
-                  format_seconds(c["hidden_s"]), format_seconds(c["exposed_s"]), f"{100 * c['exposed_share']:.1f}%",
-                  format_seconds(c["bubble_s"]) if step.pipeline else "-")
+        t.add_row(
+            name,
+            format_seconds(c["time_s"]),
+            format_seconds(c["collectives_s"]),
+            format_seconds(c["hidden_s"]),
+            format_seconds(c["exposed_s"]),
+            f"{100 * c['exposed_share']:.1f}%",
+            format_seconds(c["bubble_s"]) if step.pipeline else "-",
+        )
     return t
 
 
@@ -105,15 +129,29 @@ def load_workload_inputs(workload: str, batch=None, prompt=None, generate=None, 
             print(f"warning: {model}: archsim does not model: {'; '.join(hf.unmodelled)}", file=sys.stderr)
         dtypes = DTypes(hf.dtype, hf.dtype, hf.dtype) if hf.dtype else w.dtypes
         w = replace(w, model=hf.model, dtypes=dtypes)
-        wl_cfg = {**wl_cfg, "name": hf.model.name, "model": model_cfg(hf.model),
-                  "dtypes": {"weights": dtypes.weights.value, "activations": dtypes.activations.value,
-                             "kv_cache": dtypes.kv_cache.value}}
+        wl_cfg = {
+            **wl_cfg,
+            "name": hf.model.name,
+            "model": model_cfg(hf.model),
+            "dtypes": {
+                "weights": dtypes.weights.value,
+                "activations": dtypes.activations.value,
+                "kv_cache": dtypes.kv_cache.value,
+            },
+        }
     sc = w.scenario
-    sc = replace(sc, batch=batch or sc.batch, prompt_tokens=prompt or sc.prompt_tokens,
-                 output_tokens=generate or sc.output_tokens)
+    sc = replace(
+        sc,
+        batch=batch or sc.batch,
+        prompt_tokens=prompt or sc.prompt_tokens,
+        output_tokens=generate or sc.output_tokens,
+    )
     w = replace(w, scenario=sc, fusion=Fusion(fusion) if fusion else w.fusion)
-    wl_cfg = {**wl_cfg, "scenario": {"batch": sc.batch, "prompt_tokens": sc.prompt_tokens,
-                                     "output_tokens": sc.output_tokens}, "fusion": w.fusion.value}
+    wl_cfg = {
+        **wl_cfg,
+        "scenario": {"batch": sc.batch, "prompt_tokens": sc.prompt_tokens, "output_tokens": sc.output_tokens},
+        "fusion": w.fusion.value,
+    }
     return w, wl_cfg
 
 
@@ -131,10 +169,12 @@ def check_trace_steps(steps, decode_steps: int) -> list[tuple[str, int]]:
     """The steps to trace: as asked (each must exist in the run), or the default ones that do."""
     if not steps:
         return [s for s in DEFAULT_TRACE_STEPS if s[1] <= decode_steps]
-    for kind, n in steps:
+    for _kind, n in steps:
         if n > decode_steps:
-            raise UsageError(f"--trace-step: decode:{n} is past the last decode step of this run "
-                             f"({decode_steps}: --generate minus 1) (got decode:{n})")
+            raise UsageError(
+                f"--trace-step: decode:{n} is past the last decode step of this run "
+                f"({decode_steps}: --generate minus 1) (got decode:{n})"
+            )
     return sorted(set(steps), key=lambda s: (s[0] != "prefill", s[1]))
 
 
@@ -151,8 +191,11 @@ def trace_document(result, w, system, steps: list[tuple[str, int]], parallelism=
         if kind == "prefill":
             builder.add_step(result.prefill, f"prefill: batch {s.batch} x {s.prompt_tokens} tokens", 0.0)
             continue
-        step = result.decode if n == 1 else simulate_step(
-            w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens + n - 1), parallelism)
+        step = (
+            result.decode
+            if n == 1
+            else simulate_step(w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens + n - 1), parallelism)
+        )
         start_s = result.ttft_s + float(result.decode_step_s[: n - 1].sum())
         builder.add_step(step, f"decode step {n}: batch {s.batch}, KV {step.step.kv_len}", start_s)
     return builder.document()
@@ -170,16 +213,23 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, console) -> lis
     d, chip = Path(out_dir), system.chip
     steps = [("prefill", result.prefill)] + ([("first decode step", result.decode)] if result.decode else [])
     try:
-        paths = [plots.roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
-                 plots.breakdown(d / "breakdown.png", steps),
-                 plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)]),
-                 plots.memory(d / "memory.png", [(chip.name, result.footprint)])]
+        paths = [
+            plots.roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
+            plots.breakdown(d / "breakdown.png", steps),
+            plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)]),
+            plots.memory(d / "memory.png", [(chip.name, result.footprint)]),
+        ]
     except plots.PlotsUnavailable as err:
         raise UsageError(f"--plots: {err}") from None
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("tokens/s against batch", total=None)
-        batches, runs, limit = batch_sweep(w, system, kv_stride, known=result,
-                                           progress=lambda done, total: bar.update(task, completed=done, total=total))
+        batches, runs, limit = batch_sweep(
+            w,
+            system,
+            kv_stride,
+            known=result,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     title = f"{w.model.name} on {chip.name}: prompt {w.scenario.prompt_tokens}, generate {w.scenario.output_tokens}"
     paths.append(plots.throughput_by_batch(d / "throughput_batch.png", batches, runs, limit, title))
     return paths
@@ -189,15 +239,15 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
+    from archsim.config.loader import config_hash
+    from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.export import run_dict, write_json
     from archsim.report.tables import print_run, summary_table
     from archsim.runner.generation import run_generation
 
-    from archsim.config.loader import config_hash
-    from archsim.graph.parallel import Parallelism, ParallelismError
-
-    system, w, config, digest = load_run_inputs(args.hw, args.workload, args.batch, args.prompt,
-                                                args.generate, args.fusion, args.model)
+    system, w, config, digest = load_run_inputs(
+        args.hw, args.workload, args.batch, args.prompt, args.generate, args.fusion, args.model
+    )
     par = Parallelism(args.tp, args.pp, args.ep)
     if not par.is_single:
         config = {**config, **parallel_config(par)}
@@ -211,9 +261,13 @@ def run(args) -> int:
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("decode attention", total=None)
         try:
-            result = run_generation(w, system, kv_stride=args.kv_stride,
-                                    progress=lambda done, total: bar.update(task, completed=done, total=total),
-                                    parallelism=par)
+            result = run_generation(
+                w,
+                system,
+                kv_stride=args.kv_stride,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                parallelism=par,
+            )
         except ParallelismError as err:
             raise UsageError(f"--tp/--pp/--ep: {err}") from None
     if args.quiet:
@@ -228,8 +282,11 @@ def run(args) -> int:
     if args.json:
         data = run_dict(result, config, digest)
         if not par.is_single:
-            data["communication"] = {name: communication(step) for name, step in
-                                     (("prefill", result.prefill), ("decode", result.decode)) if step}
+            data["communication"] = {
+                name: communication(step)
+                for name, step in (("prefill", result.prefill), ("decode", result.decode))
+                if step
+            }
         write_json(args.json, data)
     if args.csv:
         from archsim.report.csvfile import write_op_csv

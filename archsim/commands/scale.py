@@ -4,6 +4,7 @@ with more chips, how much of it the all-reduces take, and where their latency st
 from __future__ import annotations
 
 import argparse
+import itertools
 from dataclasses import dataclass
 
 from archsim.commands import UsageError, positive_int
@@ -25,16 +26,25 @@ def tp_list(text: str) -> tuple[int, ...]:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("scale", help="decode step against tensor-parallel degree: where all-reduce latency "
-                                     "stops the gains")
+    p = sub.add_parser(
+        "scale", help="decode step against tensor-parallel degree: where all-reduce latency stops the gains"
+    )
     p.add_argument("--hw", default=DEFAULT_HW, help=f"multi-chip hardware YAML or shipped name (default {DEFAULT_HW})")
-    p.add_argument("--workload", default=DEFAULT_WORKLOAD,
-                   help=f"workload YAML or shipped name (default {DEFAULT_WORKLOAD})")
+    p.add_argument(
+        "--workload", default=DEFAULT_WORKLOAD, help=f"workload YAML or shipped name (default {DEFAULT_WORKLOAD})"
+    )
     p.add_argument("--batch", type=positive_int("--batch"), help="decode batch (default: the workload's)")
-    p.add_argument("--kv-len", type=positive_int("--kv-len"),
-                   help="KV length the decode step reads (default: the workload's prompt)")
-    p.add_argument("--tp", type=tp_list, metavar="1,2,4,8",
-                   help="tensor-parallel degrees (default: powers of two up to the system's chips)")
+    p.add_argument(
+        "--kv-len",
+        type=positive_int("--kv-len"),
+        help="KV length the decode step reads (default: the workload's prompt)",
+    )
+    p.add_argument(
+        "--tp",
+        type=tp_list,
+        metavar="1,2,4,8",
+        help="tensor-parallel degrees (default: powers of two up to the system's chips)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the table as JSON")
 
 
@@ -68,10 +78,16 @@ def scale_points(w, system, batch: int, kv_len: int, tps: tuple[int, ...]) -> li
         par = Parallelism(tp)
         step = simulate_step(w, system, Step(Phase.DECODE, batch, 1, kv_len), par)
         reduces = [r for r in step.ops if r.op.kind is OpKind.ALL_REDUCE]
-        points.append(ScalePoint(
-            tp, step.time_s, step.comm_s - step.comm_hidden_s, sum(r.op.repeat for r in reduces),
-            next((r.timing.time_s for r in reduces if r.op.name == "o_proj_allreduce"), 0.0),
-            footprint(w, system, batch, par).fits))
+        points.append(
+            ScalePoint(
+                tp,
+                step.time_s,
+                step.comm_s - step.comm_hidden_s,
+                sum(r.op.repeat for r in reduces),
+                next((r.timing.time_s for r in reduces if r.op.name == "o_proj_allreduce"), 0.0),
+                footprint(w, system, batch, par).fits,
+            )
+        )
     return points
 
 
@@ -83,7 +99,7 @@ def marginal_gain(prev: ScalePoint, cur: ScalePoint) -> float:
 
 def gains_stop(points: list[ScalePoint], threshold: float = STOP_GAIN) -> ScalePoint | None:
     """The first degree whose step saves less than `threshold` of what its extra chips could."""
-    return next((cur for prev, cur in zip(points, points[1:]) if marginal_gain(prev, cur) < threshold), None)
+    return next((cur for prev, cur in itertools.pairwise(points) if marginal_gain(prev, cur) < threshold), None)
 
 
 def verdict(points: list[ScalePoint]) -> str:
@@ -94,15 +110,19 @@ def verdict(points: list[ScalePoint]) -> str:
     stop = gains_stop(points)
     if stop is None:
         last = points[-1]
-        return (f"no stop up to TP {last.tp}: each step up saves at least {STOP_GAIN:.0%} of what its chips could; "
-                f"at TP {last.tp} the collectives are {last.share:.0%} of the step "
-                f"({last.allreduces} all-reduces of {format_seconds(last.allreduce_s)})")
+        return (
+            f"no stop up to TP {last.tp}: each step up saves at least {STOP_GAIN:.0%} of what its chips could; "
+            f"at TP {last.tp} the collectives are {last.share:.0%} of the step "
+            f"({last.allreduces} all-reduces of {format_seconds(last.allreduce_s)})"
+        )
     prev = points[points.index(stop) - 1]
-    return (f"the gains stop at TP {stop.tp}: from TP {prev.tp} the step falls only from "
-            f"{format_seconds(prev.step_s)} to {format_seconds(stop.step_s)} ({100 * marginal_gain(prev, stop):.0f}% "
-            f"of what {stop.tp // prev.tp if stop.tp % prev.tp == 0 else round(stop.tp / prev.tp, 2)}x the chips "
-            f"could save): its {stop.allreduces} all-reduces of {format_seconds(stop.allreduce_s)}, latency-bound, "
-            f"are {stop.share:.0%} of it")
+    return (
+        f"the gains stop at TP {stop.tp}: from TP {prev.tp} the step falls only from "
+        f"{format_seconds(prev.step_s)} to {format_seconds(stop.step_s)} ({100 * marginal_gain(prev, stop):.0f}% "
+        f"of what {stop.tp // prev.tp if stop.tp % prev.tp == 0 else round(stop.tp / prev.tp, 2)}x the chips "
+        f"could save): its {stop.allreduces} all-reduces of {format_seconds(stop.allreduce_s)}, latency-bound, "
+        f"are {stop.share:.0%} of it"
+    )
 
 
 def scale_table(points: list[ScalePoint], title: str, batch: int):
@@ -111,16 +131,22 @@ def scale_table(points: list[ScalePoint], title: str, batch: int):
     from archsim.units import format_seconds
 
     t = Table(title=title, title_justify="left")
-    for col in ("TP", "fits", "decode step", "collectives", "share", "one all-reduce", "tokens/s", "speed-up",
-                "gain"):
+    for col in ("TP", "fits", "decode step", "collectives", "share", "one all-reduce", "tokens/s", "speed-up", "gain"):
         t.add_column(col, justify="right", no_wrap=True)
     base = points[0]
     for i, p in enumerate(points):
         marginal = f"{100 * marginal_gain(points[i - 1], p):.0f}%" if i else "-"
-        t.add_row(str(p.tp), "yes" if p.fits else "[red]no[/red]", format_seconds(p.step_s),
-                  format_seconds(p.collectives_s), f"{100 * p.share:.0f}%",
-                  format_seconds(p.allreduce_s) if p.allreduce_s else "-", f"{batch / p.step_s:,.0f}",
-                  f"{base.step_s / p.step_s:.2f}x", marginal)
+        t.add_row(
+            str(p.tp),
+            "yes" if p.fits else "[red]no[/red]",
+            format_seconds(p.step_s),
+            format_seconds(p.collectives_s),
+            f"{100 * p.share:.0f}%",
+            format_seconds(p.allreduce_s) if p.allreduce_s else "-",
+            f"{batch / p.step_s:,.0f}",
+            f"{base.step_s / p.step_s:.2f}x",
+            marginal,
+        )
     return t
 
 
@@ -148,9 +174,26 @@ def run(args) -> int:
         console.print("a degree that does not fit in HBM is simulated all the same, as a reference")
     console.print(f"config hash {digest}")
     if args.json:
-        write_json(args.json, {"config_hash": digest, "config": config, "batch": batch, "kv_len": kv_len,
-                               "points": [{"tp": p.tp, "step_s": p.step_s, "collectives_s": p.collectives_s,
-                                           "share": p.share, "allreduces": p.allreduces,
-                                           "allreduce_s": p.allreduce_s, "fits": p.fits} for p in points],
-                               "gains_stop_tp": getattr(gains_stop(points), "tp", None)})
+        write_json(
+            args.json,
+            {
+                "config_hash": digest,
+                "config": config,
+                "batch": batch,
+                "kv_len": kv_len,
+                "points": [
+                    {
+                        "tp": p.tp,
+                        "step_s": p.step_s,
+                        "collectives_s": p.collectives_s,
+                        "share": p.share,
+                        "allreduces": p.allreduces,
+                        "allreduce_s": p.allreduce_s,
+                        "fits": p.fits,
+                    }
+                    for p in points
+                ],
+                "gains_stop_tp": getattr(gains_stop(points), "tp", None),
+            },
+        )
     return 0

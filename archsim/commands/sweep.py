@@ -17,16 +17,32 @@ def default_workers() -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run a design-space sweep (grid or sampled) into resumable Parquet parts")
     p.add_argument("spec", metavar="SPEC.yaml", help="sweep spec (see hw_configs/sweeps/)")
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="results folder; rerunning into it skips the points already recorded")
-    p.add_argument("--workers", type=positive_int("--workers"), metavar="N",
-                   help="local worker processes (default: the CPUs available; 1 runs in this process)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="results folder; rerunning into it skips the points already recorded",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int("--workers"),
+        metavar="N",
+        help="local worker processes (default: the CPUs available; 1 runs in this process)",
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--dask", metavar="ADDRESS", help="run on the Dask scheduler at ADDRESS (tcp://host:8786)")
-    where.add_argument("--dask-local", type=positive_int("--dask-local"), metavar="N",
-                       help="run on a local Dask cluster of N worker processes")
-    p.add_argument("--chunk-size", type=positive_int("--chunk-size"), metavar="N",
-                   help="points per task and per Parquet part (default: from the spec, else automatic)")
+    where.add_argument(
+        "--dask-local",
+        type=positive_int("--dask-local"),
+        metavar="N",
+        help="run on a local Dask cluster of N worker processes",
+    )
+    p.add_argument(
+        "--chunk-size",
+        type=positive_int("--chunk-size"),
+        metavar="N",
+        help="points per task and per Parquet part (default: from the spec, else automatic)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar; print the summary only")
 
 
@@ -45,8 +61,14 @@ def make_executor(args):
 
 def run(args) -> int:
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.executors import ExecutorUnavailable
@@ -56,17 +78,24 @@ def run(args) -> int:
     spec = load_spec(args.spec)
     executor = make_executor(args)
     console = Console(stderr=True)
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
     try:
         require_pyarrow()
-        with Progress(*columns, console=console, disable=args.quiet or not console.is_terminal,
-                      transient=False) as bar:
+        with Progress(*columns, console=console, disable=args.quiet or not console.is_terminal, transient=False) as bar:
             task = bar.add_task("resolving points", total=None, rate="")
 
             def resolved(total: int, todo: int) -> None:
-                bar.update(task, description=f"{spec.name}: {total - todo} of {total} done before",
-                           total=todo, completed=0)
+                bar.update(
+                    task, description=f"{spec.name}: {total - todo} of {total} done before", total=todo, completed=0
+                )
 
             def progress(done: int, todo: int, failed: int) -> None:
                 speed = bar.tasks[0].speed
@@ -80,16 +109,20 @@ def run(args) -> int:
     except KeyboardInterrupt:
         print(f"{spec.name}: stopped; what finished is in {args.out}: run the same command to resume")
         raise
-    print(f"{spec.name}: {report.points_done} of {report.points_total} points done "
-          f"({report.points_ok} ok, {report.points_infeasible} infeasible, {report.points_failed} failed); "
-          f"{report.points_run} run now in {report.elapsed_s:.1f} s on {executor.label}"
-          + (f" ({executor.workers} workers)" if executor.workers > 1 else ""))
+    print(
+        f"{spec.name}: {report.points_done} of {report.points_total} points done "
+        f"({report.points_ok} ok, {report.points_infeasible} infeasible, {report.points_failed} failed); "
+        f"{report.points_run} run now in {report.elapsed_s:.1f} s on {executor.label}"
+        + (f" ({executor.workers} workers)" if executor.workers > 1 else "")
+    )
     print(f"results {args.out} (summary.json, part-*.parquet)")
     for why in sorted(set(report.lost)):
         print(f"warning: chunks lost, their points not recorded: {why}; rerun to finish")
     if report.stale_rows:
-        print(f"note: {args.out} also holds {report.stale_rows} rows of points not in this spec "
-              "(a value or a base file changed); `archsim pareto` reads them too")
+        print(
+            f"note: {args.out} also holds {report.stale_rows} rows of points not in this spec "
+            "(a value or a base file changed); `archsim pareto` reads them too"
+        )
     if report.points_failed:
         print(f"{report.points_failed} points failed: their errors are in the `error` column")
     return 0 if report.complete and not report.points_failed else 1

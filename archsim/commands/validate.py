@@ -32,7 +32,7 @@ def load_cases(name_or_path: str) -> list:
         raise ConfigError.single(str(path), "", f"not a JSON case file ({err})") from None
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
-        raise ConfigError.single(str(path), "cases", "expected {\"cases\": [...]}")
+        raise ConfigError.single(str(path), "cases", 'expected {"cases": [...]}')
     return cases
 
 
@@ -57,8 +57,9 @@ def run(args) -> int:
         table.add_column(col, justify=just)
     for r in results:
         colour = "green" if abs(r.error_pct) <= 10 else "yellow" if abs(r.error_pct) <= 25 else "red"
-        table.add_row(r.id, f"{r.measured_ms:.4g} ms", f"{r.predicted_ms:.4g} ms",
-                      f"[{colour}]{r.error_pct:+.1f}%[/{colour}]")
+        table.add_row(
+            r.id, f"{r.measured_ms:.4g} ms", f"{r.predicted_ms:.4g} ms", f"[{colour}]{r.error_pct:+.1f}%[/{colour}]"
+        )
     console.print(table)
     summary = summarise(results)
     st = Table(title="summary (absolute error)", title_justify="left")
@@ -68,13 +69,24 @@ def run(args) -> int:
         st.add_row(kind, str(s["n"]), f"{s['mean_abs_error_pct']:.1f}%", f"{s['max_abs_error_pct']:.1f}%")
     console.print(st)
     if args.json:
-        write_json(args.json, {
-            "hardware": args.hw,
-            "cases": [{"id": r.id, "kind": r.kind, "measured_ms": r.measured_ms, "predicted_ms": r.predicted_ms,
-                       "error_pct": r.error_pct} for r in results],
-            "summary": summary,
-            "errors": [{"id": i, "error": e} for i, e in errors],
-        })
+        write_json(
+            args.json,
+            {
+                "hardware": args.hw,
+                "cases": [
+                    {
+                        "id": r.id,
+                        "kind": r.kind,
+                        "measured_ms": r.measured_ms,
+                        "predicted_ms": r.predicted_ms,
+                        "error_pct": r.error_pct,
+                    }
+                    for r in results
+                ],
+                "summary": summary,
+                "errors": [{"id": i, "error": e} for i, e in errors],
+            },
+        )
     for cid, err in errors:
         print(f"{args.cases}: case {cid}: {err}", file=sys.stderr)
     return 2 if errors else 0

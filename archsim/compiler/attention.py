@@ -35,8 +35,12 @@ def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
     d, a = op.head_dim, op.dtype.bytes
     decode = op.q_len == 1
     rows = op.heads // op.kv_heads if decode else op.q_len
-    fitting = [(bq, bk) for bq in BLOCK_SIZES for bk in BLOCK_SIZES
-               if (2 * min(bq, rows) * d + 2 * 2 * bk * d) * a <= chip.core.sram.capacity_bytes]
+    fitting = [
+        (bq, bk)
+        for bq in BLOCK_SIZES
+        for bk in BLOCK_SIZES
+        if (2 * min(bq, rows) * d + 2 * 2 * bk * d) * a <= chip.core.sram.capacity_bytes
+    ]
     if decode:
         fitting = [(bq, bk) for bq, bk in fitting if bq == min(BLOCK_SIZES)]
     if not fitting:
@@ -86,7 +90,7 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     # each K/V block is fetched from HBM by the first item to touch it; with GQA the query heads
     # of a group share their KV head's blocks through L2
     first_touch = {}
-    for idx, (b, h, qb, n_kv) in enumerate(all_items):
+    for idx, (b, h, qb, _n_kv) in enumerate(all_items):
         kvh = h if decode else h // group
         wave = idx // chip.cores if not fits else 0
         key = (b, kvh, qb if decode else 0, wave)
@@ -118,9 +122,19 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     sequences = [np.concatenate([item_entries(n, m) for n, m in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
     stages = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
-    phases = [build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk} kv-splits {splits}",
-                          weights=weights)]
+    phases = [build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk} kv-splits {splits}", weights=weights)]
     if splits > 1:  # combine the fp32 partial outputs (and their log-sum-exps) per query row
-        phases.append(streaming_phase(chip, op.batch * op.heads * d, splits * PARTIAL_BYTES, a,
-                                      3 * splits, 1, "split-KV combine", row_elements=d, reads_hit_l2=True))
+        phases.append(
+            streaming_phase(
+                chip,
+                op.batch * op.heads * d,
+                splits * PARTIAL_BYTES,
+                a,
+                3 * splits,
+                1,
+                "split-KV combine",
+                row_elements=d,
+                reads_hit_l2=True,
+            )
+        )
     return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)

@@ -25,8 +25,11 @@ def _access(op: Op, chip: Chip, elements: int, read: float, write: float, operan
     """
     in_l2 = chip.l2.capacity_bytes * HOT_L2_SHARE
     lane_bytes = op.dtype.bytes if op.strided else chip.core.vector.access_bytes
-    kw = dict(reads_hit_l2=op.hot and elements * read <= in_l2, writes_hit_l2=op.hot and elements * write <= in_l2,
-              inflight_bytes=chip.core.request_inflight_bytes(lane_bytes))
+    kw = {
+        "reads_hit_l2": op.hot and elements * read <= in_l2,
+        "writes_hit_l2": op.hot and elements * write <= in_l2,
+        "inflight_bytes": chip.core.request_inflight_bytes(lane_bytes),
+    }
     if not op.strided:
         return kw, 0.0
     return dict(kw, min_chunk_bytes=STRIDED_BLOCK_ELEMENTS * read), float(STRIDED_INDEX_OPS * operands)
@@ -42,10 +45,19 @@ def compile_vector(op: Op, chip: Chip) -> Program:
     a = op.dtype.bytes
     elements = op.m * op.n
     access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads + c.writes)
-    phase = streaming_phase(chip, elements, c.reads * a, c.writes * a, c.lane_ops + index_ops, c.special_ops,
-                            op.vop.value, row_elements=op.n if c.row_wise else 1,
-                            l2_rereads_per_element=(c.passes - 1) * c.reads * a,
-                            row_inflight_bytes=min(c.row_step, op.n) * c.reads * a, **access)
+    phase = streaming_phase(
+        chip,
+        elements,
+        c.reads * a,
+        c.writes * a,
+        c.lane_ops + index_ops,
+        c.special_ops,
+        op.vop.value,
+        row_elements=op.n if c.row_wise else 1,
+        l2_rereads_per_element=(c.passes - 1) * c.reads * a,
+        row_inflight_bytes=min(c.row_step, op.n) * c.reads * a,
+        **access,
+    )
     return Program((phase,), op.flops(), op.min_bytes(), matrix=False)
 
 
@@ -61,8 +73,9 @@ def compile_copy(op: Op, chip: Chip) -> Program:
     views an element per lane at a time)."""
     a = op.dtype.bytes if op.strided else 1
     access, index_ops = _access(op, chip, int(op.bytes // a), a, a, 2)
-    phase = streaming_phase(chip, int(op.bytes // a), a, a, index_ops, 0,
-                            "strided copy" if op.strided else "copy", **access)
+    phase = streaming_phase(
+        chip, int(op.bytes // a), a, a, index_ops, 0, "strided copy" if op.strided else "copy", **access
+    )
     return Program((phase,), 0.0, op.min_bytes(), matrix=False)
 
 

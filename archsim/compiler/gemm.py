@@ -18,6 +18,7 @@ from archsim.compiler.tiles import matmul_cycles, step_cycles, vector_step_cycle
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, DType
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
+from archsim.units import ceil_div
 
 TILE_SIZES = (8, 16, 32, 64, 128, 256, 512)  # tile edges a kernel library offers (powers of two)
 K_STEPS = (32, 64, 128, 256, 512)
@@ -81,7 +82,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
             waves = -(-items // chip.cores)
         compute_s = waves * per_item * cycles_per_step / chip.clock_hz
         rows_per_wave = np.maximum(1, chip.cores // np.maximum(1, -(-n // tn)))
-        b_passes = np.where(fits, 1, -(-(-(-m // tm)) // rows_per_wave))
+        b_passes = np.where(fits, 1, ceil_div(ceil_div(m, tm), rows_per_wave))
         hbm = op.groups * (m * k * a + b_passes * k * n * b) + op.groups * m * n * op.c_dtype.bytes
         if split > 1:
             hbm = hbm + 2 * split * op.groups * m * n * PARTIAL_BYTES
@@ -102,8 +103,9 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[tuple[int, int
         hbm = np.broadcast_to(hbm, est.shape)
         for i in np.lexsort((compute_s, hbm, est))[:count]:
             if np.isfinite(est[i]):
-                scored.append((float(est[i]), float(hbm[i]), float(compute_s[i]),
-                               (int(tm[i]), int(tn[i]), int(tk[i]), split)))
+                scored.append(
+                    (float(est[i]), float(hbm[i]), float(compute_s[i]), (int(tm[i]), int(tn[i]), int(tk[i]), split))
+                )
     scored.sort()
     # one K step per tile shape and split: the shortlist spans different mappings
     out: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
@@ -129,14 +131,25 @@ def _items(op: Op, tm: int, tn: int, tk: int, split: int) -> dict[str, np.ndarra
     """Work items in launch order, as arrays: group, row block, column block and K slice
     (g, i, j, s) with the item's rows, columns and K length (em, en, kl)."""
     m, k, n = op.m, op.k, op.n
-    per = -(-(-(-k // tk)) // split) * tk
-    g, i, j, s = (x.ravel() for x in np.meshgrid(np.arange(op.groups), np.arange(-(-m // tm)),
-                                                 np.arange(-(-n // tn)), np.arange(split), indexing="ij"))
+    per = ceil_div(ceil_div(k, tk), split) * tk
+    g, i, j, s = (
+        x.ravel()
+        for x in np.meshgrid(
+            np.arange(op.groups), np.arange(-(-m // tm)), np.arange(-(-n // tn)), np.arange(split), indexing="ij"
+        )
+    )
     kl = np.minimum(k, (s + 1) * per) - s * per
     keep = kl > 0
     g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
-    return {"g": g, "i": i, "j": j, "s": s, "em": np.minimum(tm, m - i * tm), "en": np.minimum(tn, n - j * tn),
-            "kl": kl}
+    return {
+        "g": g,
+        "i": i,
+        "j": j,
+        "s": s,
+        "em": np.minimum(tm, m - i * tm),
+        "en": np.minimum(tn, n - j * tn),
+        "kl": kl,
+    }
 
 
 def _wave_hbm_fractions(items: dict[str, np.ndarray], cores: int, a: float, b: float, fits_l2: bool) -> np.ndarray:
@@ -160,8 +173,7 @@ def _wave_hbm_fractions(items: dict[str, np.ndarray], cores: int, a: float, b: f
     return np.divide(unique, total, out=np.zeros(waves), where=total > 0)
 
 
-def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int,
-                limit_items: int | None = None) -> Phase:
+def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int, limit_items: int | None = None) -> Phase:
     a, b = op.dtype.bytes, op.b_dtype.bytes
     items = {key: v[:limit_items] for key, v in _items(op, tm, tn, tk, split).items()}
     cores = chip.cores
@@ -174,7 +186,7 @@ def _gemm_phase(op: Op, chip: Chip, tm: int, tn: int, tk: int, split: int,
     # items of the same shape and miss fraction have the same entries: build each kind once
     em_, en_, kl_ = items["em"], items["en"], items["kl"]
     code = ((em_ * (int(en_.max()) + 1) + en_) * (int(kl_.max()) + 1) + kl_) * len(fracs) + frac_id
-    codes, first, kind_of = np.unique(code, return_index=True, return_inverse=True)
+    _codes, first, kind_of = np.unique(code, return_index=True, return_inverse=True)
     blocks = []
     for idx in first:
         em, en, kl, f = int(em_[idx]), int(en_[idx]), int(kl_[idx]), float(fracs[frac_id[idx]])
@@ -209,10 +221,16 @@ def _reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
     """Sum the fp32 partials of a split-K GEMM and write the output (its own kernel); the
     partials are read from L2 when they fit there."""
     elements = op.groups * op.m * op.n
-    return streaming_phase(chip, elements, read_bytes_per_element=split * PARTIAL_BYTES,
-                           write_bytes_per_element=op.c_dtype.bytes, lane_ops_per_element=split,
-                           special_ops_per_element=0, label=f"split-K reduce x{split}",
-                           reads_hit_l2=_partials_fit(op, chip, split))
+    return streaming_phase(
+        chip,
+        elements,
+        read_bytes_per_element=split * PARTIAL_BYTES,
+        write_bytes_per_element=op.c_dtype.bytes,
+        lane_ops_per_element=split,
+        special_ops_per_element=0,
+        label=f"split-K reduce x{split}",
+        reads_hit_l2=_partials_fit(op, chip, split),
+    )
 
 
 def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phase]:
@@ -278,17 +296,28 @@ def _stream_k_phases(op: Op, chip: Chip, tm: int, tn: int, tk: int) -> list[Phas
 def _segments_before(dp_tiles: int, tile: int, s0: int, ksteps: int, per: int) -> int:
     """How many cores worked on iterations [0, s0) of the tile (each holds `per` iterations)."""
     first = tile * ksteps
-    return len({(first + s) // per for s in range(0, s0)})
+    return len({(first + s) // per for s in range(s0)})
 
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
 
 
-def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, write_bytes_per_element: float,
-                    lane_ops_per_element: float, special_ops_per_element: float, label: str,
-                    row_elements: int = 1, reads_hit_l2: bool = False, l2_rereads_per_element: float = 0.0,
-                    row_inflight_bytes: float = 0.0, inflight_bytes: float = float("inf"),
-                    min_chunk_bytes: float = MIN_CHUNK_BYTES, writes_hit_l2: bool = False) -> Phase:
+def streaming_phase(
+    chip: Chip,
+    elements: int,
+    read_bytes_per_element: float,
+    write_bytes_per_element: float,
+    lane_ops_per_element: float,
+    special_ops_per_element: float,
+    label: str,
+    row_elements: int = 1,
+    reads_hit_l2: bool = False,
+    l2_rereads_per_element: float = 0.0,
+    row_inflight_bytes: float = 0.0,
+    inflight_bytes: float = float("inf"),
+    min_chunk_bytes: float = MIN_CHUNK_BYTES,
+    writes_hit_l2: bool = False,
+) -> Phase:
     """A streaming (vector / copy) kernel over `elements`, cut into chunks dealt to cores.
 
     Chunks hold whole rows of `row_elements` (a row-wise op keeps a row on one core), at least
@@ -327,8 +356,7 @@ def streaming_phase(chip: Chip, elements: int, read_bytes_per_element: float, wr
         out[:, 1] += e * l2_rereads_per_element
         for size in np.unique(sizes):
             n = int(size) * row_elements
-            out[sizes == size, 2] = vector_step_cycles(chip.core, n * lane_ops_per_element,
-                                                       n * special_ops_per_element)
+            out[sizes == size, 2] = vector_step_cycles(chip.core, n * lane_ops_per_element, n * special_ops_per_element)
         out[:, 4 if writes_hit_l2 else 3] = e * write_bytes_per_element
         return out
 

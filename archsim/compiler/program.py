@@ -53,8 +53,14 @@ class Program:
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
 
 
-def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_kernel: bool = True,
-                weights: list[int] | None = None, inflight_bytes: float = float("inf")) -> Phase:
+def build_phase(
+    sequences: list[np.ndarray],
+    stages: int,
+    label: str = "",
+    new_kernel: bool = True,
+    weights: list[int] | None = None,
+    inflight_bytes: float = float("inf"),
+) -> Phase:
     """Phase from one array per core of rows (hbm_bytes, l2_bytes, cycles, store_bytes
     [, store_l2_bytes]). Identical sequences are merged into one with a weight; empty ones dropped.
     With `weights`, the sequences are already distinct and stand for that many cores each."""
@@ -82,8 +88,19 @@ def build_phase(sequences: list[np.ndarray], stages: int, label: str = "", new_k
     start = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
     flat = np.concatenate(seqs)
-    return Phase(start, weights, flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].astype(np.int64),
-                 flat[:, 3].copy(), max(1, int(stages)), label, flat[:, 4].copy(), new_kernel, inflight_bytes)
+    return Phase(
+        start,
+        weights,
+        flat[:, 0].copy(),
+        flat[:, 1].copy(),
+        flat[:, 2].astype(np.int64),
+        flat[:, 3].copy(),
+        max(1, int(stages)),
+        label,
+        flat[:, 4].copy(),
+        new_kernel,
+        inflight_bytes,
+    )
 
 
 def deal_items(item_costs: np.ndarray, cores: int) -> list[list[int]]:

@@ -7,16 +7,13 @@ the longer of that and the time the SRAM needs to deliver the operands.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
 from archsim.hardware import Core, DType
 from archsim.hardware.systolic import array_cycles
-
-
-def _ceil_div(a, b):
-    return -(-a // b)
+from archsim.units import ceil_div
 
 
 def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = None):
@@ -26,8 +23,8 @@ def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = N
     kpc = arr.k_rate(_compute_dtype(a_dtype, b_dtype)) or arr.k_rate(DType.BF16)
     units = core.matrix_units
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
-    split_n = array_cycles(m, k, _ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
-    split_m = array_cycles(_ceil_div(m, units), k, n, arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
+    split_n = array_cycles(m, k, ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
+    split_m = array_cycles(ceil_div(m, units), k, n, arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
     cycles = np.minimum(split_n, split_m)
     operand_bytes = m * k * a_dtype.bytes + k * n * b_dtype.bytes
     sram_cycles = np.ceil(operand_bytes / core.sram.bandwidth_bytes_per_cycle).astype(np.int64)
@@ -46,13 +43,13 @@ def vector_cycles(core: Core, lane_ops, special_ops):
     return (lane + special).astype(np.int64)
 
 
-@lru_cache(maxsize=None)
+@cache
 def step_cycles(core: Core, m: int, k: int, n: int, a_dtype: DType, b_dtype: DType | None = None) -> int:
     """`matmul_cycles` of one tile step (scalar, memoised: the same steps recur in every item)."""
     return int(matmul_cycles(core, m, k, n, a_dtype, b_dtype))
 
 
-@lru_cache(maxsize=None)
+@cache
 def vector_step_cycles(core: Core, lane_ops: float, special_ops: float) -> int:
     """`vector_cycles` of one streaming entry (scalar, memoised)."""
     return int(vector_cycles(core, lane_ops, special_ops))

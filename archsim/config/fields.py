@@ -13,7 +13,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 from archsim.errors import quote
 from archsim.units import Dim, parse_quantity
 
-
 # Limits that catch a slipped unit prefix ('1.755 Hz' for GHz, '6.25 bps' for Gbps) and keep the
 # engine's float cycle counts exact; no digital chip or DRAM pin lies outside them.
 MIN_CLOCK = (1e6, "1 MHz")
@@ -25,6 +24,7 @@ MAX_CORES = 2**20  # Cerebras WSE-3, the largest chip built, has 900,000 cores
 
 def _quantity(dim: Dim, low: tuple[float, str] = (0.0, ""), high: tuple[float, str] = (float("inf"), "")):
     """Validator of a quantity above zero (and within `low`..`high`, each a value and its text)."""
+
     def parse(value: object) -> float:
         out = parse_quantity(value, dim)
         if not out > 0:

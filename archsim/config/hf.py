@@ -25,17 +25,45 @@ from archsim.hardware import DType
 FAMILIES = ("llama", "mistral", "qwen2", "mixtral")
 REQUIRED = ("hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
 OPTIONAL_INTS = ("num_key_value_heads", "head_dim", "num_local_experts", "num_experts_per_tok")
-TORCH_DTYPES = {"bfloat16": DType.BF16, "float16": DType.FP16, "float32": DType.FP32,
-                "float8_e4m3fn": DType.FP8, "int8": DType.INT8}
+TORCH_DTYPES = {
+    "bfloat16": DType.BF16,
+    "float16": DType.FP16,
+    "float32": DType.FP32,
+    "float8_e4m3fn": DType.FP8,
+    "int8": DType.INT8,
+}
 # no effect on the cost of a step: identity, token ids, numerics, training-only settings
-NO_COST = frozenset({
-    "_name_or_path", "architectures", "model_type", "transformers_version", "bos_token_id",
-    "eos_token_id", "pad_token_id", "initializer_range", "rms_norm_eps", "rope_theta", "use_cache",
-    "attention_dropout", "pretraining_tp", "max_position_embeddings", "output_router_logits",
-    "router_aux_loss_coef", "router_jitter_noise", "tokenizer_class", "auto_map", "max_window_layers",
-    "torch_dtype", "dtype", "use_sliding_window", "return_dict", "output_attentions",
-    "output_hidden_states", "is_decoder",
-})
+NO_COST = frozenset(
+    {
+        "_name_or_path",
+        "architectures",
+        "model_type",
+        "transformers_version",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "initializer_range",
+        "rms_norm_eps",
+        "rope_theta",
+        "use_cache",
+        "attention_dropout",
+        "pretraining_tp",
+        "max_position_embeddings",
+        "output_router_logits",
+        "router_aux_loss_coef",
+        "router_jitter_noise",
+        "tokenizer_class",
+        "auto_map",
+        "max_window_layers",
+        "torch_dtype",
+        "dtype",
+        "use_sliding_window",
+        "return_dict",
+        "output_attentions",
+        "output_hidden_states",
+        "is_decoder",
+    }
+)
 # field -> (the value at which there is nothing to model, what archsim does instead)
 NEUTRAL = {
     "rope_scaling": (None, "positions only; costed as plain RoPE"),
@@ -90,7 +118,9 @@ def _ints(data: dict, path: str, text: str) -> tuple[dict[str, int], list[Proble
                 problems.append(Problem(path, None, key, "missing required field"))
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            problems.append(Problem(path, _line_of(text, key), key, f"expected a whole number above zero (got {value!r})"))
+            problems.append(
+                Problem(path, _line_of(text, key), key, f"expected a whole number above zero (got {value!r})")
+            )
             continue
         values[key] = value
     return values, problems
@@ -106,8 +136,9 @@ def _shape_problems(v: dict[str, int], path: str, text: str) -> list[Problem]:
         problems.append(at("num_key_value_heads", f"must divide num_attention_heads ({heads}) (got {kv})"))
     hidden = v.get("hidden_size")
     if heads and hidden and "head_dim" not in v and hidden % heads:
-        problems.append(at("hidden_size", f"not a multiple of num_attention_heads ({heads}) and no head_dim "
-                                          f"given (got {hidden})"))
+        problems.append(
+            at("hidden_size", f"not a multiple of num_attention_heads ({heads}) and no head_dim given (got {hidden})")
+        )
     experts, top_k = v.get("num_local_experts", 1), v.get("num_experts_per_tok", 1)
     if experts > 1 and top_k > experts:
         problems.append(at("num_experts_per_tok", f"must not exceed num_local_experts ({experts}) (got {top_k})"))
@@ -120,8 +151,9 @@ def _dtype(data: dict, path: str, text: str) -> tuple[DType | None, list[Problem
     if name is None or name == "auto":
         return None, []
     if name not in TORCH_DTYPES:
-        return None, [Problem(path, _line_of(text, key), key,
-                              f"expected one of {', '.join(TORCH_DTYPES)} (got {name!r})")]
+        return None, [
+            Problem(path, _line_of(text, key), key, f"expected one of {', '.join(TORCH_DTYPES)} (got {name!r})")
+        ]
     return TORCH_DTYPES[name], []
 
 
@@ -170,23 +202,43 @@ def load_hf_config(path: str) -> HfModel:
     problems += dtype_problems
     tied = data.get("tie_word_embeddings", False)
     if not isinstance(tied, bool):
-        problems.append(Problem(path, _line_of(text, "tie_word_embeddings"), "tie_word_embeddings",
-                                f"expected true or false (got {tied!r})"))
+        problems.append(
+            Problem(
+                path,
+                _line_of(text, "tie_word_embeddings"),
+                "tie_word_embeddings",
+                f"expected true or false (got {tied!r})",
+            )
+        )
     if problems:
         raise ConfigError(problems)
     heads, experts = v["num_attention_heads"], v.get("num_local_experts", 1)
     model = ModelSpec(
-        name=model_name(data, path), layers=v["num_hidden_layers"], hidden=v["hidden_size"], heads=heads,
-        kv_heads=v.get("num_key_value_heads", heads), head_dim=v.get("head_dim", v["hidden_size"] // heads),
-        ffn=v["intermediate_size"], vocab=v["vocab_size"], tied_embeddings=tied,
-        experts=experts, top_k=v.get("num_experts_per_tok", 1) if experts > 1 else 1,
+        name=model_name(data, path),
+        layers=v["num_hidden_layers"],
+        hidden=v["hidden_size"],
+        heads=heads,
+        kv_heads=v.get("num_key_value_heads", heads),
+        head_dim=v.get("head_dim", v["hidden_size"] // heads),
+        ffn=v["intermediate_size"],
+        vocab=v["vocab_size"],
+        tied_embeddings=tied,
+        experts=experts,
+        top_k=v.get("num_experts_per_tok", 1) if experts > 1 else 1,
     )
     return HfModel(model, dtype, unmodelled_fields(data), path)
 
 
 def model_cfg(model: ModelSpec) -> dict:
     """The model as the `model:` section of a workload file, for the resolved config and its hash."""
-    return {"layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
-            "head_dim": model.head_dim, "ffn": model.ffn, "vocab": model.vocab,
-            "tied_embeddings": model.tied_embeddings,
-            "moe": {"experts": model.experts, "top_k": model.top_k} if model.is_moe else None}
+    return {
+        "layers": model.layers,
+        "hidden": model.hidden,
+        "heads": model.heads,
+        "kv_heads": model.kv_heads,
+        "head_dim": model.head_dim,
+        "ffn": model.ffn,
+        "vocab": model.vocab,
+        "tied_embeddings": model.tied_embeddings,
+        "moe": {"experts": model.experts, "top_k": model.top_k} if model.is_moe else None,
+    }

@@ -7,7 +7,16 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_serializer
 
 from archsim.config.fields import (
-    Bytes, BytesPerS, ClockHz, CoreCount, Name, PinRate, PositiveInt, Seconds, SecondsOrZero, Strict,
+    Bytes,
+    BytesPerS,
+    ClockHz,
+    CoreCount,
+    Name,
+    PinRate,
+    PositiveInt,
+    Seconds,
+    SecondsOrZero,
+    Strict,
 )
 from archsim.errors import quote
 from archsim.units import format_seconds
@@ -20,7 +29,8 @@ class ArrayCfg(Strict):
     dataflow: Literal["ws", "os", "is"] = Field(description="weight-, output- or input-stationary")
     fold_mode: Literal["serial", "pipelined"] = Field("pipelined", description="fold overlap")
     k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
-        description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)")
+        description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)"
+    )
 
     @field_validator("k_per_cycle")
     @classmethod
@@ -34,8 +44,7 @@ class VectorCfg(Strict):
     lanes: PositiveInt = Field(description="elementwise operations per cycle per core")
     special_per_cycle: PositiveInt = Field(description="exp/rsqrt operations per cycle per core")
     access_bytes: Bytes = Field(16, description="widest load one lane issues (a vector load)")
-    lanes_per_request: PositiveInt = Field(
-        32, description="lanes whose accesses form one memory request (a GPU warp)")
+    lanes_per_request: PositiveInt = Field(32, description="lanes whose accesses form one memory request (a GPU warp)")
 
 
 class SramCfg(Strict):
@@ -51,7 +60,8 @@ class AccumulatorCfg(Strict):
 class DmaCfg(Strict):
     max_inflight: Bytes = Field(description="bytes one core keeps in flight to memory")
     max_requests: PositiveInt | None = Field(
-        None, description="memory requests one core keeps outstanding (default: bounded by bytes only)")
+        None, description="memory requests one core keeps outstanding (default: bounded by bytes only)"
+    )
 
 
 class CoresCfg(Strict):
@@ -87,8 +97,10 @@ class HbmCfg(Strict):
     def _refresh_fits(cls, refresh_s: float, info: ValidationInfo) -> float:
         interval_s = info.data.get("refresh_interval")
         if interval_s is not None and refresh_s >= interval_s:
-            raise ValueError(f"must be shorter than refresh_interval ({format_seconds(interval_s)}) "
-                             f"(got {format_seconds(refresh_s)})")
+            raise ValueError(
+                f"must be shorter than refresh_interval ({format_seconds(interval_s)}) "
+                f"(got {format_seconds(refresh_s)})"
+            )
         return refresh_s
 
 
@@ -102,7 +114,8 @@ class OverheadsCfg(Strict):
     kernel: SecondsOrZero = Field(description="fixed cost per op when ops run back to back")
     launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
     matrix_setup: SecondsOrZero = Field(
-        0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)")
+        0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)"
+    )
 
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
@@ -126,9 +139,11 @@ class InterconnectCfg(Strict):
     topology: Literal["switch", "ring", "torus2d", "torus3d"]
     # How collectives run (archsim.hardware.collectives); absent keys take the defaults there.
     protocols: dict[Name, ProtocolCfg] | None = Field(
-        None, description="the collective library's protocols; the fastest is taken (default: bare links)")
+        None, description="the collective library's protocols; the fastest is taken (default: bare links)"
+    )
     algorithms: list[Literal["ring", "tree", "in_network"]] | None = Field(
-        None, description="all-reduce algorithms the library runs (default: all the topology allows)")
+        None, description="all-reduce algorithms the library runs (default: all the topology allows)"
+    )
     in_network_reduction: InNetworkCfg | None = Field(None, description="the switch reduces (NVLink SHARP)")
     chunk: Bytes | None = Field(None, description="smallest piece a collective is cut into to overlap compute")
     torus: list[PositiveInt] | None = Field(None, description="ring or torus dimensions (product = chips)")

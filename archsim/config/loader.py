@@ -23,8 +23,21 @@ from archsim.config.yamlfile import YamlDoc, read_yaml
 from archsim.errors import ConfigError, Problem, quote
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Scenario, Workload
 from archsim.hardware import (
-    Chip, Core, DType, Dataflow, FoldMode, Hbm, Interconnect, L2, Noc, Overheads, Sram,
-    System, SystolicArray, Topology, VectorUnit,
+    L2,
+    Chip,
+    Core,
+    Dataflow,
+    DType,
+    FoldMode,
+    Hbm,
+    Interconnect,
+    Noc,
+    Overheads,
+    Sram,
+    System,
+    SystolicArray,
+    Topology,
+    VectorUnit,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,8 +73,7 @@ def _problems_from(err: ValidationError, doc: YamlDoc, schema: type[BaseModel]) 
         if e["type"] == "extra_forbidden":
             known = _fields_at(schema, loc[:-1])
             hint = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            msg = "unknown key" + (f"; did you mean {hint[0]!r}?" if hint else
-                                   f"; expected one of {', '.join(known)}")
+            msg = "unknown key" + (f"; did you mean {hint[0]!r}?" if hint else f"; expected one of {', '.join(known)}")
         elif e["type"] == "missing":
             msg = "missing required key"
         else:
@@ -72,10 +84,15 @@ def _problems_from(err: ValidationError, doc: YamlDoc, schema: type[BaseModel]) 
 
 _MAPPING = "expected a mapping of keys to values"
 _EXPECTED = {  # pydantic error type -> what the user should have written
-    "int_type": "expected a whole number", "int_parsing": "expected a whole number",
-    "int_from_float": "expected a whole number", "bool_type": "expected true or false",
-    "bool_parsing": "expected true or false", "string_type": "expected text",
-    "dict_type": _MAPPING, "model_type": _MAPPING, "model_attributes_type": _MAPPING,
+    "int_type": "expected a whole number",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected text",
+    "dict_type": _MAPPING,
+    "model_type": _MAPPING,
+    "model_attributes_type": _MAPPING,
     "string_too_short": "must not be empty",
 }
 
@@ -132,14 +149,21 @@ def validate_doc(doc: YamlDoc, schema: type[Model]) -> Model:
 def _build_system(cfg: HardwareCfg, source: str) -> System:
     c = cfg.cores
     array = SystolicArray(
-        rows=c.matrix_units.rows, cols=c.matrix_units.cols,
-        dataflow=Dataflow(c.matrix_units.dataflow), fold_mode=FoldMode(c.matrix_units.fold_mode),
+        rows=c.matrix_units.rows,
+        cols=c.matrix_units.cols,
+        dataflow=Dataflow(c.matrix_units.dataflow),
+        fold_mode=FoldMode(c.matrix_units.fold_mode),
         k_per_cycle=tuple(sorted(c.matrix_units.k_per_cycle.items())),
     )
     core = Core(
-        matrix_units=c.matrix_units.count, array=array,
-        vector=VectorUnit(c.vector_unit.lanes, c.vector_unit.special_per_cycle,
-                          max(1, round(c.vector_unit.access_bytes)), c.vector_unit.lanes_per_request),
+        matrix_units=c.matrix_units.count,
+        array=array,
+        vector=VectorUnit(
+            c.vector_unit.lanes,
+            c.vector_unit.special_per_cycle,
+            max(1, round(c.vector_unit.access_bytes)),
+            c.vector_unit.lanes_per_request,
+        ),
         sram=Sram(round(c.sram.capacity), round(c.sram.bandwidth), c.sram.banks),
         max_inflight_bytes=round(c.dma.max_inflight),
         accumulator_bytes=round(c.accumulators.capacity),
@@ -147,11 +171,24 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     )
     h = cfg.hbm
     chip = Chip(
-        name=cfg.name, clock_hz=cfg.clock, cores=c.count, core=core,
+        name=cfg.name,
+        clock_hz=cfg.clock,
+        cores=c.count,
+        core=core,
         l2=L2(round(cfg.l2.capacity), cfg.l2.bandwidth, cfg.l2.latency),
-        hbm=Hbm(h.stacks, h.channels_per_stack, h.channel_width_bits, h.data_rate, round(h.capacity),
-                h.latency, round(h.interleave), h.refresh_time, h.refresh_interval, h.turnaround,
-                round(h.rw_batch)),
+        hbm=Hbm(
+            h.stacks,
+            h.channels_per_stack,
+            h.channel_width_bits,
+            h.data_rate,
+            round(h.capacity),
+            h.latency,
+            round(h.interleave),
+            h.refresh_time,
+            h.refresh_interval,
+            h.turnaround,
+            round(h.rw_batch),
+        ),
         noc=Noc(cfg.noc.bandwidth, cfg.noc.hop_latency, cfg.noc.hops),
         overheads=Overheads(cfg.overheads.kernel, cfg.overheads.launch, cfg.overheads.matrix_setup),
     )
@@ -169,12 +206,18 @@ def _fabric(link: Interconnect, i, chips: int):
 
     f, inr = as_fabric(link, chips), i.in_network_reduction
     protocols = tuple(Protocol(name, p.overhead, p.step, p.efficiency) for name, p in (i.protocols or {}).items())
-    return Fabric(link.links_per_chip, link.link_bandwidth_bytes_per_s, link.link_latency_s, link.topology,
-                  protocols=protocols or f.protocols, algorithms=tuple(Algorithm(a) for a in i.algorithms or ()),
-                  in_network_efficiency=inr.efficiency if inr else 0.0,
-                  in_network_latency_s=inr.latency if inr else 0.0,
-                  chunk_bytes=round(i.chunk) if i.chunk else 0,
-                  torus_dims=tuple(i.torus) if i.torus else f.torus_dims)
+    return Fabric(
+        link.links_per_chip,
+        link.link_bandwidth_bytes_per_s,
+        link.link_latency_s,
+        link.topology,
+        protocols=protocols or f.protocols,
+        algorithms=tuple(Algorithm(a) for a in i.algorithms or ()),
+        in_network_efficiency=inr.efficiency if inr else 0.0,
+        in_network_latency_s=inr.latency if inr else 0.0,
+        chunk_bytes=round(i.chunk) if i.chunk else 0,
+        torus_dims=tuple(i.torus) if i.torus else f.torus_dims,
+    )
 
 
 def _check_system(system: System, doc: YamlDoc) -> None:
@@ -184,9 +227,14 @@ def _check_system(system: System, doc: YamlDoc) -> None:
     core = system.chip.core
     need = smallest_tile_bytes(DType.BF16)
     if core.sram.capacity_bytes < need:
-        raise ConfigError([doc.problem(("cores", "sram", "capacity"),
-                          f"too small for the smallest legal tile ({need} bytes needed, "
-                          f"got {core.sram.capacity_bytes})")])
+        raise ConfigError(
+            [
+                doc.problem(
+                    ("cores", "sram", "capacity"),
+                    f"too small for the smallest legal tile ({need} bytes needed, got {core.sram.capacity_bytes})",
+                )
+            ]
+        )
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
     if system.interconnect is not None:
@@ -201,21 +249,31 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
     switch = f.topology is Topology.SWITCH
     ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1}.get(f.topology, 0)
     if f.torus_dims and (len(f.torus_dims) != ndims or math.prod(f.torus_dims) != system.chips):
-        problems.append(doc.problem(where + ("torus",), f"must be {ndims} dimension(s) whose product is "
-                                    f"chips ({system.chips}) for a {f.topology.value} (got {list(f.torus_dims)})"))
+        problems.append(
+            doc.problem(
+                where + ("torus",),
+                f"must be {ndims} dimension(s) whose product is "
+                f"chips ({system.chips}) for a {f.topology.value} (got {list(f.torus_dims)})",
+            )
+        )
     if switch and doc.data.get("interconnect", {}).get("torus") is not None:
         problems.append(doc.problem(where + ("torus",), "a switch has no torus shape; remove it"))
     if not switch and f.in_network_efficiency > 0:
-        problems.append(doc.problem(where + ("in_network_reduction",), f"only a switch reduces (got topology "
-                                    f"{f.topology.value!r})"))
+        problems.append(
+            doc.problem(where + ("in_network_reduction",), f"only a switch reduces (got topology {f.topology.value!r})")
+        )
     if Algorithm.TREE in f.algorithms and not switch:
-        problems.append(doc.problem(where + ("algorithms",),
-                                    f"a tree needs a switch (got topology {f.topology.value!r})"))
+        problems.append(
+            doc.problem(where + ("algorithms",), f"a tree needs a switch (got topology {f.topology.value!r})")
+        )
     if Algorithm.IN_NETWORK in f.algorithms and f.in_network_efficiency == 0:
         problems.append(doc.problem(where + ("algorithms",), "in_network needs an in_network_reduction section"))
     if f.algorithms and not switch and Algorithm.RING not in f.algorithms:
-        problems.append(doc.problem(where + ("algorithms",), f"a {f.topology.value} runs rings only "
-                                    f"(got {[a.value for a in f.algorithms]})"))
+        problems.append(
+            doc.problem(
+                where + ("algorithms",), f"a {f.topology.value} runs rings only (got {[a.value for a in f.algorithms]})"
+            )
+        )
     if problems:
         raise ConfigError(problems)
 
@@ -236,16 +294,25 @@ def system_from_doc(doc: YamlDoc) -> tuple[System, dict]:
 def workload_from_cfg(cfg: WorkloadCfg, source: str) -> Workload:
     m = cfg.model
     model = ModelSpec(
-        name=cfg.name, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads,
-        head_dim=m.head_dim, ffn=m.ffn, vocab=m.vocab, tied_embeddings=m.tied_embeddings,
-        experts=m.moe.experts if m.moe else 1, top_k=m.moe.top_k if m.moe else 1,
+        name=cfg.name,
+        layers=m.layers,
+        hidden=m.hidden,
+        heads=m.heads,
+        kv_heads=m.kv_heads,
+        head_dim=m.head_dim,
+        ffn=m.ffn,
+        vocab=m.vocab,
+        tied_embeddings=m.tied_embeddings,
+        experts=m.moe.experts if m.moe else 1,
+        top_k=m.moe.top_k if m.moe else 1,
     )
     d = cfg.dtypes
     return Workload(
         model=model,
         dtypes=DTypes(DType(d.weights), DType(d.activations), DType(d.kv_cache)),
         scenario=Scenario(cfg.scenario.batch, cfg.scenario.prompt_tokens, cfg.scenario.output_tokens),
-        fusion=Fusion(cfg.fusion), source=source,
+        fusion=Fusion(cfg.fusion),
+        source=source,
     )
 
 

@@ -65,4 +65,4 @@ class WorkloadCfg(Strict):
     fusion: Literal["eager", "fused"] = "fused"
 
 
-__all__ = ["WorkloadCfg", "ModelCfg", "ScenarioCfg", "DTypesCfg", "MoeCfg", "NonNegativeInt"]
+__all__ = ["DTypesCfg", "ModelCfg", "MoeCfg", "NonNegativeInt", "ScenarioCfg", "WorkloadCfg"]

@@ -61,8 +61,15 @@ class _TooLarge(Exception):
     """The document expands to more than MAX_NODES nodes."""
 
 
-def _convert(node: yaml.Node, key: KeyPath, lines: dict, problems: list, path: str,
-             active: set[int] | None = None, count: list[int] | None = None) -> Any:
+def _convert(
+    node: yaml.Node,
+    key: KeyPath,
+    lines: dict,
+    problems: list,
+    path: str,
+    active: set[int] | None = None,
+    count: list[int] | None = None,
+) -> Any:
     active = set() if active is None else active
     count = [0] if count is None else count
     count[0] += 1
@@ -81,8 +88,7 @@ def _convert(node: yaml.Node, key: KeyPath, lines: dict, problems: list, path: s
         try:
             if isinstance(node, yaml.MappingNode):
                 return _convert_mapping(node, key, lines, problems, path, active, count)
-            return [_convert(v, key + (i,), lines, problems, path, active, count)
-                    for i, v in enumerate(node.value)]
+            return [_convert(v, key + (i,), lines, problems, path, active, count) for i, v in enumerate(node.value)]
         finally:
             active.discard(id(node))
     try:
@@ -90,13 +96,17 @@ def _convert(node: yaml.Node, key: KeyPath, lines: dict, problems: list, path: s
     except yaml.YAMLError as exc:
         problems.append(Problem(path, line, dotted(key), f"not valid YAML: {_what(exc)}"))
     except (ValueError, TypeError, AttributeError, OverflowError):
-        problems.append(Problem(path, line, dotted(key), f"cannot be read as {node.tag.rsplit(':', 1)[-1]} "
-                                                         f"(got {node.value!r:.60})"))
+        problems.append(
+            Problem(
+                path, line, dotted(key), f"cannot be read as {node.tag.rsplit(':', 1)[-1]} (got {node.value!r:.60})"
+            )
+        )
     return None
 
 
-def _convert_mapping(node: yaml.MappingNode, key: KeyPath, lines: dict, problems: list, path: str,
-                     active: set[int], count: list[int]) -> dict[str, Any]:
+def _convert_mapping(
+    node: yaml.MappingNode, key: KeyPath, lines: dict, problems: list, path: str, active: set[int], count: list[int]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for knode, vnode in node.value:
         kline = knode.start_mark.line + 1
@@ -106,8 +116,7 @@ def _convert_mapping(node: yaml.MappingNode, key: KeyPath, lines: dict, problems
         name = knode.value
         if name in out:
             first = lines.get(key + (name,))
-            problems.append(Problem(path, kline, dotted(key + (name,)),
-                                    f"duplicate key (first given on line {first})"))
+            problems.append(Problem(path, kline, dotted(key + (name,)), f"duplicate key (first given on line {first})"))
             continue
         lines[key + (name,)] = kline
         out[name] = _convert(vnode, key + (name,), lines, problems, path, active, count)
@@ -151,17 +160,23 @@ def read_yaml(path: str | Path) -> YamlDoc:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError.single(name, "", f"is not UTF-8 text (binary data at byte {exc.start})",
-                                 line=_line_at(raw, exc.start)) from None
+        raise ConfigError.single(
+            name, "", f"is not UTF-8 text (binary data at byte {exc.start})", line=_line_at(raw, exc.start)
+        ) from None
     if "\x00" in text:
-        raise ConfigError.single(name, "", "is not a text file (contains NUL bytes)",
-                                 line=_line_at(text, text.index("\x00")))
+        raise ConfigError.single(
+            name, "", "is not a text file (contains NUL bytes)", line=_line_at(text, text.index("\x00"))
+        )
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.reader.ReaderError as exc:
         code = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "\0")
-        raise ConfigError.single(name, "", f"not valid YAML: control character #x{code:04x} is not allowed",
-                                 line=_line_at(text, exc.position)) from None
+        raise ConfigError.single(
+            name,
+            "",
+            f"not valid YAML: control character #x{code:04x} is not allowed",
+            line=_line_at(text, exc.position),
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -175,8 +190,12 @@ def read_yaml(path: str | Path) -> YamlDoc:
     try:
         data = _convert(node, (), lines, problems, name)
     except (_TooLarge, RecursionError):
-        raise ConfigError.single(name, "", f"too large: expands to more than {MAX_NODES:,} YAML nodes "
-                                           "(nested too deeply or aliased too often)", line=1) from None
+        raise ConfigError.single(
+            name,
+            "",
+            f"too large: expands to more than {MAX_NODES:,} YAML nodes (nested too deeply or aliased too often)",
+            line=1,
+        ) from None
     if problems:
         raise ConfigError(problems)
     if not isinstance(data, dict):

@@ -65,14 +65,30 @@ def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
             if frozen[i]:
                 continue
             rate[i] += delta
-            if (rate[i] >= cap[i] * (1.0 - 1e-12) or (full_h and use_h[i] > 0.0)
-                    or (full_l and use_l[i] > 0.0)):
+            if rate[i] >= cap[i] * (1.0 - 1e-12) or (full_h and use_h[i] > 0.0) or (full_l and use_l[i] > 0.0):
                 frozen[i] = True
 
 
 @njit
-def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
-                   inflight, store_inflight, hbm_latency, l2_latency, hbm_bw, l2_bw, chan_bw, interleave, channels):
+def simulate_phase(
+    core_start,
+    weight,
+    hbm,
+    l2,
+    cycles,
+    store,
+    store_l2,
+    stages,
+    inflight,
+    store_inflight,
+    hbm_latency,
+    l2_latency,
+    hbm_bw,
+    l2_bw,
+    chan_bw,
+    interleave,
+    channels,
+):
     """Play one phase. Bandwidths in bytes/cycle, latencies in cycles, inflight (loads) and
     store_inflight (posted writes) in bytes.
 

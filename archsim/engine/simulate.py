@@ -19,7 +19,11 @@ from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, FoldMode, System
 from archsim.hardware.memory import (
-    hbm_bandwidth, hbm_efficiency, hbm_latency_s, l2_bandwidth, l2_latency_s,
+    hbm_bandwidth,
+    hbm_efficiency,
+    hbm_latency_s,
+    l2_bandwidth,
+    l2_latency_s,
 )
 
 
@@ -58,12 +62,23 @@ def _play(phase: Phase, chip: Chip):
     chan_bw = hbm.channel_bandwidth_bytes_per_s * hbm_efficiency(hbm, write_fraction) / clock
     try:
         out = simulate_phase(
-            phase.core_start, phase.core_weight, phase.hbm_bytes, phase.l2_bytes,
-            phase.compute_cycles.astype(np.float64), phase.store_bytes, phase.store_l2_bytes, int(phase.stages),
+            phase.core_start,
+            phase.core_weight,
+            phase.hbm_bytes,
+            phase.l2_bytes,
+            phase.compute_cycles.astype(np.float64),
+            phase.store_bytes,
+            phase.store_l2_bytes,
+            int(phase.stages),
             min(float(chip.core.max_inflight_bytes), phase.inflight_bytes),
-            float(chip.core.max_inflight_bytes), hbm_latency_s(chip) * clock, l2_latency_s(chip) * clock,
-            hbm_bandwidth(chip, write_fraction) / clock, l2_bandwidth(chip) / clock, chan_bw,
-            float(hbm.interleave_bytes), float(hbm.channels),
+            float(chip.core.max_inflight_bytes),
+            hbm_latency_s(chip) * clock,
+            l2_latency_s(chip) * clock,
+            hbm_bandwidth(chip, write_fraction) / clock,
+            l2_bandwidth(chip) / clock,
+            chan_bw,
+            float(hbm.interleave_bytes),
+            float(hbm.channels),
         )
     except SystemError as err:  # Ctrl-C inside a compiled kernel surfaces as SystemError
         if isinstance(err.__cause__, KeyboardInterrupt):
@@ -74,7 +89,7 @@ def _play(phase: Phase, chip: Chip):
 
 def play_program(program: Program, chip: Chip) -> dict:
     """Play every phase of a program; totals over phases for the critical core and all cores."""
-    out = dict(cycles=0, compute=0, stall=0, busy=0.0, core_cycles=0.0, hbm=0.0, l2=0.0, active=0)
+    out = {"cycles": 0, "compute": 0, "stall": 0, "busy": 0.0, "core_cycles": 0.0, "hbm": 0.0, "l2": 0.0, "active": 0}
     for phase in program.phases:
         end, busy, stalls, total = run_phase(phase, chip)
         if len(end) == 0:
@@ -110,19 +125,31 @@ def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
         played.append((total_s, launches, program, result))
     _, launches, program, r = min(played, key=lambda p: p[0])
     k = op.kernels
-    overhead_s = k * chip.overheads.program_s(launches, program.matrix) + (chip.overheads.launch_s if standalone else 0.0)
+    overhead_s = k * chip.overheads.program_s(launches, program.matrix) + (
+        chip.overheads.launch_s if standalone else 0.0
+    )
     launches *= k
-    overhead = int(round(overhead_s * chip.clock_hz))
+    overhead = round(overhead_s * chip.clock_hz)
     waiting = r["cycles"] - r["compute"]
-    bound = max(((r["compute"], Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead / k, Bound.OVERHEAD)),
-                key=lambda x: x[0])[1]
+    bound = max(
+        ((r["compute"], Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead / k, Bound.OVERHEAD)), key=lambda x: x[0]
+    )[1]
     total_cycles = k * r["cycles"] + overhead
     return OpTiming(
-        cycles=total_cycles, time_s=total_cycles / chip.clock_hz, compute_cycles=k * r["compute"],
-        stall_cycles=k * r["stall"], overhead_cycles=overhead, busy_core_cycles=k * r["busy"],
-        core_cycles=k * r["core_cycles"], hbm_bytes=k * r["hbm"], l2_bytes=k * r["l2"],
-        flops=k * program.flops, min_bytes=k * program.min_bytes, kernels=launches,
-        active_cores=r["active"], bound=bound,
+        cycles=total_cycles,
+        time_s=total_cycles / chip.clock_hz,
+        compute_cycles=k * r["compute"],
+        stall_cycles=k * r["stall"],
+        overhead_cycles=overhead,
+        busy_core_cycles=k * r["busy"],
+        core_cycles=k * r["core_cycles"],
+        hbm_bytes=k * r["hbm"],
+        l2_bytes=k * r["l2"],
+        flops=k * program.flops,
+        min_bytes=k * program.min_bytes,
+        kernels=launches,
+        active_cores=r["active"],
+        bound=bound,
     )
 
 
@@ -134,9 +161,20 @@ def simulate_collective(op: Op, system: System) -> OpTiming:
     from archsim.hardware.collectives import Collective, collective_time, system_fabric
 
     t = collective_time(system_fabric(system, op.ranks), Collective(op.kind.value), op.ranks, op.bytes, op.chunks)
-    cycles = int(math.ceil(t.time_s * system.chip.clock_hz))
+    cycles = math.ceil(t.time_s * system.chip.clock_hz)
     return OpTiming(
-        cycles=cycles, time_s=t.time_s, compute_cycles=0, stall_cycles=0, overhead_cycles=cycles,
-        busy_core_cycles=0.0, core_cycles=0.0, hbm_bytes=0.0, l2_bytes=0.0, flops=0.0, min_bytes=0.0,
-        kernels=op.chunks, active_cores=0, bound=Bound.COMMUNICATION,
+        cycles=cycles,
+        time_s=t.time_s,
+        compute_cycles=0,
+        stall_cycles=0,
+        overhead_cycles=cycles,
+        busy_core_cycles=0.0,
+        core_cycles=0.0,
+        hbm_bytes=0.0,
+        l2_bytes=0.0,
+        flops=0.0,
+        min_bytes=0.0,
+        kernels=op.chunks,
+        active_cores=0,
+        bound=Bound.COMMUNICATION,
     )

@@ -38,7 +38,7 @@ def expected_active_experts(experts: int, top_k: int, tokens: int) -> int:
     """Experts that receive at least one of `tokens` tokens under uniform routing:
     E * (1 - (1 - k/E)^T), rounded, at least min(E, k)."""
     expected = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
-    return max(min(experts, top_k), min(experts, int(round(expected))))
+    return max(min(experts, top_k), min(experts, round(expected)))
 
 
 def _ffn_ops(model: ModelSpec, w: Workload, tokens: int) -> list[Op]:
@@ -52,11 +52,17 @@ def _ffn_ops(model: ModelSpec, w: Workload, tokens: int) -> list[Op]:
         ops.append(Op(OpKind.GEMM, act, m=tokens, k=model.hidden, n=model.experts, weight_dtype=wd).named("router", L))
         ops.append(Op(OpKind.VECTOR, act, m=tokens, n=model.experts, vop=VectorOp.TOPK).named("router_topk", L))
         routed = tokens * model.top_k
-        ops.append(Op(OpKind.GEMM, act, m=per_expert, k=model.hidden, n=2 * model.ffn, groups=active,
-                      weight_dtype=wd).named(f"experts_gate_up[{active}]", L))
+        ops.append(
+            Op(OpKind.GEMM, act, m=per_expert, k=model.hidden, n=2 * model.ffn, groups=active, weight_dtype=wd).named(
+                f"experts_gate_up[{active}]", L
+            )
+        )
         ops += silu_mul_ops(act, routed, model.ffn, eager, L)
-        ops.append(Op(OpKind.GEMM, act, m=per_expert, k=model.ffn, n=model.hidden, groups=active,
-                      weight_dtype=wd).named(f"experts_down[{active}]", L))
+        ops.append(
+            Op(OpKind.GEMM, act, m=per_expert, k=model.ffn, n=model.hidden, groups=active, weight_dtype=wd).named(
+                f"experts_down[{active}]", L
+            )
+        )
     else:
         ops.append(Op(OpKind.GEMM, act, m=tokens, k=model.hidden, n=2 * model.ffn, weight_dtype=wd).named("gate_up", L))
         ops += silu_mul_ops(act, tokens, model.ffn, eager, L)
@@ -69,8 +75,10 @@ def silu_mul_ops(act, rows: int, ffn: int, eager: bool, layers: int = 1) -> list
     kernel, or in eager code two kernels on the halves (strided views unless there is one row)."""
     if eager:
         strided = rows > 1
-        return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU, strided=strided).named("silu", layers),
-                Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.MUL, strided=strided).named("mul", layers)]
+        return [
+            Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU, strided=strided).named("silu", layers),
+            Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.MUL, strided=strided).named("mul", layers),
+        ]
     return [Op(OpKind.VECTOR, act, m=rows, n=ffn, vop=VectorOp.SILU_MUL).named("silu_mul", layers)]
 
 
@@ -79,9 +87,11 @@ def _eager_rope(act, rows: int, width: int, name: str, layers: int) -> list[Op]:
     x2 * sin and x2 * cos and x1 * sin on the heads' halves (strided views), a subtract and an
     add of the products, then stacking the halves and a copy back (strided)."""
     half = width // 2
-    return [Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.MUL, strided=True, kernels=4).named(f"{name}_mul", layers),
-            Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.ADD, kernels=2).named(f"{name}_add", layers),
-            Op(OpKind.COPY, act, bytes=rows * width * act.bytes, strided=True, kernels=2).named(f"{name}_copy", layers)]
+    return [
+        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.MUL, strided=True, kernels=4).named(f"{name}_mul", layers),
+        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.ADD, kernels=2).named(f"{name}_add", layers),
+        Op(OpKind.COPY, act, bytes=rows * width * act.bytes, strided=True, kernels=2).named(f"{name}_copy", layers),
+    ]
 
 
 def build_step(w: Workload, step: Step) -> list[Op]:
@@ -94,8 +104,9 @@ def build_step(w: Workload, step: Step) -> list[Op]:
     if step.with_embedding_and_head:
         ops.append(Op(OpKind.EMBEDDING, act, m=T, n=model.hidden).named("embedding"))
     ops.append(Op(OpKind.VECTOR, act, m=T, n=model.hidden, vop=norm).named("attn_norm", L))
-    ops.append(Op(OpKind.GEMM, act, m=T, k=model.hidden, n=model.q_dim + 2 * model.kv_dim,
-                  weight_dtype=wd).named("qkv", L))
+    ops.append(
+        Op(OpKind.GEMM, act, m=T, k=model.hidden, n=model.q_dim + 2 * model.kv_dim, weight_dtype=wd).named("qkv", L)
+    )
     kv_write_bytes = int(T * model.kv_dim * kvd.bytes)
     if eager:
         ops += _eager_rope(act, T, model.q_dim, "rope_q", L) + _eager_rope(act, T, model.kv_dim, "rope_k", L)
@@ -108,9 +119,20 @@ def build_step(w: Workload, step: Step) -> list[Op]:
         expand = int(B * model.heads * step.kv_len * model.head_dim * kvd.bytes)
         ops.append(Op(OpKind.COPY, bytes=expand, kernels=2, strided=True).named("kv_expand", L))
         kv_heads = model.heads
-    ops.append(Op(OpKind.ATTENTION, kvd, batch=B, heads=model.heads, kv_heads=kv_heads,
-                  head_dim=model.head_dim, q_len=step.new_tokens, kv_len=step.kv_len,
-                  causal=step.phase is Phase.PREFILL, split_kv=not eager).named("attention", L))
+    ops.append(
+        Op(
+            OpKind.ATTENTION,
+            kvd,
+            batch=B,
+            heads=model.heads,
+            kv_heads=kv_heads,
+            head_dim=model.head_dim,
+            q_len=step.new_tokens,
+            kv_len=step.kv_len,
+            causal=step.phase is Phase.PREFILL,
+            split_kv=not eager,
+        ).named("attention", L)
+    )
     ops.append(Op(OpKind.GEMM, act, m=T, k=model.q_dim, n=model.hidden, weight_dtype=wd).named("o_proj", L))
     if eager:
         ops.append(Op(OpKind.VECTOR, act, m=T, n=model.hidden, vop=VectorOp.ADD).named("residual_add", L))

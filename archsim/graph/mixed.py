@@ -106,8 +106,7 @@ def build_mixed_step(w: Workload, batch: MixedBatch) -> MixedStepOps:
     return MixedStepOps(
         tokens=tuple(token_ops(w, batch.tokens)),
         head=tuple(head_ops(w, batch.sequences)),
-        prefill_attention=tuple(tuple(prefill_attention_ops(w, c.new_tokens, c.past))
-                                for c in batch.prefill_chunks),
+        prefill_attention=tuple(tuple(prefill_attention_ops(w, c.new_tokens, c.past)) for c in batch.prefill_chunks),
         decode_attention=tuple(decode_attention_ops(w, len(decodes), mean_kv_len(decodes))) if decodes else (),
         longest_decode=tuple(decode_attention_ops(w, 1, max(decodes))) if decodes else (),
     )

@@ -30,8 +30,9 @@ class OpKind(str, Enum):
         return self in COLLECTIVE_KINDS
 
 
-COLLECTIVE_KINDS = frozenset({OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL,
-                              OpKind.SEND})
+COLLECTIVE_KINDS = frozenset(
+    {OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL, OpKind.SEND}
+)
 
 
 class VectorOp(str, Enum):
@@ -138,7 +139,7 @@ class Op:
     name: str = field(default="", compare=False)
     repeat: int = field(default=1, compare=False)
 
-    def named(self, name: str, repeat: int = 1) -> "Op":
+    def named(self, name: str, repeat: int = 1) -> Op:
         return replace(self, name=name, repeat=repeat)
 
     @property
@@ -164,8 +165,9 @@ class Op:
         """Compulsory HBM traffic: every input read once, every output written once."""
         a = self.dtype.bytes
         if self.kind is OpKind.GEMM:
-            return self.groups * (self.m * self.k * a + self.k * self.n * self.b_dtype.bytes
-                                  + self.m * self.n * self.c_dtype.bytes)
+            return self.groups * (
+                self.m * self.k * a + self.k * self.n * self.b_dtype.bytes + self.m * self.n * self.c_dtype.bytes
+            )
         if self.kind is OpKind.ATTENTION:
             q = self.batch * self.heads * self.q_len * self.head_dim * a
             kv = 2 * self.batch * self.kv_heads * self.kv_len * self.head_dim * a

@@ -17,8 +17,8 @@ the LM head counted there too although they sit on the first and last stage.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 
@@ -53,8 +53,9 @@ class Parallelism:
         return self.chips == 1
 
     def label(self) -> str:
-        return ", ".join(f"{name} {n}" for name, n in (("TP", self.tp), ("PP", self.pp), ("EP", self.ep))
-                         if n > 1 or name == "TP")
+        return ", ".join(
+            f"{name} {n}" for name, n in (("TP", self.tp), ("PP", self.pp), ("EP", self.ep)) if n > 1 or name == "TP"
+        )
 
 
 def check_parallelism(model: ModelSpec, par: Parallelism) -> None:
@@ -77,9 +78,14 @@ def check_parallelism(model: ModelSpec, par: Parallelism) -> None:
 def shard_model(model: ModelSpec, par: Parallelism) -> ModelSpec:
     """The slice of the model the busiest chip computes: heads, KV heads (at least one), FFN and
     vocabulary split tp ways, ceil(L/pp) layers. Experts stay whole here (see `shard_step`)."""
-    return replace(model, layers=math.ceil(model.layers / par.pp), heads=model.heads // par.tp,
-                   kv_heads=max(1, model.kv_heads // par.tp), ffn=math.ceil(model.ffn / par.tp),
-                   vocab=math.ceil(model.vocab / par.tp))
+    return replace(
+        model,
+        layers=math.ceil(model.layers / par.pp),
+        heads=model.heads // par.tp,
+        kv_heads=max(1, model.kv_heads // par.tp),
+        ffn=math.ceil(model.ffn / par.tp),
+        vocab=math.ceil(model.vocab / par.tp),
+    )
 
 
 def chip_params(model: ModelSpec, par: Parallelism) -> int:
@@ -147,8 +153,9 @@ def tp_collective(op: Op, w: Workload, tokens: int, tp: int) -> Op | None:
         return None
     base, act = op.name.split("[")[0], w.dtypes.activations
     if base in TP_REDUCED or base == EXPERT_OPS[1]:
-        return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=int(tokens * w.model.hidden * act.bytes),
-                  ranks=tp).named(f"{base}_allreduce", op.repeat)
+        return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=int(tokens * w.model.hidden * act.bytes), ranks=tp).named(
+            f"{base}_allreduce", op.repeat
+        )
     if base == "lm_head":
         logits = int(op.m * w.model.vocab * op.c_dtype.bytes)
         return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp).named("lm_head_allgather")
@@ -171,6 +178,7 @@ def _expert_op(op: Op, model: ModelSpec, tokens: int, ep: int) -> Op:
 
 
 # --- schedules ------------------------------------------------------------------------------------
+
 
 def overlapped_s(compute_s: float, piece_s: float, chunks: int) -> float:
     """An op cut into `chunks` pieces, each piece's collective sent once it is computed: a

@@ -212,7 +212,7 @@ class Chip:
         return 2.0 * self.core.macs_per_cycle(dtype) * self.cores * self.clock_hz
 
     def cycles(self, seconds: float) -> int:
-        return int(math.ceil(seconds * self.clock_hz))
+        return math.ceil(seconds * self.clock_hz)
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,13 @@ def as_fabric(link: Interconnect, chips: int) -> Fabric:
     """A plain interconnect as a Fabric with default collective settings (shape from `chips`)."""
     if isinstance(link, Fabric):
         return link
-    return Fabric(link.links_per_chip, link.link_bandwidth_bytes_per_s, link.link_latency_s, link.topology,
-                  torus_dims=default_torus_dims(link.topology, chips))
+    return Fabric(
+        link.links_per_chip,
+        link.link_bandwidth_bytes_per_s,
+        link.link_latency_s,
+        link.topology,
+        torus_dims=default_torus_dims(link.topology, chips),
+    )
 
 
 def system_fabric(system: System, ranks: int = 1) -> Fabric:
@@ -107,8 +112,9 @@ def _factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
     """Non-decreasing tuples of `parts` whole numbers whose product is n."""
     if parts == 1:
         return [(n,)]
-    return [(d, *rest) for d in range(1, n + 1) if n % d == 0
-            for rest in _factorizations(n // d, parts - 1) if rest[0] >= d]
+    return [
+        (d, *rest) for d in range(1, n + 1) if n % d == 0 for rest in _factorizations(n // d, parts - 1) if rest[0] >= d
+    ]
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,7 @@ def line_bandwidth_bytes_per_s(f: Fabric) -> float:
 
 # --- the α–β formulas: each returns (latency_s, transfer_s) for one message ---------------------
 
+
 def ring_allreduce(n: int, nbytes: float, alpha_s: float, bw: float) -> tuple[float, float]:
     """Ring all-reduce: 2(n-1) steps of α, each moving S/n: (2(n-1) α, 2(n-1)/n x S / B)."""
     return 2 * (n - 1) * alpha_s, 2.0 * (n - 1) / n * nbytes / bw
@@ -168,8 +175,9 @@ def tree_allreduce(n: int, nbytes: float, alpha_s: float, bw: float) -> tuple[fl
     return 2 * math.ceil(math.log2(n)) * alpha_s, 2.0 * nbytes / bw
 
 
-def in_network_allreduce(n: int, nbytes: float, alpha_s: float, bw: float, efficiency: float,
-                         extra_s: float) -> tuple[float, float]:
+def in_network_allreduce(
+    n: int, nbytes: float, alpha_s: float, bw: float, efficiency: float, extra_s: float
+) -> tuple[float, float]:
     """The switch reduces (NVLink SHARP): each rank sends its S once and gets the reduced 1/n
     back, then multicasts its 1/n and receives the other (n-1)/n, so S (1 + 1/n) each way:
     (extra + 2 α, (1 + 1/n) x S / (η B))."""
@@ -193,6 +201,7 @@ def point_to_point(nbytes: float, alpha_s: float, bw: float, hops: int = 1) -> t
 
 # --- torus and ring topologies: the ranks form a sub-torus ----------------------------------------
 
+
 @dataclass(frozen=True)
 class TorusDim:
     """One dimension of the ranks' sub-torus: `size` ranks, wrapping if it spans the whole
@@ -210,8 +219,9 @@ def torus_shapes(f: Fabric, ranks: int, efficiency: float) -> list[tuple[TorusDi
     shapes = []
     for sizes in itertools.product(*(range(1, d + 1) for d in dims)):
         if math.prod(sizes) == ranks:
-            shapes.append(tuple(TorusDim(k, k == d, per_dim if k == d else per_dim / 2)
-                                for k, d in zip(sizes, dims) if k > 1))
+            shapes.append(
+                tuple(TorusDim(k, k == d, per_dim if k == d else per_dim / 2) for k, d in zip(sizes, dims) if k > 1)
+            )
     return shapes
 
 
@@ -254,15 +264,19 @@ def torus_alltoall(shape: tuple[TorusDim, ...], nbytes: float, alpha_s: float) -
 
 # --- putting it together ------------------------------------------------------------------------
 
-def _algorithms(f: Fabric, kind: Collective, ranks: int, nbytes: float,
-                p: Protocol) -> list[tuple[Algorithm, float, float]]:
+
+def _algorithms(
+    f: Fabric, kind: Collective, ranks: int, nbytes: float, p: Protocol
+) -> list[tuple[Algorithm, float, float]]:
     """(algorithm, latency_s, transfer_s) of every way protocol `p` can run one message."""
     a = f.link_latency_s + p.step_s
     bw = line_bandwidth_bytes_per_s(f) * p.efficiency
     if f.topology is Topology.SWITCH:
         if kind is Collective.ALL_REDUCE:
-            return [(Algorithm.RING, *ring_allreduce(ranks, nbytes, a, bw)),
-                    (Algorithm.TREE, *tree_allreduce(ranks, nbytes, a, bw))]
+            return [
+                (Algorithm.RING, *ring_allreduce(ranks, nbytes, a, bw)),
+                (Algorithm.TREE, *tree_allreduce(ranks, nbytes, a, bw)),
+            ]
         if kind is Collective.ALL_TO_ALL:
             return [(Algorithm.DIRECT, *direct_alltoall(ranks, nbytes, a, bw))]
         if kind is Collective.SEND:
@@ -272,8 +286,9 @@ def _algorithms(f: Fabric, kind: Collective, ranks: int, nbytes: float,
         return [(Algorithm.DIRECT, *point_to_point(nbytes, a, bw / (2 * len(f.torus_dims))))]
     shapes = torus_shapes(f, ranks, p.efficiency)
     if not shapes:
-        raise CollectiveError(f"{ranks} ranks do not form a sub-torus of the "
-                              f"{' x '.join(map(str, f.torus_dims))} {f.topology.value}")
+        raise CollectiveError(
+            f"{ranks} ranks do not form a sub-torus of the {' x '.join(map(str, f.torus_dims))} {f.topology.value}"
+        )
     out = []
     for shape in shapes:
         if kind is Collective.ALL_REDUCE:
@@ -288,13 +303,21 @@ def _algorithms(f: Fabric, kind: Collective, ranks: int, nbytes: float,
 
 def _options(f: Fabric, kind: Collective, ranks: int, nbytes: float) -> list[tuple[Algorithm, Protocol, float, float]]:
     """(algorithm, protocol, latency_s with the protocol's overhead, transfer_s) of every option."""
-    out = [(algo, p, p.overhead_s + lat, tr) for p in f.protocols
-           for algo, lat, tr in _algorithms(f, kind, ranks, nbytes, p)]
+    out = [
+        (algo, p, p.overhead_s + lat, tr)
+        for p in f.protocols
+        for algo, lat, tr in _algorithms(f, kind, ranks, nbytes, p)
+    ]
     if kind is Collective.ALL_REDUCE and f.topology is Topology.SWITCH and f.in_network_efficiency > 0:
         bulk = max(f.protocols, key=lambda p: p.efficiency)  # NCCL's NVLS runs its Simple protocol only
-        lat, tr = in_network_allreduce(ranks, nbytes, f.link_latency_s + bulk.step_s,
-                                       line_bandwidth_bytes_per_s(f) * bulk.efficiency,
-                                       f.in_network_efficiency, f.in_network_latency_s)
+        lat, tr = in_network_allreduce(
+            ranks,
+            nbytes,
+            f.link_latency_s + bulk.step_s,
+            line_bandwidth_bytes_per_s(f) * bulk.efficiency,
+            f.in_network_efficiency,
+            f.in_network_latency_s,
+        )
         out.append((Algorithm.IN_NETWORK, bulk, bulk.overhead_s + lat, tr))
     if kind is Collective.ALL_REDUCE and f.algorithms:
         out = [o for o in out if o[0] in f.algorithms]
@@ -310,7 +333,8 @@ def collective_time(f: Fabric, kind: Collective, ranks: int, nbytes: float, chun
         return CollectiveTiming(kind, 1, nbytes, chunks, Algorithm.DIRECT, "", 0.0, 0.0)
     options = _options(f, kind, ranks, nbytes / chunks)
     if not options:
-        raise CollectiveError(f"none of the all-reduce algorithms {[a.value for a in f.algorithms]} "
-                              f"runs on a {f.topology.value}")
+        raise CollectiveError(
+            f"none of the all-reduce algorithms {[a.value for a in f.algorithms]} runs on a {f.topology.value}"
+        )
     algo, proto, lat, tr = min(options, key=lambda o: (o[2] + o[3], o[0].value, o[1].name))
     return CollectiveTiming(kind, ranks, nbytes, chunks, algo, proto.name, chunks * lat, chunks * tr)

@@ -44,4 +44,3 @@ def l2_latency_s(chip: Chip) -> float:
 def hbm_latency_s(chip: Chip) -> float:
     """Latency of an HBM access: through the NoC and L2 to memory."""
     return chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s
-

@@ -19,25 +19,22 @@ from __future__ import annotations
 import numpy as np
 
 from archsim.hardware.chip import Dataflow, FoldMode
-
-
-def _ceil_div(a, b):
-    return -(-a // b)
+from archsim.units import ceil_div
 
 
 def fold_geometry(m, k, n, rows: int, cols: int, dataflow: Dataflow):
     """(folds, stream length per fold) of an M x K x N product on an R x C array."""
     if dataflow is Dataflow.WS:
-        return _ceil_div(k, rows) * _ceil_div(n, cols), m
+        return ceil_div(k, rows) * ceil_div(n, cols), m
     if dataflow is Dataflow.OS:
-        return _ceil_div(m, rows) * _ceil_div(n, cols), k
-    return _ceil_div(k, rows) * _ceil_div(m, cols), n
+        return ceil_div(m, rows) * ceil_div(n, cols), k
+    return ceil_div(k, rows) * ceil_div(m, cols), n
 
 
 def array_cycles(m, k, n, rows: int, cols: int, dataflow: Dataflow, mode: FoldMode, k_per_cycle: int = 1):
     """Cycles for one array to compute an M x K x N product (zero where any dimension is zero)."""
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
-    k_eff = _ceil_div(k, k_per_cycle)
+    k_eff = ceil_div(k, k_per_cycle)
     folds, stream = fold_geometry(m, k_eff, n, rows, cols, dataflow)
     if mode is FoldMode.SERIAL:
         extra = rows if dataflow is not Dataflow.OS else 0  # stationary-operand preload

@@ -88,9 +88,15 @@ def compare_table(rows: list[ChipRun], title: str) -> Table:
             t.add_row(row.label, *["-"] * 5, f"[red]{row.error}[/red]")
             continue
         dec = shares(decode_seconds_by_bound(r))
-        t.add_row(row.label, format_seconds(r.ttft_s), format_seconds(r.tpot_s), f"{r.decode_tokens_per_s:,.0f}",
-                  f"{r.throughput_tokens_per_s:,.0f}", dominant(run_seconds_by_bound(r)).value,
-                  "/".join(f"{100 * dec[b]:.0f}" for b in (Bound.MEMORY, Bound.COMPUTE, Bound.OVERHEAD)))
+        t.add_row(
+            row.label,
+            format_seconds(r.ttft_s),
+            format_seconds(r.tpot_s),
+            f"{r.decode_tokens_per_s:,.0f}",
+            f"{r.throughput_tokens_per_s:,.0f}",
+            dominant(run_seconds_by_bound(r)).value,
+            "/".join(f"{100 * dec[b]:.0f}" for b in (Bound.MEMORY, Bound.COMPUTE, Bound.OVERHEAD)),
+        )
     return t
 
 
@@ -103,15 +109,23 @@ def compare_dict(rows: list[ChipRun], workload_cfg: dict) -> dict:
             entry["error"] = row.error
         else:
             by_bound = run_seconds_by_bound(r)
-            entry.update({
-                "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "decode_tokens_per_s": r.decode_tokens_per_s,
-                "throughput_tokens_per_s": r.throughput_tokens_per_s, "total_time_s": r.total_time_s,
-                "bound": dominant(by_bound).value,
-                "time_by_bound_s": {b.value: v for b, v in by_bound.items()},
-                "decode_time_by_bound_s": {b.value: v for b, v in decode_seconds_by_bound(r).items()},
-                "memory": {"weights_bytes": r.footprint.weights_bytes, "kv_cache_bytes": r.footprint.kv_cache_bytes,
-                           "activations_bytes": r.footprint.activations_bytes,
-                           "capacity_bytes": r.footprint.capacity_bytes},
-            })
+            entry.update(
+                {
+                    "ttft_s": r.ttft_s,
+                    "tpot_s": r.tpot_s,
+                    "decode_tokens_per_s": r.decode_tokens_per_s,
+                    "throughput_tokens_per_s": r.throughput_tokens_per_s,
+                    "total_time_s": r.total_time_s,
+                    "bound": dominant(by_bound).value,
+                    "time_by_bound_s": {b.value: v for b, v in by_bound.items()},
+                    "decode_time_by_bound_s": {b.value: v for b, v in decode_seconds_by_bound(r).items()},
+                    "memory": {
+                        "weights_bytes": r.footprint.weights_bytes,
+                        "kv_cache_bytes": r.footprint.kv_cache_bytes,
+                        "activations_bytes": r.footprint.activations_bytes,
+                        "capacity_bytes": r.footprint.capacity_bytes,
+                    },
+                }
+            )
         chips.append(entry)
     return {"workload": workload_cfg, "chips": chips}

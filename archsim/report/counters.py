@@ -19,8 +19,9 @@ from archsim.hardware.memory import hbm_bandwidth, hbm_latency_s, l2_latency_s
 COUNTER_POINTS = 400  # samples per counter and phase before a counter is averaged into bins
 
 
-def piecewise_rate(starts: np.ndarray, ends: np.ndarray, rates: np.ndarray, t_end: float,
-                   max_points: int = COUNTER_POINTS) -> tuple[np.ndarray, np.ndarray]:
+def piecewise_rate(
+    starts: np.ndarray, ends: np.ndarray, rates: np.ndarray, t_end: float, max_points: int = COUNTER_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
     """Sum of the rates of the intervals [start, end) active at each time, as breakpoints and the
     value from each breakpoint on; past `max_points` breakpoints, averaged over equal bins."""
     rates = np.asarray(rates, dtype=np.float64)
@@ -49,7 +50,7 @@ def _slot_free(phase: Phase, tl: PhaseTimeline) -> np.ndarray:
     st = int(phase.stages)
     for lo, hi in zip(phase.core_start[:-1].tolist(), phase.core_start[1:].tolist()):
         if hi - lo > st:
-            free[lo + st:hi] = tl.compute_end[lo:hi - st]
+            free[lo + st : hi] = tl.compute_end[lo : hi - st]
     return free
 
 
@@ -76,8 +77,9 @@ def store_drain(posted: np.ndarray, nbytes: np.ndarray, rate: float, t_end: floa
     return np.minimum(start[inverse], t_end), np.minimum(end[inverse], t_end)
 
 
-def phase_counters(phase: Phase, tl: PhaseTimeline, chip: Chip, matrix: bool,
-                   points: int = COUNTER_POINTS) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def phase_counters(
+    phase: Phase, tl: PhaseTimeline, chip: Chip, matrix: bool, points: int = COUNTER_POINTS
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """HBM read and write bandwidth (GB/s) and busy cores (% of the chip's) over one played phase,
     from its entries' timelines: name -> (breakpoint cycles from the phase start, values)."""
     w = phase.core_weight.astype(np.float64)

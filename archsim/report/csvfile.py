@@ -13,10 +13,29 @@ from pathlib import Path
 from archsim.report.export import write_text
 from archsim.runner.generation import RunResult, StepResult
 
-COLUMNS = ("phase", "op", "kind", "repeat", "time_s", "step_time_s", "share", "bound", "cycles",
-           "compute_cycles", "stall_cycles", "overhead_cycles", "hbm_bytes", "l2_bytes", "flops",
-           "arithmetic_intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "utilisation",
-           "active_cores", "kernels")
+COLUMNS = (
+    "phase",
+    "op",
+    "kind",
+    "repeat",
+    "time_s",
+    "step_time_s",
+    "share",
+    "bound",
+    "cycles",
+    "compute_cycles",
+    "stall_cycles",
+    "overhead_cycles",
+    "hbm_bytes",
+    "l2_bytes",
+    "flops",
+    "arithmetic_intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "utilisation",
+    "active_cores",
+    "kernels",
+)
 
 
 def step_rows(step: StepResult) -> list[dict]:
@@ -24,15 +43,31 @@ def step_rows(step: StepResult) -> list[dict]:
     rows = []
     for r in step.ops:
         t = r.timing
-        rows.append({
-            "phase": step.step.phase.value, "op": r.op.name, "kind": r.op.kind.value, "repeat": r.op.repeat,
-            "time_s": t.time_s, "step_time_s": r.time_s, "share": r.time_s / total if total else 0.0,
-            "bound": t.bound.value, "cycles": t.cycles, "compute_cycles": t.compute_cycles,
-            "stall_cycles": t.stall_cycles, "overhead_cycles": t.overhead_cycles, "hbm_bytes": t.hbm_bytes,
-            "l2_bytes": t.l2_bytes, "flops": t.flops, "arithmetic_intensity": t.arithmetic_intensity,
-            "achieved_flops_per_s": t.achieved_flops, "achieved_bytes_per_s": t.achieved_bytes_per_s,
-            "utilisation": t.utilisation, "active_cores": t.active_cores, "kernels": t.kernels,
-        })
+        rows.append(
+            {
+                "phase": step.step.phase.value,
+                "op": r.op.name,
+                "kind": r.op.kind.value,
+                "repeat": r.op.repeat,
+                "time_s": t.time_s,
+                "step_time_s": r.time_s,
+                "share": r.time_s / total if total else 0.0,
+                "bound": t.bound.value,
+                "cycles": t.cycles,
+                "compute_cycles": t.compute_cycles,
+                "stall_cycles": t.stall_cycles,
+                "overhead_cycles": t.overhead_cycles,
+                "hbm_bytes": t.hbm_bytes,
+                "l2_bytes": t.l2_bytes,
+                "flops": t.flops,
+                "arithmetic_intensity": t.arithmetic_intensity,
+                "achieved_flops_per_s": t.achieved_flops,
+                "achieved_bytes_per_s": t.achieved_bytes_per_s,
+                "utilisation": t.utilisation,
+                "active_cores": t.active_cores,
+                "kernels": t.kernels,
+            }
+        )
     return rows
 
 

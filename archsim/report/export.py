@@ -14,28 +14,53 @@ from archsim.runner.generation import OpRecord, RunResult, StepResult
 
 def timing_dict(t: OpTiming) -> dict:
     return {
-        "time_s": t.time_s, "cycles": t.cycles, "compute_cycles": t.compute_cycles,
-        "stall_cycles": t.stall_cycles, "overhead_cycles": t.overhead_cycles,
-        "hbm_bytes": t.hbm_bytes, "l2_bytes": t.l2_bytes, "flops": t.flops,
-        "min_bytes": t.min_bytes, "kernels": t.kernels, "active_cores": t.active_cores,
-        "utilisation": t.utilisation, "achieved_flops_per_s": t.achieved_flops,
-        "achieved_bytes_per_s": t.achieved_bytes_per_s, "bound": t.bound.value,
+        "time_s": t.time_s,
+        "cycles": t.cycles,
+        "compute_cycles": t.compute_cycles,
+        "stall_cycles": t.stall_cycles,
+        "overhead_cycles": t.overhead_cycles,
+        "hbm_bytes": t.hbm_bytes,
+        "l2_bytes": t.l2_bytes,
+        "flops": t.flops,
+        "min_bytes": t.min_bytes,
+        "kernels": t.kernels,
+        "active_cores": t.active_cores,
+        "utilisation": t.utilisation,
+        "achieved_flops_per_s": t.achieved_flops,
+        "achieved_bytes_per_s": t.achieved_bytes_per_s,
+        "bound": t.bound.value,
     }
 
 
 def op_dict(r: OpRecord) -> dict:
     op = r.op
-    shape = {k: getattr(op, k) for k in ("m", "k", "n", "groups", "batch", "heads", "kv_heads", "head_dim",
-                                          "q_len", "kv_len", "bytes") if getattr(op, k)}
-    return {"name": op.name, "kind": op.kind.value, "repeat": op.repeat, "shape": shape,
-            "step_time_s": r.time_s, **timing_dict(r.timing)}
+    shape = {
+        k: getattr(op, k)
+        for k in ("m", "k", "n", "groups", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "bytes")
+        if getattr(op, k)
+    }
+    return {
+        "name": op.name,
+        "kind": op.kind.value,
+        "repeat": op.repeat,
+        "shape": shape,
+        "step_time_s": r.time_s,
+        **timing_dict(r.timing),
+    }
 
 
 def step_dict(s: StepResult) -> dict:
     st = s.step
-    return {"phase": st.phase.value, "batch": st.batch, "new_tokens": st.new_tokens, "kv_len": st.kv_len,
-            "time_s": s.time_s, "hbm_bytes": s.hbm_bytes, "flops": s.flops,
-            "ops": [op_dict(r) for r in s.ops]}
+    return {
+        "phase": st.phase.value,
+        "batch": st.batch,
+        "new_tokens": st.new_tokens,
+        "kv_len": st.kv_len,
+        "time_s": s.time_s,
+        "hbm_bytes": s.hbm_bytes,
+        "flops": s.flops,
+        "ops": [op_dict(r) for r in s.ops],
+    }
 
 
 def run_dict(r: RunResult, config: dict, config_hash: str) -> dict:
@@ -50,8 +75,12 @@ def run_dict(r: RunResult, config: dict, config_hash: str) -> dict:
         "generated_tokens": r.generated_tokens,
         "interrupted": r.interrupted,
         "scenario": {"batch": r.batch, "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens},
-        "memory": {"weights_bytes": fp.weights_bytes, "kv_cache_bytes": fp.kv_cache_bytes,
-                   "activations_bytes": fp.activations_bytes, "capacity_bytes": fp.capacity_bytes},
+        "memory": {
+            "weights_bytes": fp.weights_bytes,
+            "kv_cache_bytes": fp.kv_cache_bytes,
+            "activations_bytes": fp.activations_bytes,
+            "capacity_bytes": fp.capacity_bytes,
+        },
         "prefill": step_dict(r.prefill),
         "decode": step_dict(r.decode) if r.decode else None,
         "decode_steps": {"kv_len": r.decode_kv_lens.tolist(), "time_s": r.decode_step_s.tolist()},

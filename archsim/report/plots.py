@@ -16,10 +16,19 @@ from archsim.hardware import Chip, DType
 from archsim.runner.generation import RunResult, StepResult
 from archsim.runner.memory import Footprint
 
-KIND_COLOURS = {OpKind.GEMM: "tab:blue", OpKind.ATTENTION: "tab:red", OpKind.VECTOR: "tab:green",
-                OpKind.EMBEDDING: "tab:purple", OpKind.COPY: "tab:brown"}
-PART_COLOURS = {"compute": "tab:green", "memory stall": "tab:orange", "kernel overhead": "tab:purple",
-                "other (stores, imbalance)": "tab:gray"}
+KIND_COLOURS = {
+    OpKind.GEMM: "tab:blue",
+    OpKind.ATTENTION: "tab:red",
+    OpKind.VECTOR: "tab:green",
+    OpKind.EMBEDDING: "tab:purple",
+    OpKind.COPY: "tab:brown",
+}
+PART_COLOURS = {
+    "compute": "tab:green",
+    "memory stall": "tab:orange",
+    "kernel overhead": "tab:purple",
+    "other (stores, imbalance)": "tab:gray",
+}
 DPI = 120
 LABEL_GRID = 8  # roofline labels of ops closer than 1/8 of a decade share one label
 
@@ -70,7 +79,7 @@ def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype:
     fig, ax = figure(9.0, 6.0)
     markers = ("o", "^", "s", "D")
     xs, skipped = [], 0
-    for (label, step), marker in zip(steps, markers):
+    for (_label, step), marker in zip(steps, markers):
         names: dict[tuple, list[str]] = {}  # ops that land on the same spot share one label
         for r in step.ops:
             t = r.timing
@@ -79,21 +88,32 @@ def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype:
                 continue
             x, y = t.arithmetic_intensity, t.achieved_flops
             xs.append(x)
-            ax.scatter([x], [y], marker=marker, color=KIND_COLOURS[r.op.kind], s=36, zorder=3,
-                       edgecolors="black", linewidths=0.4)
+            ax.scatter(
+                [x],
+                [y],
+                marker=marker,
+                color=KIND_COLOURS[r.op.kind],
+                s=36,
+                zorder=3,
+                edgecolors="black",
+                linewidths=0.4,
+            )
             spot = (round(np.log10(x) * LABEL_GRID), round(np.log10(y) * LABEL_GRID))
             names.setdefault(spot, [x, y]).append(r.op.name)
         for i, (x, y, *ops) in enumerate(sorted(names.values())):  # labels of neighbours alternate
-            ax.annotate(", ".join(ops), (x, y), textcoords="offset points", xytext=(5, 3 if i % 2 else -9),
-                        fontsize=7)
+            ax.annotate(", ".join(ops), (x, y), textcoords="offset points", xytext=(5, 3 if i % 2 else -9), fontsize=7)
     peak, hbm_bw, vec = chip.peak_flops(dtype), chip.hbm.peak_bandwidth_bytes_per_s, vector_flops(chip)
     lo = min(xs + [0.1]) / 3
     hi = max(xs + [10 * peak / hbm_bw]) * 3
     x = np.geomspace(lo, hi, 200)
-    ax.plot(x, np.minimum(peak, x * hbm_bw), color="black", lw=1.5,
-            label=f"{dtype.value} matrix roof {peak / 1e12:.0f} TFLOP/s, HBM {hbm_bw / 1e12:.2f} TB/s")
-    ax.plot(x, np.minimum(vec, x * hbm_bw), color="gray", lw=1, ls="--",
-            label=f"vector roof {vec / 1e12:.1f} TFLOP/s")
+    ax.plot(
+        x,
+        np.minimum(peak, x * hbm_bw),
+        color="black",
+        lw=1.5,
+        label=f"{dtype.value} matrix roof {peak / 1e12:.0f} TFLOP/s, HBM {hbm_bw / 1e12:.2f} TB/s",
+    )
+    ax.plot(x, np.minimum(vec, x * hbm_bw), color="gray", lw=1, ls="--", label=f"vector roof {vec / 1e12:.1f} TFLOP/s")
     for kind, colour in KIND_COLOURS.items():
         ax.scatter([], [], color=colour, label=kind.value)
     for (label, _), marker in zip(steps, markers):
@@ -184,12 +204,23 @@ def memory(path: Path, footprints: list[tuple[str, Footprint]]) -> Path:
         ax.barh(labels, gb, left=left, color=colour, label=name)
         left += gb
     for i, (_, fp) in enumerate(footprints):
-        ax.plot([fp.capacity_bytes / 1e9] * 2, [i - 0.4, i + 0.4], color="red", lw=2,
-                label="HBM capacity" if i == 0 else None)
+        ax.plot(
+            [fp.capacity_bytes / 1e9] * 2,
+            [i - 0.4, i + 0.4],
+            color="red",
+            lw=2,
+            label="HBM capacity" if i == 0 else None,
+        )
     for i, (_, fp) in enumerate(footprints):
-        ax.annotate(f"{fp.total_bytes / 1e9:.3g} of {fp.capacity_bytes / 1e9:.3g} GB "
-                    f"({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)", (fp.total_bytes / 1e9, i),
-                    textcoords="offset points", xytext=(4, 0), va="center", fontsize=8)
+        ax.annotate(
+            f"{fp.total_bytes / 1e9:.3g} of {fp.capacity_bytes / 1e9:.3g} GB "
+            f"({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)",
+            (fp.total_bytes / 1e9, i),
+            textcoords="offset points",
+            xytext=(4, 0),
+            va="center",
+            fontsize=8,
+        )
     ax.set_xlim(0, 1.25 * max(max(fp.total_bytes, fp.capacity_bytes) for _, fp in footprints) / 1e9)
     ax.invert_yaxis()
     ax.set_xlabel("memory per chip (GB)")
@@ -202,9 +233,11 @@ def compare_summary(path: Path, runs: list[tuple[str, RunResult]], title: str) -
     """TTFT, time per output token and decode tokens/s of each chip, as bars."""
     fig, axes = figure(12.0, 4.0, cols=3)
     names = [name for name, _ in runs]
-    panels = (("time to first token (ms)", [r.ttft_s * 1e3 for _, r in runs]),
-              ("time per output token (ms)", [r.tpot_s * 1e3 for _, r in runs]),
-              ("decode throughput (tokens/s)", [r.decode_tokens_per_s for _, r in runs]))
+    panels = (
+        ("time to first token (ms)", [r.ttft_s * 1e3 for _, r in runs]),
+        ("time per output token (ms)", [r.tpot_s * 1e3 for _, r in runs]),
+        ("decode throughput (tokens/s)", [r.decode_tokens_per_s for _, r in runs]),
+    )
     for ax, (label, values) in zip(axes, panels):
         bars = ax.barh(names, values, color="tab:blue")
         ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=8, padding=2)
@@ -223,12 +256,17 @@ def compare_bounds(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
     from archsim.engine.timing import Bound
     from archsim.report.comparison import decode_seconds_by_bound, shares, step_seconds_by_bound
 
-    colours = {Bound.MEMORY: "tab:orange", Bound.COMPUTE: "tab:green", Bound.OVERHEAD: "tab:purple",
-               Bound.COMMUNICATION: "tab:blue"}
+    colours = {
+        Bound.MEMORY: "tab:orange",
+        Bound.COMPUTE: "tab:green",
+        Bound.OVERHEAD: "tab:purple",
+        Bound.COMMUNICATION: "tab:blue",
+    }
     fig, axes = figure(11.0, 1.8 + 0.5 * len(runs), cols=2)
     names = [name for name, _ in runs]
-    for ax, (label, split) in zip(axes, (("prefill", lambda r: step_seconds_by_bound(r.prefill)),
-                                         ("decode (all steps)", decode_seconds_by_bound))):
+    for ax, (label, split) in zip(
+        axes, (("prefill", lambda r: step_seconds_by_bound(r.prefill)), ("decode (all steps)", decode_seconds_by_bound))
+    ):
         part = [shares(split(r)) for _, r in runs]
         left = np.zeros(len(runs))
         for bound, colour in colours.items():

@@ -48,7 +48,9 @@ def chosen_program(op: Op, chip: Chip) -> tuple[Program, int]:
     candidates = compile_candidates(op, chip)
     best_s, best = float("inf"), None
     for program in candidates:
-        total_s = play_program(program, chip)["cycles"] / chip.clock_hz + chip.overheads.program_s(launches(program), program.matrix)
+        total_s = play_program(program, chip)["cycles"] / chip.clock_hz + chip.overheads.program_s(
+            launches(program), program.matrix
+        )
         if best is None or total_s < best_s:
             best_s, best = total_s, program
     return best, len(candidates)

@@ -7,8 +7,8 @@ ends it. Each point is a full `run_generation` of the scenario at that batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 
@@ -30,9 +30,14 @@ def sweep_batches(limit: int, points: int = SWEEP_POINTS, also: int | None = Non
     return spread
 
 
-def batch_sweep(w: Workload, system: System, kv_stride: int = KV_STRIDE, known: RunResult | None = None,
-                points: int = SWEEP_POINTS, progress: Callable[[int, int], None] | None = None
-                ) -> tuple[list[int], list[RunResult], int]:
+def batch_sweep(
+    w: Workload,
+    system: System,
+    kv_stride: int = KV_STRIDE,
+    known: RunResult | None = None,
+    points: int = SWEEP_POINTS,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[int], list[RunResult], int]:
     """(batches, their runs, the capacity limit); `known` is reused for its own batch."""
     limit = largest_batch(w, system)
     batches = sweep_batches(limit, points, known.batch if known else None)

@@ -11,8 +11,11 @@ from archsim.units import format_bytes, format_rate, format_seconds
 
 
 def summary_table(r: RunResult, chip_name: str, model_name: str) -> Table:
-    t = Table(title=f"{model_name} on {chip_name}: batch {r.batch}, prompt {r.prompt_tokens}, "
-                    f"generate {r.output_tokens}", show_header=False, title_justify="left")
+    t = Table(
+        title=f"{model_name} on {chip_name}: batch {r.batch}, prompt {r.prompt_tokens}, generate {r.output_tokens}",
+        show_header=False,
+        title_justify="left",
+    )
     t.add_column(style="bold")
     t.add_column(justify="right")
     t.add_row("time to first token (prefill)", format_seconds(r.ttft_s))
@@ -21,13 +24,16 @@ def summary_table(r: RunResult, chip_name: str, model_name: str) -> Table:
     t.add_row("end-to-end throughput", f"{r.throughput_tokens_per_s:,.0f} tokens/s")
     t.add_row("total time", format_seconds(r.total_time_s))
     if len(r.decode_step_s):
-        t.add_row("decode step, first / last", f"{format_seconds(r.decode_step_s[0])} / "
-                                               f"{format_seconds(r.decode_step_s[-1])}")
+        t.add_row(
+            "decode step, first / last", f"{format_seconds(r.decode_step_s[0])} / {format_seconds(r.decode_step_s[-1])}"
+        )
     fp = r.footprint
-    t.add_row("memory: weights + KV + activations",
-              f"{format_bytes(fp.weights_bytes)} + {format_bytes(fp.kv_cache_bytes)} + "
-              f"{format_bytes(fp.activations_bytes)} = {format_bytes(fp.total_bytes)} "
-              f"of {format_bytes(fp.capacity_bytes)} ({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)")
+    t.add_row(
+        "memory: weights + KV + activations",
+        f"{format_bytes(fp.weights_bytes)} + {format_bytes(fp.kv_cache_bytes)} + "
+        f"{format_bytes(fp.activations_bytes)} = {format_bytes(fp.total_bytes)} "
+        f"of {format_bytes(fp.capacity_bytes)} ({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)",
+    )
     if r.interrupted:
         t.add_row("[red]interrupted[/red]", f"{len(r.decode_step_s)} decode steps simulated")
     return t
@@ -44,24 +50,48 @@ def si(x: float) -> str:
 def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
     """Per-op breakdown, ~100 columns wide: cycles of the critical core, rates per second."""
     total = s.time_s
-    t = Table(title=f"{title}: {format_seconds(total)}  ({format_rate(s.flops / total if total else 0, 'FLOP/s')}, "
-                    f"{format_rate(s.hbm_bytes / total if total else 0, 'B/s')} from HBM)", title_justify="left")
-    for col, just in (("op", "left"), ("x", "right"), ("time", "right"), ("share", "right"), ("bound", "left"),
-                      ("comp cyc", "right"), ("stall cyc", "right"), ("FLOP/s", "right"), ("HBM B/s", "right"),
-                      ("util", "right")):
+    t = Table(
+        title=f"{title}: {format_seconds(total)}  ({format_rate(s.flops / total if total else 0, 'FLOP/s')}, "
+        f"{format_rate(s.hbm_bytes / total if total else 0, 'B/s')} from HBM)",
+        title_justify="left",
+    )
+    for col, just in (
+        ("op", "left"),
+        ("x", "right"),
+        ("time", "right"),
+        ("share", "right"),
+        ("bound", "left"),
+        ("comp cyc", "right"),
+        ("stall cyc", "right"),
+        ("FLOP/s", "right"),
+        ("HBM B/s", "right"),
+        ("util", "right"),
+    ):
         t.add_column(col, justify=just, no_wrap=True)
     for r in s.ops:
         tm: OpTiming = r.timing
-        t.add_row(r.op.name, str(r.op.repeat), format_seconds(r.time_s),
-                  f"{100 * r.time_s / total:.1f}%" if total else "-", _bound(tm.bound.value),
-                  si(tm.compute_cycles), si(tm.stall_cycles), si(tm.achieved_flops),
-                  si(tm.achieved_bytes_per_s), f"{100 * tm.utilisation:.0f}%")
+        t.add_row(
+            r.op.name,
+            str(r.op.repeat),
+            format_seconds(r.time_s),
+            f"{100 * r.time_s / total:.1f}%" if total else "-",
+            _bound(tm.bound.value),
+            si(tm.compute_cycles),
+            si(tm.stall_cycles),
+            si(tm.achieved_flops),
+            si(tm.achieved_bytes_per_s),
+            f"{100 * tm.utilisation:.0f}%",
+        )
     return t
 
 
 def _bound(b: str) -> str:
-    return {"compute": "[green]compute[/green]", "memory": "[yellow]memory[/yellow]",
-            "overhead": "[magenta]overhead[/magenta]", "communication": "[cyan]comm[/cyan]"}[b]
+    return {
+        "compute": "[green]compute[/green]",
+        "memory": "[yellow]memory[/yellow]",
+        "overhead": "[magenta]overhead[/magenta]",
+        "communication": "[cyan]comm[/cyan]",
+    }[b]
 
 
 def print_run(r: RunResult, chip_name: str, model_name: str, clock_hz: float, console: Console | None = None) -> None:

@@ -65,20 +65,30 @@ class _Track:
 
     def span(self, tid: int, name: str, start: float, end: float, args: dict | None = None) -> None:
         ts = self.us(start)
-        ev = {"name": name, "ph": "X", "ts": ts, "dur": round(max(0.0, self.us(end) - ts), DIGITS),
-              "pid": self.pid, "tid": tid}
+        ev = {
+            "name": name,
+            "ph": "X",
+            "ts": ts,
+            "dur": round(max(0.0, self.us(end) - ts), DIGITS),
+            "pid": self.pid,
+            "tid": tid,
+        }
         if args:
             ev["args"] = args
         self.events.append(ev)
 
-    def spans(self, tid: int, name: str, starts: np.ndarray, ends: np.ndarray, keep: np.ndarray,
-              args: list[dict]) -> None:
+    def spans(
+        self, tid: int, name: str, starts: np.ndarray, ends: np.ndarray, keep: np.ndarray, args: list[dict]
+    ) -> None:
         """Many spans on one track at once (the `keep` ones), rounded as `span` rounds them."""
         ts = np.round(starts / self.clock_hz * US_PER_S, DIGITS)
         dur = np.round(np.maximum(np.round(ends / self.clock_hz * US_PER_S, DIGITS) - ts, 0.0), DIGITS)
         pid = self.pid
-        self.events.extend({"name": name, "ph": "X", "ts": a, "dur": d, "pid": pid, "tid": tid, "args": g}
-                           for a, d, g, k in zip(ts.tolist(), dur.tolist(), args, keep.tolist()) if k)
+        self.events.extend(
+            {"name": name, "ph": "X", "ts": a, "dur": d, "pid": pid, "tid": tid, "args": g}
+            for a, d, g, k in zip(ts.tolist(), dur.tolist(), args, keep.tolist())
+            if k
+        )
 
     def counter(self, name: str, times: np.ndarray, values: np.ndarray) -> None:
         """Samples of a counter `what (unit)`: Perfetto names its track `what unit`."""
@@ -134,25 +144,45 @@ def _draw_phase(track: _Track, phase, tl, start: float, merge: int, name: str) -
         tiles = [str(h) if h == t else f"{h}-{t}" for h, t in zip((heads - lo).tolist(), (tails - lo).tolist())]
         busy = np.add.reduceat(phase.compute_cycles[lo:hi], heads - lo)
         c_start = tl.compute_end[heads] - phase.compute_cycles[heads]
-        track.spans(track.core_tid(first, dma=False), name, start + c_start, start + tl.compute_end[tails],
-                    busy > 0, [{"cores": group, "tile": t, "busy cycles": b} for t, b in zip(tiles, busy.tolist())])
+        track.spans(
+            track.core_tid(first, dma=False),
+            name,
+            start + c_start,
+            start + tl.compute_end[tails],
+            busy > 0,
+            [{"cores": group, "tile": t, "busy cycles": b} for t, b in zip(tiles, busy.tolist())],
+        )
         nbytes = np.add.reduceat(loaded[lo:hi], heads - lo)
-        track.spans(track.core_tid(first, dma=True), f"load {name}", start + tl.load_issue[heads],
-                    start + tl.load_done[tails], nbytes > 0,
-                    [{"cores": group, "tile": t, "bytes": b} for t, b in zip(tiles, nbytes.tolist())])
+        track.spans(
+            track.core_tid(first, dma=True),
+            f"load {name}",
+            start + tl.load_issue[heads],
+            start + tl.load_done[tails],
+            nbytes > 0,
+            [{"cores": group, "tile": t, "bytes": b} for t, b in zip(tiles, nbytes.tolist())],
+        )
 
 
 def _op_args(t: TracedOp) -> dict:
     tm, op = t.timing, t.op
-    return {"kind": op.kind.value, "repeat": op.repeat, "bound": tm.bound.value, "time (us)": tm.time_s * US_PER_S,
-            "cycles": tm.cycles, "compute cycles": tm.compute_cycles, "stall cycles": tm.stall_cycles,
-            "overhead cycles": tm.overhead_cycles, "HBM bytes": tm.hbm_bytes, "FLOPs": tm.flops,
-            "utilisation": round(tm.utilisation, 4), "kernels": tm.kernels,
-            "program": f"best of {t.replay.candidates} candidates, {len(t.replay.program.phases)} phases"}
+    return {
+        "kind": op.kind.value,
+        "repeat": op.repeat,
+        "bound": tm.bound.value,
+        "time (us)": tm.time_s * US_PER_S,
+        "cycles": tm.cycles,
+        "compute cycles": tm.compute_cycles,
+        "stall cycles": tm.stall_cycles,
+        "overhead cycles": tm.overhead_cycles,
+        "HBM bytes": tm.hbm_bytes,
+        "FLOPs": tm.flops,
+        "utilisation": round(tm.utilisation, 4),
+        "kernels": tm.kernels,
+        "program": f"best of {t.replay.candidates} candidates, {len(t.replay.program.phases)} phases",
+    }
 
 
-def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: bool, chip: Chip,
-             points: int) -> float:
+def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: bool, chip: Chip, points: int) -> float:
     """The op span, its kernels and tiles from cycle `start`; returns the cycle it ends."""
     op, tm, program = t.op, t.timing, t.replay.program
     end = start + tm.cycles
@@ -173,8 +203,13 @@ def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: b
                 track.span(KERNELS_TID, "kernel overhead", cur, cur + gap)
                 cur += gap
             played = int(tl.total_cycles)
-            track.span(KERNELS_TID, phase.label or op.name, cur, cur + played,
-                       {"active cores": phase.active_cores, "tiles of distinct cores": phase.entries})
+            track.span(
+                KERNELS_TID,
+                phase.label or op.name,
+                cur,
+                cur + played,
+                {"active cores": phase.active_cores, "tiles of distinct cores": phase.entries},
+            )
             if phase.entries:
                 _draw_phase(track, phase, tl, cur, merge, op.name or op.kind.value)
                 for name, (x, v) in phase_counters(phase, tl, chip, program.matrix, points).items():
@@ -188,8 +223,7 @@ def _draw_repeats(track: _Track, ops: tuple[TracedOp, ...], start: float, chip: 
     rep = [t for t in ops if t.op.repeat > 1]
     cycles = sum((t.op.repeat - 1) * t.timing.cycles for t in rep)
     repeats = sorted({t.op.repeat for t in rep})
-    label = (f"layers 2-{repeats[0]} (as layer 1)" if len(repeats) == 1
-             else "other repeats of the per-layer ops")
+    label = f"layers 2-{repeats[0]} (as layer 1)" if len(repeats) == 1 else "other repeats of the per-layer ops"
     track.span(OPS_TID, label, start, start + cycles, {"ops": [t.op.name for t in rep], "cycles": cycles})
     layer_cycles = sum(t.timing.cycles for t in rep) or 1
     moved = [[max(1, t.op.kernels) * b for b in moved_bytes(t.replay.program)] for t in rep]
@@ -204,8 +238,9 @@ def _draw_repeats(track: _Track, ops: tuple[TracedOp, ...], start: float, chip: 
 
 
 def _span_count(plans: list[_Plan]) -> int:
-    return sum(2 * max(1, t.op.kernels) * sum(ph.entries for ph in t.replay.program.phases)
-               for p in plans for t in p.ops)
+    return sum(
+        2 * max(1, t.op.kernels) * sum(ph.entries for ph in t.replay.program.phases) for p in plans for t in p.ops
+    )
 
 
 class TraceBuilder:
@@ -226,14 +261,18 @@ class TraceBuilder:
         merge = max(1, math.ceil(_span_count(self.plans) / self.event_budget))
         points = max(16, COUNTER_POINTS // merge)
         events: list[dict] = []
-        notes = ["timestamps in microseconds",
-                 "identical cores are simulated once: a span on core i's tracks stands for the group of "
-                 "identical cores named in its 'cores' argument (e.g. 'cores 0-119 (120 identical)')",
-                 "HBM write counter approximate: stores drawn draining first come first served at the "
-                 "achievable HBM bandwidth after each compute (the engine keeps no per-store times)"]
+        notes = [
+            "timestamps in microseconds",
+            "identical cores are simulated once: a span on core i's tracks stands for the group of "
+            "identical cores named in its 'cores' argument (e.g. 'cores 0-119 (120 identical)')",
+            "HBM write counter approximate: stores drawn draining first come first served at the "
+            "achievable HBM bandwidth after each compute (the engine keeps no per-store times)",
+        ]
         if merge > 1:
-            notes.append(f"tiles merged: each span on a core track covers up to {merge} consecutive tiles "
-                         f"(the trace would have had {_span_count(self.plans):,} tile spans)")
+            notes.append(
+                f"tiles merged: each span on a core track covers up to {merge} consecutive tiles "
+                f"(the trace would have had {_span_count(self.plans):,} tile spans)"
+            )
         steps = []
         for i, plan in enumerate(self.plans):
             track = _Track(i + 1, self.chip.clock_hz, events)
@@ -242,11 +281,22 @@ class TraceBuilder:
             if steps[-1].get("note"):
                 notes.append(f"{plan.title}: {steps[-1]['note']}")
             if track.mismatched:
-                notes.append(f"{plan.title}: the replayed program of {', '.join(track.mismatched)} took other "
-                             f"cycles than simulate_op charged; their tiles are drawn as replayed")
-        return {"traceEvents": events, "displayTimeUnit": "ns",
-                "otherData": {"generator": "archsim", "chip": self.chip.name, "clock_hz": self.chip.clock_hz,
-                              "tiles_merged": merge, "steps": steps, "notes": notes}}
+                notes.append(
+                    f"{plan.title}: the replayed program of {', '.join(track.mismatched)} took other "
+                    f"cycles than simulate_op charged; their tiles are drawn as replayed"
+                )
+        return {
+            "traceEvents": events,
+            "displayTimeUnit": "ns",
+            "otherData": {
+                "generator": "archsim",
+                "chip": self.chip.name,
+                "clock_hz": self.chip.clock_hz,
+                "tiles_merged": merge,
+                "steps": steps,
+                "notes": notes,
+            },
+        }
 
     def _draw_plan(self, track: _Track, plan: _Plan, merge: int, points: int) -> dict:
         start = cur = plan.start_s * self.chip.clock_hz
@@ -255,13 +305,19 @@ class TraceBuilder:
             cur = _draw_op(track, t, cur, merge, plan.standalone, self.chip, points)
             if i == last_rep:
                 cur = _draw_repeats(track, plan.ops, cur, self.chip)
-        info = {"title": plan.title, "start_us": track.us(start), "time_us": round(track.us(cur) - track.us(start), DIGITS)}
+        info = {
+            "title": plan.title,
+            "start_us": track.us(start),
+            "time_us": round(track.us(cur) - track.us(start), DIGITS),
+        }
         if plan.step is not None:
             info["simulated_time_us"] = plan.step.time_s * US_PER_S
         if last_rep >= 0:
             reps = sorted({t.op.repeat for t in plan.ops if t.op.repeat > 1})
-            info["note"] = (f"per-layer ops (repeat {', '.join(map(str, reps))}) drawn for one layer; "
-                            f"one span on the ops track stands for the other repeats")
+            info["note"] = (
+                f"per-layer ops (repeat {', '.join(map(str, reps))}) drawn for one layer; "
+                f"one span on the ops track stands for the other repeats"
+            )
         if plan.step is not None or len(plan.ops) > 1:
             track.span(STEP_TID, plan.title, start, cur, {k: v for k, v in info.items() if k != "title"})
         return info

@@ -8,8 +8,8 @@ simulated at KV lengths every `kv_stride` tokens and interpolated linearly betwe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 
@@ -19,7 +19,13 @@ from archsim.graph.builder import Step, build_step
 from archsim.graph.model import Phase, Workload
 from archsim.graph.ops import Op, OpKind
 from archsim.graph.parallel import (
-    Parallelism, ParallelismError, PipelineSchedule, best_chunks, max_chunks, pipeline_step_s, shard_step,
+    Parallelism,
+    ParallelismError,
+    PipelineSchedule,
+    best_chunks,
+    max_chunks,
+    pipeline_step_s,
+    shard_step,
 )
 from archsim.hardware import System
 from archsim.hardware.collectives import system_fabric
@@ -121,9 +127,11 @@ def simulate_step(w: Workload, system: System, step: Step, parallelism: Parallel
 def check_parallel_system(system: System, par: Parallelism) -> None:
     """Refuse a layout that needs more chips (or links) than the system has."""
     if par.chips > system.chips:
-        raise ParallelismError(f"{par.label()} needs {par.chips} chips; the system has {system.chips} "
-                               f"({system.chip.name} x{system.chips})"
-                               + ("" if system.chips > 1 else "; use a multi-chip system such as h200x8"))
+        raise ParallelismError(
+            f"{par.label()} needs {par.chips} chips; the system has {system.chips} "
+            f"({system.chip.name} x{system.chips})"
+            + ("" if system.chips > 1 else "; use a multi-chip system such as h200x8")
+        )
     if system.interconnect is None:
         raise ParallelismError(f"{system.chip.name} has no interconnect section: {par.label()} needs links")
 
@@ -142,9 +150,11 @@ def simulate_parallel_step(w: Workload, system: System, step: Step, par: Paralle
             continue
         producer = records[-1] if records and op.kind is not OpKind.SEND else None
         if producer is not None and not producer.op.kind.is_collective:
-            chunks, saved = best_chunks(producer.timing.time_s,
-                                        lambda c: simulate_collective(replace(op, chunks=c), system).time_s,
-                                        max_chunks(op, chunk_bytes))
+            chunks, saved = best_chunks(
+                producer.timing.time_s,
+                lambda c, op=op: simulate_collective(replace(op, chunks=c), system).time_s,
+                max_chunks(op, chunk_bytes),
+            )
             op, hidden = replace(op, chunks=chunks), hidden + saved * op.repeat
         records.append(OpRecord(op, simulate_collective(op, system)))
     pipeline = None
@@ -156,8 +166,9 @@ def simulate_parallel_step(w: Workload, system: System, step: Step, par: Paralle
     return StepResult(step, tuple(records), hidden, pipeline)
 
 
-def _attention_time(w: Workload, system: System, batch: int, kv_len: int,
-                    parallelism: Parallelism | None = None) -> float:
+def _attention_time(
+    w: Workload, system: System, batch: int, kv_len: int, parallelism: Parallelism | None = None
+) -> float:
     step = Step(Phase.DECODE, batch, 1, kv_len - 1)
     if parallelism is not None and not parallelism.is_single:
         ops = [op for op in shard_step(w, step, parallelism).ops if op.kind is OpKind.ATTENTION]
@@ -166,9 +177,13 @@ def _attention_time(w: Workload, system: System, batch: int, kv_len: int,
     return sum(op.repeat * simulate_op(op, system.chip).time_s for op in ops)
 
 
-def run_generation(w: Workload, system: System, kv_stride: int = KV_STRIDE,
-                   progress: Callable[[int, int], None] | None = None,
-                   parallelism: Parallelism | None = None) -> RunResult:
+def run_generation(
+    w: Workload,
+    system: System,
+    kv_stride: int = KV_STRIDE,
+    progress: Callable[[int, int], None] | None = None,
+    parallelism: Parallelism | None = None,
+) -> RunResult:
     """Simulate the workload's scenario (on the chips `parallelism` spreads it over); raises
     DoesNotFitError if it does not fit in memory, ParallelismError if the layout cannot be."""
     s = w.scenario
@@ -186,7 +201,7 @@ def run_generation(w: Workload, system: System, kv_stride: int = KV_STRIDE,
     fixed = sum(r.time_s for r in first.ops if r.op.kind is not OpKind.ATTENTION)
     if par is not None:  # the pipeline's send is scheduled apart; hidden collective time comes off
         fixed -= sum(r.time_s for r in first.ops if r.op.kind is OpKind.SEND) + first.comm_hidden_s
-    samples = np.unique(np.concatenate([kv_lens[::max(1, kv_stride)], kv_lens[-1:]]))
+    samples = np.unique(np.concatenate([kv_lens[:: max(1, kv_stride)], kv_lens[-1:]]))
     attn = np.zeros(len(samples))
     interrupted = False
     try:
@@ -202,5 +217,4 @@ def run_generation(w: Workload, system: System, kv_stride: int = KV_STRIDE,
     if par is not None and first.pipeline is not None and len(step_s):
         p = first.pipeline
         step_s = pipeline_step_s(step_s, p.send_s, p.stages, p.micro_batches, Phase.DECODE)
-    return RunResult(prefill, first, kv_lens, step_s, fp, s.batch, s.prompt_tokens, s.output_tokens,
-                     interrupted)
+    return RunResult(prefill, first, kv_lens, step_s, fp, s.batch, s.prompt_tokens, s.output_tokens, interrupted)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
-from archsim.graph.parallel import Parallelism, ParallelismError, chip_params, check_parallelism, shard_model
+from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism, chip_params, shard_model
 from archsim.hardware import System
 from archsim.units import format_bytes
 
@@ -39,8 +37,9 @@ def activation_bytes(w: Workload, batch: int, tokens_per_seq: int) -> float:
     return tokens * (widest + 2 * m.hidden) * w.dtypes.activations.bytes + batch * m.vocab * 4.0
 
 
-def footprint(w: Workload, system: System, batch: int | None = None,
-              parallelism: Parallelism | None = None) -> Footprint:
+def footprint(
+    w: Workload, system: System, batch: int | None = None, parallelism: Parallelism | None = None
+) -> Footprint:
     """Footprint per chip of the scenario (or of `batch` sequences) at its longest context: split
     evenly over the system's chips, or on the busiest chip of `parallelism`."""
     s = w.scenario
@@ -112,8 +111,11 @@ def check_fits(w: Workload, system: System, parallelism: Parallelism | None = No
     if fp.fits:
         return fp
     best = largest_batch(w, system, parallelism)
-    hint = (f"the largest batch that fits is {best}" if best > 0 else
-            "not even one sequence fits: use a chip with more memory, more chips, or smaller dtypes")
+    hint = (
+        f"the largest batch that fits is {best}"
+        if best > 0
+        else "not even one sequence fits: use a chip with more memory, more chips, or smaller dtypes"
+    )
     where = system.chip.name
     if parallelism is not None:
         where += "" if parallelism.is_single else f" at {parallelism.label()}"
@@ -121,8 +123,9 @@ def check_fits(w: Workload, system: System, parallelism: Parallelism | None = No
         if fewest is None:
             hint += "; no layout of tensor and pipeline parallelism fits it"
         else:
-            flags = " ".join(f"--{k} {v}" for k, v in (("tp", fewest.tp), ("pp", fewest.pp), ("ep", fewest.ep))
-                             if v > 1 or k == "tp")
+            flags = " ".join(
+                f"--{k} {v}" for k, v in (("tp", fewest.tp), ("pp", fewest.pp), ("ep", fewest.ep)) if v > 1 or k == "tp"
+            )
             more = f", more than the {system.chips} of this system" if fewest.chips > system.chips else ""
             hint += f"; the fewest chips that fit batch {w.scenario.batch} is {fewest.chips} ({flags}{more})"
     raise DoesNotFitError(

@@ -85,9 +85,20 @@ def case_ops(case: dict) -> list[Op]:
         prefill = kind == "attention_prefill"
         q = case["seq"] if prefill else 1
         kv = case["seq"] if prefill else case["kv_len"]
-        return [Op(OpKind.ATTENTION, dt, batch=case["batch"], heads=case["heads_q"], kv_heads=case["heads_kv"],
-                   head_dim=case["head_dim"], q_len=q, kv_len=kv, causal=bool(prefill and case["causal"]),
-                   split_kv=bool(case.get("split_kv", False)))]
+        return [
+            Op(
+                OpKind.ATTENTION,
+                dt,
+                batch=case["batch"],
+                heads=case["heads_q"],
+                kv_heads=case["heads_kv"],
+                head_dim=case["head_dim"],
+                q_len=q,
+                kv_len=kv,
+                causal=bool(prefill and case["causal"]),
+                split_kv=bool(case.get("split_kv", False)),
+            )
+        ]
     if kind == "vector":
         if case["op"] == "silu_mul":  # on the halves of a [M, 2N] tensor, as the eager step runs it
             return silu_mul_ops(dt, case["M"], case["N"], eager=True)
@@ -133,5 +144,7 @@ def summarise(results: list[CaseResult]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for r in results:
         out.setdefault(r.kind, []).append(abs(r.error_pct))
-    return {k: {"n": len(v), "mean_abs_error_pct": sum(v) / len(v), "max_abs_error_pct": max(v)}
-            for k, v in sorted(out.items())}
+    return {
+        k: {"n": len(v), "mean_abs_error_pct": sum(v) / len(v), "max_abs_error_pct": max(v)}
+        for k, v in sorted(out.items())
+    }

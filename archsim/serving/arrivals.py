@@ -60,7 +60,7 @@ class LengthDist:
         elif self.kind is LengthKind.EXPONENTIAL:
             x = np.ceil(rng.exponential(self.a, size=n))
         else:
-            sigma2 = np.log1p(self.b ** 2)
+            sigma2 = np.log1p(self.b**2)
             x = np.rint(rng.lognormal(np.log(self.a) - sigma2 / 2.0, np.sqrt(sigma2), size=n))
         return np.maximum(x, 1).astype(np.int64)
 
@@ -100,11 +100,18 @@ def unit_arrivals(rng: np.random.Generator, n: int, process: ArrivalProcess, cv:
     return np.concatenate([[0.0], np.cumsum(gaps)])[:n]
 
 
-def generate_requests(rate_per_s: float, n: int, prompt: LengthDist, output: LengthDist,
-                      process: ArrivalProcess = ArrivalProcess.POISSON, cv: float = 1.0,
-                      seed: int = 0) -> RequestSet:
+def generate_requests(
+    rate_per_s: float,
+    n: int,
+    prompt: LengthDist,
+    output: LengthDist,
+    process: ArrivalProcess = ArrivalProcess.POISSON,
+    cv: float = 1.0,
+    seed: int = 0,
+) -> RequestSet:
     """`n` requests arriving at `rate_per_s` with lengths drawn from `prompt` and `output`."""
     arrivals_rng, prompt_rng, output_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
     arrival = unit_arrivals(arrivals_rng, n, process, cv) / rate_per_s
-    return RequestSet(arrival, prompt.draw(prompt_rng, n), output.draw(output_rng, n),
-                      source=f"{process.value} {rate_per_s:g}/s")
+    return RequestSet(
+        arrival, prompt.draw(prompt_rng, n), output.draw(output_rng, n), source=f"{process.value} {rate_per_s:g}/s"
+    )

@@ -10,8 +10,8 @@ within `tolerance` (relative).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from archsim.serving.metrics import ServeMetrics, Slo
 from archsim.serving.requests import RequestSet
@@ -36,9 +36,15 @@ class Capacity:
     probes: tuple[Probe, ...]
 
 
-def find_capacity(requests_at: Callable[[float], RequestSet], setup: ServeSetup, slo: Slo, start_rate_per_s: float,
-                  attainment: float = 0.9, tolerance: float = DEFAULT_TOLERANCE,
-                  progress: Callable[[Probe], None] | None = None) -> Capacity:
+def find_capacity(
+    requests_at: Callable[[float], RequestSet],
+    setup: ServeSetup,
+    slo: Slo,
+    start_rate_per_s: float,
+    attainment: float = 0.9,
+    tolerance: float = DEFAULT_TOLERANCE,
+    progress: Callable[[Probe], None] | None = None,
+) -> Capacity:
     if not slo.any:
         raise ValueError("a capacity search needs at least one SLO (--slo-ttft or --slo-tpot)")
     probes: list[Probe] = []

@@ -64,8 +64,9 @@ class _Recorder:
         self.itl_w: list[np.ndarray | int] = []
 
     def sample(self, start, end, steps, batch, tokens, s: InstanceState, done: int) -> None:
-        self.rows.append((start, end, steps, batch, tokens, s.pool_blocks - s.free, len(s.running),
-                          len(s.waiting), done))
+        self.rows.append(
+            (start, end, steps, batch, tokens, s.pool_blocks - s.free, len(s.running), len(s.waiting), done)
+        )
 
     def gaps(self, values: np.ndarray, weight: np.ndarray | int) -> None:
         """Inter-token gaps; each stands for `weight` gaps (a number, or one per value)."""
@@ -76,8 +77,10 @@ class _Recorder:
     def itl_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.itl:
             return np.zeros(0), np.zeros(0, dtype=np.int64)
-        w = [np.full(len(v), w, dtype=np.int64) if np.isscalar(w) else np.asarray(w, dtype=np.int64)
-             for v, w in zip(self.itl, self.itl_w)]
+        w = [
+            np.full(len(v), w, dtype=np.int64) if np.isscalar(w) else np.asarray(w, dtype=np.int64)
+            for v, w in zip(self.itl, self.itl_w)
+        ]
         values, weights = np.concatenate(self.itl).astype(np.float64), np.concatenate(w)
         keep = weights > 0
         return values[keep], weights[keep]
@@ -103,10 +106,17 @@ class _Clock:
     last_token_s: np.ndarray
 
 
-def simulate_instance(reqs: RequestSet, timer: StepTimer, cfg: SchedulerConfig, pool_blocks: int,
-                      target: np.ndarray | None = None, computed0: np.ndarray | None = None,
-                      generated0: np.ndarray | None = None, last_token0_s: np.ndarray | None = None,
-                      decode_runs: bool = True) -> InstanceResult:
+def simulate_instance(
+    reqs: RequestSet,
+    timer: StepTimer,
+    cfg: SchedulerConfig,
+    pool_blocks: int,
+    target: np.ndarray | None = None,
+    computed0: np.ndarray | None = None,
+    generated0: np.ndarray | None = None,
+    last_token0_s: np.ndarray | None = None,
+    decode_runs: bool = True,
+) -> InstanceResult:
     """Serve `reqs` (arriving at this instance) until each has generated `target` tokens (default:
     its output). A request may arrive with `computed0` tokens of KV and `generated0` tokens
     already generated, the last at `last_token0_s` (a decode instance after a KV transfer).
@@ -115,12 +125,19 @@ def simulate_instance(reqs: RequestSet, timer: StepTimer, cfg: SchedulerConfig, 
         raise ValueError("static batching runs in archsim.serving.static")
     n = len(reqs)
     zeros = np.zeros(n, dtype=np.int64)
-    s = InstanceState(reqs.prompt_tokens, reqs.output_tokens if target is None else target,
-                      zeros if computed0 is None else computed0, zeros if generated0 is None else generated0,
-                      pool_blocks, cfg.block_size)
+    s = InstanceState(
+        reqs.prompt_tokens,
+        reqs.output_tokens if target is None else target,
+        zeros if computed0 is None else computed0,
+        zeros if generated0 is None else generated0,
+        pool_blocks,
+        cfg.block_size,
+    )
     arrival = reqs.arrival_s
-    clock = _Clock(*(np.full(n, np.nan) for _ in range(3)),
-                   np.full(n, np.nan) if last_token0_s is None else last_token0_s.astype(float).copy())
+    clock = _Clock(
+        *(np.full(n, np.nan) for _ in range(3)),
+        np.full(n, np.nan) if last_token0_s is None else last_token0_s.astype(float).copy(),
+    )
     rec = _Recorder()
     t = float(arrival[0]) if n else 0.0
     nxt = done = steps = computed = 0
@@ -138,10 +155,16 @@ def simulate_instance(reqs: RequestSet, timer: StepTimer, cfg: SchedulerConfig, 
                 continue
             raise RuntimeError("the scheduler formed an empty step with requests waiting")
         if plan.admitted:
-            new = plan.ids[-plan.admitted:]
+            new = plan.ids[-plan.admitted :]
             clock.first_scheduled_s[new[np.isnan(clock.first_scheduled_s[new])]] = t
-        if (decode_runs and not plan.admitted and not plan.preempted and len(plan.ids) == len(s.running)
-                and plan.tokens.max() == 1 and s.generated[plan.ids].min() > 0):
+        if (
+            decode_runs
+            and not plan.admitted
+            and not plan.preempted
+            and len(plan.ids) == len(s.running)
+            and plan.tokens.max() == 1
+            and s.generated[plan.ids].min() > 0
+        ):
             k, end, emit = _run_decodes(s, plan.ids, timer, cfg, t, arrival[nxt] if nxt < n else None, clock, rec)
             tokens = len(plan.ids)
         else:
@@ -156,12 +179,24 @@ def simulate_instance(reqs: RequestSet, timer: StepTimer, cfg: SchedulerConfig, 
             s.running = [r for r in s.running if r not in gone]
         rec.sample(t, end, k, len(plan.ids), tokens, s, done)
         steps, computed, done, t = steps + k, computed + k * tokens, done + len(fin), end
-    return InstanceResult(clock.first_scheduled_s, clock.first_token_s, clock.finish_s, s.generated, s.preemptions,
-                          *rec.itl_arrays(), rec.timeline(arrival), steps, computed, s.recomputed_tokens, pool_blocks)
+    return InstanceResult(
+        clock.first_scheduled_s,
+        clock.first_token_s,
+        clock.finish_s,
+        s.generated,
+        s.preemptions,
+        *rec.itl_arrays(),
+        rec.timeline(arrival),
+        steps,
+        computed,
+        s.recomputed_tokens,
+        pool_blocks,
+    )
 
 
-def _run_step(s: InstanceState, plan: Plan, timer: StepTimer, t: float, clock: _Clock,
-              rec: _Recorder) -> tuple[float, np.ndarray]:
+def _run_step(
+    s: InstanceState, plan: Plan, timer: StepTimer, t: float, clock: _Clock, rec: _Recorder
+) -> tuple[float, np.ndarray]:
     """One step of the plan: its end time and the requests that emitted a token."""
     ids, ntok = plan.ids, plan.tokens
     c = s.computed[ids]
@@ -177,8 +212,16 @@ def _run_step(s: InstanceState, plan: Plan, timer: StepTimer, t: float, clock: _
     return end, emit
 
 
-def _run_decodes(s: InstanceState, ids: np.ndarray, timer: StepTimer, cfg: SchedulerConfig, t: float,
-                 next_arrival: float | None, clock: _Clock, rec: _Recorder) -> tuple[int, float, np.ndarray]:
+def _run_decodes(
+    s: InstanceState,
+    ids: np.ndarray,
+    timer: StepTimer,
+    cfg: SchedulerConfig,
+    t: float,
+    next_arrival: float | None,
+    clock: _Clock,
+    rec: _Recorder,
+) -> tuple[int, float, np.ndarray]:
     """k decode-only steps of every running request: k, the end time, the requests (all emit)."""
     k, ends = _decode_run(s, ids, s.computed[ids], timer, cfg, t, next_arrival)
     rec.gaps(ends[:1] - clock.last_token_s[ids], 1)
@@ -190,8 +233,15 @@ def _run_decodes(s: InstanceState, ids: np.ndarray, timer: StepTimer, cfg: Sched
     return k, end, ids
 
 
-def _decode_run(s: InstanceState, ids: np.ndarray, c: np.ndarray, timer: StepTimer, cfg: SchedulerConfig,
-                t: float, next_arrival: float | None) -> tuple[int, np.ndarray]:
+def _decode_run(
+    s: InstanceState,
+    ids: np.ndarray,
+    c: np.ndarray,
+    timer: StepTimer,
+    cfg: SchedulerConfig,
+    t: float,
+    next_arrival: float | None,
+) -> tuple[int, np.ndarray]:
     """Advance a decode-only batch by k >= 1 steps (its first step already holds its blocks):
     up to the first finish, the last step the free blocks cover, and the step in which the next
     request arrives. Returns k and the end time of each of the k steps; books the KV blocks."""

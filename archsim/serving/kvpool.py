@@ -47,8 +47,15 @@ def blocks_for(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
-def size_pool(w: Workload, system: System, block_size: int, utilisation: float, max_batched_tokens: int,
-              max_num_seqs: int, blocks_override: int | None = None) -> KvPool:
+def size_pool(
+    w: Workload,
+    system: System,
+    block_size: int,
+    utilisation: float,
+    max_batched_tokens: int,
+    max_num_seqs: int,
+    blocks_override: int | None = None,
+) -> KvPool:
     """The KV pool of `w` on `system`; DoesNotFitError when not one block fits."""
     chips = system.chips
     capacity = float(system.chip.hbm.capacity_bytes)
@@ -63,5 +70,6 @@ def size_pool(w: Workload, system: System, block_size: int, utilisation: float, 
             f"{w.model.name} leaves no room for a KV cache on {system.chip.name}: capacity "
             f"{format_bytes(capacity)} - weights {format_bytes(weights)} - activations "
             f"{format_bytes(activations)} = {format_bytes(capacity - weights - activations)}; "
-            f"use a chip with more memory, more chips, smaller dtypes or a smaller --max-batched-tokens")
+            f"use a chip with more memory, more chips, smaller dtypes or a smaller --max-batched-tokens"
+        )
     return KvPool(blocks, block_size, block_bytes, capacity, weights, activations, utilisation)

@@ -137,8 +137,15 @@ class ServeMetrics:
         return d
 
 
-def request_metrics(t: RequestTimes, itl_s: np.ndarray, itl_weight: np.ndarray, slo: Slo, rejected: int,
-                    preemptions: int, in_system_s: float | None) -> ServeMetrics:
+def request_metrics(
+    t: RequestTimes,
+    itl_s: np.ndarray,
+    itl_weight: np.ndarray,
+    slo: Slo,
+    rejected: int,
+    preemptions: int,
+    in_system_s: float | None,
+) -> ServeMetrics:
     """The metrics of one run from its per-request times and inter-token gaps."""
     n = len(t.arrival_s)
     start = float(np.min(t.arrival_s)) if n else 0.0
@@ -147,14 +154,21 @@ def request_metrics(t: RequestTimes, itl_s: np.ndarray, itl_weight: np.ndarray, 
     meets = t.meets(slo)
     e2e = t.e2e_s
     return ServeMetrics(
-        requests=n, rejected=rejected, duration_s=duration,
-        ttft_s=stats(t.ttft_s), tpot_s=stats(t.tpot_s), itl_s=stats(itl_s, itl_weight), e2e_s=stats(e2e),
+        requests=n,
+        rejected=rejected,
+        duration_s=duration,
+        ttft_s=stats(t.ttft_s),
+        tpot_s=stats(t.tpot_s),
+        itl_s=stats(itl_s, itl_weight),
+        e2e_s=stats(e2e),
         queue_s=stats(t.queue_s),
-        requests_per_s=n * per_s, throughput_tokens_per_s=float(t.output_tokens.sum()) * per_s,
+        requests_per_s=n * per_s,
+        throughput_tokens_per_s=float(t.output_tokens.sum()) * per_s,
         input_tokens_per_s=float(t.prompt_tokens.sum()) * per_s,
         goodput_requests_per_s=float(meets.sum()) * per_s,
         slo_attainment=float(meets.sum()) / (n + rejected) if n + rejected else float("nan"),
-        output_tokens=int(t.output_tokens.sum()), preemptions=preemptions,
+        output_tokens=int(t.output_tokens.sum()),
+        preemptions=preemptions,
         mean_in_system=in_system_s * per_s if in_system_s is not None else float("nan"),
         littles_law_in_system=n * per_s * float(np.mean(e2e)) if n else float("nan"),
     )

@@ -34,26 +34,38 @@ def instance_stats(run: InstanceRun) -> InstanceStats:
     busy = tl.steps > 0
     use = tl.kv_blocks / run.pool.blocks
     return InstanceStats(
-        run.role, run.index, run.chip_name, run.pool.blocks, r.steps,
+        run.role,
+        run.index,
+        run.chip_name,
+        run.pool.blocks,
+        r.steps,
         float(np.sum(use * span) / np.sum(span)) if np.sum(span) > 0 else 0.0,
         float(use.max()) if len(use) else 0.0,
         float(np.sum(tl.batch * tl.steps) / np.sum(tl.steps)) if busy.any() else 0.0,
-        int(tl.batch.max()) if len(tl.batch) else 0, int(r.preemptions.sum()))
+        int(tl.batch.max()) if len(tl.batch) else 0,
+        int(r.preemptions.sum()),
+    )
 
 
 def _over_time(run: InstanceRun) -> dict:
     tl = run.result.timeline
     keep = np.unique(np.linspace(0, len(tl.start_s) - 1, min(len(tl.start_s), OVER_TIME_POINTS)).astype(int))
-    return {"t_s": tl.start_s[keep].tolist(), "kv_cache_use": (tl.kv_blocks[keep] / run.pool.blocks).tolist(),
-            "batch_size": tl.batch[keep].tolist(), "running": tl.running[keep].tolist(),
-            "waiting": tl.waiting[keep].tolist()}
+    return {
+        "t_s": tl.start_s[keep].tolist(),
+        "kv_cache_use": (tl.kv_blocks[keep] / run.pool.blocks).tolist(),
+        "batch_size": tl.batch[keep].tolist(),
+        "running": tl.running[keep].tolist(),
+        "waiting": tl.waiting[keep].tolist(),
+    }
 
 
 def metrics_dict(m: ServeMetrics, slo: Slo) -> dict:
     d = {k: (v.as_dict() if isinstance(v, Stats) else v) for k, v in m.__dict__.items()}
     d["slo"] = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s}
-    d["littles_law"] = {"mean_in_system": d.pop("mean_in_system"),
-                        "arrival_rate_x_mean_e2e": d.pop("littles_law_in_system")}
+    d["littles_law"] = {
+        "mean_in_system": d.pop("mean_in_system"),
+        "arrival_rate_x_mean_e2e": d.pop("littles_law_in_system"),
+    }
     return d
 
 
@@ -61,17 +73,30 @@ def serve_dict(result: ServeResult, m: ServeMetrics, slo: Slo, config: dict, con
     instances = []
     for run in result.instances:
         s = instance_stats(run)
-        instances.append({**s.__dict__, "block_size": run.pool.block_size, "pool_bytes": run.pool.pool_bytes,
-                          "weights_bytes": run.pool.weights_bytes, "activations_bytes": run.pool.activations_bytes,
-                          "computed_tokens": run.result.computed_tokens,
-                          "recomputed_tokens": run.result.recomputed_tokens, "over_time": _over_time(run)})
+        instances.append(
+            {
+                **s.__dict__,
+                "block_size": run.pool.block_size,
+                "pool_bytes": run.pool.pool_bytes,
+                "weights_bytes": run.pool.weights_bytes,
+                "activations_bytes": run.pool.activations_bytes,
+                "computed_tokens": run.result.computed_tokens,
+                "recomputed_tokens": run.result.recomputed_tokens,
+                "over_time": _over_time(run),
+            }
+        )
     stats = [instance_stats(r) for r in result.instances]
-    return {"config_hash": config_hash, **metrics_dict(m, slo),
-            "kv_cache": {"use_mean": float(np.mean([s.kv_use_mean for s in stats])),
-                         "use_max": max(s.kv_use_max for s in stats)},
-            "batch_size": {"mean": float(np.mean([s.batch_mean for s in stats])),
-                           "max": max(s.batch_max for s in stats)},
-            "instances": instances, "config": config}
+    return {
+        "config_hash": config_hash,
+        **metrics_dict(m, slo),
+        "kv_cache": {
+            "use_mean": float(np.mean([s.kv_use_mean for s in stats])),
+            "use_max": max(s.kv_use_max for s in stats),
+        },
+        "batch_size": {"mean": float(np.mean([s.batch_mean for s in stats])), "max": max(s.batch_max for s in stats)},
+        "instances": instances,
+        "config": config,
+    }
 
 
 def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
@@ -81,8 +106,13 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
     lat = Table(title=title, title_justify="left")
     for col in ("latency", "mean", "p50", "p90", "p99"):
         lat.add_column(col, justify="left" if col == "latency" else "right")
-    for name, s in (("time to first token", m.ttft_s), ("time per output token", m.tpot_s),
-                    ("inter-token latency", m.itl_s), ("end-to-end", m.e2e_s), ("queueing delay", m.queue_s)):
+    for name, s in (
+        ("time to first token", m.ttft_s),
+        ("time per output token", m.tpot_s),
+        ("inter-token latency", m.itl_s),
+        ("end-to-end", m.e2e_s),
+        ("queueing delay", m.queue_s),
+    ):
         lat.add_row(name, *(_seconds(v) for v in (s.mean, s.p50, s.p90, s.p99)))
     t = Table(show_header=False)
     t.add_column(style="bold")
@@ -92,19 +122,26 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
     t.add_row("request throughput", f"{m.requests_per_s:,.2f} requests/s")
     t.add_row("output token throughput", f"{m.throughput_tokens_per_s:,.0f} tokens/s")
     t.add_row("input token throughput", f"{m.input_tokens_per_s:,.0f} tokens/s")
-    slos = ", ".join(f"{k} <= {format_seconds(v)}" for k, v in (("TTFT", slo.ttft_s), ("TPOT", slo.tpot_s))
-                     if v is not None) or "none set"
+    slos = (
+        ", ".join(
+            f"{k} <= {format_seconds(v)}" for k, v in (("TTFT", slo.ttft_s), ("TPOT", slo.tpot_s)) if v is not None
+        )
+        or "none set"
+    )
     t.add_row(f"goodput ({slos})", f"{m.goodput_requests_per_s:,.2f} requests/s ({100 * m.slo_attainment:.1f}% attain)")
     t.add_row("preemptions", f"{m.preemptions:,}")
     if np.isfinite(m.mean_in_system):
-        t.add_row("requests in system: mean / rate x mean e2e",
-                  f"{m.mean_in_system:.2f} / {m.littles_law_in_system:.2f}")
+        t.add_row(
+            "requests in system: mean / rate x mean e2e", f"{m.mean_in_system:.2f} / {m.littles_law_in_system:.2f}"
+        )
     for run in result.instances:
         s = instance_stats(run)
         alone = s.role == "colocated" and len(result.instances) == 1
         name = "" if alone else f"{s.role} {s.index}: "
-        t.add_row(f"{name}KV cache use mean / max", f"{100 * s.kv_use_mean:.0f}% / {100 * s.kv_use_max:.0f}% of "
-                                             f"{s.pool_blocks:,} blocks")
+        t.add_row(
+            f"{name}KV cache use mean / max",
+            f"{100 * s.kv_use_mean:.0f}% / {100 * s.kv_use_max:.0f}% of {s.pool_blocks:,} blocks",
+        )
         t.add_row(f"{name}sequences per step mean / max", f"{s.batch_mean:.1f} / {s.batch_max} ({s.steps:,} steps)")
     return lat, t
 
@@ -120,24 +157,40 @@ def perfetto_trace(result: ServeResult) -> dict:
     t = result.times
     events: list[dict] = [{"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "requests"}}]
     for p, run in enumerate(result.instances, start=1):
-        events.append({"ph": "M", "pid": p, "name": "process_name",
-                       "args": {"name": f"{run.role} {run.index} ({run.chip_name})"}})
+        events.append(
+            {"ph": "M", "pid": p, "name": "process_name", "args": {"name": f"{run.role} {run.index} ({run.chip_name})"}}
+        )
         tl = run.result.timeline
         for start, batch, kv in zip(tl.start_s.tolist(), tl.batch.tolist(), tl.kv_blocks.tolist()):
             events.append({"ph": "C", "pid": p, "name": "sequences per step", "ts": start * us, "args": {"n": batch}})
             events.append({"ph": "C", "pid": p, "name": "KV blocks in use", "ts": start * us, "args": {"n": kv}})
     transfer = result.kv_transfer_s
     for i, req in enumerate(result.served.tolist()):
-        args = {"request": req, "prompt_tokens": int(t.prompt_tokens[i]), "output_tokens": int(t.output_tokens[i]),
-                "preemptions": int(result.preemptions[i])}
-        spans = [("queued", t.arrival_s[i], t.first_scheduled_s[i]),
-                 ("prefill", t.first_scheduled_s[i], t.first_token_s[i])]
+        args = {
+            "request": req,
+            "prompt_tokens": int(t.prompt_tokens[i]),
+            "output_tokens": int(t.output_tokens[i]),
+            "preemptions": int(result.preemptions[i]),
+        }
+        spans = [
+            ("queued", t.arrival_s[i], t.first_scheduled_s[i]),
+            ("prefill", t.first_scheduled_s[i], t.first_token_s[i]),
+        ]
         if transfer is not None and np.isfinite(transfer[i, 0]):
             spans += [("kv transfer", transfer[i, 0], transfer[i, 1]), ("decode", transfer[i, 1], t.finish_s[i])]
         else:
             spans.append(("decode", t.first_token_s[i], t.finish_s[i]))
         for name, a, b in spans:
             if b > a:
-                events.append({"ph": "X", "pid": 0, "tid": req, "name": name, "ts": float(a) * us,
-                               "dur": float(b - a) * us, "args": args})
+                events.append(
+                    {
+                        "ph": "X",
+                        "pid": 0,
+                        "tid": req,
+                        "name": name,
+                        "ts": float(a) * us,
+                        "dur": float(b - a) * us,
+                        "args": args,
+                    }
+                )
     return {"traceEvents": events, "displayTimeUnit": "ms"}

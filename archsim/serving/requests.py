@@ -50,15 +50,15 @@ class RequestSet:
     def __len__(self) -> int:
         return len(self.arrival_s)
 
-    def scaled(self, time_scale: float) -> "RequestSet":
+    def scaled(self, time_scale: float) -> RequestSet:
         """Arrival times multiplied by `time_scale` (0.5 replays twice as fast)."""
         return RequestSet(self.arrival_s * time_scale, self.prompt_tokens, self.output_tokens, self.source)
 
-    def head(self, n: int) -> "RequestSet":
+    def head(self, n: int) -> RequestSet:
         """The first `n` requests."""
         return self.subset(np.arange(min(n, len(self))))
 
-    def subset(self, index: np.ndarray) -> "RequestSet":
+    def subset(self, index: np.ndarray) -> RequestSet:
         return RequestSet(self.arrival_s[index], self.prompt_tokens[index], self.output_tokens[index], self.source)
 
     @property
@@ -70,8 +70,11 @@ class RequestSet:
     def digest(self) -> str:
         """SHA-256 of the arrays: names the requests in a config hash."""
         h = hashlib.sha256()
-        for a in (self.arrival_s.astype(np.float64), self.prompt_tokens.astype(np.int64),
-                  self.output_tokens.astype(np.int64)):
+        for a in (
+            self.arrival_s.astype(np.float64),
+            self.prompt_tokens.astype(np.int64),
+            self.output_tokens.astype(np.int64),
+        ):
             h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()
 
@@ -80,8 +83,12 @@ def make_requests(arrival_s, prompt_tokens, output_tokens, source: str = "") -> 
     """A RequestSet from any sequences, sorted by arrival (stably)."""
     arrival = np.asarray(arrival_s, dtype=np.float64)
     order = np.argsort(arrival, kind="stable")
-    return RequestSet(arrival[order], np.asarray(prompt_tokens, dtype=np.int64)[order],
-                      np.asarray(output_tokens, dtype=np.int64)[order], source)
+    return RequestSet(
+        arrival[order],
+        np.asarray(prompt_tokens, dtype=np.int64)[order],
+        np.asarray(output_tokens, dtype=np.int64)[order],
+        source,
+    )
 
 
 def shipped_traces() -> list[str]:
@@ -110,7 +117,7 @@ def load_trace(name_or_path: str) -> RequestSet:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError.single(str(path), "", f"cannot read the trace ({err})") from None
     first = text.lstrip()[:1]
-    rows, problems = (_read_jsonl(text, str(path)) if first == "{" else _read_csv(text, str(path)))
+    rows, problems = _read_jsonl(text, str(path)) if first == "{" else _read_csv(text, str(path))
     if problems:
         if len(problems) > MAX_PROBLEMS:
             more = len(problems) - MAX_PROBLEMS
@@ -129,11 +136,19 @@ def _read_csv(text: str, file: str):
     elif set(PLAIN_COLUMNS) <= set(header):
         columns, azure = PLAIN_COLUMNS, False
     else:
-        raise ConfigError.single(file, "", f"unknown trace header {quote(','.join(header))}; expected "
-                                 f"{','.join(PLAIN_COLUMNS)} or the Azure {','.join(AZURE_COLUMNS)}", line=1)
+        raise ConfigError.single(
+            file,
+            "",
+            f"unknown trace header {quote(','.join(header))}; expected "
+            f"{','.join(PLAIN_COLUMNS)} or the Azure {','.join(AZURE_COLUMNS)}",
+            line=1,
+        )
     idx = [header.index(c) for c in columns]
-    records = [(line, [row[i].strip() if i < len(row) else "" for i in idx])
-               for line, row in enumerate(reader, start=2) if row and any(c.strip() for c in row)]
+    records = [
+        (line, [row[i].strip() if i < len(row) else "" for i in idx])
+        for line, row in enumerate(reader, start=2)
+        if row and any(c.strip() for c in row)
+    ]
     return _columns(records, columns, file, azure)
 
 

@@ -52,8 +52,15 @@ class SchedulerConfig:
 class InstanceState:
     """Mutable state of one serving instance: per-request counters and the queues."""
 
-    def __init__(self, prompt: np.ndarray, target: np.ndarray, computed: np.ndarray, generated: np.ndarray,
-                 pool_blocks: int, block_size: int):
+    def __init__(
+        self,
+        prompt: np.ndarray,
+        target: np.ndarray,
+        computed: np.ndarray,
+        generated: np.ndarray,
+        pool_blocks: int,
+        block_size: int,
+    ):
         n = len(prompt)
         self.prompt, self.target = prompt, target
         self.computed, self.generated = computed.copy(), generated.copy()
@@ -131,6 +138,7 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig, decodes_first: bool)
         left = budget - int(n.sum())
     if preempted:
         return Plan(ids, n, 0, True)
+
     def chunk(r: int, left: int) -> tuple[int, int] | None:  # a prompt chunk, blocks as computed
         k = min(s.need(r), left)
         return k, s.grow(r, int(s.computed[r]) + k)
@@ -160,8 +168,10 @@ def _admit(s: InstanceState, cfg: SchedulerConfig, ids: np.ndarray, n: np.ndarra
 
 
 def _arrays(sched: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    return (np.fromiter(sched.keys(), dtype=np.int64, count=len(sched)),
-            np.fromiter(sched.values(), dtype=np.int64, count=len(sched)))
+    return (
+        np.fromiter(sched.keys(), dtype=np.int64, count=len(sched)),
+        np.fromiter(sched.values(), dtype=np.int64, count=len(sched)),
+    )
 
 
 def _running_with_preemption(s: InstanceState, order: list[int], budget: int) -> tuple[dict, bool]:

@@ -82,11 +82,13 @@ class ServeResult:
     instances: tuple[InstanceRun, ...]
     kv_transfer_s: np.ndarray | None = None  # disaggregated: (start, end) per served request
 
-    def metrics(self, slo: Slo = Slo()) -> ServeMetrics:
+    def metrics(self, slo: Slo | None = None) -> ServeMetrics:
+        slo = slo if slo is not None else Slo()
         colocated = all(i.role == "colocated" for i in self.instances)
         area = sum(float(i.result.timeline.in_system_s.sum()) for i in self.instances) if colocated else None
-        return request_metrics(self.times, self.itl_s, self.itl_weight, slo, self.rejected,
-                               int(self.preemptions.sum()), area)
+        return request_metrics(
+            self.times, self.itl_s, self.itl_weight, slo, self.rejected, int(self.preemptions.sum()), area
+        )
 
 
 def pool_for(setup: ServeSetup, w: Workload, system: System) -> KvPool:
@@ -95,11 +97,13 @@ def pool_for(setup: ServeSetup, w: Workload, system: System) -> KvPool:
             check_parallel_system(system, par := Parallelism(tp=system.chips))
             check_parallelism(w.model, par)
         except ParallelismError as err:
-            raise ServeSetupError(f"an instance of {system.chips} chips runs {w.model.name} tensor-parallel over "
-                                  f"all of them: {err}") from None
+            raise ServeSetupError(
+                f"an instance of {system.chips} chips runs {w.model.name} tensor-parallel over all of them: {err}"
+            ) from None
     s = setup.scheduler
-    return size_pool(w, system, s.block_size, setup.gpu_memory_utilization, s.max_batched_tokens,
-                     s.max_num_seqs, setup.kv_blocks)
+    return size_pool(
+        w, system, s.block_size, setup.gpu_memory_utilization, s.max_batched_tokens, s.max_num_seqs, setup.kv_blocks
+    )
 
 
 def _run_instance(reqs: RequestSet, setup: ServeSetup, system: System, pool: KvPool, **kw) -> InstanceResult:
@@ -139,8 +143,9 @@ def kv_transfer_s(w: Workload, sender: System, receiver: System, prompt_tokens: 
     """Link latency + KV bytes of the prompt / link bandwidth, per request (seconds)."""
     for s in (sender, receiver):
         if s.interconnect is None:
-            raise LinkMissingError(f"{s.chip.name} has no interconnect section: disaggregated serving "
-                                   f"needs one to send the KV cache")
+            raise LinkMissingError(
+                f"{s.chip.name} has no interconnect section: disaggregated serving needs one to send the KV cache"
+            )
     a, b = sender.interconnect, receiver.interconnect
     bandwidth = min(a.links_per_chip * a.link_bandwidth_bytes_per_s, b.links_per_chip * b.link_bandwidth_bytes_per_s)
     per_chip = prompt_tokens * w.model.kv_bytes_per_token(w.dtypes.kv_cache) / min(sender.chips, receiver.chips)
@@ -151,8 +156,11 @@ def _serve_disaggregated(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
     d, w = setup.disaggregation, setup.workload
     p_pool, d_pool = pool_for(setup, w, d.prefill_system), pool_for(setup, w, d.decode_system)
     need = reqs.prompt_tokens + reqs.output_tokens - 1
-    served = _fitting((reqs.prompt_tokens <= p_pool.tokens) & (need <= d_pool.tokens), need,
-                      min(p_pool, d_pool, key=lambda p: p.tokens))
+    served = _fitting(
+        (reqs.prompt_tokens <= p_pool.tokens) & (need <= d_pool.tokens),
+        need,
+        min(p_pool, d_pool, key=lambda p: p.tokens),
+    )
     sub = reqs.subset(served)
     n = len(served)
     fs, ft, fin = (np.full(n, np.nan) for _ in range(3))
@@ -178,12 +186,19 @@ def _serve_disaggregated(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
     decoding = np.flatnonzero(~single)
     decoding = decoding[np.argsort(transfer[decoding, 1], kind="stable")]
     for i in range(d.decode_instances):
-        mine = decoding[i::d.decode_instances]
+        mine = decoding[i :: d.decode_instances]
         if len(mine) == 0:
             continue
         arrived = RequestSet(transfer[mine, 1], sub.prompt_tokens[mine], sub.output_tokens[mine], sub.source)
-        r = _run_instance(arrived, setup, d.decode_system, d_pool, computed0=sub.prompt_tokens[mine],
-                          generated0=np.ones(len(mine), dtype=np.int64), last_token0_s=ft[mine])
+        r = _run_instance(
+            arrived,
+            setup,
+            d.decode_system,
+            d_pool,
+            computed0=sub.prompt_tokens[mine],
+            generated0=np.ones(len(mine), dtype=np.int64),
+            last_token0_s=ft[mine],
+        )
         fin[mine] = r.finish_s
         pre[mine] += r.preemptions
         runs.append(InstanceRun("decode", i, d.decode_system.chip.name, d_pool, r))
@@ -196,8 +211,10 @@ def _serve_disaggregated(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
 def _fitting(fits: np.ndarray, need: np.ndarray, pool: KvPool) -> np.ndarray:
     """Indices of the requests that fit; DoesNotFitError when none does."""
     if len(fits) and not fits.any():
-        raise DoesNotFitError(f"none of the {len(fits):,} requests fits a KV cache of {pool.blocks:,} blocks "
-                              f"({pool.tokens:,} tokens): the smallest needs {int(need.min()):,} tokens")
+        raise DoesNotFitError(
+            f"none of the {len(fits):,} requests fits a KV cache of {pool.blocks:,} blocks "
+            f"({pool.tokens:,} tokens): the smallest needs {int(need.min()):,} tokens"
+        )
     return np.flatnonzero(fits)
 
 

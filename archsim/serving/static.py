@@ -22,17 +22,20 @@ from archsim.serving.scheduler import InstanceState, SchedulerConfig
 from archsim.serving.steptime import StepTimer
 
 
-def _take_batch(waiting: deque, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig,
-                pool_blocks: int) -> list[int]:
+def _take_batch(
+    waiting: deque, prompt: np.ndarray, output: np.ndarray, cfg: SchedulerConfig, pool_blocks: int
+) -> list[int]:
     """The longest prefix of the queue, up to max_num_seqs, whose padded KV fits the pool and
     whose padded prompts fit max_batched_tokens (the activations the memory was sized for);
     the first request always goes."""
     batch: list[int] = []
     p_max = o_max = 0
-    for r in list(waiting)[:cfg.max_num_seqs]:
+    for r in list(waiting)[: cfg.max_num_seqs]:
         p, o = max(p_max, int(prompt[r])), max(o_max, int(output[r]))
-        if batch and ((len(batch) + 1) * blocks_for(p + o - 1, cfg.block_size) > pool_blocks
-                      or (len(batch) + 1) * p > cfg.max_batched_tokens):
+        if batch and (
+            (len(batch) + 1) * blocks_for(p + o - 1, cfg.block_size) > pool_blocks
+            or (len(batch) + 1) * p > cfg.max_batched_tokens
+        ):
             break
         batch.append(r)
         p_max, o_max = p, o
@@ -45,8 +48,9 @@ def simulate_static(reqs: RequestSet, timer: StepTimer, cfg: SchedulerConfig, po
     n = len(reqs)
     arrival, prompt, output = reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens
     first_sched, first_tok, finish = (np.full(n, np.nan) for _ in range(3))
-    state = InstanceState(prompt, output, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
-                          pool_blocks, cfg.block_size)
+    state = InstanceState(
+        prompt, output, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), pool_blocks, cfg.block_size
+    )
     rec = _Recorder()
     t = float(arrival[0]) if n else 0.0
     nxt = done = steps = computed = 0
@@ -90,6 +94,16 @@ def simulate_static(reqs: RequestSet, timer: StepTimer, cfg: SchedulerConfig, po
         state.generated[batch] = outs
         state.running = []
         t = float(ends[-1]) if len(ends) else end
-    return InstanceResult(first_sched, first_tok, finish, state.generated, state.preemptions, *rec.itl_arrays(),
-                          rec.timeline(arrival), steps, computed, 0, pool_blocks)
-
+    return InstanceResult(
+        first_sched,
+        first_tok,
+        finish,
+        state.generated,
+        state.preemptions,
+        *rec.itl_arrays(),
+        rec.timeline(arrival),
+        steps,
+        computed,
+        0,
+        pool_blocks,
+    )

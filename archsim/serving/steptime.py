@@ -20,15 +20,20 @@ first spacing of 4 and the knots themselves are exact; `resolution = 0` simulate
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Callable, Sequence
 
 import numpy as np
 
 from archsim.engine.simulate import simulate_collective, simulate_op
 from archsim.graph.mixed import (
-    MixedBatch, build_mixed_step, decode_attention_ops, head_ops, prefill_attention_ops, token_ops,
+    MixedBatch,
+    build_mixed_step,
+    decode_attention_ops,
+    head_ops,
+    prefill_attention_ops,
+    token_ops,
 )
 from archsim.graph.model import Scenario, Workload
 from archsim.graph.ops import Op
@@ -57,8 +62,12 @@ def mixed_step_time_s(w: Workload, chip: Chip, batch: MixedBatch) -> float:
     """Exact time of one mixed step, every op simulated at its own shape (no grid)."""
     m = build_mixed_step(w, batch)
     decode = max(ops_time_s(m.decode_attention, chip), ops_time_s(m.longest_decode, chip))
-    return (ops_time_s(m.tokens, chip) + ops_time_s(m.head, chip) + decode
-            + sum(ops_time_s(ops, chip) for ops in m.prefill_attention))
+    return (
+        ops_time_s(m.tokens, chip)
+        + ops_time_s(m.head, chip)
+        + decode
+        + sum(ops_time_s(ops, chip) for ops in m.prefill_attention)
+    )
 
 
 def grid_step(n: int, per_octave: int) -> int:
@@ -120,6 +129,7 @@ class StepTimer:
 
         def part(ops: Sequence[Op], tokens: int = 0) -> float:
             return tp_ops_time_s(ops, w, tokens, tp) if tp else ops_time_s(ops, chip)
+
         self._tokens = _Memo(lambda t: part(token_ops(local, t), t))
         self._head = _Memo(lambda s: part(head_ops(local, s), s))
         self._decode = _Memo(lambda b, k: part(decode_attention_ops(local, b, k)))
@@ -162,6 +172,7 @@ class StepTimer:
         def at(xx: int) -> float:
             a = memo(xx, y0)
             return a if fy == 0.0 else a + (memo(xx, y1) - a) * fy
+
         lo = at(x0)
         return lo if fx == 0.0 else lo + (at(x1) - lo) * fx
 
@@ -172,8 +183,10 @@ class StepTimer:
             if col is not None:
                 lo, hi = min(lo, int(col[0][0])), max(hi, int(col[0][-1]))
             ks = grid_points(lo, hi, self.kv_res)
-            col = self._columns[batch] = (np.array(ks, dtype=np.float64),
-                                          np.array([self._decode(batch, k) for k in ks]))
+            col = self._columns[batch] = (
+                np.array(ks, dtype=np.float64),
+                np.array([self._decode(batch, k) for k in ks]),
+            )
         return col
 
     def decode_attention_series_s(self, batch: int, kv_lens: np.ndarray) -> np.ndarray:
@@ -202,8 +215,9 @@ class StepTimer:
             t += self.prefill_chunk_s(n, past)
         if b:
             total = int(np.sum(decode_kv_lens))
-            t += max(self.decode_attention_s(b, -(-total // b)),
-                     self.decode_attention_s(1, int(np.max(decode_kv_lens))))
+            t += max(
+                self.decode_attention_s(b, -(-total // b)), self.decode_attention_s(1, int(np.max(decode_kv_lens)))
+            )
         return t
 
     def uniform_prefill_s(self, batch: int, prompt_tokens: int) -> float:
@@ -240,7 +254,9 @@ def _timer(w: Workload, chip: Chip, resolution: int, system: System | None) -> S
     return StepTimer(w, chip, resolution, system)
 
 
-def step_timer(w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION, system: System | None = None) -> StepTimer:
+def step_timer(
+    w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION, system: System | None = None
+) -> StepTimer:
     """The shared timer of (workload, chip or tensor-parallel system, resolution): its memo lives
     as long as the process."""
     return _timer(_normalised(w), chip, resolution, system if system is not None and system.chips > 1 else None)

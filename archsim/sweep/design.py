@@ -84,8 +84,9 @@ class DesignCache:
         self._hardware: dict[tuple, tuple[System, dict] | ConfigError] = {}
         self._workload: dict[tuple, tuple[Workload, dict] | ConfigError] = {}
 
-    def design(self, hw_path: str, hw_over: tuple[Override, ...], wl_path: str,
-               wl_over: tuple[Override, ...]) -> Design:
+    def design(
+        self, hw_path: str, hw_over: tuple[Override, ...], wl_path: str, wl_over: tuple[Override, ...]
+    ) -> Design:
         """The design, or ConfigError whose problems name keys as `hardware.x.y` / `workload.x.y`."""
         system, hw_cfg = _cached(self._hardware, (hw_path, hw_over), build_hardware, "hardware")
         workload, wl_cfg = _cached(self._workload, (wl_path, wl_over), build_workload, "workload")
@@ -99,8 +100,9 @@ def _cached(cache: dict, key: tuple, build, root: str):
         try:
             hit = build(*key)
         except ConfigError as err:
-            hit = ConfigError([type(p)(p.file, p.line, f"{root}.{p.key}" if p.key else root, p.message)
-                               for p in err.problems])
+            hit = ConfigError(
+                [type(p)(p.file, p.line, f"{root}.{p.key}" if p.key else root, p.message) for p in err.problems]
+            )
         cache[key] = hit
     if isinstance(hit, ConfigError):
         raise hit
@@ -119,12 +121,13 @@ def path_problem(path: KeyPath) -> str | None:
             return f"{where} is a value, it has no key {part!r}"
         if part not in fields:
             hint = difflib.get_close_matches(part, list(fields), n=1)
-            return f"{where} has no key {part!r}" + (f"; did you mean {hint[0]!r}?" if hint else
-                                                      f"; expected one of {', '.join(sorted(fields))}")
+            return f"{where} has no key {part!r}" + (
+                f"; did you mean {hint[0]!r}?" if hint else f"; expected one of {', '.join(sorted(fields))}"
+            )
         ann = fields[part].annotation
         if get_origin(ann) is dict:  # a mapping such as k_per_cycle: one of its keys is the value
             keys = [str(k) for k in get_args(get_args(ann)[0])]
-            rest = path[i + 1:]
+            rest = path[i + 1 :]
             if len(rest) != 1:
                 return f"{where}.{part} is a mapping: give one of its keys ({', '.join(keys)})"
             if keys and rest[0] not in keys:

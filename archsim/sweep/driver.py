@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from archsim.sweep.evaluate import FAILED, INFEASIBLE, OK, Evaluation
 from archsim.sweep.points import PointTask, resolve_points
@@ -49,15 +49,26 @@ class SweepReport:
 
     def summary(self, spec: SweepSpec, executor_label: str, workers: int, parts: int) -> dict:
         return {
-            "name": spec.name, "spec": spec.source, "points_total": self.points_total,
-            "points_done": self.points_done, "points_ok": self.points_ok,
-            "points_infeasible": self.points_infeasible, "points_failed": self.points_failed,
-            "points_remaining": self.points_remaining, "complete": self.complete, "parts": parts,
+            "name": spec.name,
+            "spec": spec.source,
+            "points_total": self.points_total,
+            "points_done": self.points_done,
+            "points_ok": self.points_ok,
+            "points_infeasible": self.points_infeasible,
+            "points_failed": self.points_failed,
+            "points_remaining": self.points_remaining,
+            "complete": self.complete,
+            "parts": parts,
             "stale_rows": self.stale_rows,
-            "last_run": {"points": self.points_run, "elapsed_s": round(self.elapsed_s, 3),
-                         "points_per_s": round(self.points_run / self.elapsed_s, 3) if self.elapsed_s > 0 else None,
-                         "cpu_s": round(self.cpu_s, 3), "executor": executor_label, "workers": workers,
-                         "lost_chunks": list(self.lost)},
+            "last_run": {
+                "points": self.points_run,
+                "elapsed_s": round(self.elapsed_s, 3),
+                "points_per_s": round(self.points_run / self.elapsed_s, 3) if self.elapsed_s > 0 else None,
+                "cpu_s": round(self.cpu_s, 3),
+                "executor": executor_label,
+                "workers": workers,
+                "lost_chunks": list(self.lost),
+            },
         }
 
 
@@ -67,15 +78,20 @@ def auto_chunk_size(points: int, workers: int) -> int:
 
 def chunked(tasks: list[PointTask], size: int) -> Iterator[list[PointTask]]:
     for i in range(0, len(tasks), size):
-        yield tasks[i:i + size]
+        yield tasks[i : i + size]
 
 
 ProgressFn = Callable[[int, int, int], None]  # (points done by this run, points to run, failed so far)
 
 
-def run_sweep(spec: SweepSpec, out_dir: str | Path, executor, chunk_size: int | None = None,
-              on_resolved: Callable[[int, int], None] | None = None,
-              on_progress: ProgressFn | None = None) -> SweepReport:
+def run_sweep(
+    spec: SweepSpec,
+    out_dir: str | Path,
+    executor,
+    chunk_size: int | None = None,
+    on_resolved: Callable[[int, int], None] | None = None,
+    on_progress: ProgressFn | None = None,
+) -> SweepReport:
     """Evaluate every point of `spec` not yet recorded in `out_dir`; the state afterwards."""
     start = time.perf_counter()
     with ResultStore(out_dir, spec.settings(), spec.columns()) as store:
@@ -92,12 +108,22 @@ def run_sweep(spec: SweepSpec, out_dir: str | Path, executor, chunk_size: int | 
         ran, cpu_s = 0, 0.0
 
         def report() -> SweepReport:
-            return SweepReport(len(tasks), counts[OK], counts[INFEASIBLE], counts[FAILED], ran,
-                               time.perf_counter() - start, tuple(lost), stale, cpu_s)
+            return SweepReport(
+                len(tasks),
+                counts[OK],
+                counts[INFEASIBLE],
+                counts[FAILED],
+                ran,
+                time.perf_counter() - start,
+                tuple(lost),
+                stale,
+                cpu_s,
+            )
 
         def write_summary() -> None:
-            store.write_summary(report().summary(spec, executor.label, executor.workers,
-                                                 len(list(store.dir.glob(PART_GLOB)))))
+            store.write_summary(
+                report().summary(spec, executor.label, executor.workers, len(list(store.dir.glob(PART_GLOB))))
+            )
 
         write_summary()
         try:

@@ -11,8 +11,8 @@ need no shared file system, only archsim installed.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 from archsim.sweep.evaluate import Evaluation, evaluate_chunk
 from archsim.sweep.points import PointTask
@@ -123,7 +123,7 @@ class PoolExecutor:
                 except BrokenProcessPool:
                     broken.append("a worker process died (killed, or out of memory)")
                     yield f, ChunkOutcome(pending[f], None, broken[0])
-                except Exception as err:  # noqa: BLE001 - reported per chunk
+                except Exception as err:
                     yield f, ChunkOutcome(pending[f], None, f"{type(err).__name__}: {err}")
 
         try:
@@ -159,8 +159,9 @@ class DaskExecutor:
         try:
             from distributed import Client, LocalCluster, as_completed
         except ImportError:
-            raise ExecutorUnavailable("--dask needs dask.distributed: "
-                                      "python3 -m pip install 'archsim[sweep]'") from None
+            raise ExecutorUnavailable(
+                "--dask needs dask.distributed: python3 -m pip install 'archsim[sweep]'"
+            ) from None
         import logging
 
         cluster = None
@@ -168,8 +169,13 @@ class DaskExecutor:
             if self.address:
                 client = Client(self.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
             else:
-                cluster = LocalCluster(n_workers=self.local_workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.ERROR)
+                cluster = LocalCluster(
+                    n_workers=self.local_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
                 client = Client(cluster, set_as_default=False)
         except (OSError, TimeoutError) as err:
             raise ExecutorUnavailable(f"cannot reach the Dask scheduler at {self.address}: {err}") from None

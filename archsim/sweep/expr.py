@@ -14,29 +14,62 @@ import ast
 import difflib
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 MAX_EXPONENT = 1024  # `2 ** 10 ** 10` would hang the worker; no design quantity needs more
 
 UNIT_CONSTANTS: dict[str, float] = {
-    "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40,
-    "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-    "kHz": 1e3, "MHz": 1e6, "GHz": 1e9,
-    "ps": 1e-12, "ns": 1e-9, "us": 1e-6, "ms": 1e-3,
+    "KiB": 2.0**10,
+    "MiB": 2.0**20,
+    "GiB": 2.0**30,
+    "TiB": 2.0**40,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "kHz": 1e3,
+    "MHz": 1e6,
+    "GHz": 1e9,
+    "ps": 1e-12,
+    "ns": 1e-9,
+    "us": 1e-6,
+    "ms": 1e-3,
 }
 
 FUNCTIONS: dict[str, Callable] = {
-    "min": min, "max": max, "abs": abs, "round": round, "ceil": math.ceil, "floor": math.floor,
-    "sqrt": math.sqrt, "log": math.log, "log2": math.log2, "log10": math.log10, "exp": math.exp,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "round": round,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "sqrt": math.sqrt,
+    "log": math.log,
+    "log2": math.log2,
+    "log10": math.log10,
+    "exp": math.exp,
 }
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: None}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: None,
+}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_COMPARE = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 
 
 class ExprError(ValueError):
@@ -75,13 +108,30 @@ def parse_expr(text: object, known: set[str] | frozenset[str]) -> Expr:
     if unknown:
         options = sorted(set(known) | set(UNIT_CONSTANTS))
         hint = difflib.get_close_matches(unknown[0], options, n=1)
-        raise ExprError(f"unknown name {unknown[0]!r}" + (f"; did you mean {hint[0]!r}?" if hint else
-                        f"; known here: {', '.join(sorted(known)) or 'none'}"))
+        raise ExprError(
+            f"unknown name {unknown[0]!r}"
+            + (f"; did you mean {hint[0]!r}?" if hint else f"; known here: {', '.join(sorted(known)) or 'none'}")
+        )
     return Expr(source, frozenset(names))
 
 
-_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Constant,
-            ast.Load, ast.And, ast.Or) + tuple(_BINARY) + tuple(_UNARY) + tuple(_COMPARE)
+_ALLOWED = (
+    (
+        ast.Expression,
+        ast.BinOp,
+        ast.UnaryOp,
+        ast.BoolOp,
+        ast.Compare,
+        ast.IfExp,
+        ast.Constant,
+        ast.Load,
+        ast.And,
+        ast.Or,
+    )
+    + tuple(_BINARY)
+    + tuple(_UNARY)
+    + tuple(_COMPARE)
+)
 
 
 def dotted_name(node: ast.AST) -> str | None:
@@ -135,7 +185,7 @@ def _eval(node: ast.AST, env: dict[str, object]) -> object:
         if isinstance(node.op, ast.Pow):
             if abs(right) > MAX_EXPONENT:
                 raise ValueError(f"exponent {right} is larger than {MAX_EXPONENT}")
-            return left ** right
+            return left**right
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, env))

@@ -21,12 +21,17 @@ from archsim.runner.memory import Footprint, footprint, largest_batch
 FACT_DOCS: dict[str, str] = {
     "fits_hbm": "the scenario's weights, KV cache and activations fit in HBM (true/false)",
     "footprint_bytes": "weights + KV cache + activations per chip at the longest context",
-    "weights_bytes": "weights per chip", "kv_cache_bytes": "KV cache per chip at the longest context",
+    "weights_bytes": "weights per chip",
+    "kv_cache_bytes": "KV cache per chip at the longest context",
     "activations_bytes": "peak live activations of one step",
-    "hbm_capacity_bytes": "HBM capacity per chip", "largest_batch": "the largest batch that fits in HBM",
-    "hbm_peak_bytes_per_s": "peak HBM bandwidth per chip", "macs_per_cycle": "bf16 MACs per cycle per chip",
-    "peak_bf16_flops_per_s": "dense bf16 FLOP/s per chip", "sram_bytes": "SRAM per core",
-    "sram_total_bytes": "SRAM per chip (all cores)", "l2_bytes": "L2 capacity per chip",
+    "hbm_capacity_bytes": "HBM capacity per chip",
+    "largest_batch": "the largest batch that fits in HBM",
+    "hbm_peak_bytes_per_s": "peak HBM bandwidth per chip",
+    "macs_per_cycle": "bf16 MACs per cycle per chip",
+    "peak_bf16_flops_per_s": "dense bf16 FLOP/s per chip",
+    "sram_bytes": "SRAM per core",
+    "sram_total_bytes": "SRAM per chip (all cores)",
+    "l2_bytes": "L2 capacity per chip",
 }
 FACT_NAMES = frozenset(FACT_DOCS)
 
@@ -36,13 +41,19 @@ def design_facts(system: System, w: Workload) -> dict[str, float | int | bool]:
     chip, core = system.chip, system.chip.core
     fp = footprint(w, system)
     facts = {
-        "fits_hbm": fp.fits, "footprint_bytes": fp.total_bytes, "weights_bytes": fp.weights_bytes,
-        "kv_cache_bytes": fp.kv_cache_bytes, "activations_bytes": fp.activations_bytes,
-        "hbm_capacity_bytes": fp.capacity_bytes, "largest_batch": largest_batch(w, system),
+        "fits_hbm": fp.fits,
+        "footprint_bytes": fp.total_bytes,
+        "weights_bytes": fp.weights_bytes,
+        "kv_cache_bytes": fp.kv_cache_bytes,
+        "activations_bytes": fp.activations_bytes,
+        "hbm_capacity_bytes": fp.capacity_bytes,
+        "largest_batch": largest_batch(w, system),
         "hbm_peak_bytes_per_s": chip.hbm.peak_bandwidth_bytes_per_s,
         "macs_per_cycle": chip.cores * core.macs_per_cycle(DType.BF16),
-        "peak_bf16_flops_per_s": chip.peak_flops(DType.BF16), "sram_bytes": core.sram.capacity_bytes,
-        "sram_total_bytes": chip.cores * core.sram.capacity_bytes, "l2_bytes": chip.l2.capacity_bytes,
+        "peak_bf16_flops_per_s": chip.peak_flops(DType.BF16),
+        "sram_bytes": core.sram.capacity_bytes,
+        "sram_total_bytes": chip.cores * core.sram.capacity_bytes,
+        "l2_bytes": chip.l2.capacity_bytes,
     }
     assert facts.keys() == FACT_DOCS.keys()
     return facts
@@ -74,8 +85,13 @@ def metric_names() -> frozenset[str]:
     from archsim.graph.builder import Step
 
     empty = RunResult(
-        prefill=StepResult(Step(Phase.PREFILL, 1, 1, 0), ()), decode=StepResult(Step(Phase.DECODE, 1, 1, 1), ()),
-        decode_kv_lens=np.zeros(1, dtype=np.int64), decode_step_s=np.ones(1),
-        footprint=Footprint(0.0, 0.0, 0.0, 1.0), batch=1, prompt_tokens=1, output_tokens=2,
+        prefill=StepResult(Step(Phase.PREFILL, 1, 1, 0), ()),
+        decode=StepResult(Step(Phase.DECODE, 1, 1, 1), ()),
+        decode_kv_lens=np.zeros(1, dtype=np.int64),
+        decode_step_s=np.ones(1),
+        footprint=Footprint(0.0, 0.0, 0.0, 1.0),
+        batch=1,
+        prompt_tokens=1,
+        output_tokens=2,
     )
     return frozenset(run_metrics(empty))

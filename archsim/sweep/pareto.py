@@ -64,8 +64,7 @@ class Front:
         """The front, best first on the first goal."""
         first = self.goals[0]
         rows = [r for r, on in zip(self.rows, self.on_front) if on]
-        return sorted(rows, key=lambda r: (-r[first.column] if first.maximize else r[first.column],
-                                           r["config_hash"]))
+        return sorted(rows, key=lambda r: (-r[first.column] if first.maximize else r[first.column], r["config_hash"]))
 
 
 def design_columns(table, manifest: dict) -> tuple[str, ...]:
@@ -85,10 +84,15 @@ def find_front(out_dir: str | Path, goals: list[Goal]) -> Front:
     for g in goals:
         if g.column not in numeric:
             hint = difflib.get_close_matches(g.column, numeric, n=1)
-            raise ParetoError(f"{g.column!r} is not a numeric column of {out_dir}" +
-                              (f"; did you mean {hint[0]!r}?" if hint else f"; columns: {', '.join(numeric)}"))
-    rows = [r for r in table.to_pylist() if r["status"] == "ok"
-            and all(r[g.column] is not None and np.isfinite(r[g.column]) for g in goals)]
+            raise ParetoError(
+                f"{g.column!r} is not a numeric column of {out_dir}"
+                + (f"; did you mean {hint[0]!r}?" if hint else f"; columns: {', '.join(numeric)}")
+            )
+    rows = [
+        r
+        for r in table.to_pylist()
+        if r["status"] == "ok" and all(r[g.column] is not None and np.isfinite(r[g.column]) for g in goals)
+    ]
     if not rows:
         raise ParetoError(f"{out_dir} holds no successful points with {', '.join(g.column for g in goals)}")
     values = np.array([[float(r[g.column]) for g in goals] for r in rows])

@@ -59,11 +59,12 @@ def plot_front(path: str | Path, front: Front, title: str) -> Path:
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    lines = [line for i, r in enumerate(best[:MAX_LISTED], start=1) for line in design_lines(i, r, front.design_columns)]
+    lines = [
+        line for i, r in enumerate(best[:MAX_LISTED], start=1) for line in design_lines(i, r, front.design_columns)
+    ]
     if len(best) > MAX_LISTED:
         lines.append(f"... and {len(best) - MAX_LISTED} more (see the table)")
     side.axis("off")
     side.set_title("designs on the front", fontsize=10, loc="left")
-    side.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", family="monospace", fontsize=7,
-              transform=side.transAxes)
+    side.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", family="monospace", fontsize=7, transform=side.transAxes)
     return save(fig, Path(path))

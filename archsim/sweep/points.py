@@ -8,10 +8,11 @@ the hash of what it asked for. Points that resolve to the same configuration are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from archsim.config.loader import config_hash
 from archsim.errors import ConfigError
@@ -39,7 +40,7 @@ def derived_values(spec: SweepSpec, values: dict[str, Value]) -> dict[str, Value
             value = float(value)
         if not isinstance(value, (int, float)):
             raise ValueError(f"derived {d.name} = {d.expr.text} is not a number (got {value!r:.40})")
-        out[d.name] = int(round(value)) if d.integer else float(value)
+        out[d.name] = round(value) if d.integer else float(value)
     return out
 
 
@@ -72,8 +73,12 @@ def resolve_point(spec: SweepSpec, values: dict[str, Value], cache: DesignCache)
         full = derived_values(spec, values)
     except (ArithmeticError, ValueError, TypeError) as err:
         row = tuple((n, values.get(n)) for n, _, role in spec.columns() if role != "objective")
-        return PointTask(config_hash({"invalid": {k: repr(v) for k, v in values.items()}}), row, None,
-                         f"derived values: {type(err).__name__}: {err}")
+        return PointTask(
+            config_hash({"invalid": {k: repr(v) for k, v in values.items()}}),
+            row,
+            None,
+            f"derived values: {type(err).__name__}: {err}",
+        )
     row = tuple((n, full[n]) for n, _, role in spec.columns() if role != "objective")
     files, over = overrides(spec, full)
     try:

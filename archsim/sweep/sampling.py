@@ -49,7 +49,7 @@ class Domain:
         else:
             raw = np.linspace(self.low, self.high, n)
         if self.integer:
-            return tuple(dict.fromkeys(int(round(v)) for v in raw))
+            return tuple(dict.fromkeys(round(v) for v in raw))
         return tuple(float(v) for v in raw)
 
     def at(self, u: float) -> Value:

@@ -8,22 +8,25 @@ A spec names a base chip and workload, fixes some of their values (`set`), sweep
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator, model_validator
 
 from archsim.config.fields import Flag, Name, PositiveInt, Strict
 from archsim.errors import quote
 
-Scalar = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
-Number = Union[StrictInt, StrictFloat]
+Scalar = StrictBool | StrictInt | StrictFloat | StrictStr
+Number = StrictInt | StrictFloat
 MAX_POINTS = 10_000_000  # a sweep this large is a typo for a smaller one
 
 
 class ParameterCfg(Strict):
-    path: str | None = Field(None, description="where the value goes: `hardware.<key path>` or "
-                                                "`workload.<key path>`; `hardware` or `workload` alone picks the "
-                                                "file (a shipped name or path); none: an input of derived values only")
+    path: str | None = Field(
+        None,
+        description="where the value goes: `hardware.<key path>` or "
+        "`workload.<key path>`; `hardware` or `workload` alone picks the "
+        "file (a shipped name or path); none: an input of derived values only",
+    )
     values: list[Scalar] | None = Field(None, min_length=1, description="the values to take (numbers or names)")
     range: list[Number] | None = Field(None, description="[low, high] of a numeric range")
     steps: PositiveInt | None = Field(None, description="values of the range in a grid, ends included")
@@ -32,7 +35,7 @@ class ParameterCfg(Strict):
     unit: str | None = Field(None, description="unit appended to the number in the config ('GHz', 'KiB')")
 
     @model_validator(mode="after")
-    def _one_domain(self) -> "ParameterCfg":
+    def _one_domain(self) -> ParameterCfg:
         if (self.values is None) == (self.range is None):
             raise ValueError("give either values: [...] or range: [low, high]")
         if self.values is not None:
@@ -67,13 +70,14 @@ class DerivedCfg(Strict):
 
 
 class StrategyCfg(Strict):
-    kind: Literal["grid", "random", "halton"] = Field(description="every combination, seeded uniform random "
-                                                                  "or scrambled Halton (low-discrepancy) samples")
+    kind: Literal["grid", "random", "halton"] = Field(
+        description="every combination, seeded uniform random or scrambled Halton (low-discrepancy) samples"
+    )
     points: PositiveInt | None = Field(None, le=MAX_POINTS, description="samples to draw (random and halton)")
     seed: StrictInt = Field(0, ge=0, description="seed of the random draws and of the Halton scrambling")
 
     @model_validator(mode="after")
-    def _points_given(self) -> "StrategyCfg":
+    def _points_given(self) -> StrategyCfg:
         if self.kind == "grid" and self.points is not None:
             raise ValueError("a grid runs every combination: points goes with random or halton")
         if self.kind != "grid" and self.points is None:
@@ -90,8 +94,9 @@ class SweepCfg(Strict):
     parameters: dict[str, ParameterCfg] = Field(min_length=1, description="swept values by name (the column name)")
     derived: dict[str, DerivedCfg] = Field({}, description="values computed from the parameters, in order")
     constraints: list[StrictStr] = Field([], description="conditions a design must meet to be simulated")
-    objectives: dict[str, StrictStr | Number] = Field(min_length=1, description="what to record of each run: "
-                                                                                "an expression over run metrics")
+    objectives: dict[str, StrictStr | Number] = Field(
+        min_length=1, description="what to record of each run: an expression over run metrics"
+    )
     strategy: StrategyCfg = Field(StrategyCfg(kind="grid"), description="which points to run")
     kv_stride: PositiveInt = Field(64, description="decode KV lengths between exactly simulated attention samples")
     chunk_size: PositiveInt | None = Field(None, description="points per task and per Parquet part (default: auto)")

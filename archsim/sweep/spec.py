@@ -73,9 +73,11 @@ class SweepSpec:
 
     def columns(self) -> list[tuple[str, str, str]]:
         """(name, type, role) of every result column after config_hash, status and error."""
-        return ([(p.name, p.column_type, "parameter") for p in self.parameters]
-                + [(d.name, d.column_type, "derived") for d in self.derived]
-                + [(o.name, "float", "objective") for o in self.objectives])
+        return (
+            [(p.name, p.column_type, "parameter") for p in self.parameters]
+            + [(d.name, d.column_type, "derived") for d in self.derived]
+            + [(o.name, "float", "objective") for o in self.objectives]
+        )
 
     def sample(self) -> list[dict[str, Value]]:
         """The parameter values of every point, in sweep order."""
@@ -86,10 +88,13 @@ class SweepSpec:
 
     def settings(self) -> dict:
         """What decides a point's row besides its configuration: a results folder holds one setting."""
-        return {"kv_stride": self.kv_stride, "columns": [list(c) for c in self.columns()],
-                "derived": {d.name: d.expr.text for d in self.derived},
-                "constraints": [c.text for c in self.constraints],
-                "objectives": {o.name: o.expr.text for o in self.objectives}}
+        return {
+            "kv_stride": self.kv_stride,
+            "columns": [list(c) for c in self.columns()],
+            "derived": {d.name: d.expr.text for d in self.derived},
+            "constraints": [c.text for c in self.constraints],
+            "objectives": {o.name: o.expr.text for o in self.objectives},
+        }
 
 
 def load_spec(path: str | Path) -> SweepSpec:
@@ -102,26 +107,45 @@ def load_spec(path: str | Path) -> SweepSpec:
     workload = _base_file(doc, cfg.workload, "workload", spec_dir, problems)
     fixed = _fixed(doc, cfg, problems)
     params = _parameters(doc, cfg, spec_dir, problems)
-    taken = set(p.name for p in params)
+    taken = {p.name for p in params}
     derived = _derived(doc, cfg, taken, problems)
     facts = taken | FACT_NAMES
-    constraints = tuple(e for i, text in enumerate(cfg.constraints)
-                        if (e := _expr(doc, ("constraints", i), text, facts, problems)) is not None)
+    constraints = tuple(
+        e
+        for i, text in enumerate(cfg.constraints)
+        if (e := _expr(doc, ("constraints", i), text, facts, problems)) is not None
+    )
     objectives = _objectives(doc, cfg, facts | metric_names(), taken, problems)
     _check_paths_unique(doc, cfg, problems)
     if cfg.strategy.kind == "grid":
         size = grid_size({p.name: p.domain for p in params})
         if size > MAX_POINTS:
-            problems.append(doc.problem(("parameters",), f"the grid has {size:,} points, more than {MAX_POINTS:,}: "
-                                                         "sweep fewer values or sample (strategy: halton)"))
+            problems.append(
+                doc.problem(
+                    ("parameters",),
+                    f"the grid has {size:,} points, more than {MAX_POINTS:,}: "
+                    "sweep fewer values or sample (strategy: halton)",
+                )
+            )
     if problems:
         raise ConfigError(problems)
     _check_base(doc, hardware, workload, fixed)
     return SweepSpec(
-        source=doc.path, name=cfg.name, description=cfg.description, hardware=hardware, workload=workload,
-        fixed=fixed, parameters=params, derived=derived, constraints=constraints, objectives=objectives,
-        strategy=cfg.strategy.kind, points=cfg.strategy.points, seed=cfg.strategy.seed,
-        kv_stride=cfg.kv_stride, chunk_size=cfg.chunk_size,
+        source=doc.path,
+        name=cfg.name,
+        description=cfg.description,
+        hardware=hardware,
+        workload=workload,
+        fixed=fixed,
+        parameters=params,
+        derived=derived,
+        constraints=constraints,
+        objectives=objectives,
+        strategy=cfg.strategy.kind,
+        points=cfg.strategy.points,
+        seed=cfg.strategy.seed,
+        kv_stride=cfg.kv_stride,
+        chunk_size=cfg.chunk_size,
     )
 
 
@@ -176,8 +200,9 @@ def _parameters(doc: YamlDoc, cfg: SweepCfg, spec_dir: Path, problems: list[Prob
             problems.append(doc.problem(where + ("path",), why))
         if path is not None and len(path) == 1:
             if p.values is None or not all(isinstance(v, str) for v in p.values):
-                problems.append(doc.problem(where + ("values",), f"{path[0]} alone picks a file: values are "
-                                                                  "file names or paths"))
+                problems.append(
+                    doc.problem(where + ("values",), f"{path[0]} alone picks a file: values are file names or paths")
+                )
             else:
                 for i, v in enumerate(p.values):
                     try:
@@ -190,8 +215,9 @@ def _parameters(doc: YamlDoc, cfg: SweepCfg, spec_dir: Path, problems: list[Prob
             domain = Domain(choices=tuple(p.values))
             column = _values_type(p.values)
         else:
-            domain = Domain(low=float(p.range[0]), high=float(p.range[1]), steps=p.steps, scale=Scale(p.scale),
-                            integer=p.integer)
+            domain = Domain(
+                low=float(p.range[0]), high=float(p.range[1]), steps=p.steps, scale=Scale(p.scale), integer=p.integer
+            )
             column = "int" if p.integer else "float"
         out.append(Parameter(name, path, domain, p.unit, column))
     return tuple(out)
@@ -205,8 +231,9 @@ def _values_type(values: list) -> str:
     return "int" if all(isinstance(v, int) for v in values) else "float"
 
 
-def _expr(doc: YamlDoc, where: tuple, text: object, known: set[str] | frozenset[str],
-          problems: list[Problem]) -> Expr | None:
+def _expr(
+    doc: YamlDoc, where: tuple, text: object, known: set[str] | frozenset[str], problems: list[Problem]
+) -> Expr | None:
     try:
         return parse_expr(text, known)
     except ExprError as err:
@@ -230,8 +257,9 @@ def _derived(doc: YamlDoc, cfg: SweepCfg, taken: set[str], problems: list[Proble
     return tuple(out)
 
 
-def _objectives(doc: YamlDoc, cfg: SweepCfg, known: set[str], taken: set[str],
-                problems: list[Problem]) -> tuple[Objective, ...]:
+def _objectives(
+    doc: YamlDoc, cfg: SweepCfg, known: set[str], taken: set[str], problems: list[Problem]
+) -> tuple[Objective, ...]:
     out = []
     known = set(known)
     for name, text in cfg.objectives.items():
@@ -248,9 +276,11 @@ def _objectives(doc: YamlDoc, cfg: SweepCfg, known: set[str], taken: set[str],
 
 def _check_paths_unique(doc: YamlDoc, cfg: SweepCfg, problems: list[Problem]) -> None:
     seen: dict[str, tuple] = {}
-    entries = ([(k, ("set", k)) for k in cfg.set] + [(p.path, ("parameters", n, "path"))
-               for n, p in cfg.parameters.items() if p.path] + [(d.path, ("derived", n, "path"))
-                                                                for n, d in cfg.derived.items() if d.path])
+    entries = (
+        [(k, ("set", k)) for k in cfg.set]
+        + [(p.path, ("parameters", n, "path")) for n, p in cfg.parameters.items() if p.path]
+        + [(d.path, ("derived", n, "path")) for n, d in cfg.derived.items() if d.path]
+    )
     for path, where in entries:
         if path in seen:
             first = doc.line_of(seen[path])

@@ -34,8 +34,8 @@ class StoreError(Exception):
 def require_pyarrow():
     """pyarrow, or StoreError saying how to install it."""
     try:
-        import pyarrow  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow
+        import pyarrow.parquet
     except ImportError:
         raise StoreError("sweeps write Parquet and need pyarrow: python3 -m pip install 'archsim[sweep]'") from None
     return pyarrow
@@ -43,8 +43,11 @@ def require_pyarrow():
 
 def arrow_schema(columns: list[tuple[str, str, str]]):
     pa = require_pyarrow()
-    fields = [pa.field("config_hash", pa.string(), nullable=False), pa.field("status", pa.string(), nullable=False),
-              pa.field("error", pa.string())]
+    fields = [
+        pa.field("config_hash", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("error", pa.string()),
+    ]
     fields += [pa.field(name, getattr(pa, ARROW_TYPES[kind])()) for name, kind, _ in columns]
     return pa.schema(fields)
 
@@ -73,7 +76,7 @@ class ResultStore:
         self.schema = arrow_schema(columns)
         self._lock_fd: int | None = None
 
-    def open(self) -> "ResultStore":
+    def open(self) -> ResultStore:
         """Create or reopen the folder: lock it, check its settings, drop half-written parts."""
         if self.dir.exists() and not self.dir.is_dir():
             raise StoreError(f"{self.dir} is a file, not a folder")
@@ -84,8 +87,10 @@ class ResultStore:
             held = json.loads(manifest.read_text()).get("settings")
             if held != self.settings:
                 self.close()
-                raise StoreError(f"{self.dir} holds results of a sweep with other settings "
-                                 f"({_difference(held, self.settings)}): use another --out")
+                raise StoreError(
+                    f"{self.dir} holds results of a sweep with other settings "
+                    f"({_difference(held, self.settings)}): use another --out"
+                )
         else:
             write_text(manifest, _json({"format": 1, "settings": self.settings}))
         for stale in self.dir.glob(".part-*"):
@@ -110,7 +115,7 @@ class ResultStore:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def __enter__(self) -> "ResultStore":
+    def __enter__(self) -> ResultStore:
         return self.open()
 
     def __exit__(self, *exc) -> None:
@@ -124,7 +129,7 @@ class ResultStore:
         for part in sorted(self.dir.glob(PART_GLOB)):
             try:
                 table = pq.read_table(part, columns=["config_hash", "status"])
-            except Exception as err:  # noqa: BLE001 - any reader error means the same thing here
+            except Exception as err:
                 raise StoreError(f"{part}: not a readable results part ({err}); move it away and rerun") from None
             out.update(zip(table.column("config_hash").to_pylist(), table.column("status").to_pylist()))
         return out
