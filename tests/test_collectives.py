@@ -44,7 +44,9 @@ US = 1e-6
 
 def switch(**kw) -> Fabric:
     """Ten links of 10 GB/s (100 GB/s a direction), 1 us a hop, bare links unless told."""
-    return Fabric(10, 10e9, 1e-6, Topology.SWITCH, **kw)
+    return Fabric(
+        links_per_chip=10, link_bandwidth_bytes_per_s=10e9, link_latency_s=1e-6, topology=Topology.SWITCH, **kw
+    )
 
 
 # --- formulas, by hand ----------------------------------------------------------------------------
@@ -101,14 +103,18 @@ def test_default_torus_shapes():
 
 def test_protocol_overhead_and_step_sync_add_to_the_hop():
     # ring, 4 ranks, 4 MB, protocol: 5 us overhead, 1 us sync a step, half the rate
-    f = switch(protocols=(Protocol("p", 5e-6, 1e-6, 0.5),), algorithms=(Algorithm.RING,))
+    f = switch(
+        protocols=(Protocol(name="p", overhead_s=5e-6, step_s=1e-6, efficiency=0.5),), algorithms=(Algorithm.RING,)
+    )
     t = collective_time(f, Collective.ALL_REDUCE, 4, 4e6)
     assert t.latency_s == pytest.approx(5e-6 + 6 * 2e-6)
     assert t.transfer_s == pytest.approx(1.5 * 4e6 / 50e9)
 
 
 def test_chunks_pay_the_latency_again_not_the_bytes():
-    f = switch(protocols=(Protocol("p", 5e-6, 0.0, 1.0),), algorithms=(Algorithm.RING,))
+    f = switch(
+        protocols=(Protocol(name="p", overhead_s=5e-6, step_s=0.0, efficiency=1.0),), algorithms=(Algorithm.RING,)
+    )
     one, four = (collective_time(f, Collective.ALL_REDUCE, 8, 64e6, chunks=c) for c in (1, 4))
     assert four.latency_s == pytest.approx(4 * one.latency_s)
     assert four.transfer_s == pytest.approx(one.transfer_s)

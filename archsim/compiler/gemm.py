@@ -16,21 +16,17 @@ import numpy as np
 from archsim.compiler.program import Phase, Program, build_phase
 from archsim.compiler.tiles import matmul_cycles, step_cycles, vector_step_cycles
 from archsim.graph.ops import Op
-from archsim.hardware import Chip, DType
+from archsim.hardware import Chip
+from archsim.hardware.chip import MIN_K_STEP, MIN_TILE_EDGE
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
 from archsim.units import ceil_div
 
-TILE_SIZES = (8, 16, 32, 64, 128, 256, 512)  # tile edges a kernel library offers (powers of two)
-K_STEPS = (32, 64, 128, 256, 512)
+# tile edges and K steps a kernel library offers (powers of two from the smallest the hardware takes)
+TILE_SIZES = tuple(MIN_TILE_EDGE << i for i in range(7))  # 8 .. 512
+K_STEPS = tuple(MIN_K_STEP << i for i in range(5))  # 32 .. 512
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 PARTIAL_BYTES = 4  # split-K partial sums are fp32
 STREAM_K = 0  # `split` value of the stream-K mapping: data-parallel full waves, the rest split evenly
-
-
-def smallest_tile_bytes(dtype: DType) -> int:
-    """SRAM needed for the smallest legal GEMM tile, double-buffered."""
-    edge = min(TILE_SIZES)
-    return int(2 * (edge * K_STEPS[0] * 2) * dtype.bytes)
 
 
 def _stage_bytes(tm, tn, tk, a: float, b: float):

@@ -39,6 +39,7 @@ from archsim.hardware import (
     Topology,
     VectorUnit,
 )
+from archsim.hardware.chip import min_tile_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 Model = TypeVar("Model", bound=BaseModel)
@@ -159,12 +160,16 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         matrix_units=c.matrix_units.count,
         array=array,
         vector=VectorUnit(
-            c.vector_unit.lanes,
-            c.vector_unit.special_per_cycle,
-            max(1, round(c.vector_unit.access_bytes)),
-            c.vector_unit.lanes_per_request,
+            lanes=c.vector_unit.lanes,
+            special_per_cycle=c.vector_unit.special_per_cycle,
+            access_bytes=max(1, round(c.vector_unit.access_bytes)),
+            lanes_per_request=c.vector_unit.lanes_per_request,
         ),
-        sram=Sram(round(c.sram.capacity), round(c.sram.bandwidth), c.sram.banks),
+        sram=Sram(
+            capacity_bytes=round(c.sram.capacity),
+            bandwidth_bytes_per_cycle=round(c.sram.bandwidth),
+            banks=c.sram.banks,
+        ),
         max_inflight_bytes=round(c.dma.max_inflight),
         accumulator_bytes=round(c.accumulators.capacity),
         max_requests=c.dma.max_requests or 0,
@@ -175,27 +180,34 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         clock_hz=cfg.clock,
         cores=c.count,
         core=core,
-        l2=L2(round(cfg.l2.capacity), cfg.l2.bandwidth, cfg.l2.latency),
+        l2=L2(capacity_bytes=round(cfg.l2.capacity), bandwidth_bytes_per_s=cfg.l2.bandwidth, latency_s=cfg.l2.latency),
         hbm=Hbm(
-            h.stacks,
-            h.channels_per_stack,
-            h.channel_width_bits,
-            h.data_rate,
-            round(h.capacity),
-            h.latency,
-            round(h.interleave),
-            h.refresh_time,
-            h.refresh_interval,
-            h.turnaround,
-            round(h.rw_batch),
+            stacks=h.stacks,
+            channels_per_stack=h.channels_per_stack,
+            channel_width_bits=h.channel_width_bits,
+            data_rate_bits_per_s=h.data_rate,
+            capacity_bytes=round(h.capacity),
+            latency_s=h.latency,
+            interleave_bytes=round(h.interleave),
+            refresh_s=h.refresh_time,
+            refresh_interval_s=h.refresh_interval,
+            turnaround_s=h.turnaround,
+            rw_batch_bytes=round(h.rw_batch),
         ),
-        noc=Noc(cfg.noc.bandwidth, cfg.noc.hop_latency, cfg.noc.hops),
-        overheads=Overheads(cfg.overheads.kernel, cfg.overheads.launch, cfg.overheads.matrix_setup),
+        noc=Noc(bandwidth_bytes_per_s=cfg.noc.bandwidth, hop_latency_s=cfg.noc.hop_latency, hops=cfg.noc.hops),
+        overheads=Overheads(
+            kernel_s=cfg.overheads.kernel, launch_s=cfg.overheads.launch, matrix_setup_s=cfg.overheads.matrix_setup
+        ),
     )
     link = None
     if cfg.interconnect is not None:
         i = cfg.interconnect
-        link = Interconnect(i.links_per_chip, i.link_bandwidth, i.link_latency, Topology(i.topology))
+        link = Interconnect(
+            links_per_chip=i.links_per_chip,
+            link_bandwidth_bytes_per_s=i.link_bandwidth,
+            link_latency_s=i.link_latency,
+            topology=Topology(i.topology),
+        )
         link = _fabric(link, i, cfg.chips)
     return System(chip=chip, chips=cfg.chips, interconnect=link, source=source)
 
@@ -205,12 +217,15 @@ def _fabric(link: Interconnect, i, chips: int):
     from archsim.hardware.collectives import Algorithm, Fabric, Protocol, as_fabric
 
     f, inr = as_fabric(link, chips), i.in_network_reduction
-    protocols = tuple(Protocol(name, p.overhead, p.step, p.efficiency) for name, p in (i.protocols or {}).items())
+    protocols = tuple(
+        Protocol(name=name, overhead_s=p.overhead, step_s=p.step, efficiency=p.efficiency)
+        for name, p in (i.protocols or {}).items()
+    )
     return Fabric(
-        link.links_per_chip,
-        link.link_bandwidth_bytes_per_s,
-        link.link_latency_s,
-        link.topology,
+        links_per_chip=link.links_per_chip,
+        link_bandwidth_bytes_per_s=link.link_bandwidth_bytes_per_s,
+        link_latency_s=link.link_latency_s,
+        topology=link.topology,
         protocols=protocols or f.protocols,
         algorithms=tuple(Algorithm(a) for a in i.algorithms or ()),
         in_network_efficiency=inr.efficiency if inr else 0.0,
@@ -222,10 +237,8 @@ def _fabric(link: Interconnect, i, chips: int):
 
 def _check_system(system: System, doc: YamlDoc) -> None:
     """Cross-field checks that need the built objects."""
-    from archsim.compiler.gemm import smallest_tile_bytes  # compiler owns the tile rules
-
     core = system.chip.core
-    need = smallest_tile_bytes(DType.BF16)
+    need = min_tile_bytes(DType.BF16)
     if core.sram.capacity_bytes < need:
         raise ConfigError(
             [

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.engine.jit import njit
+from archsim.jit import njit
 
 INF = 1.0e300
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it

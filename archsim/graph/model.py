@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from archsim.hardware import DType
+from archsim.dtypes import DType
 
 
 class Phase(str, Enum):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from archsim.hardware import DType
+from archsim.dtypes import DType
 
 
 class OpKind(str, Enum):

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 
+from archsim.dtypes import DType
+
 
 class Dataflow(str, Enum):
     """Which operand stays in the processing elements of a systolic array."""
@@ -27,19 +29,16 @@ class FoldMode(str, Enum):
     PIPELINED = "pipelined"
 
 
-class DType(str, Enum):
-    """Number formats of weights, activations and the KV cache."""
+# The smallest matrix-kernel tile: an output tile edge and a reduction step (a library's menu
+# starts here; archsim/compiler/gemm.py). A core that cannot hold two stages of it runs no GEMM.
+MIN_TILE_EDGE = 8
+MIN_K_STEP = 32
 
-    FP32 = "fp32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP8 = "fp8"
-    INT8 = "int8"
-    INT4 = "int4"
 
-    @property
-    def bytes(self) -> float:
-        return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}[self.value]
+def min_tile_bytes(dtype: DType) -> int:
+    """SRAM a core needs to run any matrix kernel: two stages (double buffering) of the smallest
+    tile's A and B blocks, MIN_TILE_EDGE x MIN_K_STEP elements each."""
+    return int(2 * (2 * MIN_TILE_EDGE * MIN_K_STEP) * dtype.bytes)
 
 
 class Topology(str, Enum):
@@ -51,7 +50,7 @@ class Topology(str, Enum):
     TORUS3D = "torus3d"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SystolicArray:
     """A `rows x cols` array of multiply-accumulate PEs.
 
@@ -74,7 +73,7 @@ class SystolicArray:
         return self.rows * self.cols * self.k_rate(dtype)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VectorUnit:
     """SIMD lanes for elementwise work and a slower special-function unit (exp, rsqrt)."""
 
@@ -84,7 +83,7 @@ class VectorUnit:
     lanes_per_request: int = 32  # lanes whose accesses form one memory request (a GPU warp)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sram:
     """A core's local scratchpad (shared memory on a GPU)."""
 
@@ -93,7 +92,7 @@ class Sram:
     banks: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Core:
     """One core (an SM, a TensorCore of a TPU): matrix units, a vector unit, local SRAM, a DMA."""
 
@@ -116,7 +115,7 @@ class Core:
         return self.matrix_units * self.array.macs_per_cycle(dtype)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class L2:
     """The shared on-chip buffer between the cores and HBM."""
 
@@ -125,7 +124,7 @@ class L2:
     latency_s: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hbm:
     """High-bandwidth memory: stacks of channels and the timing that sets achievable bandwidth.
 
@@ -160,7 +159,7 @@ class Hbm:
         return self.channels * self.channel_bandwidth_bytes_per_s
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Noc:
     """The on-chip network between cores and the L2 slices."""
 
@@ -169,7 +168,7 @@ class Noc:
     hops: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Overheads:
     """Fixed costs per kernel: back to back (as in a CUDA graph), when launched alone, and the
     prologue a matrix-unit kernel runs before its first load (tensor-map descriptors, pipeline
@@ -184,7 +183,7 @@ class Overheads:
         return launches * self.kernel_s + (self.matrix_setup_s if matrix and launches else 0.0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Interconnect:
     """Chip-to-chip links."""
 
@@ -194,7 +193,7 @@ class Interconnect:
     topology: Topology
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Chip:
     """One accelerator chip."""
 
@@ -215,7 +214,7 @@ class Chip:
         return math.ceil(seconds * self.clock_hz)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class System:
     """`chips` identical chips joined by an interconnect."""
 

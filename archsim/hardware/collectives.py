@@ -44,7 +44,7 @@ class CollectiveError(ValueError):
     """A collective the system cannot run (no links, too many ranks, a shape the torus lacks)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Protocol:
     """How a collective library moves data: fixed `overhead_s` per collective, `step_s` of sync per
     step on top of the link hop, and `efficiency`, the payload fraction of the line rate."""
@@ -55,10 +55,12 @@ class Protocol:
     efficiency: float
 
 
-IDEAL = Protocol("ideal", 0.0, 0.0, 1.0)  # the bare links: no overhead, full line rate
+IDEAL = Protocol(
+    name="ideal", overhead_s=0.0, step_s=0.0, efficiency=1.0
+)  # the bare links: no overhead, full line rate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fabric(Interconnect):
     """The interconnect plus how collectives run on it.
 
@@ -83,10 +85,10 @@ def as_fabric(link: Interconnect, chips: int) -> Fabric:
     if isinstance(link, Fabric):
         return link
     return Fabric(
-        link.links_per_chip,
-        link.link_bandwidth_bytes_per_s,
-        link.link_latency_s,
-        link.topology,
+        links_per_chip=link.links_per_chip,
+        link_bandwidth_bytes_per_s=link.link_bandwidth_bytes_per_s,
+        link_latency_s=link.link_latency_s,
+        topology=link.topology,
         torus_dims=default_torus_dims(link.topology, chips),
     )
 
