@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from archsim.compiler.program import build_phase
-from archsim.engine.simulate import run_phase
+from archsim.engine.simulate import play_phase
 
 
 def _chip(h200, **hbm):
@@ -24,7 +24,8 @@ def test_one_entry_latency_transfer_compute(h200):
     clock = chip.clock_hz
     nbytes = 64 * 1024
     phase = build_phase([np.array([[nbytes, 0, 1000, 0]])], stages=2)
-    _end, busy, stall, total = run_phase(phase, chip)
+    r = play_phase(phase, chip)
+    busy, stall, total = r.busy_cycles, r.stall_cycles, r.total_cycles
     lat = np.ceil((chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock)
     exact_lat = (chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock
     rate = chip.core.max_inflight_bytes / exact_lat  # bytes per cycle
@@ -36,14 +37,15 @@ def test_one_entry_latency_transfer_compute(h200):
 def test_double_buffering_hides_loads_behind_compute(h200):
     """Compute-heavy entries: after the first load, every load overlaps the previous compute."""
     seq = np.array([[4096, 0, 100_000, 0]] * 5, dtype=float)
-    _end, busy, stall, _total = run_phase(build_phase([seq], stages=2), h200.chip)
+    r = play_phase(build_phase([seq], stages=2), h200.chip)
+    busy, stall = r.busy_cycles, r.stall_cycles
     assert busy[0] == 500_000
     chip = h200.chip
     lat = (chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * chip.clock_hz
     first_load = lat + 4096 / (chip.core.max_inflight_bytes / lat)
     assert stall[0] == pytest.approx(first_load, abs=2)  # only the first load is exposed
-    serial = run_phase(build_phase([seq], stages=1), h200.chip)
-    assert serial[2][0] > 4 * stall[0]  # one buffer: every load is exposed
+    serial = play_phase(build_phase([seq], stages=1), h200.chip)
+    assert serial.stall_cycles[0] > 4 * stall[0]  # one buffer: every load is exposed
 
 
 def test_weighted_sequences_share_hbm(h200):
@@ -51,7 +53,7 @@ def test_weighted_sequences_share_hbm(h200):
     chip = h200.chip
     phase = build_phase([np.array([[1 << 20, 0, 0, 0]])] * 132, stages=2)
     assert phase.core_weight.tolist() == [132]
-    _, _, _, total = run_phase(phase, chip)
+    total = play_phase(phase, chip).total_cycles
     from archsim.hardware.memory import hbm_bandwidth
 
     floor = 132 * (1 << 20) / hbm_bandwidth(chip, 0.0) * chip.clock_hz
@@ -61,15 +63,15 @@ def test_weighted_sequences_share_hbm(h200):
 def test_more_bandwidth_never_slower(h200):
     seq = np.array([[300_000, 100_000, 5_000, 50_000]] * 8, dtype=float)
     phase = build_phase([seq] * 100 + [seq[:3]] * 20, stages=3)
-    slow = run_phase(phase, _chip(h200))[3]
-    fast = run_phase(phase, _chip(h200, data_rate_bits_per_s=h200.chip.hbm.data_rate_bits_per_s * 2))[3]
+    slow = play_phase(phase, _chip(h200)).total_cycles
+    fast = play_phase(phase, _chip(h200, data_rate_bits_per_s=h200.chip.hbm.data_rate_bits_per_s * 2)).total_cycles
     assert fast <= slow
 
 
 JIT_SCRIPT = """
 import json
 from archsim.config.loader import load_system
-from archsim.engine.simulate import simulate_op
+from archsim.choose import simulate_op
 from archsim.graph.ops import Op, OpKind
 chip = load_system('h200')[0].chip
 ops = [Op(OpKind.GEMM, m=64, k=4096, n=6144), Op(OpKind.ATTENTION, batch=2, heads=32, kv_heads=8,

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from archsim.engine.simulate import simulate_op
+from archsim.choose import simulate_op
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.hardware import DType
 

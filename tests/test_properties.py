@@ -17,8 +17,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from archsim.choose import simulate_op
 from archsim.config.loader import load_system
-from archsim.engine.simulate import simulate_op
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.hardware import Chip, DType
 

@@ -6,9 +6,9 @@ from collections import defaultdict
 
 import pytest
 
+from archsim.choose import simulate_op
 from archsim.cli import main
 from archsim.config.loader import load_system
-from archsim.engine.simulate import simulate_op
 from archsim.graph.builder import Step
 from archsim.graph.model import Phase
 from archsim.report.counters import piecewise_rate

@@ -41,22 +41,16 @@ RUN = [
 ]
 
 
-def clear_caches() -> None:
-    from archsim.compiler.tiles import step_cycles, vector_step_cycles
-    from archsim.engine.simulate import simulate_op
-
-    for f in (simulate_op, step_cycles, vector_step_cycles):
-        f.cache_clear()
-
-
 def bench_gemm() -> None:
+    from archsim.choose import simulate_op
     from archsim.config.loader import load_system
-    from archsim.engine.simulate import simulate_op
     from archsim.graph.ops import Op, OpKind
 
     chip = load_system("scalesim_ws_128x128")[0].chip
     op = Op(OpKind.GEMM, m=8192, k=8192, n=8192)
     simulate_op(op, chip)  # compile the kernels
+    from archsim.choose import clear_caches
+
     clear_caches()
     t0 = time.process_time()
     cycles = simulate_op(op, chip).cycles
@@ -77,6 +71,7 @@ def bench_process(label: str, env: dict) -> None:
 
 
 def bench_in_process(profile_lines: int) -> None:
+    from archsim.choose import clear_caches
     from archsim.commands.run import load_run_inputs
     from archsim.runner.generation import run_generation
 

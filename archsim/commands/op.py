@@ -103,8 +103,8 @@ def run_collective(args, system, hw_cfg) -> int:
 def run(args) -> int:
     from rich.console import Console
 
+    from archsim.choose import simulate_op
     from archsim.config.loader import config_hash, load_system
-    from archsim.engine.simulate import simulate_op
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
     from archsim.report.export import timing_dict, write_json

@@ -6,22 +6,27 @@ Each simulated sequence stands for `weight` identical cores. Per core:
     access latency after it was issued and after the previous load's data;
   * the matrix/vector units compute entry j once its load is done and entry j - 1 is computed;
     time spent waiting for the load is a memory stall;
-  * results are posted as writes into a store backlog that drains to HBM without blocking.
-Bandwidth: every active flow (a load's data phase, a non-empty store backlog) is capped by
-its core's Little's-law rate (bytes in flight / latency) and by the HBM channels its transfer
-touches; HBM and L2 are shared between flows max-min fairly (progressive filling). Between events all
-rates are constant, so the timeline is exact for this fluid model. Event times are rounded up to
-whole cycles. Leaf kernels only: arrays and scalars in, arrays out.
+  * results are posted as writes into a store backlog that drains (to HBM or to L2) without
+    blocking.
+Each core thus has three flows, one of each kind (LOAD, STORE_HBM, STORE_L2), held in arrays
+indexed [kind, sequence]. Every active flow is capped by the memory model
+(archsim/hardware/memory.py: Little's law, the HBM channels a load touches), and HBM and L2 are
+shared between flows max-min fairly (progressive filling). Between events all rates are
+constant, so the timeline is exact for this fluid model. Event times are rounded up to whole
+cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
 from archsim.jit import njit
 
 INF = 1.0e300
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
+LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
+FLOW_KINDS = 3
 
 
 @njit
@@ -70,59 +75,49 @@ def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
 
 
 @njit
-def simulate_phase(
-    core_start,
-    weight,
-    hbm,
-    l2,
-    cycles,
-    store,
-    store_l2,
-    stages,
-    inflight,
-    store_inflight,
-    hbm_latency,
-    l2_latency,
-    hbm_bw,
-    l2_bw,
-    chan_bw,
-    interleave,
-    channels,
-):
-    """Play one phase. Bandwidths in bytes/cycle, latencies in cycles, inflight (loads) and
-    store_inflight (posted writes) in bytes.
+def _drained(left, rate, t_next):
+    """Whether a flow with `left` bytes at `rate` is done at `t_next`: within EPS cycles of its
+    end, or so close that its end cannot be told from now in float time (at huge cycle counts)."""
+    return left <= rate * EPS or t_next + left / rate <= t_next
 
-    Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the
-    phase, and per entry (load issue, load done, compute end) cycles for timelines.
+
+@njit
+def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages, p, trace):
+    """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes).
+
+    Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the phase,
+    and, when `trace`, per entry (load issue, load done, compute end) cycles (else empty arrays).
     """
     s_count = core_start.shape[0] - 1
     n_total = hbm.shape[0]
+    n_trace = n_total if trace else 0
     comp_end = np.zeros(n_total)
     load_done = np.full(n_total, INF)
-    load_issue = np.zeros(n_total)
+    load_issue = np.zeros(n_trace)
     next_load = np.zeros(s_count, np.int64)  # next entry whose load has not started
     loading = np.full(s_count, -1, np.int64)  # entry whose data is flowing, -1 if none
     ready_at = np.zeros(s_count)  # when the loading entry's data may start flowing
-    load_left = np.zeros(s_count)  # bytes of the loading entry still to move
     load_hfrac = np.zeros(s_count)
-    load_cap = np.zeros(s_count)
     comp_next = np.zeros(s_count, np.int64)  # next entry to compute
     comp_busy_until = np.zeros(s_count)
     computing = np.zeros(s_count, np.bool_)
-    store_left = np.zeros(s_count)  # posted writes to HBM not yet drained
-    store_l2_left = np.zeros(s_count)  # posted writes to L2 not yet drained
     busy = np.zeros(s_count)
     stall = np.zeros(s_count)
     end = np.zeros(s_count)
-    wf = weight.astype(np.float64)
-    store_cap = store_inflight / hbm_latency
-    store_l2_cap = store_inflight / l2_latency
-    # flows: s for loads, s_count + s for HBM store backlogs, 2 s_count + s for L2 store backlogs
-    rate = np.zeros(3 * s_count)
-    use_h = np.zeros(3 * s_count)
-    use_l = np.zeros(3 * s_count)
-    active = np.zeros(3 * s_count, np.bool_)
-    wflow = np.concatenate((wf, wf, wf))
+    # per flow [kind, sequence]: bytes left, cap, rate, HBM and L2 pool use per byte, active
+    left = np.zeros((FLOW_KINDS, s_count))
+    cap = np.zeros((FLOW_KINDS, s_count))
+    rate = np.zeros((FLOW_KINDS, s_count))
+    use_h = np.zeros((FLOW_KINDS, s_count))
+    use_l = np.zeros((FLOW_KINDS, s_count))
+    active = np.zeros((FLOW_KINDS, s_count), np.bool_)
+    wflow = np.empty((FLOW_KINDS, s_count))
+    for k in range(FLOW_KINDS):
+        wflow[k] = weight.astype(np.float64)
+    cap[STORE_HBM, :] = store_rate_cap(p, True)
+    cap[STORE_L2, :] = store_rate_cap(p, False)
+    use_h[STORE_HBM, :] = 1.0
+    use_l[STORE_L2, :] = 1.0
     t = 0.0
     done = 0
     finished = np.zeros(s_count, np.bool_)
@@ -137,82 +132,71 @@ def simulate_phase(
                 continue
             base = core_start[s]
             n = core_start[s + 1] - base
-            # the compute unit takes the next entry once it is loaded
+            # the compute unit posts the entry it finished and takes the next once it is loaded
             if computing[s] and comp_busy_until[s] <= t:
                 computing[s] = False
                 e = base + comp_next[s] - 1
-                store_left[s] += store[e]
-                store_l2_left[s] += store_l2[e]
+                left[STORE_HBM, s] += store[e]
+                left[STORE_L2, s] += store_l2[e]
             # a free DMA takes the next load once its buffer is free
             if loading[s] < 0 and next_load[s] < n:
                 j = next_load[s]
                 slot_free = 0.0 if j < stages else comp_end[base + j - stages]
                 if j < stages or (comp_next[s] > j - stages and comp_end[base + j - stages] <= t):
                     e = base + j
-                    load_issue[e] = max(t, slot_free)
+                    if trace:
+                        load_issue[e] = max(t, slot_free)
                     nbytes = hbm[e] + l2[e]
                     if nbytes <= 0.0:
                         load_done[e] = max(t, slot_free)
-                        next_load[s] += 1
                     else:
                         hf = hbm[e] / nbytes
-                        lat = hf * hbm_latency + (1.0 - hf) * l2_latency
+                        lat = load_latency(p, hf)
                         loading[s] = j
                         ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
-                        load_left[s] = nbytes
+                        left[LOAD, s] = nbytes
                         load_hfrac[s] = hf
-                        cap = inflight / lat
-                        if hbm[e] > 0.0:
-                            touched = min(channels, np.ceil(hbm[e] / interleave))
-                            cap = min(cap, touched * chan_bw / hf)
-                        load_cap[s] = cap
-                        next_load[s] += 1
+                        cap[LOAD, s] = load_rate_cap(p, hbm[e], hf, lat)
+                        use_h[LOAD, s] = hf
+                        use_l[LOAD, s] = 1.0 - hf
+                    next_load[s] += 1
             if not computing[s] and comp_next[s] < n:
                 e = base + comp_next[s]
                 if load_done[e] <= t:
                     prev = comp_end[e - 1] if comp_next[s] > 0 else 0.0
-                    start = t
-                    stall[s] += start - prev
-                    comp_end[e] = start + cycles[e]
+                    stall[s] += t - prev
+                    comp_end[e] = t + cycles[e]
                     comp_busy_until[s] = comp_end[e]
                     busy[s] += cycles[e]
                     computing[s] = True
                     comp_next[s] += 1
-        # rates of the active flows
+        # rates of the active flows: each at its cap, then shared max-min fairly
         for s in range(s_count):
-            f = s_count + s
-            active[s] = loading[s] >= 0 and ready_at[s] <= t
-            rate[s] = load_cap[s]
-            use_h[s] = load_hfrac[s]
-            use_l[s] = 1.0 - load_hfrac[s]
-            active[f] = store_left[s] > 0.0
-            rate[f] = store_cap
-            use_h[f] = 1.0
-            use_l[f] = 0.0
-            g = 2 * s_count + s
-            active[g] = store_l2_left[s] > 0.0
-            rate[g] = store_l2_cap
-            use_h[g] = 0.0
-            use_l[g] = 1.0
-        _fair_share(rate, use_h, use_l, wflow, active, hbm_bw, l2_bw)
-        # next event
+            active[LOAD, s] = loading[s] >= 0 and ready_at[s] <= t
+            active[STORE_HBM, s] = left[STORE_HBM, s] > 0.0
+            active[STORE_L2, s] = left[STORE_L2, s] > 0.0
+        rate[:, :] = cap
+        _fair_share(
+            rate.ravel(),
+            use_h.ravel(),
+            use_l.ravel(),
+            wflow.ravel(),
+            active.ravel(),
+            p.hbm_bytes_per_cycle,
+            p.l2_bytes_per_cycle,
+        )
+        # next event: a compute ends, a load's data starts flowing, or a flow drains
         t_next = INF
         for s in range(s_count):
             if finished[s]:
                 continue
             if computing[s]:
                 t_next = min(t_next, comp_busy_until[s])
-            if loading[s] >= 0:
-                if active[s]:
-                    t_next = min(t_next, t + load_left[s] / rate[s])
-                else:
-                    t_next = min(t_next, ready_at[s])
-            f = s_count + s
-            if active[f]:
-                t_next = min(t_next, t + store_left[s] / rate[f])
-            g = 2 * s_count + s
-            if active[g]:
-                t_next = min(t_next, t + store_l2_left[s] / rate[g])
+            if loading[s] >= 0 and not active[LOAD, s]:
+                t_next = min(t_next, ready_at[s])
+            for k in range(FLOW_KINDS):
+                if active[k, s]:
+                    t_next = min(t_next, t + left[k, s] / rate[k, s])
         if t_next >= INF:
             # nothing in flight: every remaining core is waiting on a zero-time transition
             t_next = t
@@ -221,38 +205,29 @@ def simulate_phase(
         t_exact = t_next
         t_next = max(t, np.ceil(t_next - EPS))
         dt = max(t_next, t_exact) - t
-        for s in range(s_count):
-            # a flow within EPS cycles of its end is done, as is one whose end float time cannot
-            # tell from now (at very large cycle counts)
-            if active[s]:
-                load_left[s] -= rate[s] * dt
-                if load_left[s] <= rate[s] * EPS or t_next + load_left[s] / rate[s] <= t_next:
-                    load_left[s] = 0.0
-            f = s_count + s
-            if active[f]:
-                store_left[s] -= rate[f] * dt
-                if store_left[s] <= rate[f] * EPS or t_next + store_left[s] / rate[f] <= t_next:
-                    store_left[s] = 0.0
-            g = 2 * s_count + s
-            if active[g]:
-                store_l2_left[s] -= rate[g] * dt
-                if store_l2_left[s] <= rate[g] * EPS or t_next + store_l2_left[s] / rate[g] <= t_next:
-                    store_l2_left[s] = 0.0
+        for k in range(FLOW_KINDS):
+            for s in range(s_count):
+                if active[k, s]:
+                    left[k, s] -= rate[k, s] * dt
+                    if _drained(left[k, s], rate[k, s], t_next):
+                        left[k, s] = 0.0
         t = t_next
         for s in range(s_count):
             if finished[s]:
                 continue
             base = core_start[s]
             n = core_start[s + 1] - base
-            if loading[s] >= 0 and ready_at[s] <= t and load_left[s] <= 0.0:
+            if loading[s] >= 0 and ready_at[s] <= t and left[LOAD, s] <= 0.0:
                 load_done[base + loading[s]] = t
                 loading[s] = -1
             if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
                 computing[s] = False
-                store_left[s] += store[base + n - 1]
-                store_l2_left[s] += store_l2[base + n - 1]
-            if comp_next[s] == n and not computing[s] and store_left[s] <= 0.0 and store_l2_left[s] <= 0.0:
+                left[STORE_HBM, s] += store[base + n - 1]
+                left[STORE_L2, s] += store_l2[base + n - 1]
+            if comp_next[s] == n and not computing[s] and left[STORE_HBM, s] <= 0.0 and left[STORE_L2, s] <= 0.0:
                 finished[s] = True
                 end[s] = t
                 done += 1
+    if not trace:
+        return end, busy, stall, t, load_issue, load_issue, load_issue
     return end, busy, stall, t, load_issue, load_done, comp_end

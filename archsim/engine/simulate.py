@@ -1,30 +1,20 @@
-"""Simulate one op on one chip: compile it, play each phase in the event loop, add overheads.
+"""Play a compiled Program on a chip: each phase in the event loop, one after another.
 
-Results are memoised by (op, chip): ops are frozen and compare by kind and shape, so a decode
-loop re-simulates only what changes from step to step (attention over a longer cache).
+The engine only plays: it takes a Program (archsim.compiler) and returns what happened, in
+cycles and bytes. Which program an op runs as, its fixed costs and its bound are chosen above it
+(archsim.choose).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from archsim.compiler.compile import compile_candidates
 from archsim.compiler.program import Phase, Program
 from archsim.engine.kernels import simulate_phase
-from archsim.engine.timing import Bound, OpTiming
-from archsim.graph.ops import Op
-from archsim.hardware import Chip, FoldMode, System
-from archsim.hardware.memory import (
-    hbm_bandwidth,
-    hbm_efficiency,
-    hbm_latency_s,
-    l2_bandwidth,
-    l2_latency_s,
-)
+from archsim.hardware import Chip, FoldMode
+from archsim.hardware.memory import MemoryParams, memory_params
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,31 +27,52 @@ class PhaseTimeline:
     total_cycles: float
 
 
-def run_phase(phase: Phase, chip: Chip) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Play one phase: per-sequence (end, busy, stall) in cycles and the phase's total cycles."""
-    return _play(phase, chip)[:4]
+@dataclass(frozen=True, eq=False)
+class PhaseResult:
+    """One played phase: per sequence (end, busy and stall cycles) and the phase's cycles."""
+
+    end_cycles: np.ndarray
+    busy_cycles: np.ndarray
+    stall_cycles: np.ndarray
+    total_cycles: float
+    timeline: PhaseTimeline | None = None
 
 
-def trace_phase(phase: Phase, chip: Chip) -> PhaseTimeline:
-    """Play one phase and keep when every entry's load was issued and done and its compute ended."""
-    _, _, _, total, issue, done, comp_end = _play(phase, chip)
-    return PhaseTimeline(issue, done, comp_end, total)
+@dataclass(frozen=True, eq=False)
+class ProgramResult:
+    """A played program: cycles of all phases, the critical core's compute and stall cycles
+    (summed over phases), busy and available core-cycles, and bytes per memory level."""
+
+    cycles: int
+    compute_cycles: int
+    stall_cycles: int
+    busy_core_cycles: float
+    core_cycles: float
+    hbm_bytes: float
+    l2_bytes: float
+    active_cores: int
+    phases: tuple[PhaseResult, ...]
 
 
-def _play(phase: Phase, chip: Chip):
-    if phase.entries == 0:
-        z = np.zeros(0)
-        return z, z, z, 0.0, z, z, z
+def phase_memory(phase: Phase, chip: Chip) -> MemoryParams:
+    """The memory system as `phase` sees it: HBM efficiency for its read/write mix and its
+    kernel's bytes in flight."""
     w = phase.core_weight.astype(np.float64)
     seq = np.repeat(np.arange(len(w)), np.diff(phase.core_start))
     stores = float(np.sum(phase.store_bytes * w[seq]))
     loads = float(np.sum(phase.hbm_bytes * w[seq]))
     write_fraction = stores / (stores + loads) if stores + loads > 0 else 0.0
-    clock = chip.clock_hz
-    hbm = chip.hbm
-    chan_bw = hbm.channel_bandwidth_bytes_per_s * hbm_efficiency(hbm, write_fraction) / clock
+    return memory_params(chip, write_fraction, phase.inflight_bytes)
+
+
+def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
+    """Play one phase; with `trace`, keep when every entry's load was issued and done and its
+    compute ended."""
+    if phase.entries == 0:
+        z = np.zeros(0)
+        return PhaseResult(z, z, z, 0.0, PhaseTimeline(z, z, z, 0.0) if trace else None)
     try:
-        out = simulate_phase(
+        end, busy, stall, total, issue, done, comp_end = simulate_phase(
             phase.core_start,
             phase.core_weight,
             phase.hbm_bytes,
@@ -70,111 +81,40 @@ def _play(phase: Phase, chip: Chip):
             phase.store_bytes,
             phase.store_l2_bytes,
             int(phase.stages),
-            min(float(chip.core.max_inflight_bytes), phase.inflight_bytes),
-            float(chip.core.max_inflight_bytes),
-            hbm_latency_s(chip) * clock,
-            l2_latency_s(chip) * clock,
-            hbm_bandwidth(chip, write_fraction) / clock,
-            l2_bandwidth(chip) / clock,
-            chan_bw,
-            float(hbm.interleave_bytes),
-            float(hbm.channels),
+            phase_memory(phase, chip),
+            trace,
         )
     except SystemError as err:  # Ctrl-C inside a compiled kernel surfaces as SystemError
         if isinstance(err.__cause__, KeyboardInterrupt):
             raise KeyboardInterrupt from None
         raise
-    return out[0], out[1], out[2], float(out[3]), out[4], out[5], out[6]
+    timeline = PhaseTimeline(issue, done, comp_end, float(total)) if trace else None
+    return PhaseResult(end, busy, stall, float(total), timeline)
 
 
-def play_program(program: Program, chip: Chip) -> dict:
+def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramResult:
     """Play every phase of a program; totals over phases for the critical core and all cores."""
-    out = {"cycles": 0, "compute": 0, "stall": 0, "busy": 0.0, "core_cycles": 0.0, "hbm": 0.0, "l2": 0.0, "active": 0}
+    cycles = compute = stall = active = 0
+    busy = core_cycles = hbm = l2 = 0.0
+    results = []
     for phase in program.phases:
-        end, busy, stalls, total = run_phase(phase, chip)
-        if len(end) == 0:
+        r = play_phase(phase, chip, trace)
+        results.append(r)
+        if len(r.end_cycles) == 0:
             continue
-        crit = int(np.argmax(end))
+        crit = int(np.argmax(r.end_cycles))
         w = phase.core_weight.astype(np.float64)
         seq = np.repeat(np.arange(len(w)), np.diff(phase.core_start))
-        out["cycles"] += int(total)
-        out["compute"] += int(busy[crit])
-        out["stall"] += int(stalls[crit])
-        out["busy"] += float(np.sum(busy * w))
-        out["core_cycles"] += chip.cores * total
-        out["hbm"] += float(np.sum((phase.hbm_bytes + phase.store_bytes) * w[seq]))
-        out["l2"] += float(np.sum((phase.l2_bytes + phase.store_l2_bytes) * w[seq]))
-        out["active"] = max(out["active"], phase.active_cores)
-    if program.matrix and chip.core.array.fold_mode is FoldMode.SERIAL and out["cycles"] > 0:
+        cycles += int(r.total_cycles)
+        compute += int(r.busy_cycles[crit])
+        stall += int(r.stall_cycles[crit])
+        busy += float(np.sum(r.busy_cycles * w))
+        core_cycles += chip.cores * r.total_cycles
+        hbm += float(np.sum((phase.hbm_bytes + phase.store_bytes) * w[seq]))
+        l2 += float(np.sum((phase.l2_bytes + phase.store_l2_bytes) * w[seq]))
+        active = max(active, phase.active_cores)
+    if program.matrix and chip.core.array.fold_mode is FoldMode.SERIAL and cycles > 0:
         # serial folds follow SCALE-Sim's accounting, which reports the index of the last cycle
-        out["cycles"] -= 1
-        out["compute"] -= 1
-    return out
-
-
-@lru_cache(maxsize=65536)
-def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
-    """Time of one execution of `op` on `chip`; `standalone` adds the cost of a lone launch."""
-    if op.kind.is_collective:
-        raise ValueError(f"{op.kind.value} runs over the interconnect: time it with simulate_collective")
-    played = []
-    for program in compile_candidates(op, chip):
-        launches = sum(1 for ph in program.phases if ph.new_kernel)
-        result = play_program(program, chip)
-        total_s = result["cycles"] / chip.clock_hz + chip.overheads.program_s(launches, program.matrix)
-        played.append((total_s, launches, program, result))
-    _, launches, program, r = min(played, key=lambda p: p[0])
-    k = op.kernels
-    overhead_s = k * chip.overheads.program_s(launches, program.matrix) + (
-        chip.overheads.launch_s if standalone else 0.0
-    )
-    launches *= k
-    overhead = round(overhead_s * chip.clock_hz)
-    waiting = r["cycles"] - r["compute"]
-    bound = max(
-        ((r["compute"], Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead / k, Bound.OVERHEAD)), key=lambda x: x[0]
-    )[1]
-    total_cycles = k * r["cycles"] + overhead
-    return OpTiming(
-        cycles=total_cycles,
-        time_s=total_cycles / chip.clock_hz,
-        compute_cycles=k * r["compute"],
-        stall_cycles=k * r["stall"],
-        overhead_cycles=overhead,
-        busy_core_cycles=k * r["busy"],
-        core_cycles=k * r["core_cycles"],
-        hbm_bytes=k * r["hbm"],
-        l2_bytes=k * r["l2"],
-        flops=k * program.flops,
-        min_bytes=k * program.min_bytes,
-        kernels=launches,
-        active_cores=r["active"],
-        bound=bound,
-    )
-
-
-@lru_cache(maxsize=4096)
-def simulate_collective(op: Op, system: System) -> OpTiming:
-    """Time of a collective op on the system's interconnect (archsim.hardware.collectives), as an
-    OpTiming: all of it link time (counted as overhead cycles: no core computes or loads), bound
-    by communication."""
-    from archsim.hardware.collectives import Collective, collective_time, system_fabric
-
-    t = collective_time(system_fabric(system, op.ranks), Collective(op.kind.value), op.ranks, op.bytes, op.chunks)
-    cycles = math.ceil(t.time_s * system.chip.clock_hz)
-    return OpTiming(
-        cycles=cycles,
-        time_s=t.time_s,
-        compute_cycles=0,
-        stall_cycles=0,
-        overhead_cycles=cycles,
-        busy_core_cycles=0.0,
-        core_cycles=0.0,
-        hbm_bytes=0.0,
-        l2_bytes=0.0,
-        flops=0.0,
-        min_bytes=0.0,
-        kernels=op.chunks,
-        active_cores=0,
-        bound=Bound.COMMUNICATION,
-    )
+        cycles -= 1
+        compute -= 1
+    return ProgramResult(cycles, compute, stall, busy, core_cycles, hbm, l2, active, tuple(results))

@@ -1,4 +1,5 @@
-"""Achievable memory bandwidth from the timing of HBM and the bytes a core keeps in flight.
+"""The memory system as the cores see it: HBM and L2 bandwidth, access latency, and the rate a
+single transfer can reach. Every formula the event loop applies to memory lives here.
 
 HBM streaming efficiency (JEDEC HBM3 timing; Ghose et al., "Demystifying complex workload-DRAM
 interactions", SIGMETRICS 2019, for the refresh and turnaround terms):
@@ -9,13 +10,21 @@ interactions", SIGMETRICS 2019, for the refresh and turnaround terms):
                        turns 2 * min(w, 1 - w) * bytes / rw_batch_bytes times
   efficiency(w)      = (1 - refresh loss) / (1 + 2 min(w, 1 - w) * turnaround_s * B_chan / rw_batch_bytes)
 
-A core's own bandwidth is bounded by Little's law, bytes in flight over the access latency;
-the engine applies it per transfer (archsim/engine/kernels.py).
+A transfer's rate is bounded by Little's law, the bytes its core keeps in flight over the
+access latency, and by the HBM channels it touches (its bytes land on channels
+`interleave_bytes` at a time, so a transfer of b bytes uses min(channels, ceil(b / interleave))
+of them). All transfers share the HBM and L2 pools (archsim/engine/kernels.py shares them max-min
+fairly). The event loop works in cycles: `memory_params` converts a chip's figures once per phase
+into a `MemoryParams` record, and the `@njit` functions below are what the loop calls.
 """
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 from archsim.hardware.chip import Chip, Hbm
+from archsim.jit import njit
 
 
 def hbm_efficiency(hbm: Hbm, write_fraction: float) -> float:
@@ -44,3 +53,62 @@ def l2_latency_s(chip: Chip) -> float:
 def hbm_latency_s(chip: Chip) -> float:
     """Latency of an HBM access: through the NoC and L2 to memory."""
     return chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s
+
+
+class MemoryParams(NamedTuple):
+    """One phase's view of the memory system, in cycles and bytes (what the event loop reads)."""
+
+    hbm_latency: float  # cycles from issue to the first byte of an HBM access
+    l2_latency: float  # cycles to the first byte of an L2 hit
+    hbm_bytes_per_cycle: float  # achievable HBM bandwidth for the phase's read/write mix
+    l2_bytes_per_cycle: float
+    channel_bytes_per_cycle: float  # one HBM channel, at the same efficiency
+    interleave_bytes: float
+    channels: float
+    load_inflight_bytes: float  # bytes one core's loads keep in flight
+    store_inflight_bytes: float  # bytes one core's posted writes keep in flight
+
+
+def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float) -> MemoryParams:
+    """The chip's memory figures for a phase that writes `write_fraction` of its HBM bytes and
+    whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA)."""
+    clock, hbm = chip.clock_hz, chip.hbm
+    eff = hbm_efficiency(hbm, write_fraction)
+    dma = float(chip.core.max_inflight_bytes)
+    return MemoryParams(
+        hbm_latency=hbm_latency_s(chip) * clock,
+        l2_latency=l2_latency_s(chip) * clock,
+        hbm_bytes_per_cycle=hbm.peak_bandwidth_bytes_per_s * eff / clock,
+        l2_bytes_per_cycle=l2_bandwidth(chip) / clock,
+        channel_bytes_per_cycle=hbm.channel_bandwidth_bytes_per_s * eff / clock,
+        interleave_bytes=float(hbm.interleave_bytes),
+        channels=float(hbm.channels),
+        load_inflight_bytes=min(dma, load_inflight_bytes),
+        store_inflight_bytes=dma,
+    )
+
+
+@njit
+def load_latency(p: MemoryParams, hbm_fraction: float) -> float:
+    """Cycles from a load's issue to its first byte: the HBM and L2 latencies weighted by the
+    share of its bytes each serves."""
+    return hbm_fraction * p.hbm_latency + (1.0 - hbm_fraction) * p.l2_latency
+
+
+@njit
+def load_rate_cap(p: MemoryParams, hbm_bytes: float, hbm_fraction: float, latency: float) -> float:
+    """Bytes per cycle one load may reach: Little's law (bytes in flight / latency), and for its
+    HBM share, the channels its `hbm_bytes` land on (min(channels, ceil(bytes / interleave)))
+    at one channel's bandwidth each."""
+    cap = p.load_inflight_bytes / latency
+    if hbm_bytes > 0.0:
+        touched = min(p.channels, math.ceil(hbm_bytes / p.interleave_bytes))
+        cap = min(cap, touched * p.channel_bytes_per_cycle / hbm_fraction)
+    return cap
+
+
+@njit
+def store_rate_cap(p: MemoryParams, to_hbm: bool) -> float:
+    """Bytes per cycle one core's posted writes drain at: its bytes in flight over the latency
+    of the level they go to (Little's law)."""
+    return p.store_inflight_bytes / (p.hbm_latency if to_hbm else p.l2_latency)

@@ -26,7 +26,7 @@ from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.report.counters import COUNTER_POINTS, moved_bytes, phase_counters
 from archsim.report.export import write_text
-from archsim.report.replay import OpReplay, launches, launches_kernel, replay_op
+from archsim.report.replay import OpReplay, replay_op
 from archsim.runner.generation import StepResult
 
 US_PER_S = 1e6
@@ -58,7 +58,6 @@ class _Track:
     def __init__(self, pid: int, clock_hz: float, events: list):
         self.pid, self.clock_hz, self.events = pid, clock_hz, events
         self.core_tracks: dict[str, tuple[int, tuple]] = {}
-        self.mismatched: list[str] = []  # ops whose replayed program took other cycles than simulated
 
     def us(self, cycles: float) -> float:
         return round(cycles / self.clock_hz * US_PER_S, DIGITS)
@@ -189,17 +188,15 @@ def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: b
     track.span(OPS_TID, op.name or op.kind.value, start, end, _op_args(t))
     k = max(1, op.kernels)
     lead = chip.overheads.launch_s * chip.clock_hz if standalone else 0.0
-    n_launch = k * launches(program)
+    n_launch = k * t.replay.launches
     gap = max(0.0, (tm.cycles - k * t.replay.played_cycles - lead) / n_launch) if n_launch else 0.0
-    if abs(tm.cycles - tm.overhead_cycles - k * t.replay.played_cycles) > 1:
-        track.mismatched.append(op.name or op.kind.value)
     cur = start
     if lead:
         track.span(KERNELS_TID, "launch (standalone)", cur, cur + lead)
         cur += lead
     for _ in range(k):
         for phase, tl in zip(program.phases, t.replay.timelines):
-            if launches_kernel(phase) and gap > 0:
+            if phase.new_kernel and gap > 0:
                 track.span(KERNELS_TID, "kernel overhead", cur, cur + gap)
                 cur += gap
             played = int(tl.total_cycles)
@@ -280,11 +277,6 @@ class TraceBuilder:
             events += track.metadata(plan.title, i)
             if steps[-1].get("note"):
                 notes.append(f"{plan.title}: {steps[-1]['note']}")
-            if track.mismatched:
-                notes.append(
-                    f"{plan.title}: the replayed program of {', '.join(track.mismatched)} took other "
-                    f"cycles than simulate_op charged; their tiles are drawn as replayed"
-                )
         return {
             "traceEvents": events,
             "displayTimeUnit": "ns",

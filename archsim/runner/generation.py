@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from archsim.engine.simulate import simulate_collective, simulate_op
+from archsim.choose import simulate_collective, simulate_op
 from archsim.engine.timing import OpTiming
 from archsim.graph.builder import Step, build_step
 from archsim.graph.model import Phase, Workload

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archsim.engine.simulate import simulate_op
+from archsim.choose import simulate_op
 from archsim.graph.builder import Step, silu_mul_ops
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Phase, Scenario, Workload
 from archsim.graph.ops import Op, OpKind, VectorOp

@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from archsim.engine.simulate import simulate_collective, simulate_op
+from archsim.choose import simulate_collective, simulate_op
 from archsim.graph.mixed import (
     MixedBatch,
     build_mixed_step,
