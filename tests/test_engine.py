@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from archsim.compiler.program import build_phase
+from archsim.compiler.program import build_phase, entries
 from archsim.engine.simulate import play_phase
 
 
@@ -23,7 +23,7 @@ def test_one_entry_latency_transfer_compute(h200):
     chip = h200.chip
     clock = chip.clock_hz
     nbytes = 64 * 1024
-    phase = build_phase([np.array([[nbytes, 0, 1000, 0]])], stages=2)
+    phase = build_phase([entries(1, hbm_bytes=nbytes, cycles=1000)], stages=2)
     r = play_phase(phase, chip)
     busy, stall, total = r.busy_cycles, r.stall_cycles, r.total_cycles
     lat = np.ceil((chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock)
@@ -36,7 +36,7 @@ def test_one_entry_latency_transfer_compute(h200):
 
 def test_double_buffering_hides_loads_behind_compute(h200):
     """Compute-heavy entries: after the first load, every load overlaps the previous compute."""
-    seq = np.array([[4096, 0, 100_000, 0]] * 5, dtype=float)
+    seq = entries(5, hbm_bytes=4096, cycles=100_000)
     r = play_phase(build_phase([seq], stages=2), h200.chip)
     busy, stall = r.busy_cycles, r.stall_cycles
     assert busy[0] == 500_000
@@ -51,7 +51,7 @@ def test_double_buffering_hides_loads_behind_compute(h200):
 def test_weighted_sequences_share_hbm(h200):
     """132 cores streaming 1 MiB each are limited by HBM, not by their own rates."""
     chip = h200.chip
-    phase = build_phase([np.array([[1 << 20, 0, 0, 0]])] * 132, stages=2)
+    phase = build_phase([entries(1, hbm_bytes=1 << 20)] * 132, stages=2)
     assert phase.core_weight.tolist() == [132]
     total = play_phase(phase, chip).total_cycles
     from archsim.hardware.memory import hbm_bandwidth
@@ -61,7 +61,7 @@ def test_weighted_sequences_share_hbm(h200):
 
 
 def test_more_bandwidth_never_slower(h200):
-    seq = np.array([[300_000, 100_000, 5_000, 50_000]] * 8, dtype=float)
+    seq = entries(8, hbm_bytes=300_000, l2_bytes=100_000, cycles=5_000, store_bytes=50_000)
     phase = build_phase([seq] * 100 + [seq[:3]] * 20, stages=3)
     slow = play_phase(phase, _chip(h200)).total_cycles
     fast = play_phase(phase, _chip(h200, data_rate_bits_per_s=h200.chip.hbm.data_rate_bits_per_s * 2)).total_cycles

@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from archsim.compiler.gemm import PARTIAL_BYTES, streaming_phase
-from archsim.compiler.program import Program, build_phase, deal_items
+from archsim.compiler.program import PARTIAL_BYTES, Program, build_phase, deal_items, entries
+from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles, vector_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
@@ -102,14 +102,13 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     def item_entries(n_kv: int, miss: bool) -> np.ndarray:
         """Entries of one item: a K/V block each, the Q block with the first, the output last."""
         if (n_kv, miss) not in blocks:
-            seq = np.zeros((n_kv, 5))
-            seq[:, 0 if miss else 1] = kv_block_bytes
-            seq[0, 0] += q_bytes
-            seq[:, 2] = step_cycles
+            seq = entries(n_kv, cycles=step_cycles)
+            seq["hbm_bytes" if miss else "l2_bytes"] = kv_block_bytes
+            seq["hbm_bytes"][0] += q_bytes
             if splits == 1:
-                seq[-1, 3] = q_bytes
+                seq["store_bytes"][-1] = q_bytes
             else:
-                seq[-1, 4] = q_bytes / a * PARTIAL_BYTES
+                seq["store_l2_bytes"][-1] = q_bytes / a * PARTIAL_BYTES
             blocks[n_kv, miss] = seq
         return blocks[n_kv, miss]
 
@@ -127,14 +126,16 @@ def compile_attention(op: Op, chip: Chip) -> Program:
         phases.append(
             streaming_phase(
                 chip,
-                op.batch * op.heads * d,
-                splits * PARTIAL_BYTES,
-                a,
-                3 * splits,
-                1,
-                "split-KV combine",
-                row_elements=d,
-                reads_hit_l2=True,
+                Stream(
+                    op.batch * op.heads * d,
+                    splits * PARTIAL_BYTES,
+                    a,
+                    3 * splits,
+                    1,
+                    "split-KV combine",
+                    row_elements=d,
+                    reads_hit_l2=True,
+                ),
             )
         )
     return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)

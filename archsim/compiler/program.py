@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+PARTIAL_BYTES = 4  # partial sums (split-K, stream-K, split-KV attention) are kept in fp32
+
 
 @dataclass(frozen=True, eq=False)
 class Phase:
@@ -28,9 +30,9 @@ class Phase:
     l2_bytes: np.ndarray  # float64 [n], bytes loaded from L2 (hits) before entry i computes
     compute_cycles: np.ndarray  # int64 [n]
     store_bytes: np.ndarray  # float64 [n], bytes written to HBM after entry i computes
+    store_l2_bytes: np.ndarray  # float64 [n], bytes written to L2 (re-read soon) after entry i computes
     stages: int  # SRAM buffers per core: loads run up to stages - 1 entries ahead
     label: str = ""
-    store_l2_bytes: np.ndarray | None = None  # float64 [n], bytes written to L2 (re-read soon)
     new_kernel: bool = True  # False: continues the previous phase's kernel (no launch)
     inflight_bytes: float = float("inf")  # the kernel's own bytes in flight per core (below the DMA's)
 
@@ -53,6 +55,28 @@ class Program:
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
 
 
+# One tile step of a core, by name: bytes loaded from HBM and from L2 (hits) before it computes,
+# its compute cycles, and bytes written to HBM and to L2 (re-read soon) after it computes.
+ENTRY = np.dtype(
+    [
+        ("hbm_bytes", np.float64),
+        ("l2_bytes", np.float64),
+        ("cycles", np.float64),
+        ("store_bytes", np.float64),
+        ("store_l2_bytes", np.float64),
+    ]
+)
+
+
+def entries(count: int, **columns) -> np.ndarray:
+    """`count` entries (an ENTRY record array), columns given by name (scalars or arrays), the
+    rest zero: `entries(3, hbm_bytes=4096, cycles=100)`."""
+    out = np.zeros(count, dtype=ENTRY)
+    for name, value in columns.items():
+        out[name] = value
+    return out
+
+
 def build_phase(
     sequences: list[np.ndarray],
     stages: int,
@@ -61,19 +85,17 @@ def build_phase(
     weights: list[int] | None = None,
     inflight_bytes: float = float("inf"),
 ) -> Phase:
-    """Phase from one array per core of rows (hbm_bytes, l2_bytes, cycles, store_bytes
-    [, store_l2_bytes]). Identical sequences are merged into one with a weight; empty ones dropped.
-    With `weights`, the sequences are already distinct and stand for that many cores each."""
+    """Phase from one ENTRY array per core. Identical sequences are merged into one with a weight;
+    empty ones dropped. With `weights`, the sequences are already distinct and stand for that many
+    cores each."""
     groups: dict = {}
     for idx, seq in enumerate(sequences):
-        seq = np.asarray(seq, dtype=np.float64)
-        seq = seq.reshape(-1, seq.shape[-1] if seq.ndim == 2 else 4)
-        if seq.shape[1] == 4:
-            seq = np.hstack([seq, np.zeros((len(seq), 1))])
+        if seq.dtype != ENTRY:
+            raise TypeError(f"a core's entries must be an ENTRY record array (got {seq.dtype})")
         if len(seq) == 0:
             continue
-        seq = np.ascontiguousarray(seq)
-        seq[:, 2] = np.ceil(seq[:, 2])
+        seq = np.ascontiguousarray(seq).copy()
+        seq["cycles"] = np.ceil(seq["cycles"])
         if weights is not None:
             groups[idx] = [seq, weights[idx]]
             continue
@@ -82,24 +104,24 @@ def build_phase(
             groups[key][1] += 1
         else:
             groups[key] = [seq, 1]
-    seqs = [g[0] for g in groups.values()] or [np.zeros((0, 5))]
-    weights = np.array([g[1] for g in groups.values()] or [0], dtype=np.int64)
+    seqs = [g[0] for g in groups.values()] or [entries(0)]
+    weight = np.array([g[1] for g in groups.values()] or [0], dtype=np.int64)
     counts = np.array([len(q) for q in seqs], dtype=np.int64)
     start = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
     flat = np.concatenate(seqs)
     return Phase(
-        start,
-        weights,
-        flat[:, 0].copy(),
-        flat[:, 1].copy(),
-        flat[:, 2].astype(np.int64),
-        flat[:, 3].copy(),
-        max(1, int(stages)),
-        label,
-        flat[:, 4].copy(),
-        new_kernel,
-        inflight_bytes,
+        core_start=start,
+        core_weight=weight,
+        hbm_bytes=flat["hbm_bytes"].copy(),
+        l2_bytes=flat["l2_bytes"].copy(),
+        compute_cycles=flat["cycles"].astype(np.int64),
+        store_bytes=flat["store_bytes"].copy(),
+        stages=max(1, int(stages)),
+        label=label,
+        store_l2_bytes=flat["store_l2_bytes"].copy(),
+        new_kernel=new_kernel,
+        inflight_bytes=inflight_bytes,
     )
 
 
