@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from archsim.config.loader import config_hash, load_system
+from archsim.config.loader import load_system
+from archsim.config.resolved import config_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["run", "--prompt", "128", "--generate", "4", "--quiet"]
@@ -47,6 +48,15 @@ def test_json_carries_the_hash_of_its_resolved_config(baseline, tmp_path):
     assert len(data["config_hash"]) == 16 and data["config_hash"] == config_hash(data["config"])
     other = json.loads(_run_json(tmp_path / "d.json", True, "1", "--batch", "2"))
     assert other["config_hash"] != data["config_hash"]
+
+
+def test_every_option_that_changes_a_result_changes_the_hash(baseline, tmp_path):
+    """Two KV sampling strides give other TPOTs (attention is simulated at other KV lengths), so
+    they must not share a hash; a shorter stride than the run's decode steps changes TPOT."""
+    data = json.loads(baseline)
+    fine = json.loads(_run_json(tmp_path / "e.json", True, "1", "--kv-stride", "1"))
+    assert data["config"]["options"]["kv_stride"] == 64 and fine["config"]["options"]["kv_stride"] == 1
+    assert fine["config_hash"] != data["config_hash"]
 
 
 def test_hash_is_of_the_resolved_values_not_the_text(tmp_path):

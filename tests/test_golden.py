@@ -17,9 +17,11 @@ GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 
 def golden_record(hw: str, workload: str, batch: int, prompt: int, generate: int) -> dict:
     from archsim.commands.run import load_run_inputs
-    from archsim.runner.generation import run_generation
+    from archsim.config.resolved import run_options
+    from archsim.runner.generation import KV_STRIDE, run_generation
 
-    system, w, _, digest = load_run_inputs(hw, workload, batch, prompt, generate)
+    system, w, resolved = load_run_inputs(hw, workload, batch, prompt, generate)
+    digest = resolved.with_options(**run_options(KV_STRIDE)).hash
     r = run_generation(w, system)
     return {
         "config_hash": digest,

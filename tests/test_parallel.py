@@ -25,6 +25,7 @@ from archsim.graph.parallel import (
     shard_step,
 )
 from archsim.hardware.collectives import Fabric
+from archsim.config.resolved import ResolvedConfig
 from archsim.report.export import run_dict
 from archsim.runner.generation import run_generation, simulate_step
 from archsim.runner.memory import check_fits, footprint
@@ -50,7 +51,7 @@ def test_tp1_gives_byte_identical_results(h200, llama8b):
     w = _scenario(llama8b, 2, 256, 8)
     alone = run_generation(w, h200)
     spread = run_generation(w, h200, parallelism=Parallelism(1, 1, 1))
-    as_json = [json.dumps(run_dict(r, {}, ""), sort_keys=True) for r in (alone, spread)]
+    as_json = [json.dumps(run_dict(r, ResolvedConfig({})), sort_keys=True) for r in (alone, spread)]
     assert as_json[0] == as_json[1]
     assert footprint(w, h200) == footprint(w, h200, parallelism=Parallelism())
 
@@ -255,7 +256,7 @@ def test_run_tp8_on_h200x8(tmp_path, capsys):
     assert main(argv) == 0
     assert "communication on the busiest chip (TP 8" in capsys.readouterr().out
     data = json.loads(out.read_text())
-    assert data["config"]["parallelism"] == {"tp": 8, "pp": 1, "ep": 1}
+    assert data["config"]["options"]["parallelism"] == {"tp": 8, "pp": 1, "ep": 1}
     assert 0 < data["communication"]["decode"]["exposed_share"] < 1
 
 

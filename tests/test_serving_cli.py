@@ -97,7 +97,7 @@ def test_trace_with_plots_and_timeline(tmp_path, tiny):
         "--timeline",
         str(timeline),
     )
-    assert data["requests"] == 20 and data["config"]["serving"]["max_batched_tokens"] == 512
+    assert data["requests"] == 20 and data["config"]["options"]["serving"]["max_batched_tokens"] == 512
     for name in ("latency_cdf.png", "kv_cache.png", "batch_size.png"):
         assert (tmp_path / "plots" / name).stat().st_size > 1000
     events = json.loads(timeline.read_text())["traceEvents"]

@@ -218,6 +218,7 @@ def test_config_values_carry_units_and_whole_numbers():
 
 def test_a_point_is_keyed_like_archsim_run(tmp_path):
     from archsim.commands.run import load_run_inputs
+    from archsim.config.resolved import run_options
     from archsim.sweep.points import resolve_points
 
     text = BASE.split("parameters:")[0] + textwrap.dedent("""\
@@ -229,7 +230,8 @@ def test_a_point_is_keyed_like_archsim_run(tmp_path):
           tps: decode_tokens_per_s
         """)
     tasks = resolve_points(load_spec(write(tmp_path, text)))
-    *_, digest = load_run_inputs("h200", "llama3_8b", batch=3, prompt=64, generate=2)
+    *_, resolved = load_run_inputs("h200", "llama3_8b", batch=3, prompt=64, generate=2)
+    digest = resolved.with_options(**run_options(1024)).hash  # the spec's kv_stride is part of the key
     assert [dict(t.values)["batch"] for t in tasks] == [1, 3]
     assert tasks[1].config_hash == digest != tasks[0].config_hash
 

@@ -75,7 +75,7 @@ def bench_in_process(profile_lines: int) -> None:
     from archsim.commands.run import load_run_inputs
     from archsim.runner.generation import run_generation
 
-    system, w, _, _ = load_run_inputs("h200", "llama3_8b", 64, 2048, 1024)
+    system, w, _ = load_run_inputs("h200", "llama3_8b", 64, 2048, 1024)
     run_generation(w, system)  # JIT-compiled kernels loaded
     clear_caches()
     t0 = time.perf_counter()

@@ -40,8 +40,9 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from archsim.commands.run import load_workload_inputs, parallel_config
-    from archsim.config.loader import config_hash, load_system
+    from archsim.commands.run import load_workload_inputs
+    from archsim.config.loader import load_system
+    from archsim.config.resolved import ResolvedConfig, run_options
     from archsim.errors import DoesNotFitError
     from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.comparison import ChipRun, compare_dict, compare_table
@@ -58,7 +59,7 @@ def run(args) -> int:
     with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("chips", total=len(systems))
         for hw, system, hw_cfg in systems:
-            digest = config_hash({"hardware": hw_cfg, "workload": wl_cfg, **parallel_config(par)})
+            digest = ResolvedConfig(hw_cfg, wl_cfg, run_options(args.kv_stride, par.tp, par.pp, par.ep)).hash
             try:
                 result = run_generation(w, system, kv_stride=args.kv_stride, parallelism=par)
                 rows.append(ChipRun(hw, system.chip.name, digest, result))

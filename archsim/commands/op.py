@@ -53,11 +53,23 @@ def add_parser(sub) -> None:
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "send")
 
 
+def _op_options(op, args) -> dict:
+    """The simulated op as it enters the resolved config: its kind and shape, and how it ran."""
+    from dataclasses import asdict
+
+    fields = {k: v for k, v in asdict(op).items() if k not in ("name", "repeat")}
+    return {**fields, "standalone": bool(args.standalone)}
+
+
+def _config(resolved) -> dict:
+    return {"config_hash": resolved.hash, "config": resolved.as_dict()}
+
+
 def run_collective(args, system, hw_cfg) -> int:
     """A collective on the system's interconnect: time, algorithm and protocol, NCCL's bus bandwidth."""
     from rich.console import Console
 
-    from archsim.config.loader import config_hash
+    from archsim.config.resolved import ResolvedConfig
     from archsim.hardware.collectives import Collective, CollectiveError, collective_time, system_fabric
     from archsim.report.export import write_json
     from archsim.units import format_bytes, format_rate, format_seconds
@@ -93,8 +105,9 @@ def run_collective(args, system, hw_cfg) -> int:
                 "protocol": t.protocol,
                 "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
                 "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
-                "config_hash": config_hash(hw_cfg),
-                "config": {"hardware": hw_cfg},
+                **_config(
+                    ResolvedConfig(hw_cfg, None, {"op": {"kind": args.kind, "bytes": args.bytes, "ranks": ranks}})
+                ),
             },
         )
     return 0
@@ -104,7 +117,8 @@ def run(args) -> int:
     from rich.console import Console
 
     from archsim.choose import simulate_op
-    from archsim.config.loader import config_hash, load_system
+    from archsim.config.loader import load_system
+    from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
     from archsim.report.export import timing_dict, write_json
@@ -150,7 +164,7 @@ def run(args) -> int:
     if args.json:
         write_json(
             args.json,
-            {"op": args.kind, **timing_dict(t), "config_hash": config_hash(hw_cfg), "config": {"hardware": hw_cfg}},
+            {"op": args.kind, **timing_dict(t), **_config(ResolvedConfig(hw_cfg, None, {"op": _op_options(op, args)}))},
         )
     if args.trace:
         from archsim.report.trace import TraceBuilder, write_trace

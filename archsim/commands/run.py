@@ -58,11 +58,6 @@ def add_parallel_flags(p) -> None:
     p.add_argument("--ep", type=positive_int("--ep"), default=1, help="expert parallel groups, MoE only (default 1)")
 
 
-def parallel_config(par) -> dict:
-    """The layout as it enters the resolved config (absent when one chip runs everything)."""
-    return {} if par.is_single else {"parallelism": {"tp": par.tp, "pp": par.pp, "ep": par.ep}}
-
-
 def communication(step) -> dict:
     """Collective time of a step on the busiest chip (all its micro-batches), how much of it ran
     under compute, the exposed rest and its share of the step, and the pipeline bubble."""
@@ -156,13 +151,14 @@ def load_workload_inputs(workload: str, batch=None, prompt=None, generate=None, 
 
 
 def load_run_inputs(hw: str, workload: str, batch=None, prompt=None, generate=None, fusion=None, model=None):
-    """Hardware and workload with CLI overrides applied; the resolved config and its hash."""
-    from archsim.config.loader import config_hash, load_system
+    """Hardware and workload with CLI overrides applied, and their resolved configuration (no
+    options yet: each command adds its own)."""
+    from archsim.config.loader import load_system
+    from archsim.config.resolved import ResolvedConfig
 
     system, hw_cfg = load_system(hw)
     w, wl_cfg = load_workload_inputs(workload, batch, prompt, generate, fusion, model)
-    config = {"hardware": hw_cfg, "workload": wl_cfg}
-    return system, w, config, config_hash(config)
+    return system, w, ResolvedConfig(hw_cfg, wl_cfg)
 
 
 def check_trace_steps(steps, decode_steps: int) -> list[tuple[str, int]]:
@@ -239,21 +235,19 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from archsim.config.loader import config_hash
+    from archsim.config.resolved import run_options
     from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.export import run_dict, write_json
     from archsim.report.tables import print_run, summary_table
     from archsim.runner.generation import run_generation
 
-    system, w, config, digest = load_run_inputs(
+    system, w, resolved = load_run_inputs(
         args.hw, args.workload, args.batch, args.prompt, args.generate, args.fusion, args.model
     )
     par = Parallelism(args.tp, args.pp, args.ep)
-    if not par.is_single:
-        config = {**config, **parallel_config(par)}
-        digest = config_hash(config)
-        if args.plots:
-            raise UsageError("--plots: the batch sweep runs on one chip; leave out --plots with --tp/--pp/--ep")
+    resolved = resolved.with_options(**run_options(args.kv_stride, par.tp, par.pp, par.ep))
+    if not par.is_single and args.plots:
+        raise UsageError("--plots: the batch sweep runs on one chip; leave out --plots with --tp/--pp/--ep")
     steps = check_trace_steps(args.trace_step, w.scenario.output_tokens - 1) if args.trace else []
     if args.plots:
         require_plots()
@@ -278,9 +272,9 @@ def run(args) -> int:
         console.print(communication_table(result, par, f"{system.chip.name} x{system.chips}"))
     elif system.chips > 1:
         console.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
-    console.print(f"config hash {digest}")
+    console.print(f"config hash {resolved.hash}")
     if args.json:
-        data = run_dict(result, config, digest)
+        data = run_dict(result, resolved)
         if not par.is_single:
             data["communication"] = {
                 name: communication(step)

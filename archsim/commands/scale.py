@@ -157,7 +157,7 @@ def run(args) -> int:
     from archsim.graph.parallel import ParallelismError
     from archsim.report.export import write_json
 
-    system, w, config, digest = load_run_inputs(args.hw, args.workload, args.batch)
+    system, w, resolved = load_run_inputs(args.hw, args.workload, args.batch)
     tps = args.tp or tuple(1 << i for i in range(system.chips.bit_length()) if 1 << i <= system.chips)
     if max(tps) > system.chips:
         raise UsageError(f"--tp: {max(tps)} needs {max(tps)} chips; the system has {system.chips}")
@@ -172,13 +172,14 @@ def run(args) -> int:
     console.print(verdict(points))
     if any(not p.fits for p in points):
         console.print("a degree that does not fit in HBM is simulated all the same, as a reference")
-    console.print(f"config hash {digest}")
+    resolved = resolved.with_options(tp_degrees=list(tps), kv_len=kv_len)
+    console.print(f"config hash {resolved.hash}")
     if args.json:
         write_json(
             args.json,
             {
-                "config_hash": digest,
-                "config": config,
+                "config_hash": resolved.hash,
+                "config": resolved.as_dict(),
                 "batch": batch,
                 "kv_len": kv_len,
                 "points": [

@@ -304,20 +304,18 @@ def _setup(args, system, w):
 def run(args) -> int:
     from rich.console import Console
 
-    from archsim.config.loader import config_hash
     from archsim.serving.metrics import Slo
     from archsim.serving.simulate import ServeSetupError, serve
 
-    system, w, config, _ = load_run_inputs(args.hw, args.workload, fusion=args.fusion)
+    system, w, resolved = load_run_inputs(args.hw, args.workload, fusion=args.fusion)
     reqs, requests_at, rate = _requests(args, w)
     setup, serving = _setup(args, system, w)
     slo = Slo(args.slo_ttft, args.slo_tpot)
     if args.find_capacity and not slo.any:
         raise UsageError("--find-capacity needs --slo-ttft and/or --slo-tpot")
-    config = {
-        **config,
-        "serving": serving,
-        "requests": {
+    resolved = resolved.with_options(
+        serving=serving,
+        requests={
             "source": reqs.source,
             "count": len(reqs),
             "digest": reqs.digest(),
@@ -326,8 +324,7 @@ def run(args) -> int:
             "slo_tpot_s": slo.tpot_s,
             "attainment": args.attainment,
         },
-    }
-    digest = config_hash(config)
+    )
     console = Console()
     d = setup.disaggregation
 
@@ -356,8 +353,8 @@ def run(args) -> int:
         raise UsageError(str(err)) from None
     metrics = result.metrics(slo)
     _print(console, result, metrics, slo, title, capacity, args)
-    console.print(f"config hash {digest}")
-    _write(args, result, metrics, slo, config, digest, capacity, title)
+    console.print(f"config hash {resolved.hash}")
+    _write(args, result, metrics, slo, resolved, capacity, title)
     return 0
 
 
@@ -386,14 +383,14 @@ def _print(console, result, metrics, slo, title, capacity, args) -> None:
     console.print(totals)
 
 
-def _write(args, result, metrics, slo, config, digest, capacity, title) -> None:
+def _write(args, result, metrics, slo, resolved, capacity, title) -> None:
     from pathlib import Path
 
     from archsim.report.export import write_json
     from archsim.serving.report import perfetto_trace, serve_dict
 
     if args.json:
-        data = serve_dict(result, metrics, slo, config, digest)
+        data = serve_dict(result, metrics, slo, resolved)
         if capacity is not None:
             data["capacity"] = {
                 "rate_per_s": capacity.rate_per_s,

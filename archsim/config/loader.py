@@ -8,8 +8,6 @@ line of the offending key, with a did-you-mean for misspelt keys.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import math
 import re
 from pathlib import Path
@@ -335,9 +333,3 @@ def load_workload(name_or_path: str) -> tuple[Workload, dict]:
     doc = read_yaml(path)
     cfg = validate_doc(doc, WorkloadCfg)
     return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
-
-
-def config_hash(resolved: dict) -> str:
-    """Stable short hash of a resolved configuration (sorted-key JSON, SHA-256)."""
-    text = json.dumps(resolved, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]

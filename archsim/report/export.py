@@ -8,6 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from archsim.config.resolved import ResolvedConfig
 from archsim.engine.timing import OpTiming
 from archsim.runner.generation import OpRecord, RunResult, StepResult
 
@@ -63,10 +64,10 @@ def step_dict(s: StepResult) -> dict:
     }
 
 
-def run_dict(r: RunResult, config: dict, config_hash: str) -> dict:
+def run_dict(r: RunResult, resolved: ResolvedConfig) -> dict:
     fp = r.footprint
     return {
-        "config_hash": config_hash,
+        "config_hash": resolved.hash,
         "ttft_s": r.ttft_s,
         "tpot_s": r.tpot_s,
         "throughput_tokens_per_s": r.throughput_tokens_per_s,
@@ -84,7 +85,7 @@ def run_dict(r: RunResult, config: dict, config_hash: str) -> dict:
         "prefill": step_dict(r.prefill),
         "decode": step_dict(r.decode) if r.decode else None,
         "decode_steps": {"kv_len": r.decode_kv_lens.tolist(), "time_s": r.decode_step_s.tolist()},
-        "config": config,
+        "config": resolved.as_dict(),
     }
 
 

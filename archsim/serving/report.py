@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from archsim.config.resolved import ResolvedConfig
 from archsim.serving.metrics import ServeMetrics, Slo, Stats
 from archsim.serving.simulate import InstanceRun, ServeResult
 from archsim.units import format_seconds
@@ -69,7 +70,7 @@ def metrics_dict(m: ServeMetrics, slo: Slo) -> dict:
     return d
 
 
-def serve_dict(result: ServeResult, m: ServeMetrics, slo: Slo, config: dict, config_hash: str) -> dict:
+def serve_dict(result: ServeResult, m: ServeMetrics, slo: Slo, resolved: ResolvedConfig) -> dict:
     instances = []
     for run in result.instances:
         s = instance_stats(run)
@@ -87,7 +88,7 @@ def serve_dict(result: ServeResult, m: ServeMetrics, slo: Slo, config: dict, con
         )
     stats = [instance_stats(r) for r in result.instances]
     return {
-        "config_hash": config_hash,
+        "config_hash": resolved.hash,
         **metrics_dict(m, slo),
         "kv_cache": {
             "use_mean": float(np.mean([s.kv_use_mean for s in stats])),
@@ -95,7 +96,7 @@ def serve_dict(result: ServeResult, m: ServeMetrics, slo: Slo, config: dict, con
         },
         "batch_size": {"mean": float(np.mean([s.batch_mean for s in stats])), "max": max(s.batch_max for s in stats)},
         "instances": instances,
-        "config": config,
+        "config": resolved.as_dict(),
     }
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from archsim.config.hw_schema import HardwareCfg
-from archsim.config.loader import config_hash, system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.loader import system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.resolved import ResolvedConfig
 from archsim.config.workload_schema import WorkloadCfg
 from archsim.config.yamlfile import YamlDoc, read_yaml
 from archsim.errors import ConfigError
@@ -85,12 +86,18 @@ class DesignCache:
         self._workload: dict[tuple, tuple[Workload, dict] | ConfigError] = {}
 
     def design(
-        self, hw_path: str, hw_over: tuple[Override, ...], wl_path: str, wl_over: tuple[Override, ...]
+        self,
+        hw_path: str,
+        hw_over: tuple[Override, ...],
+        wl_path: str,
+        wl_over: tuple[Override, ...],
+        options: dict | None = None,
     ) -> Design:
-        """The design, or ConfigError whose problems name keys as `hardware.x.y` / `workload.x.y`."""
+        """The design, or ConfigError whose problems name keys as `hardware.x.y` / `workload.x.y`;
+        its hash covers the run `options` it is evaluated with."""
         system, hw_cfg = _cached(self._hardware, (hw_path, hw_over), build_hardware, "hardware")
         workload, wl_cfg = _cached(self._workload, (wl_path, wl_over), build_workload, "workload")
-        return Design(system, workload, config_hash({"hardware": hw_cfg, "workload": wl_cfg}))
+        return Design(system, workload, ResolvedConfig(hw_cfg, wl_cfg, options or {}).hash)
 
 
 def _cached(cache: dict, key: tuple, build, root: str):

@@ -73,9 +73,11 @@ def flatten_numbers(data: dict, prefix: str = "") -> dict[str, float | int | boo
 
 def run_metrics(result: RunResult) -> dict[str, float | int | bool]:
     """Every number a run reports (`run_dict` without the configuration), by dotted path."""
+    from archsim.config.resolved import ResolvedConfig
     from archsim.report.export import run_dict
 
-    return flatten_numbers(run_dict(result, {}, ""))
+    data = run_dict(result, ResolvedConfig({}))
+    return flatten_numbers({k: v for k, v in data.items() if k not in ("config", "config_hash")})
 
 
 @lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from archsim.config.loader import config_hash
+from archsim.config.resolved import config_hash, run_options
 from archsim.errors import ConfigError
 from archsim.sweep.design import Design, DesignCache, KeyPath, config_value, resolve_file
 from archsim.sweep.sampling import Value
@@ -82,7 +82,13 @@ def resolve_point(spec: SweepSpec, values: dict[str, Value], cache: DesignCache)
     row = tuple((n, full[n]) for n, _, role in spec.columns() if role != "objective")
     files, over = overrides(spec, full)
     try:
-        design = cache.design(files["hardware"], tuple(over["hardware"]), files["workload"], tuple(over["workload"]))
+        design = cache.design(
+            files["hardware"],
+            tuple(over["hardware"]),
+            files["workload"],
+            tuple(over["workload"]),
+            run_options(spec.kv_stride),
+        )
     except ConfigError as err:
         asked = {"files": files, **{k: [[".".join(p), repr(v)] for p, v in o] for k, o in over.items()}}
         reason = "; ".join(f"{p.key}: {p.message}" if p.key else p.message for p in err.problems)
