@@ -10,6 +10,7 @@ import pytest
 
 from archsim.cli import main
 from archsim.config.loader import load_system, load_workload
+from archsim.config.resolved import ResolvedConfig
 from archsim.errors import DoesNotFitError
 from archsim.graph.builder import Step
 from archsim.graph.model import Fusion, ModelSpec, Phase, Scenario
@@ -25,7 +26,6 @@ from archsim.graph.parallel import (
     shard_step,
 )
 from archsim.hardware.collectives import Fabric
-from archsim.config.resolved import ResolvedConfig
 from archsim.report.export import run_dict
 from archsim.runner.generation import run_generation, simulate_step
 from archsim.runner.memory import check_fits, footprint
