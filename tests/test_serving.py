@@ -14,7 +14,8 @@ from archsim.graph.builder import Step, build_step
 from archsim.graph.mixed import MixedBatch, PrefillChunk, build_mixed_step, token_ops
 from archsim.graph.model import DTypes, ModelSpec, Phase, Scenario, Workload
 from archsim.graph.parallel import Parallelism, shard_model
-from archsim.runner.generation import run_generation
+from archsim.runner.generation import ops_time_s, run_generation
+from archsim.runner.steps import StepModel, mixed_step_time_s, step_model
 from archsim.serving.arrivals import generate_requests, parse_length
 from archsim.serving.capacity import find_capacity
 from archsim.serving.engine import simulate_instance
@@ -29,7 +30,6 @@ from archsim.serving.simulate import (
     kv_transfer_s,
     serve,
 )
-from archsim.serving.steptime import StepTimer, mixed_step_time_s, ops_time_s, step_timer
 
 TINY = Workload(
     ModelSpec("tiny", layers=2, hidden=512, heads=8, kv_heads=2, head_dim=64, ffn=1024, vocab=1000),
@@ -94,7 +94,7 @@ def test_same_seed_same_result(h200):
 @pytest.mark.parametrize("policy", [Policy.VLLM, Policy.ORCA])
 def test_runs_of_decode_steps_equal_single_steps(h200, policy):
     reqs = busy(seed=2, n=120)
-    timer = step_timer(TINY, h200.chip)
+    timer = step_model(TINY, h200)
     cfg = SchedulerConfig(policy, 2048, 64)
     fast = simulate_instance(reqs, timer, cfg, POOL_BLOCKS)
     slow = simulate_instance(reqs, timer, cfg, POOL_BLOCKS, decode_runs=False)
@@ -123,13 +123,13 @@ def test_mixed_step_ops_are_those_of_archsim_run(llama8b):
 
 def test_exact_timer_is_the_mixed_step_definition(h200):
     batch = MixedBatch((33, 70, 129), (PrefillChunk(40, 0), PrefillChunk(17, 200)))
-    exact = StepTimer(TINY, h200.chip, resolution=0)
+    exact = StepModel(TINY, h200, resolution=0)
     got = exact.step_s(np.array(batch.decode_kv_lens), [(c.new_tokens, c.past) for c in batch.prefill_chunks])
-    assert got == pytest.approx(mixed_step_time_s(TINY, h200.chip, batch), rel=1e-12)
-    grid = step_timer(TINY, h200.chip)
+    assert got == pytest.approx(mixed_step_time_s(TINY, h200, batch), rel=1e-12)
+    grid = step_model(TINY, h200)
     # on the grid: 64 tokens, 9 sequences, 8 decodes at KV 64, a chunk of 56 new tokens
     assert grid.step_s(np.array([64] * 8), [(56, 0)]) == pytest.approx(
-        mixed_step_time_s(TINY, h200.chip, MixedBatch((64,) * 8, (PrefillChunk(56, 0),))), rel=1e-12
+        mixed_step_time_s(TINY, h200, MixedBatch((64,) * 8, (PrefillChunk(56, 0),))), rel=1e-12
     )
     run = grid.decode_run_s(3, 3 * 40 + 30, 70, 50)
     one = [grid.step_s(np.array([40 + j, 40 + j, 70 + j]), []) for j in range(50)]
@@ -208,11 +208,14 @@ def test_a_multi_chip_instance_runs_tensor_parallel():
     a layout the model cannot take, or chips without links, are refused with the reason."""
     eight = load_system("h200x8")[0]
     w = load_workload("llama3_70b")[0]
-    one_chip, tp = StepTimer(w, eight.chip, 0), StepTimer(w, eight.chip, 0, eight)
+    one_chip, tp = (
+        StepModel(w, replace(eight, chips=1, interconnect=None), 0),
+        StepModel(w, eight, 0, Parallelism(tp=8)),
+    )
     kv = np.array([1024] * 8)
     assert tp.step_s(kv, []) < one_chip.step_s(kv, []) / 3  # weights and KV streamed 8 ways
     local = replace(w, model=shard_model(w.model, Parallelism(tp=8)))
-    sharded = ops_time_s(token_ops(local, 8), eight.chip)
+    sharded = ops_time_s(token_ops(local, 8), eight)
     assert tp.tokens_s(8) > sharded  # the all-reduces after attention and FFN come on top
     res = serve(busy(n=20), ServeSetup(w, eight))
     assert len(res.served) == 20 and res.metrics().tpot_s.mean > 0

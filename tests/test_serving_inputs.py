@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsim.errors import ConfigError
+from archsim.runner.steps import bracket, grid_points, grid_step
 from archsim.serving.arrivals import ArrivalProcess, LengthKind, generate_requests, parse_length, unit_arrivals
 from archsim.serving.kvpool import blocks_for, size_pool
 from archsim.serving.metrics import RequestTimes, Slo, request_metrics, stats, weighted_percentiles
 from archsim.serving.requests import load_trace, make_requests
-from archsim.serving.steptime import bracket, grid_points, grid_step
 
 
 def test_azure_conversation_trace_loads():

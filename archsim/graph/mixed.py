@@ -11,7 +11,8 @@ A batched decode kernel deals (sequence, KV head) items to the cores, so its tim
 total KV it streams when the items outnumber the cores, and by the longest sequence when they do
 not. Its ops are therefore given twice: all decodes as one op at their mean KV length (the same
 total KV, rounded up) and the longest decode alone; the step takes the longer of the two.
-Every op is built by `build_step`, so prefill, decode and mixed steps share one path.
+Every op is built by `build_step` (by `shard_step` under a parallel layout, the busiest chip's
+ops with their collectives), so prefill, decode and mixed steps share one path.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from dataclasses import dataclass
 from archsim.graph.builder import Step, build_step
 from archsim.graph.model import Phase, Workload
 from archsim.graph.ops import Op
+from archsim.graph.parallel import Parallelism, shard_step
 
 PER_SEQUENCE_OPS = frozenset({"attention", "kv_expand"})  # shapes set by one sequence's KV length
-HEAD_OPS = frozenset({"final_norm", "lm_head"})  # one row per sequence in the step
+HEAD_OPS = frozenset({"final_norm", "lm_head", "lm_head_allgather"})  # one row per sequence in the step
+PIPELINE_OPS = frozenset({"pp_send"})  # scheduled by the pipeline, not summed into a part
 
 
 @dataclass(frozen=True)
@@ -70,26 +73,36 @@ class MixedStepOps:
     longest_decode: tuple[Op, ...]
 
 
-def token_ops(w: Workload, tokens: int) -> list[Op]:
-    """Ops whose shapes depend on the step's total tokens only."""
-    ops = build_step(w, Step(Phase.PREFILL, 1, tokens, 0))
-    return [op for op in ops if op.name not in PER_SEQUENCE_OPS | HEAD_OPS]
+def step_ops(w: Workload, step: Step, par: Parallelism | None = None) -> list[Op]:
+    """The ops of `step`: all of them on one chip, or the busiest chip's under `par` (one
+    micro-batch's, with its collectives in place; archsim.graph.parallel)."""
+    if par is None or par.is_single:
+        return build_step(w, step)
+    return list(shard_step(w, step, par).ops)
 
 
-def head_ops(w: Workload, sequences: int) -> list[Op]:
+def token_ops(w: Workload, tokens: int, par: Parallelism | None = None) -> list[Op]:
+    """Ops whose shapes depend on the step's total tokens only (their collectives included)."""
+    ops = step_ops(w, Step(Phase.PREFILL, 1, tokens, 0), par)
+    return [op for op in ops if op.name not in PER_SEQUENCE_OPS | HEAD_OPS | PIPELINE_OPS]
+
+
+def head_ops(w: Workload, sequences: int, par: Parallelism | None = None) -> list[Op]:
     """Final norm and LM head on the last token of each of `sequences` sequences."""
-    return [op for op in build_step(w, Step(Phase.DECODE, sequences, 1, 0)) if op.name in HEAD_OPS]
+    return [op for op in step_ops(w, Step(Phase.DECODE, sequences, 1, 0), par) if op.name in HEAD_OPS]
 
 
-def prefill_attention_ops(w: Workload, new_tokens: int, past: int, batch: int = 1) -> list[Op]:
+def prefill_attention_ops(
+    w: Workload, new_tokens: int, past: int, batch: int = 1, par: Parallelism | None = None
+) -> list[Op]:
     """Attention (and, in eager code, the K/V expansion) of a prefill chunk (of `batch` equal ones)."""
-    ops = build_step(w, Step(Phase.PREFILL, batch, new_tokens, past, with_embedding_and_head=False))
+    ops = step_ops(w, Step(Phase.PREFILL, batch, new_tokens, past, with_embedding_and_head=False), par)
     return [op for op in ops if op.name in PER_SEQUENCE_OPS]
 
 
-def decode_attention_ops(w: Workload, batch: int, kv_len: int) -> list[Op]:
+def decode_attention_ops(w: Workload, batch: int, kv_len: int, par: Parallelism | None = None) -> list[Op]:
     """Attention of `batch` decodes, each over `kv_len` keys (the new one included)."""
-    ops = build_step(w, Step(Phase.DECODE, batch, 1, kv_len - 1, with_embedding_and_head=False))
+    ops = step_ops(w, Step(Phase.DECODE, batch, 1, kv_len - 1, with_embedding_and_head=False), par)
     return [op for op in ops if op.name in PER_SEQUENCE_OPS]
 
 

@@ -8,7 +8,7 @@ simulated at KV lengths every `kv_stride` tokens and interpolated linearly betwe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy as np
 from archsim.choose import simulate_collective, simulate_op
 from archsim.engine.timing import OpTiming
 from archsim.graph.builder import Step, build_step
+from archsim.graph.mixed import decode_attention_ops
 from archsim.graph.model import Phase, Workload
 from archsim.graph.ops import Op, OpKind
 from archsim.graph.parallel import (
@@ -117,11 +118,40 @@ class RunResult:
         return self.batch / self.tpot_s if self.tpot_s else 0.0
 
 
+def time_ops(ops: Sequence[Op], system: System) -> tuple[tuple[OpRecord, ...], float]:
+    """Every op timed on the system's chip, each collective on its links, and the collective time
+    hidden under compute: a collective right after the op that produces it is cut into the pieces
+    that best overlap that op (`best_chunks`, as the fabric's `chunk` allows). The one rule by
+    which a step's ops add up, for `archsim run` and serving alike."""
+    records: list[OpRecord] = []
+    hidden = 0.0
+    for op in ops:
+        if not op.kind.is_collective:
+            records.append(OpRecord(op, simulate_op(op, system.chip)))
+            continue
+        producer = records[-1] if records and op.kind is not OpKind.SEND else None
+        if producer is not None and not producer.op.kind.is_collective:
+            chunks, saved = best_chunks(
+                producer.timing.time_s,
+                lambda c, op=op: simulate_collective(replace(op, chunks=c), system).time_s,
+                max_chunks(op, system_fabric(system).chunk_bytes),
+            )
+            op, hidden = replace(op, chunks=chunks), hidden + saved * op.repeat
+        records.append(OpRecord(op, simulate_collective(op, system)))
+    return tuple(records), hidden
+
+
+def ops_time_s(ops: Sequence[Op], system: System) -> float:
+    """Time of all executions of `ops` (each `repeat` times), collective time hidden taken off."""
+    records, hidden = time_ops(ops, system)
+    return sum(r.time_s for r in records) - hidden
+
+
 def simulate_step(w: Workload, system: System, step: Step, parallelism: Parallelism | None = None) -> StepResult:
     if parallelism is not None and not parallelism.is_single:
         return simulate_parallel_step(w, system, step, parallelism)
-    chip = system.chip
-    return StepResult(step, tuple(OpRecord(op, simulate_op(op, chip)) for op in build_step(w, step)))
+    records, _ = time_ops(build_step(w, step), system)
+    return StepResult(step, records)
 
 
 def check_parallel_system(system: System, par: Parallelism) -> None:
@@ -137,44 +167,24 @@ def check_parallel_system(system: System, par: Parallelism) -> None:
 
 
 def simulate_parallel_step(w: Workload, system: System, step: Step, par: Parallelism) -> StepResult:
-    """The busiest chip's step under `par`: its ops and collectives, each collective cut into the
-    pieces that best overlap the op producing it, and the pipeline schedule."""
+    """The busiest chip's step under `par`: its ops and collectives (`time_ops`), and the
+    pipeline schedule."""
     check_parallel_system(system, par)
     plan = shard_step(w, step, par)
-    chunk_bytes = system_fabric(system).chunk_bytes
-    records: list[OpRecord] = []
-    hidden = 0.0
-    for op in plan.ops:
-        if not op.kind.is_collective:
-            records.append(OpRecord(op, simulate_op(op, system.chip)))
-            continue
-        producer = records[-1] if records and op.kind is not OpKind.SEND else None
-        if producer is not None and not producer.op.kind.is_collective:
-            chunks, saved = best_chunks(
-                producer.timing.time_s,
-                lambda c, op=op: simulate_collective(replace(op, chunks=c), system).time_s,
-                max_chunks(op, chunk_bytes),
-            )
-            op, hidden = replace(op, chunks=chunks), hidden + saved * op.repeat
-        records.append(OpRecord(op, simulate_collective(op, system)))
+    records, hidden = time_ops(plan.ops, system)
     pipeline = None
     if plan.stages > 1:
         send_s = sum(r.time_s for r in records if r.op.kind is OpKind.SEND)
         stage_s = sum(r.time_s for r in records if r.op.kind is not OpKind.SEND) - hidden
         step_s = float(pipeline_step_s(stage_s, send_s, plan.stages, plan.micro_batches, step.phase))
         pipeline = PipelineSchedule(plan.stages, plan.micro_batches, stage_s, send_s, step_s)
-    return StepResult(step, tuple(records), hidden, pipeline)
+    return StepResult(step, records, hidden, pipeline)
 
 
-def _attention_time(
-    w: Workload, system: System, batch: int, kv_len: int, parallelism: Parallelism | None = None
-) -> float:
-    step = Step(Phase.DECODE, batch, 1, kv_len - 1)
-    if parallelism is not None and not parallelism.is_single:
-        ops = [op for op in shard_step(w, step, parallelism).ops if op.kind is OpKind.ATTENTION]
-    else:
-        ops = [op for op in build_step(w, step) if op.kind is OpKind.ATTENTION]
-    return sum(op.repeat * simulate_op(op, system.chip).time_s for op in ops)
+def _attention_time(w: Workload, system: System, batch: int, kv_len: int, par: Parallelism | None) -> float:
+    """Decode attention of `batch` sequences at `kv_len`: the step model's decode-attention part
+    (the busiest chip's ops under `par`)."""
+    return ops_time_s(decode_attention_ops(w, batch, kv_len, par), system)
 
 
 def run_generation(

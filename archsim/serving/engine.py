@@ -1,7 +1,7 @@
 """The serving loop of one instance: arrivals, scheduling, steps timed by the hardware model.
 
 Each iteration ingests the requests that have arrived, asks the scheduler for the next step,
-times it with the StepTimer and advances the clock; requests that computed all their known
+times it with the StepModel and advances the clock; requests that computed all their known
 tokens emit one. Runs of decode-only steps are advanced together: while the batch is all
 decodes, nobody arrives, nobody finishes and the KV blocks last, step j differs from the first
 only by j more tokens of KV per request, so k steps are timed and booked as arrays at once
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from archsim.runner.steps import StepModel
 from archsim.serving.requests import RequestSet
 from archsim.serving.scheduler import InstanceState, Plan, Policy, SchedulerConfig, schedule
-from archsim.serving.steptime import StepTimer
+from archsim.serving.static import play_batch, take_batch
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,7 +109,7 @@ class _Clock:
 
 def simulate_instance(
     reqs: RequestSet,
-    timer: StepTimer,
+    timer: StepModel,
     cfg: SchedulerConfig,
     pool_blocks: int,
     target: np.ndarray | None = None,
@@ -121,8 +122,6 @@ def simulate_instance(
     its output). A request may arrive with `computed0` tokens of KV and `generated0` tokens
     already generated, the last at `last_token0_s` (a decode instance after a KV transfer).
     `decode_runs=False` steps decode-only runs one step at a time (same result, slower)."""
-    if cfg.policy is Policy.STATIC:
-        raise ValueError("static batching runs in archsim.serving.static")
     n = len(reqs)
     zeros = np.zeros(n, dtype=np.int64)
     s = InstanceState(
@@ -148,6 +147,15 @@ def simulate_instance(
         if not s.running and not s.waiting:
             rec.sample(t, float(arrival[nxt]), 0, 0, 0, s, done)
             t = float(arrival[nxt])
+            continue
+        if cfg.policy is Policy.STATIC:  # a whole batch, prefill to the longest output
+            k, computed_k, fin = _run_static(s, cfg, timer, t, clock, rec, done)
+            steps, computed, done, t = (
+                steps + k,
+                computed + computed_k,
+                done + len(fin),
+                float(clock.finish_s[fin].max()),
+            )
             continue
         plan = schedule(s, cfg)
         if len(plan.ids) == 0:
@@ -194,8 +202,40 @@ def simulate_instance(
     )
 
 
+def _run_static(
+    s: InstanceState, cfg: SchedulerConfig, timer: StepModel, t: float, clock: _Clock, rec: _Recorder, done: int
+) -> tuple[int, int, np.ndarray]:
+    """A static batch from the queue run to completion (archsim/serving/static.py): its steps,
+    tokens computed (padding included) and requests; one timeline sample per group of finishes."""
+    batch = take_batch(s, cfg)
+    if len(batch) == 0:
+        raise RuntimeError("a request does not fit the KV pool on its own")
+    outs = s.target[batch]
+    run = play_batch(s.prompt[batch], outs, timer, t)
+    b, p_max, o_max = len(batch), int(s.prompt[batch].max()), int(outs.max())
+    clock.first_scheduled_s[batch] = t
+    clock.first_token_s[batch] = run.prefill_end_s
+    clock.finish_s[batch] = run.finish_s
+    rec.sample(t, run.prefill_end_s, 1, b, b * p_max, s, done)
+    times = np.diff(np.concatenate([[run.prefill_end_s], run.step_ends_s]))
+    j = np.arange(len(times))
+    rec.gaps(times, b - np.searchsorted(np.sort(outs), j + 2, "left"))  # requests still generating
+    start, prev = run.prefill_end_s, 0
+    for o in np.unique(outs).tolist():
+        if o - 1 > prev:
+            stop = float(run.step_ends_s[o - 2])
+            rec.sample(start, stop, o - 1 - prev, b, b, s, done)
+            start, prev = stop, o - 1
+        done += int(np.sum(outs == o))
+    for r in batch.tolist():
+        s.release(r)
+    s.generated[batch] = outs
+    s.running = []
+    return o_max, b * (p_max + o_max - 1), batch
+
+
 def _run_step(
-    s: InstanceState, plan: Plan, timer: StepTimer, t: float, clock: _Clock, rec: _Recorder
+    s: InstanceState, plan: Plan, timer: StepModel, t: float, clock: _Clock, rec: _Recorder
 ) -> tuple[float, np.ndarray]:
     """One step of the plan: its end time and the requests that emitted a token."""
     ids, ntok = plan.ids, plan.tokens
@@ -215,7 +255,7 @@ def _run_step(
 def _run_decodes(
     s: InstanceState,
     ids: np.ndarray,
-    timer: StepTimer,
+    timer: StepModel,
     cfg: SchedulerConfig,
     t: float,
     next_arrival: float | None,
@@ -237,7 +277,7 @@ def _decode_run(
     s: InstanceState,
     ids: np.ndarray,
     c: np.ndarray,
-    timer: StepTimer,
+    timer: StepModel,
     cfg: SchedulerConfig,
     t: float,
     next_arrival: float | None,

@@ -15,7 +15,8 @@ request with one token left to compute. Policies (`--policy`):
 * ORCA: iteration-level batching with whole prompts; the worst case (prompt + output) of KV is
   reserved at admission, so it never preempts. A prompt larger than the remaining budget waits
   for the next step unless it is the first admitted in the step.
-Static batching lives in `archsim.serving.static`.
+* STATIC: whole batches run to completion, padded (archsim/serving/static.py; the serving loop
+  runs a batch at a time).
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
 from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism
 from archsim.hardware import System
+from archsim.hardware.collectives import Collective, as_fabric, collective_time
 from archsim.runner.generation import check_parallel_system
+from archsim.runner.steps import DEFAULT_RESOLUTION, step_model
 from archsim.serving.engine import InstanceResult, simulate_instance
 from archsim.serving.kvpool import KvPool, size_pool
 from archsim.serving.metrics import RequestTimes, ServeMetrics, Slo, request_metrics
 from archsim.serving.requests import RequestSet
 from archsim.serving.scheduler import Policy, SchedulerConfig
-from archsim.serving.static import simulate_static
-from archsim.serving.steptime import DEFAULT_RESOLUTION, step_timer
 
 
 class ServeSetupError(ValueError):
@@ -107,9 +107,7 @@ def pool_for(setup: ServeSetup, w: Workload, system: System) -> KvPool:
 
 
 def _run_instance(reqs: RequestSet, setup: ServeSetup, system: System, pool: KvPool, **kw) -> InstanceResult:
-    timer = step_timer(setup.workload, system.chip, setup.resolution, system)
-    if setup.scheduler.policy is Policy.STATIC:
-        return simulate_static(reqs, timer, setup.scheduler, pool.blocks)
+    timer = step_model(setup.workload, system, setup.resolution, Parallelism(tp=system.chips))
     return simulate_instance(reqs, timer, setup.scheduler, pool.blocks, **kw)
 
 
@@ -140,16 +138,24 @@ def serve(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
 
 
 def kv_transfer_s(w: Workload, sender: System, receiver: System, prompt_tokens: np.ndarray) -> np.ndarray:
-    """Link latency + KV bytes of the prompt / link bandwidth, per request (seconds)."""
+    """Time to send each request's KV cache (prompt tokens x KV bytes per token) from a prefill to
+    a decode instance: a point-to-point send in the collectives model (archsim.hardware.collectives),
+    each chip sending its share, at the pace of the slower side's links."""
     for s in (sender, receiver):
         if s.interconnect is None:
             raise LinkMissingError(
                 f"{s.chip.name} has no interconnect section: disaggregated serving needs one to send the KV cache"
             )
-    a, b = sender.interconnect, receiver.interconnect
-    bandwidth = min(a.links_per_chip * a.link_bandwidth_bytes_per_s, b.links_per_chip * b.link_bandwidth_bytes_per_s)
     per_chip = prompt_tokens * w.model.kv_bytes_per_token(w.dtypes.kv_cache) / min(sender.chips, receiver.chips)
-    return max(a.link_latency_s, b.link_latency_s) + per_chip / bandwidth
+
+    def send_s(nbytes: float) -> float:
+        return max(
+            collective_time(as_fabric(sys.interconnect, sys.chips), Collective.SEND, 2, nbytes).time_s
+            for sys in (sender, receiver)
+        )
+
+    sizes, inverse = np.unique(per_chip, return_inverse=True)
+    return np.array([send_s(float(b)) for b in sizes])[inverse]
 
 
 def _serve_disaggregated(reqs: RequestSet, setup: ServeSetup) -> ServeResult:

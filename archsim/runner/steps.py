@@ -1,9 +1,12 @@
-"""Step times of mixed batches (prefill chunks and decodes) from the hardware model, memoised.
+"""The step-time model: times of any step (prefill chunks and decodes mixed) from the hardware
+model, memoised, for `archsim run` and serving alike.
 
 A step's time is composed as `archsim.graph.mixed` defines it: ops on the total tokens T, the
 LM head on one row per sequence, attention per prefill chunk at its own (new tokens, past), and
 the batched decode attention: max(B decodes at their mean KV length, the longest decode alone).
-Each part is `simulate_op` (the engine that times `archsim run`) summed over the part's ops.
+Each part is its ops timed by `time_ops` (archsim/runner/generation.py): every op as `choose`
+times it, and collectives on the links, overlapping the op that produces them where the fabric
+allows. Under tensor parallelism the ops are the busiest chip's, with their collectives.
 
 Simulating a GEMM on a new shape costs 0.1-2 s, so each part is simulated on a grid of shapes
 and interpolated linearly between them. A grid has `resolution` points g per doubling of the
@@ -14,8 +17,9 @@ are powers of two, so a round g is often the last token of a stair and g + 1 the
 next: interpolating from g + 1 to the next g keeps the stairs' mean (interpolating from g to g
 would sit on their lower edge, 5% low on the H200 model). KV lengths (attention time is affine
 in the KV blocks it streams) take `resolution` plain points per doubling. A batched prefill of
-equal prompts (static batching) interpolates its attention over (prompt, batch) the same way. Values below the
-first spacing of 4 and the knots themselves are exact; `resolution = 0` simulates every shape.
+equal prompts (static batching) interpolates its attention over (prompt, batch) the same way.
+Values below the first spacing of 4 and the knots themselves are exact; `resolution = 0`
+simulates every shape.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from archsim.choose import simulate_collective, simulate_op
 from archsim.graph.mixed import (
     MixedBatch,
     build_mixed_step,
@@ -37,36 +40,24 @@ from archsim.graph.mixed import (
 )
 from archsim.graph.model import Scenario, Workload
 from archsim.graph.ops import Op
-from archsim.graph.parallel import Parallelism, shard_model, tp_collective
-from archsim.hardware import Chip, System
+from archsim.graph.parallel import Parallelism
+from archsim.hardware import System
+from archsim.runner.generation import ops_time_s
 
 DEFAULT_RESOLUTION = 2
 QUERY_FACTOR = 2  # finer grid over a chunk's query tokens than over the step's tokens
 DECODE_BATCH_FACTOR = 4  # and finer still over the decode batch
 
 
-def ops_time_s(ops: Sequence[Op], chip: Chip) -> float:
-    """Time of all executions of `ops` (each `repeat` times) on `chip`."""
-    return sum(op.repeat * simulate_op(op, chip).time_s for op in ops)
-
-
-def tp_ops_time_s(ops: Sequence[Op], w: Workload, tokens: int, system: System) -> float:
-    """`ops_time_s` of a tensor-parallel instance's busiest chip (ops of the sharded model) plus
-    the collectives its `system.chips` chips run after them in a `tokens`-token step."""
-    tp = system.chips
-    comms = [c for c in (tp_collective(op, w, tokens, tp) for op in ops) if c is not None]
-    return ops_time_s(ops, system.chip) + sum(c.repeat * simulate_collective(c, system).time_s for c in comms)
-
-
-def mixed_step_time_s(w: Workload, chip: Chip, batch: MixedBatch) -> float:
-    """Exact time of one mixed step, every op simulated at its own shape (no grid)."""
+def mixed_step_time_s(w: Workload, system: System, batch: MixedBatch) -> float:
+    """Exact time of one mixed step on one chip, every op simulated at its own shape (no grid)."""
     m = build_mixed_step(w, batch)
-    decode = max(ops_time_s(m.decode_attention, chip), ops_time_s(m.longest_decode, chip))
+    decode = max(ops_time_s(m.decode_attention, system), ops_time_s(m.longest_decode, system))
     return (
-        ops_time_s(m.tokens, chip)
-        + ops_time_s(m.head, chip)
+        ops_time_s(m.tokens, system)
+        + ops_time_s(m.head, system)
         + decode
-        + sum(ops_time_s(ops, chip) for ops in m.prefill_attention)
+        + sum(ops_time_s(ops, system) for ops in m.prefill_attention)
     )
 
 
@@ -115,26 +106,35 @@ class _Memo:
         return v
 
 
-class StepTimer:
-    """Memoised, interpolated step times of one workload on one instance: a chip, or a system
-    whose chips run the model tensor-parallel (the busiest chip's ops and the collectives)."""
+class StepModel:
+    """Memoised, interpolated step times of one workload on one instance: a chip, or the chips
+    of a system running it tensor-parallel (the busiest chip's ops and their collectives)."""
 
-    def __init__(self, w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION, system: System | None = None):
-        self.w, self.chip, self.resolution = w, chip, resolution
+    def __init__(
+        self,
+        w: Workload,
+        system: System,
+        resolution: int = DEFAULT_RESOLUTION,
+        parallelism: Parallelism | None = None,
+    ):
+        self.w, self.system, self.resolution = w, system, resolution
+        self.chip = system.chip
         self.kv_res = resolution
         self.query_res = resolution * QUERY_FACTOR
         self.batch_res = resolution * DECODE_BATCH_FACTOR
-        tp = system if system is not None and system.chips > 1 else None
-        local = replace(w, model=shard_model(w.model, Parallelism(tp=tp.chips))) if tp else w
+        par = parallelism if parallelism is not None and not parallelism.is_single else None
+        if par is not None and (par.pp > 1 or par.ep > 1):
+            raise ValueError(f"a step model takes tensor parallelism only (got {par.label()})")
+        self.parallelism = par
 
-        def part(ops: Sequence[Op], tokens: int = 0) -> float:
-            return tp_ops_time_s(ops, w, tokens, tp) if tp else ops_time_s(ops, chip)
+        def part(ops: Sequence[Op]) -> float:
+            return ops_time_s(ops, system)
 
-        self._tokens = _Memo(lambda t: part(token_ops(local, t), t))
-        self._head = _Memo(lambda s: part(head_ops(local, s), s))
-        self._decode = _Memo(lambda b, k: part(decode_attention_ops(local, b, k)))
-        self._prefill = _Memo(lambda q, p: part(prefill_attention_ops(local, q, p)))
-        self._batched_prefill = _Memo(lambda q, b: part(prefill_attention_ops(local, q, 0, b)))
+        self._tokens = _Memo(lambda t: part(token_ops(w, t, par)))
+        self._head = _Memo(lambda s: part(head_ops(w, s, par)))
+        self._decode = _Memo(lambda b, k: part(decode_attention_ops(w, b, k, par)))
+        self._prefill = _Memo(lambda q, p: part(prefill_attention_ops(w, q, p, 1, par)))
+        self._batched_prefill = _Memo(lambda q, b: part(prefill_attention_ops(w, q, 0, b, par)))
         self._chunk_cache: dict[tuple[int, int], float] = {}
         self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._fixed: dict[int, float] = {}
@@ -250,13 +250,14 @@ def _normalised(w: Workload) -> Workload:
 
 
 @lru_cache(maxsize=16)
-def _timer(w: Workload, chip: Chip, resolution: int, system: System | None) -> StepTimer:
-    return StepTimer(w, chip, resolution, system)
+def _model(w: Workload, system: System, resolution: int, parallelism: Parallelism | None) -> StepModel:
+    return StepModel(w, system, resolution, parallelism)
 
 
-def step_timer(
-    w: Workload, chip: Chip, resolution: int = DEFAULT_RESOLUTION, system: System | None = None
-) -> StepTimer:
-    """The shared timer of (workload, chip or tensor-parallel system, resolution): its memo lives
-    as long as the process."""
-    return _timer(_normalised(w), chip, resolution, system if system is not None and system.chips > 1 else None)
+def step_model(
+    w: Workload, system: System, resolution: int = DEFAULT_RESOLUTION, parallelism: Parallelism | None = None
+) -> StepModel:
+    """The shared step model of (workload, system, resolution, layout): its memo lives as long as
+    the process."""
+    par = parallelism if parallelism is not None and not parallelism.is_single else None
+    return _model(_normalised(w), system, resolution, par)
