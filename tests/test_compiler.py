@@ -1,0 +1,157 @@
+"""The compiler on shapes small enough to map by hand: GEMM tiles, waves, split-K and stream-K
+segments, L2 first-touch bytes, attention blocks and items, streaming chunks.
+
+The H200 model: 132 cores of 4 tensor cores (16 x 32 weight-stationary arrays, pipelined
+folds), 228 KiB of SRAM (233,472 B), 60 MiB of L2. Every expected value is derived in a comment.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from archsim.compiler.attention import _blocks, compile_attention
+from archsim.compiler.gemm import GemmMapping, Tiling, compile_gemm, tiling_hbm_bytes
+from archsim.compiler.l2reuse import wave_hbm_fractions
+from archsim.compiler.program import ENTRY, build_phase, entries
+from archsim.compiler.streaming import compile_vector
+from archsim.graph.ops import Op, OpKind, VectorOp
+
+
+def test_data_parallel_gemm_tiles_one_wave(h200):
+    """256 x 1024 x 1024 in 128 x 128 tiles, 64 of K per step: 2 x 8 = 16 tiles, one wave, one
+    item per core, each 1024 / 64 = 16 steps moving 64 x (128 + 128) x 2 B = 32 KiB.
+    All operands (0.5 + 2 MiB) fit in L2, so the wave's first touch of each panel misses: two A
+    panels and eight B panels of 128 x 1024 x 2 B = 256 KiB, 2.5 MiB of the 16 x 16 x 32 KiB =
+    8 MiB the items load, a fraction of 0.3125: 10,240 B per step from HBM and 22,528 B from L2.
+    A step is 4 folds of the 16-row arrays over K = 64, each streaming 128 rows, plus the
+    16 + 32 - 2 cycles of fill and drain: 4 x 128 + 46 = 558 cycles. The tile's output,
+    128 x 128 x 2 B, is written after its last step. Stages: 233,472 // 32,768 = 7."""
+    op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
+    (phase,) = compile_gemm(op, h200.chip, Tiling(128, 128, 64)).phases
+    assert phase.core_weight.tolist() == [16] and phase.core_start.tolist() == [0, 16]
+    np.testing.assert_allclose(phase.hbm_bytes, 10240)
+    np.testing.assert_allclose(phase.l2_bytes, 22528)
+    assert phase.store_bytes.tolist() == [0.0] * 15 + [32768.0]
+    assert phase.compute_cycles.tolist() == [558] * 16
+    assert phase.stages == 7
+
+
+def test_split_k_items_partials_and_reduction(h200):
+    """64 x 4096 x 256, tiles 64 x 128 split 4 ways along K: 2 tiles x 4 slices = 8 items of
+    K = 1024, 16 steps each of 64 x (64 + 128) x 2 B = 24 KiB. Their fp32 partials, 64 x 128 x 4
+    B = 32 KiB each, fit in L2 (4 x 64 x 256 x 4 B = 256 KiB) and are written there. First touch
+    per wave and slice: 4 A panels of 64 x 1024 x 2 B (128 KiB) and 8 B panels of 128 x 1024 x 2
+    B (256 KiB) = 2.5 MiB of 8 x 16 x 24 KiB = 3 MiB: 5/6 from HBM, 20,480 B of each step.
+    The reduction reads 4 partials of 4 B per output element from L2 and writes 2 B: 16,384
+    elements in chunks of at least 16 KiB / 16 B = 1,024 elements, so 16 cores."""
+    op = Op(OpKind.GEMM, m=64, k=4096, n=256)
+    gemm, reduce = compile_gemm(op, h200.chip, Tiling(64, 128, 64, GemmMapping.SPLIT_K, 4)).phases
+    assert gemm.core_weight.tolist() == [8] and gemm.entries == 16
+    np.testing.assert_allclose(gemm.hbm_bytes, 20480)
+    np.testing.assert_allclose(gemm.l2_bytes, 4096)
+    assert gemm.store_l2_bytes[-1] == 32768 and gemm.store_bytes.sum() == 0
+    assert reduce.new_kernel and reduce.core_weight.tolist() == [16]
+    assert reduce.l2_bytes.tolist() == [16384.0] and reduce.store_bytes.tolist() == [2048.0]
+
+
+def test_stream_k_segments_on_four_cores(h200):
+    """128 x 256 x 384 in 128 x 128 tiles, 64 of K per step, on 4 cores: 3 tiles of 4 steps, fewer
+    than the cores, so no data-parallel wave: the 12 iterations go 3 to a core. Core 0 takes tile
+    0's steps 0-2 and leaves an fp32 partial (128 x 128 x 4 B = 64 KiB) in L2; core 1 finishes
+    tile 0 (reading core 0's partial, writing the 32 KiB output) and starts tile 1 (steps 0-1);
+    core 2 finishes tile 1 and starts tile 2; core 3 finishes tile 2. The tail's tiles are in
+    flight together: one A panel and three B panels of 128 x 256 x 2 B missed, of 3 x 4 x 32 KiB
+    loaded: 2/3 of each step from HBM."""
+    chip = replace(h200.chip, cores=4)
+    op = Op(OpKind.GEMM, m=128, k=256, n=384)
+    (phase,) = compile_gemm(op, chip, Tiling(128, 128, 64, GemmMapping.STREAM_K)).phases
+    assert phase.core_weight.tolist() == [1, 1, 1, 1] and phase.core_start.tolist() == [0, 3, 6, 9, 12]
+    step = 64 * (128 + 128) * 2
+    np.testing.assert_allclose(phase.hbm_bytes, step * 2 / 3)
+    finishing = [3, 7, 11]  # entries that finish a tile: the partial of one other core read back
+    expected_l2 = np.full(12, step / 3)
+    expected_l2[finishing] += 128 * 128 * 4
+    np.testing.assert_allclose(phase.l2_bytes, expected_l2)
+    assert np.flatnonzero(phase.store_bytes).tolist() == finishing
+    assert np.flatnonzero(phase.store_l2_bytes).tolist() == [2, 5, 8]
+
+
+def test_l2_first_touch_per_wave_and_residency():
+    """Two waves of two items sharing one A panel: without residency each wave misses it once
+    (and its own B panel); with residency the second wave finds the A panel in L2."""
+    items = {
+        "g": np.zeros(4, dtype=np.int64),
+        "i": np.zeros(4, dtype=np.int64),
+        "j": np.arange(4),
+        "s": np.zeros(4, dtype=np.int64),
+        "em": np.full(4, 10),
+        "en": np.full(4, 10),
+        "kl": np.full(4, 100),
+    }
+    wave = np.array([0, 0, 1, 1])
+    # each item loads 10 x 100 x 1 B of A and of B: a wave 4,000 B; misses: A once + 2 B panels
+    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, resident=False), [3 / 4, 3 / 4])
+    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, resident=True), [3 / 4, 2 / 4])
+
+
+def test_tiling_hbm_bytes_counts_operands_after_reuse_and_the_output(h200):
+    """The data-parallel 256 x 1024 x 1024 of above: 2.5 MiB of operands missed, and the
+    256 x 1024 x 2 B = 0.5 MiB output written: 3 MiB."""
+    op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
+    assert tiling_hbm_bytes(op, h200.chip, Tiling(128, 128, 64)) == 3 * 2**20
+
+
+def test_attention_blocks_fit_sram(h200):
+    """Decode packs the 32 / 8 = 4 query heads of a KV group as 4 rows, with the smallest query
+    block, 16; the largest K/V block whose two double-buffered 128-wide bf16 blocks fit beside Q
+    and O: (2 x 4 x 128 + 4 x bk x 128) x 2 B <= 233,472 B gives bk <= 226, so 128. Prefill takes
+    the largest, squarest pair: 128 x 128 ((2 x 128 + 4 x 128) x 128 x 2 = 196,608 B; 256 x 128
+    needs 262,144)."""
+    decode = Op(OpKind.ATTENTION, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=1000)
+    prefill = Op(OpKind.ATTENTION, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=1024, kv_len=1024, causal=True)
+    assert _blocks(decode, h200.chip) == (4, 16, 128)
+    assert _blocks(prefill, h200.chip) == (1024, 128, 128)
+
+
+def test_causal_items_skip_masked_blocks_longest_first(h200):
+    """One head, 512 causal queries in blocks of 128 over 512 keys: query block q attends to
+    q + 1 key blocks, so items of 4, 3, 2 and 1 blocks, dealt longest first to 4 cores. Each
+    step loads a K and a V block, 2 x 128 x 128 x 2 B = 64 KiB, the first also the 32 KiB query
+    block. K/V (256 KiB) fits in L2: the first item to touch it reads it from HBM, the others
+    from L2. Each item writes its 128 x 128 x 2 B output block."""
+    chip = replace(h200.chip, cores=4)
+    op = Op(OpKind.ATTENTION, batch=1, heads=1, kv_heads=1, head_dim=128, q_len=512, kv_len=512, causal=True)
+    (phase,) = compile_attention(op, chip).phases
+    assert np.diff(phase.core_start).tolist() == [4, 3, 2, 1]
+    kv, q = 2 * 128 * 128 * 2, 128 * 128 * 2
+    first = phase.core_start[:-1]
+    np.testing.assert_allclose(phase.hbm_bytes[:4], [kv + q, kv, kv, kv])  # the first toucher
+    np.testing.assert_allclose(phase.hbm_bytes[first[1:]], q)  # the others load only their Q
+    np.testing.assert_allclose(phase.l2_bytes[4:], kv)
+    assert phase.store_bytes[phase.core_start[1:] - 1].tolist() == [q] * 4
+
+
+def test_streaming_chunks_fill_cores_in_sram_sized_entries(h200):
+    """A 1024 x 4096 bf16 add reads 4 B and writes 2 B per element, 8 lane ops each. 4,194,304
+    elements over 132 cores: ceil(4,194,304 / 132) = 31,776 per chunk (above the 16 KiB / 4 B =
+    4,096 minimum), 132 chunks of which the last holds 4,194,304 - 131 x 31,776 = 31,648. An
+    entry holds at most a quarter of SRAM: 233,472 / 4 / 4 B = 14,592 elements, so a chunk is
+    14,592 + 14,592 + 2,592 (the last 2,464). 14,592 x 8 / 128 lanes = 912 cycles. Stages:
+    233,472 // (14,592 x 4) = 4."""
+    (phase,) = compile_vector(Op(OpKind.VECTOR, m=1024, n=4096, vop=VectorOp.ADD), h200.chip).phases
+    assert phase.core_weight.tolist() == [131, 1]
+    elements = np.array([14592, 14592, 2592, 14592, 14592, 2464])
+    np.testing.assert_allclose(phase.hbm_bytes, 4 * elements)
+    np.testing.assert_allclose(phase.store_bytes, 2 * elements)
+    assert phase.compute_cycles.tolist() == (elements * 8 // 128).tolist()
+    assert phase.stages == 4
+
+
+def test_build_phase_merges_identical_cores_and_refuses_unnamed_columns():
+    seq = entries(2, hbm_bytes=100.0, cycles=3.5)
+    phase = build_phase([seq, seq, entries(1, l2_bytes=7.0)], stages=2)
+    assert phase.core_weight.tolist() == [2, 1] and phase.compute_cycles.tolist() == [4, 4, 0]
+    assert seq.dtype == ENTRY
+    with pytest.raises(TypeError, match="ENTRY record array"):
+        build_phase([np.zeros((2, 5))], stages=2)
