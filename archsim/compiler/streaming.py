@@ -28,7 +28,7 @@ import numpy as np
 
 from archsim.compiler.program import Phase, Program, build_phase, entries
 from archsim.compiler.tiles import vector_step_cycles
-from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, VECTOR_COSTS, Op
+from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, Op
 from archsim.hardware import Chip
 from archsim.units import ceil_div
 
@@ -135,7 +135,7 @@ def compile_vector(op: Op, chip: Chip) -> Program:
     A row-wise op keeps each row on one core, whose block walks it `row_step` elements at a time:
     a core keeps that many bytes in flight per row it works on.
     """
-    c = VECTOR_COSTS[op.vop]
+    c = op.vector_cost
     a = op.dtype.bytes
     elements = op.m * op.n
     access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads + c.writes)
@@ -145,7 +145,7 @@ def compile_vector(op: Op, chip: Chip) -> Program:
         c.writes * a,
         c.lane_ops + index_ops,
         c.special_ops,
-        op.vop.value,
+        op.vop.value if op.vop else "vector",
         row_elements=op.n if c.row_wise else 1,
         l2_rereads_per_element=(c.passes - 1) * c.reads * a,
         row_inflight_bytes=min(c.row_step, op.n) * c.reads * a,

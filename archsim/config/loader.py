@@ -96,7 +96,7 @@ _EXPECTED = {  # pydantic error type -> what the user should have written
 }
 
 
-def _message(e: dict) -> str:
+def _message(e: Any) -> str:
     """A pydantic error as `what is wrong (got VALUE)`, in the words of a config file."""
     kind, ctx = e["type"], e.get("ctx", {})
     if kind in _EXPECTED:
@@ -254,9 +254,10 @@ def _check_system(system: System, doc: YamlDoc) -> None:
 
 def _check_fabric(system: System, doc: YamlDoc) -> None:
     """The collective settings agree with the topology and the chip count."""
-    from archsim.hardware.collectives import Algorithm
+    from archsim.hardware.collectives import Algorithm, as_fabric
 
-    f, where, problems = system.interconnect, ("interconnect",), []
+    assert system.interconnect is not None
+    f, where, problems = as_fabric(system.interconnect, system.chips), ("interconnect",), []
     switch = f.topology is Topology.SWITCH
     ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1}.get(f.topology, 0)
     if f.torus_dims and (len(f.torus_dims) != ndims or math.prod(f.torus_dims) != system.chips):

@@ -150,6 +150,13 @@ class Op:
     def c_dtype(self) -> DType:
         return self.out_dtype or self.dtype
 
+    @property
+    def vector_cost(self) -> VectorCost:
+        """Per-element traffic and work of a VECTOR op."""
+        if self.vop is None:
+            raise ValueError(f"a {self.kind.value} op has no vector op")
+        return VECTOR_COSTS[self.vop]
+
     def flops(self) -> float:
         """Useful floating-point operations (2 per multiply-accumulate)."""
         if self.kind is OpKind.GEMM:
@@ -157,7 +164,7 @@ class Op:
         if self.kind is OpKind.ATTENTION:
             return 4.0 * self.batch * self.heads * self.head_dim * attended_pairs(self.q_len, self.kv_len, self.causal)
         if self.kind is OpKind.VECTOR:
-            c = VECTOR_COSTS[self.vop]
+            c = self.vector_cost
             return float(self.m * self.n * (c.lane_ops + c.special_ops))
         return 0.0
 
@@ -173,7 +180,7 @@ class Op:
             kv = 2 * self.batch * self.kv_heads * self.kv_len * self.head_dim * a
             return 2 * q + kv
         if self.kind is OpKind.VECTOR:
-            c = VECTOR_COSTS[self.vop]
+            c = self.vector_cost
             return self.m * self.n * a * (c.reads + c.writes)
         if self.kind is OpKind.EMBEDDING:
             return 2.0 * self.m * self.n * a

@@ -104,7 +104,7 @@ class Core:
     accumulator_bytes: int  # storage for the fp32 partial sums of the output tile (registers, accumulators)
     max_requests: int = 0  # memory requests one core keeps outstanding (0: bounded by bytes only)
 
-    def request_inflight_bytes(self, lane_bytes: int) -> float:
+    def request_inflight_bytes(self, lane_bytes: float) -> float:
         """Bytes a core keeps in flight when each lane accesses `lane_bytes` at a time: as many
         requests as it may have outstanding, each one lane access wide per lane of a request."""
         if self.max_requests <= 0:

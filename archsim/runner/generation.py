@@ -80,7 +80,7 @@ class RunResult:
     decode: StepResult | None  # the first decode step, op by op
     decode_kv_lens: np.ndarray = field(repr=False)  # KV length of every decode step
     decode_step_s: np.ndarray = field(repr=False)  # time of every decode step
-    footprint: Footprint = None
+    footprint: Footprint
     batch: int = 1
     prompt_tokens: int = 0
     output_tokens: int = 0
@@ -131,10 +131,12 @@ def time_ops(ops: Sequence[Op], system: System) -> tuple[tuple[OpRecord, ...], f
             continue
         producer = records[-1] if records and op.kind is not OpKind.SEND else None
         if producer is not None and not producer.op.kind.is_collective:
+
+            def pieces_s(c: int, op: Op = op) -> float:
+                return simulate_collective(replace(op, chunks=c), system).time_s
+
             chunks, saved = best_chunks(
-                producer.timing.time_s,
-                lambda c, op=op: simulate_collective(replace(op, chunks=c), system).time_s,
-                max_chunks(op, system_fabric(system).chunk_bytes),
+                producer.timing.time_s, pieces_s, max_chunks(op, system_fabric(system).chunk_bytes)
             )
             op, hidden = replace(op, chunks=chunks), hidden + saved * op.repeat
         records.append(OpRecord(op, simulate_collective(op, system)))

@@ -97,7 +97,8 @@ class _Memo:
     """A function of integers simulated once per point."""
 
     def __init__(self, f: Callable[..., float]):
-        self.f, self.values = f, {}
+        self.f = f
+        self.values: dict[tuple[int, ...], float] = {}
 
     def __call__(self, *key: int) -> float:
         v = self.values.get(key)

@@ -111,7 +111,16 @@ def case_ops(case: dict) -> list[Op]:
 def model_step_workload(case: dict) -> tuple[Workload, Step]:
     m = case["model"]
     dt = DType(case["dtype"])
-    model = ModelSpec(name=case["id"], **{f: int(m[f]) for f in MODEL_FIELDS})
+    model = ModelSpec(
+        name=str(case["id"]),
+        layers=int(m["layers"]),
+        hidden=int(m["hidden"]),
+        heads=int(m["heads"]),
+        kv_heads=int(m["kv_heads"]),
+        head_dim=int(m["head_dim"]),
+        ffn=int(m["ffn"]),
+        vocab=int(m["vocab"]),
+    )
     phase = Phase(case["phase"])
     new, past = int(case["new_tokens"]), int(case["kv_len"])
     w = Workload(model, DTypes(dt, dt, dt), Scenario(int(case["batch"]), max(1, new), 1), Fusion.EAGER)
@@ -141,7 +150,7 @@ def validate_cases(cases: list[dict], system: System) -> tuple[list[CaseResult],
 
 
 def summarise(results: list[CaseResult]) -> dict[str, dict]:
-    out: dict[str, dict] = {}
+    out: dict[str, list[float]] = {}
     for r in results:
         out.setdefault(r.kind, []).append(abs(r.error_pct))
     return {

@@ -93,8 +93,8 @@ class _Recorder:
         prefix = np.concatenate([[0.0], np.cumsum(arrival_s)])
         i0, i1 = np.searchsorted(arrival_s, start, "right"), np.searchsorted(arrival_s, end, "right")
         area = (i0 - done) * (end - start) + (i1 - i0) * end - (prefix[i1] - prefix[i0])
-        ints = [np.array(c, dtype=np.int64) for c in cols[2:8]]
-        return Timeline(start, end, *ints, area)
+        steps, batch, tokens, kv_blocks, running, waiting = (np.array(c, dtype=np.int64) for c in cols[2:8])
+        return Timeline(start, end, steps, batch, tokens, kv_blocks, running, waiting, area)
 
 
 @dataclass(eq=False)
@@ -134,7 +134,9 @@ def simulate_instance(
     )
     arrival = reqs.arrival_s
     clock = _Clock(
-        *(np.full(n, np.nan) for _ in range(3)),
+        np.full(n, np.nan),
+        np.full(n, np.nan),
+        np.full(n, np.nan),
         np.full(n, np.nan) if last_token0_s is None else last_token0_s.astype(float).copy(),
     )
     rec = _Recorder()

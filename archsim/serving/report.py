@@ -136,14 +136,14 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
             "requests in system: mean / rate x mean e2e", f"{m.mean_in_system:.2f} / {m.littles_law_in_system:.2f}"
         )
     for run in result.instances:
-        s = instance_stats(run)
-        alone = s.role == "colocated" and len(result.instances) == 1
-        name = "" if alone else f"{s.role} {s.index}: "
+        st = instance_stats(run)
+        alone = st.role == "colocated" and len(result.instances) == 1
+        name = "" if alone else f"{st.role} {st.index}: "
         t.add_row(
             f"{name}KV cache use mean / max",
-            f"{100 * s.kv_use_mean:.0f}% / {100 * s.kv_use_max:.0f}% of {s.pool_blocks:,} blocks",
+            f"{100 * st.kv_use_mean:.0f}% / {100 * st.kv_use_max:.0f}% of {st.pool_blocks:,} blocks",
         )
-        t.add_row(f"{name}sequences per step mean / max", f"{s.batch_mean:.1f} / {s.batch_max} ({s.steps:,} steps)")
+        t.add_row(f"{name}sequences per step mean / max", f"{st.batch_mean:.1f} / {st.batch_max} ({st.steps:,} steps)")
     return lat, t
 
 

@@ -24,7 +24,7 @@ from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
 from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism
 from archsim.hardware import System
-from archsim.hardware.collectives import Collective, as_fabric, collective_time
+from archsim.hardware.collectives import Collective, collective_time, system_fabric
 from archsim.runner.generation import check_parallel_system
 from archsim.runner.steps import DEFAULT_RESOLUTION, step_model
 from archsim.serving.engine import InstanceResult, simulate_instance
@@ -148,11 +148,10 @@ def kv_transfer_s(w: Workload, sender: System, receiver: System, prompt_tokens: 
             )
     per_chip = prompt_tokens * w.model.kv_bytes_per_token(w.dtypes.kv_cache) / min(sender.chips, receiver.chips)
 
+    fabrics = [system_fabric(s) for s in (sender, receiver)]
+
     def send_s(nbytes: float) -> float:
-        return max(
-            collective_time(as_fabric(sys.interconnect, sys.chips), Collective.SEND, 2, nbytes).time_s
-            for sys in (sender, receiver)
-        )
+        return max(collective_time(f, Collective.SEND, 2, nbytes).time_s for f in fabrics)
 
     sizes, inverse = np.unique(per_chip, return_inverse=True)
     return np.array([send_s(float(b)) for b in sizes])[inverse]
@@ -160,6 +159,7 @@ def kv_transfer_s(w: Workload, sender: System, receiver: System, prompt_tokens: 
 
 def _serve_disaggregated(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
     d, w = setup.disaggregation, setup.workload
+    assert d is not None
     p_pool, d_pool = pool_for(setup, w, d.prefill_system), pool_for(setup, w, d.decode_system)
     need = reqs.prompt_tokens + reqs.output_tokens - 1
     served = _fitting(
