@@ -116,7 +116,7 @@ def run_collective(args, system, hw_cfg) -> int:
 def run(args) -> int:
     from rich.console import Console
 
-    from archsim.choose import simulate_op
+    from archsim.choose import Condition, simulate_op
     from archsim.config.loader import load_system
     from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
@@ -152,7 +152,7 @@ def run(args) -> int:
         op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot)
     else:
         op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind), strided=args.strided, hot=args.hot)
-    t = simulate_op(op, system.chip, args.standalone)
+    t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
     console = Console()
     console.print(
         f"{args.kind} on {system.chip.name}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "

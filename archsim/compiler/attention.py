@@ -19,11 +19,13 @@ import math
 
 import numpy as np
 
+from archsim.compiler.gemm import pipeline_bytes
 from archsim.compiler.program import PARTIAL_BYTES, Program, build_phase, deal_items, entries
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles, vector_cycles
-from archsim.graph.ops import Op
+from archsim.graph.ops import Op, attended_pairs
 from archsim.hardware import Chip
+from archsim.hardware.power import Activity
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
 SOFTMAX_LANE_OPS = 4  # per score: max, scale-and-subtract (one FMA), sum, convert to bf16 (exp on the special unit)
@@ -121,7 +123,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     sequences = [np.concatenate([item_entries(n, m) for n, m in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
     stages = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
-    phases = [build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk} kv-splits {splits}", weights=weights)]
+    label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
+    inflight = pipeline_bytes(stages, kv_block_bytes)
+    phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight)]
     if splits > 1:  # combine the fp32 partial outputs (and their log-sum-exps) per query row
         phases.append(
             streaming_phase(
@@ -138,4 +142,6 @@ def compile_attention(op: Op, chip: Chip) -> Program:
                 ),
             )
         )
-    return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)
+    pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal)
+    activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=pairs * SOFTMAX_LANE_OPS, special_ops=pairs)
+    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity)

@@ -20,10 +20,11 @@ import numpy as np
 from archsim.compiler.l2reuse import operand_hbm_bytes, wave_hbm_fractions
 from archsim.compiler.program import PARTIAL_BYTES, Phase, Program, build_phase, entries
 from archsim.compiler.streaming import Stream, streaming_phase
-from archsim.compiler.tiles import matmul_cycles, step_cycles
+from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.chip import MIN_K_STEP, MIN_TILE_EDGE
+from archsim.hardware.power import Activity
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
 from archsim.units import ceil_div
 
@@ -57,6 +58,11 @@ class Tiling:
         if self.mapping is GemmMapping.STREAM_K:
             return f"stream-K {shape}"
         return f"gemm {shape} split{self.split}"
+
+
+def pipeline_bytes(stages: int, stage_bytes: float) -> float:
+    """Bytes a pipelined kernel keeps in flight: a load for every buffer but the one computing."""
+    return max(1, stages - 1) * stage_bytes
 
 
 def _stage_bytes(tm, tn, tk, a: float, b: float):
@@ -148,7 +154,9 @@ def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
         phases = [_gemm_phase(op, chip, tiling)]
         if tiling.split > 1:
             phases.append(_reduce_phase(op, chip, tiling.split))
-    return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)
+    reduce_ops = op.groups * op.m * op.n * tiling.split if tiling.split > 1 else 0.0
+    activity = Activity(macs=op.flops() / 2, mac_dtype=compute_dtype(op.dtype, op.b_dtype), lane_ops=reduce_ops)
+    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity)
 
 
 def _items(op: Op, tm: int, tn: int, tk: int, split: int) -> dict[str, np.ndarray]:
@@ -251,8 +259,9 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
         entry[1] += 1
     sequences = [np.concatenate([blocks[k] for k in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
-    stages = chip.core.sram.capacity_bytes // _stage_bytes(t.tm, t.tn, t.tk, a, b)
-    return build_phase(sequences, stages, t.label, weights=weights)
+    stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
+    stages = chip.core.sram.capacity_bytes // stage
+    return build_phase(sequences, stages, t.label, weights=weights, inflight_bytes=pipeline_bytes(stages, stage))
 
 
 def _partials_fit(op: Op, chip: Chip, split: int) -> bool:
@@ -325,8 +334,11 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
             i += s1 - s0
         if rows:
             sequences.append(np.concatenate(rows))
-    stages = chip.core.sram.capacity_bytes // _stage_bytes(t.tm, t.tn, t.tk, a, b)
-    phases.append(build_phase(sequences, stages, t.label, new_kernel=not phases))
+    stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
+    stages = chip.core.sram.capacity_bytes // stage
+    phases.append(
+        build_phase(sequences, stages, t.label, new_kernel=not phases, inflight_bytes=pipeline_bytes(stages, stage))
+    )
     return phases
 
 

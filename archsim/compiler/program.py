@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from archsim.hardware.power import Activity
+
 PARTIAL_BYTES = 4  # partial sums (split-K, stream-K, split-KV attention) are kept in fp32
 
 
@@ -47,12 +49,14 @@ class Phase:
 
 @dataclass(frozen=True, eq=False)
 class Program:
-    """Phases run back to back; `flops`, `min_bytes` state the op's ideal work."""
+    """Phases run back to back; `flops`, `min_bytes` state the op's ideal work, `activity` the
+    actions its kernels perform (the inputs of its energy; bytes are counted when it is played)."""
 
     phases: tuple[Phase, ...]
     flops: float  # useful floating-point operations (2 per MAC)
     min_bytes: float  # compulsory HBM traffic: every operand read once, every result written once
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
+    activity: Activity = Activity()
 
 
 # One tile step of a core, by name: bytes loaded from HBM and from L2 (hits) before it computes,

@@ -30,6 +30,7 @@ from archsim.compiler.program import Phase, Program, build_phase, entries
 from archsim.compiler.tiles import vector_step_cycles
 from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, Op
 from archsim.hardware import Chip
+from archsim.hardware.power import Activity
 from archsim.units import ceil_div
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
@@ -56,6 +57,11 @@ class Stream:
     row_inflight_bytes: float = 0.0  # > 0: a row-wise kernel, that many bytes in flight per row
     inflight_bytes: float = float("inf")  # the kernel's bytes in flight per core
     min_chunk_bytes: float = MIN_CHUNK_BYTES
+
+
+def stream_activity(s: Stream) -> Activity:
+    """The vector-unit work of a streaming kernel (its bytes are counted when it is played)."""
+    return Activity(lane_ops=s.elements * s.lane_ops_per_element, special_ops=s.elements * s.special_ops_per_element)
 
 
 def streaming_phase(chip: Chip, s: Stream) -> Phase:
@@ -151,14 +157,14 @@ def compile_vector(op: Op, chip: Chip) -> Program:
         row_inflight_bytes=min(c.row_step, op.n) * c.reads * a,
         **access,
     )
-    return Program((streaming_phase(chip, stream),), op.flops(), op.min_bytes(), matrix=False)
+    return Program((streaming_phase(chip, stream),), op.flops(), op.min_bytes(), False, stream_activity(stream))
 
 
 def compile_embedding(op: Op, chip: Chip) -> Program:
     """Gather `m` rows of `n` elements from the table and write them out."""
     a = op.dtype.bytes
     stream = Stream(op.m * op.n, a, a, 0, 0, "embedding gather", row_elements=op.n)
-    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), matrix=False)
+    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), False, stream_activity(stream))
 
 
 def compile_copy(op: Op, chip: Chip) -> Program:
@@ -168,4 +174,4 @@ def compile_copy(op: Op, chip: Chip) -> Program:
     access, index_ops = _access(op, chip, int(op.bytes // a), a, a, 2)
     label = "strided copy" if op.strided else "copy"
     stream = Stream(int(op.bytes // a), a, a, index_ops, 0, label, **access)
-    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), matrix=False)
+    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), False, stream_activity(stream))

@@ -20,7 +20,7 @@ def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = N
     """Cycles for one core to compute an m x k x n product (vectorised over arrays of shapes)."""
     b_dtype = b_dtype or a_dtype
     arr = core.array
-    kpc = arr.k_rate(_compute_dtype(a_dtype, b_dtype)) or arr.k_rate(DType.BF16)
+    kpc = arr.k_rate(compute_dtype(a_dtype, b_dtype)) or arr.k_rate(DType.BF16)
     units = core.matrix_units
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
     split_n = array_cycles(m, k, ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
@@ -31,7 +31,7 @@ def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = N
     return np.maximum(cycles, sram_cycles)
 
 
-def _compute_dtype(a: DType, b: DType) -> DType:
+def compute_dtype(a: DType, b: DType) -> DType:
     """The MAC format: the wider of the two operands (fp8 x fp8 runs at the fp8 rate)."""
     return a if a.bytes >= b.bytes else b
 

@@ -7,6 +7,13 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_serializer
 
 from archsim.config.fields import (
+    Joules,
+    JoulesOrZero,
+    JoulesPerBit,
+    JoulesPerByte,
+    Volts,
+    Watts,
+    WattsOrZero,
     Bytes,
     BytesPerS,
     ClockHz,
@@ -85,7 +92,8 @@ class HbmCfg(Strict):
     channel_width_bits: PositiveInt = Field(description="data bus width of one channel")
     data_rate: PinRate = Field(description="per-pin data rate, e.g. '6.4 Gbps'")
     capacity: Bytes = Field(description="usable capacity")
-    latency: Seconds = Field(description="loaded access latency seen by a core")
+    latency: Seconds = Field(description="unloaded access latency seen by a core")
+    queue_latency: SecondsOrZero = Field(0.0, description="latency queueing adds at half the peak bandwidth")
     interleave: Bytes = Field(description="address interleave granularity across channels")
     refresh_interval: Seconds = Field(description="refresh interval")
     refresh_time: SecondsOrZero = Field(description="time a channel is busy refreshing per interval")
@@ -116,6 +124,7 @@ class OverheadsCfg(Strict):
     matrix_setup: SecondsOrZero = Field(
         0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)"
     )
+    host: SecondsOrZero = Field(0.0, description="the host's launch-and-synchronize round trip (0: not stated)")
 
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
@@ -158,6 +167,37 @@ class InterconnectCfg(Strict):
 _LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
+class EnergyCfg(Strict):
+    mac: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], Joules] = Field(
+        description="energy of one multiply-accumulate by dtype, at the highest clock's voltage"
+    )
+    lane_op: JoulesOrZero = Field(description="one vector-lane thread-instruction, register traffic included")
+    special_op: JoulesOrZero = Field(description="one special-function instruction (exp, rsqrt)")
+    l2: JoulesPerByte = Field(description="a byte through the L2 and the on-chip network")
+    hbm: JoulesPerBit = Field(description="a bit read from or written to HBM, I/O included")
+    link: JoulesPerBit = Field(0.0, description="a bit over a chip-to-chip link")
+
+
+class PowerCfg(Strict):
+    limit: Watts = Field(description="board power limit the clock is held under")
+    static: WattsOrZero = Field(description="board power that does not scale with the core clock")
+    idle: WattsOrZero = Field(description="clock tree and idle logic of all cores at the highest clock")
+    min_clock: ClockHz = Field(description="lowest clock the power manager sets")
+    voltage: dict[Literal["min_clock", "max_clock"], Volts] = Field(
+        description="core voltage at the lowest and the highest clock"
+    )
+    energy: EnergyCfg
+
+    @field_validator("voltage")
+    @classmethod
+    def _both_ends(cls, v: dict) -> dict:
+        if set(v) != {"min_clock", "max_clock"}:
+            raise ValueError(f"give min_clock and max_clock (got {quote(v)})")
+        if v["min_clock"] > v["max_clock"]:
+            raise ValueError(f"min_clock's voltage must not exceed max_clock's (got {quote(v)})")
+        return v
+
+
 class HardwareCfg(Strict):
     name: Name
     description: str = ""
@@ -168,4 +208,5 @@ class HardwareCfg(Strict):
     hbm: HbmCfg
     noc: NocCfg
     overheads: OverheadsCfg
+    power: PowerCfg | None = None
     interconnect: InterconnectCfg | None = None

@@ -8,6 +8,7 @@ line of the offending key, with a did-you-mean for misspelt keys.
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 import math
 import re
 from pathlib import Path
@@ -38,6 +39,7 @@ from archsim.hardware import (
     VectorUnit,
 )
 from archsim.hardware.chip import min_tile_bytes
+from archsim.hardware.power import Energies, Power
 
 ROOT = Path(__file__).resolve().parents[2]
 Model = TypeVar("Model", bound=BaseModel)
@@ -191,12 +193,18 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             refresh_interval_s=h.refresh_interval,
             turnaround_s=h.turnaround,
             rw_batch_bytes=round(h.rw_batch),
+            queue_latency_s=h.queue_latency,
         ),
         noc=Noc(bandwidth_bytes_per_s=cfg.noc.bandwidth, hop_latency_s=cfg.noc.hop_latency, hops=cfg.noc.hops),
         overheads=Overheads(
-            kernel_s=cfg.overheads.kernel, launch_s=cfg.overheads.launch, matrix_setup_s=cfg.overheads.matrix_setup
+            kernel_s=cfg.overheads.kernel,
+            launch_s=cfg.overheads.launch,
+            matrix_setup_s=cfg.overheads.matrix_setup,
+            host_s=cfg.overheads.host,
         ),
     )
+    if cfg.power is not None:
+        chip = replace(chip, power=_power(cfg.power))
     link = None
     if cfg.interconnect is not None:
         i = cfg.interconnect
@@ -208,6 +216,27 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         )
         link = _fabric(link, i, cfg.chips)
     return System(chip=chip, chips=cfg.chips, interconnect=link, source=source)
+
+
+def _power(p) -> Power:
+    e = p.energy
+    energies = Energies(
+        mac_j=tuple(sorted(e.mac.items())),
+        lane_op_j=e.lane_op,
+        special_op_j=e.special_op,
+        l2_j_per_byte=e.l2,
+        hbm_j_per_bit=e.hbm,
+        link_j_per_bit=e.link,
+    )
+    return Power(
+        limit_w=p.limit,
+        static_w=p.static,
+        idle_w=p.idle,
+        min_clock_hz=p.min_clock,
+        voltage_min_v=p.voltage["min_clock"],
+        voltage_max_v=p.voltage["max_clock"],
+        energies=energies,
+    )
 
 
 def _fabric(link: Interconnect, i, chips: int):
@@ -245,6 +274,11 @@ def _check_system(system: System, doc: YamlDoc) -> None:
                     f"too small for the smallest legal tile ({need} bytes needed, got {core.sram.capacity_bytes})",
                 )
             ]
+        )
+    p = system.chip.power
+    if p is not None and p.min_clock_hz >= system.chip.clock_hz:
+        raise ConfigError(
+            [doc.problem(("power", "min_clock"), f"must be below clock ({system.chip.clock_hz / 1e9:g} GHz)")]
         )
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])

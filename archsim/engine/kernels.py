@@ -12,8 +12,9 @@ Each core thus has three flows, one of each kind (LOAD, STORE_HBM, STORE_L2), he
 indexed [kind, sequence]. Every active flow is capped by the memory model
 (archsim/hardware/memory.py: Little's law, the HBM channels a load touches), and HBM and L2 are
 shared between flows max-min fairly (progressive filling). Between events all rates are
-constant, so the timeline is exact for this fluid model. Event times are rounded up to whole
-cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
+constant, so the timeline is exact for this fluid model. A load issued at an event sees the
+HBM latency of the utilisation the rates of the last event set (the queueing delay of a loaded
+controller). Event times are rounded up to whole cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     use_h[STORE_HBM, :] = 1.0
     use_l[STORE_L2, :] = 1.0
     t = 0.0
+    hbm_util = 0.0  # share of the HBM bandwidth the flows use between the last event and the next
     done = 0
     finished = np.zeros(s_count, np.bool_)
     for s in range(s_count):
@@ -151,7 +153,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                         load_done[e] = max(t, slot_free)
                     else:
                         hf = hbm[e] / nbytes
-                        lat = load_latency(p, hf)
+                        lat = load_latency(p, hf, hbm_util)
                         loading[s] = j
                         ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
                         left[LOAD, s] = nbytes
@@ -185,6 +187,12 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             p.hbm_bytes_per_cycle,
             p.l2_bytes_per_cycle,
         )
+        hbm_load = 0.0
+        for k in range(FLOW_KINDS):
+            for s in range(s_count):
+                if active[k, s]:
+                    hbm_load += wflow[k, s] * rate[k, s] * use_h[k, s]
+        hbm_util = hbm_load / p.hbm_bytes_per_cycle
         # next event: a compute ends, a load's data starts flowing, or a flow drains
         t_next = INF
         for s in range(s_count):

@@ -131,6 +131,7 @@ class Op:
     split_kv: bool = False  # decode attention may split the KV length across cores (flash-decoding)
     strided: bool = False  # vector op or copy on strided views (slices of wider tensors): no vector loads
     hot: bool = False  # vector op or copy whose input the previous kernel just wrote (in L2 if it fits)
+    per_row: bool = False  # vector op as a custom serving kernel: one thread block per row (token), scalar loads
     vop: VectorOp | None = None
     bytes: int = 0
     kernels: int = 1  # kernel launches this op stands for (unfused eager code runs several)

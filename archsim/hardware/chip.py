@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
+from archsim.hardware.power import Power
 
 
 class Dataflow(str, Enum):
@@ -131,7 +132,8 @@ class Hbm:
     Peak bandwidth is stacks x channels x bus width x data rate. Streaming efficiency loses the
     refresh time (`refresh_s` every `refresh_interval_s`) and, when reads and writes mix, a bus
     turnaround of `turnaround_s` each time the controller switches direction after serving
-    `rw_batch_bytes` in one direction.
+    `rw_batch_bytes` in one direction. An access takes `latency_s` unloaded, plus the queueing
+    delay of a loaded controller: `queue_latency_s` x u / (1 - u) at utilisation u.
     """
 
     stacks: int
@@ -145,6 +147,7 @@ class Hbm:
     refresh_interval_s: float
     turnaround_s: float
     rw_batch_bytes: int
+    queue_latency_s: float = 0.0  # latency queueing adds at half the peak bandwidth (grows as u / (1 - u))
 
     @property
     def channels(self) -> int:
@@ -177,10 +180,7 @@ class Overheads:
     kernel_s: float
     launch_s: float
     matrix_setup_s: float = 0.0
-
-    def program_s(self, launches: int, matrix: bool) -> float:
-        """Fixed cost of a program of `launches` kernels, the first on the matrix units or not."""
-        return launches * self.kernel_s + (self.matrix_setup_s if matrix and launches else 0.0)
+    host_s: float = 0.0  # the host's launch-and-synchronize round trip (0: not stated)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,13 +198,14 @@ class Chip:
     """One accelerator chip."""
 
     name: str
-    clock_hz: float
+    clock_hz: float  # the highest core clock (with a power model, the one the limit may lower)
     cores: int
     core: Core
     l2: L2
     hbm: Hbm
     noc: Noc
     overheads: Overheads
+    power: Power | None = None  # how it draws power; None: it always runs at clock_hz
 
     def peak_flops(self, dtype: DType) -> float:
         """Dense FLOP/s: 2 x MACs per cycle x cores x clock."""
