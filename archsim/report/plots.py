@@ -33,6 +33,9 @@ DPI = 120
 LABEL_GRID = 8  # roofline labels of ops closer than 1/8 of a decade share one label
 
 
+MATPLOTLIB_HINT = "plots need matplotlib: python3 -m pip install matplotlib"
+
+
 class PlotsUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
@@ -42,17 +45,35 @@ def require_matplotlib() -> None:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise PlotsUnavailable("plots need matplotlib: python3 -m pip install 'archsim[plot]'")
+        raise PlotsUnavailable(MATPLOTLIB_HINT)
 
 
-def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1):
-    """A new figure and its axes (Agg), or PlotsUnavailable when matplotlib is missing."""
+STYLE = {  # one look for every archsim figure (run, compare, serve, pareto)
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: int = 1, **subplots):
+    """A new figure and its axes (Agg) in archsim's style, or PlotsUnavailable when matplotlib
+    is missing."""
     try:
+        import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
-        raise PlotsUnavailable("plots need matplotlib: python3 -m pip install 'archsim[plot]'") from None
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
-    axes = fig.subplots(1, cols)
+        raise PlotsUnavailable(MATPLOTLIB_HINT) from None
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+        axes = fig.subplots(rows, cols, **subplots)
+    for ax in np.atleast_1d(axes).ravel():
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
     return fig, axes
 
 
