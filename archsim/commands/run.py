@@ -204,6 +204,29 @@ def trace_document(result, w, system, steps: list[tuple[str, int]], parallelism=
     return builder.document()
 
 
+CURVE_POINTS = 12  # KV lengths of the decode-step curve
+CURVE_MAX_KV = 131072  # tokens: the longest context the curve reaches
+
+
+def decode_curve(w, system, result) -> tuple[str, list[int], list[float]]:
+    """Decode step time at the run's batch over evenly spaced KV lengths from 128 to the longest
+    context that fits in HBM (at most CURVE_MAX_KV): (label, KV lengths, step seconds)."""
+    import numpy as np
+
+    from archsim.graph.builder import Step
+    from archsim.graph.model import Phase
+    from archsim.runner.generation import simulate_step
+
+    fp, m = result.footprint, w.model
+    free = fp.capacity_bytes - fp.weights_bytes - fp.activations_bytes
+    fits = int(free / (result.batch * m.kv_bytes_per_token(w.dtypes.kv_cache)))
+    top = max(256, min(CURVE_MAX_KV, fits))
+    kv = sorted({int(k) for k in np.linspace(128, top, CURVE_POINTS)})
+    step_s = [simulate_step(w, system, Step(Phase.DECODE, result.batch, 1, k)).time_s for k in kv]
+    limit = "the longest that fits in HBM" if top == fits else f"{top:,}"
+    return f"{system.chip.name}: batch {result.batch}, KV 128 to {limit}", kv, step_s
+
+
 def write_plots(out_dir: str, result, w, system, kv_stride: int, args) -> list:
     """The plots of a run; the tokens/s-against-batch sweep runs the scenario at a few batches."""
     from pathlib import Path
@@ -217,7 +240,7 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, args) -> list:
         paths = [
             plots.roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
             plots.breakdown(d / "breakdown.png", steps),
-            plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)]),
+            plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)], [decode_curve(w, system, result)]),
             plots.memory(d / "memory.png", [(chip.name, result.footprint)]),
         ]
     except plots.PlotsUnavailable as err:

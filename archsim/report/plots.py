@@ -30,7 +30,7 @@ PART_COLOURS = {
     "other (stores, imbalance)": "tab:gray",
 }
 DPI = 120
-LABEL_GRID = 8  # roofline labels of ops closer than 1/8 of a decade share one label
+CLUSTER_DECADES = (0.12, 0.3)  # roofline ops closer than this (log10 x, log10 y) share one label
 
 
 MATPLOTLIB_HINT = "plots need matplotlib: python3 -m pip install matplotlib"
@@ -60,6 +60,22 @@ STYLE = {  # one look for every archsim figure (run, compare, serve, pareto)
 }
 
 
+def styled(func):
+    """Build the figure of `func` under STYLE (fonts are fixed when an artist is made)."""
+    import functools
+
+    @functools.wraps(func)
+    def in_style(*args, **kwargs):
+        try:
+            import matplotlib
+        except ImportError:
+            raise PlotsUnavailable(MATPLOTLIB_HINT) from None
+        with matplotlib.rc_context(STYLE):
+            return func(*args, **kwargs)
+
+    return in_style
+
+
 def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: int = 1, **subplots):
     """A new figure and its axes (Agg) in archsim's style, or PlotsUnavailable when matplotlib
     is missing."""
@@ -71,9 +87,6 @@ def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: i
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
         axes = fig.subplots(rows, cols, **subplots)
-    for ax in np.atleast_1d(axes).ravel():
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
     return fig, axes
 
 
@@ -94,35 +107,46 @@ def vector_flops(chip: Chip) -> float:
     return float(chip.core.vector.lanes) * chip.cores * chip.clock_hz
 
 
+@styled
 def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype: DType) -> Path:
-    """Every op with arithmetic placed by FLOP per HBM byte and achieved FLOP/s, under the chip's
-    matrix, vector and HBM roofs (log-log)."""
-    fig, ax = figure(9.0, 6.0)
+    """Every op placed by FLOP per HBM byte and achieved FLOP/s under the chip's matrix, vector
+    and HBM roofs (log-log). Ops that cannot be placed are named under the plot: those without
+    FLOPs (copies, gathers) and those that moved no HBM bytes (inputs already in L2, so their
+    arithmetic intensity against HBM is unbounded)."""
+    fig, ax = figure(9.0, 6.5)
     markers = ("o", "^", "s", "D")
-    xs, skipped = [], 0
-    for (_label, step), marker in zip(steps, markers):
-        names: dict[tuple, list[str]] = {}  # ops that land on the same spot share one label
+    points, no_flops, in_l2 = [], {}, {}
+    for (_, step), marker in zip(steps, markers):
         for r in step.ops:
             t = r.timing
-            if t.flops <= 0 or t.hbm_bytes <= 0 or t.time_s <= 0:
-                skipped += 1
-                continue
-            x, y = t.arithmetic_intensity, t.achieved_flops
-            xs.append(x)
-            ax.scatter(
-                [x],
-                [y],
-                marker=marker,
-                color=KIND_COLOURS[r.op.kind],
-                s=36,
-                zorder=3,
-                edgecolors="black",
-                linewidths=0.4,
-            )
-            spot = (round(np.log10(x) * LABEL_GRID), round(np.log10(y) * LABEL_GRID))
-            names.setdefault(spot, [x, y]).append(r.op.name)
-        for i, (x, y, *ops) in enumerate(sorted(names.values())):  # labels of neighbours alternate
-            ax.annotate(", ".join(ops), (x, y), textcoords="offset points", xytext=(5, 3 if i % 2 else -9), fontsize=7)
+            if t.flops <= 0 or t.time_s <= 0:
+                no_flops.setdefault(r.op.name, None)
+            elif t.hbm_bytes <= 0:
+                in_l2.setdefault(r.op.name, None)
+            else:
+                points.append((t.arithmetic_intensity, t.achieved_flops, r.op.name))
+                ax.scatter(
+                    [t.arithmetic_intensity],
+                    [t.achieved_flops],
+                    marker=marker,
+                    color=KIND_COLOURS[r.op.kind],
+                    s=36,
+                    zorder=3,
+                    edgecolors="black",
+                    linewidths=0.4,
+                )
+    xs = [x for x, _, _ in points]
+    labels = [
+        ax.annotate(
+            ", ".join(names),
+            (x, y),
+            textcoords="offset points",
+            xytext=(6, 3),
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5", "shrinkA": 0, "shrinkB": 3},
+        )
+        for x, y, names in label_clusters(points)
+    ]
     peak, hbm_bw, vec = chip.peak_flops(dtype), chip.hbm.peak_bandwidth_bytes_per_s, vector_flops(chip)
     lo = min(xs + [0.1]) / 3
     hi = max(xs + [10 * peak / hbm_bw]) * 3
@@ -141,14 +165,76 @@ def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype:
         ax.scatter([], [], marker=marker, color="white", edgecolors="black", label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(_plain())
     ax.yaxis.set_major_formatter(_eng("FLOP/s"))
     ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
     ax.set_ylabel("achieved FLOP/s")
-    note = f" ({skipped} ops without arithmetic not shown)" if skipped else ""
-    ax.set_title(f"Roofline on {chip.name}{note}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"Roofline on {chip.name}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="lower right")
+    notes = []
+    if no_flops:
+        notes.append(f"not shown, no FLOPs: {', '.join(no_flops)}")
+    if in_l2:
+        notes.append(f"not shown, no HBM traffic (inputs in L2): {', '.join(in_l2)}")
+    if notes:
+        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, color="0.3", va="bottom", ha="left")
+        fig.get_layout_engine().set(rect=(0, 0.035 * len(notes), 1, 1 - 0.035 * len(notes)))
+    declutter(fig, labels)
     return save(fig, path)
+
+
+def label_clusters(points: list[tuple[float, float, str]]) -> list[tuple[float, float, list[str]]]:
+    """Points closer than CLUSTER_DECADES on both log axes share one label, anchored at the
+    highest of them: (x, y, names without repeats), highest clusters first."""
+    clusters: list[tuple[float, float, list[str]]] = []
+    for x, y, name in sorted(points, key=lambda p: -p[1]):
+        near = next(
+            (
+                c
+                for c in clusters
+                if abs(np.log10(c[0] / x)) < CLUSTER_DECADES[0] and abs(np.log10(c[1] / y)) < CLUSTER_DECADES[1]
+            ),
+            None,
+        )
+        if near is None:
+            clusters.append((x, y, [name]))
+        elif name not in near[2]:
+            near[2].append(name)
+    return clusters
+
+
+def declutter(fig, labels: list) -> None:
+    """Move annotations down, top first, until no two overlap (their leader lines keep them
+    attached to their points). Needs a drawn figure, so it draws once with Agg."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    placed = []
+    for ann in sorted(labels, key=lambda a: (-a.xy[1], a.xy[0])):
+        start = ann.xyann
+        for attempt in range(1, 9):
+            box = ann.get_window_extent(renderer)
+            if not any(box.overlaps(p) for p in placed):
+                break
+            step = (attempt + 1) // 2 * (1 if attempt % 2 else -1) * 9.0  # points: up 9, down 9, up 18, ...
+            ann.xyann = (start[0], start[1] + step)
+        placed.append(ann.get_window_extent(renderer))
+
+
+def _thousands():
+    """Linear-axis ticks with thousands separators (32,768)."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: f"{v:,.0f}")
+
+
+def _plain():
+    """Log-axis ticks as plain numbers (0.1, 1, 10, 100) rather than powers of ten."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: f"{v:g}")
 
 
 def time_parts(step: StepResult) -> dict[OpKind, dict[str, float]]:
@@ -165,8 +251,11 @@ def time_parts(step: StepResult) -> dict[OpKind, dict[str, float]]:
     return out
 
 
+@styled
 def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
     """Per op kind, where each step's time goes (horizontal stacked bars, one panel per step)."""
+    from archsim.report.tables import format_seconds
+
     fig, axes = figure(5.0 * len(steps), 4.0, cols=len(steps))
     for ax, (label, step) in zip(np.atleast_1d(axes), steps):
         parts = time_parts(step)
@@ -177,26 +266,41 @@ def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
             ax.barh([k.value for k in kinds], ms, left=left, color=colour, label=name)
             left += ms
         ax.set_xlabel("time in the step (ms)")
-        ax.set_title(f"{label}: {step.time_s * 1e3:.3g} ms")
+        ax.set_title(f"{label}: {format_seconds(step.time_s)}")
         ax.legend(fontsize=7, loc="lower right")
     return save(fig, path)
 
 
-def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
-    """Decode step time against the KV length it reads, one line per run."""
+@styled
+def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]], curves: list | None = None) -> Path:
+    """Decode step time against the KV length it reads: each run's own decode steps (a thick
+    line over the scenario's KV range) and, where given, `curves` of (label, KV lengths, step
+    seconds) over a wider range, so the slope shows even when a run spans few tokens."""
     fig, ax = figure(8.0, 4.5)
-    for label, r in runs:
+    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+    for i, (label, r) in enumerate(runs):
         if len(r.decode_step_s):
-            ax.plot(r.decode_kv_lens, r.decode_step_s * 1e3, label=f"{label} (batch {r.batch})")
+            ax.plot(
+                r.decode_kv_lens,
+                r.decode_step_s * 1e3,
+                color=colours[i % len(colours)],
+                lw=3,
+                label=f"{label}: this run (batch {r.batch}, KV {r.decode_kv_lens[0]}-{r.decode_kv_lens[-1]})",
+            )
+    for label, kv, step_s in curves or []:
+        ax.plot(kv, np.asarray(step_s) * 1e3, "o-", ms=3, lw=1, color="0.45", label=label)
+    ax.xaxis.set_major_formatter(_thousands())
+    ax.set_xlim(left=0)
     ax.set_xlabel("KV cache length (tokens per sequence)")
     ax.set_ylabel("decode step time (ms)")
     ax.set_ylim(bottom=0)
     ax.set_title("Decode step time against KV length")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend()
     return save(fig, path)
 
 
+@styled
 def throughput_by_batch(path: Path, batches: list[int], runs: list[RunResult], limit: int, title: str) -> Path:
     """Decode and end-to-end tokens/s against batch, with the largest batch that fits in HBM."""
     fig, ax = figure(8.0, 4.5)
@@ -214,6 +318,7 @@ def throughput_by_batch(path: Path, batches: list[int], runs: list[RunResult], l
     return save(fig, path)
 
 
+@styled
 def memory(path: Path, footprints: list[tuple[str, Footprint]]) -> Path:
     """Weights, KV cache and activations against HBM capacity, one bar per chip or run."""
     fig, ax = figure(8.0, 1.6 + 0.6 * len(footprints))
@@ -250,6 +355,7 @@ def memory(path: Path, footprints: list[tuple[str, Footprint]]) -> Path:
     return save(fig, path)
 
 
+@styled
 def compare_summary(path: Path, runs: list[tuple[str, RunResult]], title: str) -> Path:
     """TTFT, time per output token and decode tokens/s of each chip, as bars."""
     fig, axes = figure(12.0, 4.0, cols=3)
@@ -271,6 +377,7 @@ def compare_summary(path: Path, runs: list[tuple[str, RunResult]], title: str) -
     return save(fig, path)
 
 
+@styled
 def compare_bounds(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
     """Share of prefill and of decode time that each chip spends memory-, compute- or
     overhead-bound (stacked bars)."""

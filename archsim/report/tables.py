@@ -127,11 +127,12 @@ def natural_width(table: Table) -> int:
 def fit(table: Table, width: int) -> Table:
     """`table`, changed in place until it reads in `width` columns without losing anything: as
     built if it fits; else without vertical rules and with one space between columns; then with
-    multi-word headers on several lines; then with its text columns folded onto more lines.
-    Columns are never dropped and numbers never cut (rich would truncate them with '…')."""
+    multi-word headers on several lines; then with its text columns folded onto more lines;
+    then with headers also broken after underscores; then with every column allowed to fold.
+    Columns are never dropped, and numbers are cut (rich's '…') only when even that is too wide."""
     from rich import box
 
-    steps = (_compact, _stacked_headers, _folded_text)
+    steps = (_compact, _stacked_headers, _folded_text, _broken_names, _folded_all)
     for step in steps:
         if natural_width(table) <= width:
             break
@@ -151,6 +152,18 @@ def _stacked_headers(table: Table, box) -> None:
     for column in table.columns:
         if isinstance(column.header, str):
             column.header = column.header.replace(" ", "\n")
+
+
+def _broken_names(table: Table, box) -> None:
+    for column in table.columns:
+        if isinstance(column.header, str):
+            column.header = column.header.replace("_", "_\n").replace("(", "\n(").replace("\n\n", "\n")
+
+
+def _folded_all(table: Table, box) -> None:
+    for column in table.columns:
+        column.no_wrap = False
+        column.overflow = "fold"
 
 
 def _folded_text(table: Table, box) -> None:

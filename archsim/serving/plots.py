@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from archsim.report.plots import figure, styled
 from archsim.serving.metrics import Slo
 from archsim.serving.simulate import ServeResult
 
@@ -56,10 +57,9 @@ def _cdf(ax, values_s: np.ndarray, weights: np.ndarray | None, label: str, unit_
     ax.grid(True, which="both", alpha=0.3)
 
 
+@styled
 def latency_cdfs(result: ServeResult, title: str, slo: Slo | None = None):
     """TTFT, TPOT, inter-token latency and end-to-end latency CDFs, SLOs as dashed lines."""
-    from archsim.report.plots import figure
-
     slo = slo if slo is not None else Slo()
     fig, axes = figure(11.0, 7.5, rows=2, cols=2)
     t = result.times
@@ -89,10 +89,9 @@ def windowed(start_s: np.ndarray, end_s: np.ndarray, value: np.ndarray, windows:
     return (edges[:-1] + edges[1:]) / 2, mean, peak
 
 
+@styled
 def over_time(result: ServeResult, title: str, what: str):
     """`what`: 'kv' (share of the KV pool in use, %) or 'batch' (sequences per step), per instance."""
-    from archsim.report.plots import figure
-
     fig, ax = figure(11.0, 4.2)
     top = 0.0
     colours = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
