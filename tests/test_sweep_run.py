@@ -130,6 +130,42 @@ def test_rerun_skips_what_is_done(small, capsys):
     assert json.loads((out / "summary.json").read_text())["last_run"]["points"] == 0
 
 
+def test_standard_tools_read_the_points(small):
+    """`DIR/points` is one Parquet dataset: pyarrow.dataset, pandas.read_parquet and
+    archsim.load_sweep see the same 6 rows as the parts do."""
+    import pyarrow.dataset as ds
+
+    import archsim
+
+    _, out, _ = small
+    hashes = sorted(r["config_hash"] for r in parts(out))
+    assert sorted(ds.dataset(out / "points", format="parquet").to_table().column("config_hash").to_pylist()) == hashes
+    results = archsim.load_sweep(out)
+    assert len(results) == 6 and sorted(r["config_hash"] for r in results.rows()) == hashes
+    assert results.summary["points_total"] == 6 and results.settings["kv_stride"] == 1024
+    front = results.pareto(maximize=["tps"], minimize=["macs"])
+    assert front and all(r["status"] == "ok" for r in front)
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.read_parquet(out / "points")
+    assert sorted(frame.config_hash) == hashes
+    assert sorted(results.to_pandas().config_hash) == hashes
+
+
+def test_a_folder_of_the_old_layout_moves_its_parts(small, tmp_path, capsys):
+    """Parts written beside the JSON files (before points/) are moved in and not run again."""
+    import shutil
+
+    spec, out, _ = small
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    for part in (old / "points").glob("part-*.parquet"):
+        part.rename(old / part.name)
+    (old / "points").rmdir()
+    assert main(["sweep", str(spec), "--out", str(old), "--workers", "1", "--quiet"]) == 1
+    assert "0 run now" in capsys.readouterr().out
+    assert not list(old.glob("part-*.parquet")) and len(parts(old)) == 6
+
+
 def test_a_folder_holds_one_setting_and_one_writer(small, tmp_path, capsys):
     from archsim.sweep.spec import load_spec
     from archsim.sweep.store import ResultStore, StoreError

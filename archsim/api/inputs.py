@@ -123,7 +123,7 @@ def flatten(params: Mapping[str, Any], prefix: KeyPath = ()) -> list[tuple[KeyPa
 
 def _read(name_or_data: str | Mapping, kind: str) -> YamlDoc:
     if isinstance(name_or_data, Mapping):
-        return YamlDoc(PYTHON_SOURCE, copy.deepcopy(dict(name_or_data)), {})
+        return YamlDoc(PYTHON_SOURCE, copy.deepcopy(dict(name_or_data)), {(): None})  # no lines to point at
     if not isinstance(name_or_data, str):
         raise TypeError(f"expected a shipped name, a path or a mapping (got {type(name_or_data).__name__})")
     return read_yaml(resolve_path(name_or_data, kind))
