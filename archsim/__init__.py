@@ -30,6 +30,24 @@ _API = (
 )
 __all__ = ["__version__", *_API]
 
+# `archsim.sweep` names both the package of the sweep layer (archsim/sweep/) and the API's
+# `sweep()`: the package is made callable, so `archsim.sweep(spec, out_dir)` runs a sweep and
+# `archsim.sweep.driver` and the like stay importable as ever. Its __init__ is a docstring.
+import types as _types  # noqa: E402
+
+import archsim.sweep as _sweep_package  # noqa: E402
+
+
+class _CallableSweepPackage(_types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        """archsim.api.sweep: run a sweep spec into a results folder."""
+        from archsim.api import sweep
+
+        return sweep(*args, **kwargs)
+
+
+_sweep_package.__class__ = _CallableSweepPackage
+
 
 def __getattr__(name: str):
     if name in _API:
