@@ -10,17 +10,16 @@ from pathlib import Path
 
 from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 from archsim.api.results import RunReport, ServeReport, SweepResults
-from archsim.config.loader import config_hash
+from archsim.config.resolved import ResolvedConfig, run_options
 
 KV_STRIDE = 64  # as archsim.runner.generation.KV_STRIDE; `archsim run --kv-stride`
 
 
-def run_config(hardware: Hardware, workload: Workload, tp: int = 1, pp: int = 1, ep: int = 1) -> dict:
-    """The resolved configuration of a run (its hash names the run's JSON)."""
-    config = {"hardware": hardware.config, "workload": workload.config}
-    if (tp, pp, ep) != (1, 1, 1):
-        config["parallelism"] = {"tp": tp, "pp": pp, "ep": ep}
-    return config
+def run_config(
+    hardware: Hardware, workload: Workload, kv_stride: int = KV_STRIDE, tp: int = 1, pp: int = 1, ep: int = 1
+) -> ResolvedConfig:
+    """The resolved configuration of a run (its hash names the run's JSON), as `archsim run` keys it."""
+    return ResolvedConfig(hardware.config, workload.config, run_options(kv_stride, tp, pp, ep))
 
 
 def run(
@@ -44,8 +43,7 @@ def run(
     hw, wl = as_hardware(hardware), as_workload(workload)
     par = Parallelism(tp, pp, ep)
     result = run_generation(wl.workload, hw.system, kv_stride=kv_stride, progress=progress, parallelism=par)
-    config = run_config(hw, wl, tp, pp, ep)
-    return RunReport(result, hw, wl, par, config, config_hash(config))
+    return RunReport(result, hw, wl, par, run_config(hw, wl, kv_stride, tp, pp, ep))
 
 
 def load_requests(name_or_path: str, count: int | None = None):
@@ -154,25 +152,27 @@ def serve_setup(
 
 def serve_config(
     hardware: Hardware, workload: Workload, serving: dict, requests, slo, attainment: float, rate_per_s: float | None
-) -> dict:
+) -> ResolvedConfig:
     """The resolved configuration of a serving run: chip, workload, setup, and the requests by
     digest with their nominal rate (the requests' mean rate when none is given)."""
     if rate_per_s is None:
         rate_per_s = requests.rate_per_s if len(requests) > 1 else float("inf")
-    return {
-        "hardware": hardware.config,
-        "workload": workload.config,
-        "serving": serving,
-        "requests": {
-            "source": requests.source,
-            "count": len(requests),
-            "digest": requests.digest(),
-            "rate_per_s": rate_per_s,
-            "slo_ttft_s": slo.ttft_s,
-            "slo_tpot_s": slo.tpot_s,
-            "attainment": attainment,
+    return ResolvedConfig(
+        hardware.config,
+        workload.config,
+        {
+            "serving": serving,
+            "requests": {
+                "source": requests.source,
+                "count": len(requests),
+                "digest": requests.digest(),
+                "rate_per_s": rate_per_s,
+                "slo_ttft_s": slo.ttft_s,
+                "slo_tpot_s": slo.tpot_s,
+                "attainment": attainment,
+            },
         },
-    }
+    )
 
 
 def serve(
@@ -199,9 +199,9 @@ def serve(
     reqs = load_requests(requests) if isinstance(requests, str) else requests
     serve_setup_, serving = serve_setup(hw, wl, **setup)
     slo = Slo(slo_ttft_s, slo_tpot_s)
-    config = serve_config(hw, wl, serving, reqs, slo, attainment, rate_per_s)
+    resolved = serve_config(hw, wl, serving, reqs, slo, attainment, rate_per_s)
     result = simulate_serving(reqs, serve_setup_)
-    return ServeReport(result, result.metrics(slo), slo, config, config_hash(config))
+    return ServeReport(result, result.metrics(slo), slo, resolved)
 
 
 def shipped_spec(name_or_path: str) -> str:

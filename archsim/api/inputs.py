@@ -15,7 +15,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from archsim.config.loader import config_hash, resolve_path, system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.loader import resolve_path, system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.resolved import config_hash
 from archsim.config.workload_schema import WorkloadCfg
 from archsim.config.yamlfile import YamlDoc, dotted, read_yaml
 from archsim.errors import ConfigError, Problem

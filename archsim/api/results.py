@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from archsim.api.inputs import Hardware, Workload
+from archsim.config.resolved import ResolvedConfig
 from archsim.graph.parallel import Parallelism
 from archsim.runner.generation import RunResult, StepResult
 from archsim.runner.memory import Footprint
@@ -50,8 +51,15 @@ class RunReport:
     hardware: Hardware
     workload: Workload
     parallelism: Parallelism
-    config: dict  # the resolved configuration: hardware, workload and layout
-    config_hash: str
+    resolved: ResolvedConfig  # hardware, workload and the run's options (KV stride, layout)
+
+    @property
+    def config(self) -> dict:
+        return self.resolved.as_dict()
+
+    @property
+    def config_hash(self) -> str:
+        return self.resolved.hash
 
     @property
     def ttft_s(self) -> float:
@@ -102,7 +110,7 @@ class RunReport:
         """Everything `archsim run --json` writes."""
         from archsim.report.export import run_dict
 
-        data = run_dict(self.result, self.config, self.config_hash)
+        data = run_dict(self.result, self.resolved)
         if (comm := self.communication()) is not None:
             data["communication"] = comm
         return data
@@ -121,8 +129,15 @@ class ServeReport:
     result: Any  # archsim.serving.simulate.ServeResult
     metrics: Any  # archsim.serving.metrics.ServeMetrics
     slo: Any  # archsim.serving.metrics.Slo
-    config: dict
-    config_hash: str
+    resolved: ResolvedConfig  # hardware, workload, the serving setup and the requests
+
+    @property
+    def config(self) -> dict:
+        return self.resolved.as_dict()
+
+    @property
+    def config_hash(self) -> str:
+        return self.resolved.hash
 
     def requests(self) -> list[dict]:
         """One row per served request: arrival, lengths, first token, finish and the latencies."""
@@ -149,7 +164,7 @@ class ServeReport:
         """Everything `archsim serve --json` writes."""
         from archsim.serving.report import serve_dict
 
-        return serve_dict(self.result, self.metrics, self.slo, self.config, self.config_hash)
+        return serve_dict(self.result, self.metrics, self.slo, self.resolved)
 
     def to_pandas(self):
         """The per-request table as a DataFrame."""

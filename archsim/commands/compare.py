@@ -58,8 +58,7 @@ def run(args) -> int:
     with progress(args, "chips", total=len(chips)) as bar:
         for i, (hw, hardware) in enumerate(chips):
             bar.update(i, len(chips), f"{hardware.name} ({i + 1} of {len(chips)})")
-            config = api.calls.run_config(hardware, workload, args.tp, args.pp, args.ep)
-            digest = api.calls.config_hash(config)
+            digest = api.calls.run_config(hardware, workload, args.kv_stride, args.tp, args.pp, args.ep).hash
             try:
                 report = api.run(hardware, workload, tp=args.tp, pp=args.pp, ep=args.ep, kv_stride=args.kv_stride)
                 rows.append(ChipRun(hw, hardware.name, report.config_hash, report.result))

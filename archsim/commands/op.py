@@ -51,6 +51,18 @@ def add_parser(sub) -> None:
 SIZES = {"gemm": ("M", "K", "N"), "attention": ("kv_len",), "copy": ("bytes",)}  # vector ops: M, N
 
 
+def _op_options(op, args) -> dict:
+    """The simulated op as it enters the resolved config: its kind and shape, and how it ran."""
+    from dataclasses import asdict
+
+    fields = {k: v for k, v in asdict(op).items() if k not in ("name", "repeat")}
+    return {**fields, "standalone": bool(args.standalone)}
+
+
+def _config(resolved) -> dict:
+    return {"config_hash": resolved.hash, "config": resolved.as_dict()}
+
+
 def check_sizes(args) -> None:
     """Refuse an op without the sizes that say what it is (there is no meaningful default)."""
     needed = SIZES.get(args.kind, ("bytes",) if args.kind in COLLECTIVES else ("M", "N"))
@@ -66,7 +78,7 @@ COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "send")
 def run_collective(args, system, hw_cfg) -> int:
     """A collective on the system's interconnect: time, algorithm and protocol, NCCL's bus bandwidth."""
 
-    from archsim.config.loader import config_hash
+    from archsim.config.resolved import ResolvedConfig
     from archsim.hardware.collectives import Collective, CollectiveError, collective_time, system_fabric
     from archsim.report.export import write_json
     from archsim.report.tables import format_seconds
@@ -100,8 +112,7 @@ def run_collective(args, system, hw_cfg) -> int:
         "protocol": t.protocol,
         "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
         "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
-        "config_hash": config_hash(hw_cfg),
-        "config": {"hardware": hw_cfg},
+        **_config(ResolvedConfig(hw_cfg, None, {"op": {"kind": args.kind, "bytes": args.bytes, "ranks": ranks}})),
     }
     emit(args, console(args), [line], data=data)
     if args.json:
@@ -110,8 +121,9 @@ def run_collective(args, system, hw_cfg) -> int:
 
 
 def run(args) -> int:
-    from archsim.config.loader import config_hash, load_system
-    from archsim.engine.simulate import simulate_op
+    from archsim.choose import simulate_op
+    from archsim.config.loader import load_system
+    from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
     from archsim.report.export import timing_dict, write_json
@@ -155,7 +167,7 @@ def run(args) -> int:
         f"HBM {format_bytes(t.hbm_bytes)} at {format_rate(t.achieved_bytes_per_s, 'B/s')}, "
         f"L2 {format_bytes(t.l2_bytes)}; {t.active_cores} cores active"
     )
-    data = {"op": args.kind, **timing_dict(t), "config_hash": config_hash(hw_cfg), "config": {"hardware": hw_cfg}}
+    data = {"op": args.kind, **timing_dict(t), **_config(ResolvedConfig(hw_cfg, None, {"op": _op_options(op, args)}))}
     emit(args, console(args), [line], data=data)
     if args.json:
         write_json(args.json, data)

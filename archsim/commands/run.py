@@ -156,16 +156,15 @@ def _set(obj, settings, root: str):
 
 
 def load_run_inputs(hw: str, workload: str, batch=None, prompt=None, generate=None, fusion=None, model=None):
-    """Hardware and workload with the run flags applied: (System, Workload, resolved config, its hash)."""
-    from archsim.api.calls import run_config
-    from archsim.config.loader import config_hash
+    """Hardware and workload with the run flags applied, and their resolved configuration (no
+    options yet: each command adds its own)."""
+    from archsim.config.resolved import ResolvedConfig
 
     args = argparse.Namespace(
         workload=workload, batch=batch, prompt=prompt, generate=generate, fusion=fusion, model=model
     )
     hardware, wl = load_inputs(args, hw)
-    config = run_config(hardware, wl)
-    return hardware.system, wl.workload, config, config_hash(config)
+    return hardware.system, wl.workload, ResolvedConfig(hardware.config, wl.config)
 
 
 def check_trace_steps(steps, decode_steps: int) -> list[tuple[str, int]]:

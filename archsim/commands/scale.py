@@ -169,16 +169,13 @@ def point_dict(p: ScalePoint) -> dict:
 
 
 def run(args) -> int:
-    from archsim.api.calls import run_config
     from archsim.commands.run import load_inputs
-    from archsim.config.loader import config_hash
+    from archsim.config.resolved import ResolvedConfig
     from archsim.graph.parallel import ParallelismError
     from archsim.report.export import write_json
 
     hardware, workload = load_inputs(args, args.hw)
     system, w = hardware.system, workload.workload
-    config = run_config(hardware, workload)
-    digest = config_hash(config)
     tps = args.tp or tuple(1 << i for i in range(system.chips.bit_length()) if 1 << i <= system.chips)
     if max(tps) > system.chips:
         raise UsageError(f"--tp: {max(tps)} needs {max(tps)} chips; the system has {system.chips}")
@@ -188,10 +185,12 @@ def run(args) -> int:
             points = scale_points(w, system, batch, kv_len, tps, bar)
     except ParallelismError as err:
         raise UsageError(f"--tp: {err}") from None
+    resolved = ResolvedConfig(hardware.config, workload.config, {"tp_degrees": list(tps), "kv_len": kv_len})
+    digest = resolved.hash
     title = f"{w.model.name} on {system.chip.name} x{system.chips}: one decode step, batch {batch}, KV {kv_len}"
     data = {
         "config_hash": digest,
-        "config": config,
+        "config": resolved.as_dict(),
         "batch": batch,
         "kv_len": kv_len,
         "points": [point_dict(p) for p in points],
