@@ -231,13 +231,14 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, args) -> list:
     from pathlib import Path
 
     from archsim.report import plots
+    from archsim.report.roofline import roofline
     from archsim.report.sweep import batch_sweep
 
     d, chip = Path(out_dir), system.chip
     steps = [("prefill", result.prefill)] + ([("first decode step", result.decode)] if result.decode else [])
     try:
         paths = [
-            plots.roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
+            roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
             plots.breakdown(d / "breakdown.png", steps),
             plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)], [decode_curve(w, system, result)]),
             plots.memory(d / "memory.png", [(chip.name, result.footprint)]),
