@@ -62,6 +62,7 @@ def run(args) -> int:
 
     from archsim.config.loader import load_system
     from archsim.report.export import write_json
+    from archsim.report.tables import format_seconds
     from archsim.runner.validation import summarise
 
     system, _ = load_system(args.hw)
@@ -75,7 +76,10 @@ def run(args) -> int:
     for r in results:
         colour = "green" if abs(r.error_pct) <= 10 else "yellow" if abs(r.error_pct) <= 25 else "red"
         table.add_row(
-            r.id, f"{r.measured_ms:.4g} ms", f"{r.predicted_ms:.4g} ms", f"[{colour}]{r.error_pct:+.1f}%[/{colour}]"
+            r.id,
+            format_seconds(r.measured_ms / 1e3),
+            format_seconds(r.predicted_ms / 1e3),
+            f"[{colour}]{r.error_pct:+.1f}%[/{colour}]",
         )
     summary = summarise(results)
     st = Table(title="summary (absolute error)", title_justify="left")
