@@ -17,12 +17,16 @@ def add_parser(sub) -> None:
     add_output_flags(cmp)
 
 
-def write_plots(out_dir: str, rows, w) -> list:
+def write_plots(out_dir: str, rows, w, systems: dict) -> list:
+    """The comparison's plots; `systems`: the System of each row's `hw`, for the decode curves."""
     from pathlib import Path
 
+    from archsim.commands.run import decode_curve
     from archsim.report import plots
 
     ran = [(row.chip_name, row.result) for row in rows if row.result is not None]
+    single = [row for row in rows if row.result is not None and systems[row.hw].chips == 1]
+    curves = [decode_curve(w, systems[row.hw], row.result) for row in single]
     d = Path(out_dir)
     title = (
         f"{w.model.name}: batch {w.scenario.batch}, prompt {w.scenario.prompt_tokens}, "
@@ -31,7 +35,7 @@ def write_plots(out_dir: str, rows, w) -> list:
     return [
         plots.compare_summary(d / "compare_summary.png", ran, title),
         plots.compare_bounds(d / "compare_bounds.png", ran),
-        plots.decode_by_kv(d / "compare_decode_kv.png", ran),
+        plots.decode_by_kv(d / "compare_decode_kv.png", ran, curves),
         plots.memory(d / "compare_memory.png", [(name, r.footprint) for name, r in ran]),
     ]
 
@@ -80,6 +84,6 @@ def run(args) -> int:
     if args.json:
         write_json(args.json, data)
     if args.plots and any(row.result for row in rows):
-        for path in write_plots(args.plots, rows, w):
+        for path in write_plots(args.plots, rows, w, {hw: hardware.system for hw, hardware in chips}):
             notes(args).print(f"plot {path}")
     return 0 if any(row.result for row in rows) else 2

@@ -170,10 +170,12 @@ def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]], curves: list | N
                 lw=3,
                 label=f"{label}: this run (batch {r.batch}, KV {r.decode_kv_lens[0]}-{r.decode_kv_lens[-1]})",
             )
-    for label, kv, step_s in curves or []:
-        ax.plot(kv, np.asarray(step_s) * 1e3, "o-", ms=3, lw=1, color="0.45", label=label)
+    for i, (label, kv, step_s) in enumerate(curves or []):
+        colour = colours[i % len(colours)] if len(curves) > 1 else "0.45"  # one curve per run, in its colour
+        ax.plot(kv, np.asarray(step_s) * 1e3, "o-", ms=3, lw=1, color=colour, label=label)
     ax.xaxis.set_major_formatter(thousands_ticks())
-    ax.set_xlim(left=0)
+    if curves:
+        ax.set_xlim(left=0)
     ax.set_xlabel("KV cache length (tokens per sequence)")
     ax.set_ylabel("decode step time (ms)")
     ax.set_ylim(bottom=0)
