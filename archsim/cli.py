@@ -17,6 +17,12 @@ from archsim.errors import ConfigError, DoesNotFitError
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse without abbreviated flags (`--trace` must not quietly mean `--trace-out`)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # argparse's own messages, exit 2
         self.print_usage(sys.stderr)
         print(f"archsim: error: {message}", file=sys.stderr)
@@ -24,7 +30,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from archsim import __version__
+
     p = _Parser(prog="archsim", description="Cycle-approximate accelerator simulator for LLM inference.")
+    p.add_argument("--version", action="version", version=f"archsim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         if importlib.util.find_spec(f"archsim.commands.{name}") is not None:

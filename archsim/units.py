@@ -80,6 +80,19 @@ def _split_unit(unit: str) -> tuple[float, Dim] | None:
     return None
 
 
+PREFIX_RULE = "metric prefixes k M G T P are powers of 1000 (kB = 1000 B), binary Ki Mi Gi Ti Pi of 1024 (KiB = 1024 B)"
+
+
+def _prefix_hint(unit: str) -> str:
+    """The prefix rule, when `unit` is a known unit with a prefix in the wrong case ('kiB', 'mb')."""
+    for base in _BASE_UNITS:
+        if unit.lower().endswith(base.lower()) and len(unit) > len(base):
+            prefix = unit[: len(unit) - len(base)].lower()
+            if prefix in {p.lower() for p in (*METRIC, *BINARY, *SUB) if p}:
+                return f"; {PREFIX_RULE}"
+    return ""
+
+
 def parse_quantity(value: object, dim: Dim) -> float:
     """Parse `value` ("4.8 TB/s", "60 MiB", "1.98 GHz", "700 ns") into the canonical unit of `dim`.
 
@@ -100,7 +113,9 @@ def parse_quantity(value: object, dim: Dim) -> float:
         raise ValueError(f"a unit is required, e.g. {example(dim)} (got {quote(value)})")
     parsed = _split_unit(unit)
     if parsed is None:
-        raise ValueError(f"unknown unit {unit!r}; expected e.g. {example(dim)} (got {quote(value)})")
+        raise ValueError(
+            f"unknown unit {unit!r}; expected e.g. {example(dim)}{_prefix_hint(unit)} (got {quote(value)})"
+        )
     scale, got_dim = parsed
     if got_dim is Dim.BITS_PER_S and dim is Dim.BYTES_PER_S:
         scale /= 8.0

@@ -56,5 +56,15 @@ def test_op_strided_vector_and_misplaced_flag(tmp_path, capsys):
     strided = json.loads(out.read_text())
     assert main(["op", "mul", "--M", "512", "--N", "4096", "--json", str(out)]) == 0
     assert strided["time_s"] > json.loads(out.read_text())["time_s"]
-    assert main(["op", "gemm", "--hot"]) == 2
+    assert main(["op", "gemm", "--M", "64", "--K", "64", "--N", "64", "--hot"]) == 2
     assert "--hot: applies to vector ops and copies, not gemm" in capsys.readouterr().err
+
+
+def test_op_needs_its_sizes(capsys):
+    """No 1x1x1 GEMM by default: an op without its sizes is refused, naming what is missing."""
+    assert main(["op", "gemm", "--M", "128"]) == 2
+    assert "op gemm needs its sizes: --M, --K, --N (missing --K, --N)" in capsys.readouterr().err
+    assert main(["op", "rmsnorm", "--M", "4"]) == 2
+    assert "op rmsnorm needs its sizes: --M, --N (missing --N)" in capsys.readouterr().err
+    assert main(["op", "allreduce", "--hw", "h200x8"]) == 2
+    assert "(missing --bytes)" in capsys.readouterr().err

@@ -288,5 +288,5 @@ def test_op_other_collectives(kind, capsys):
 
 
 def test_op_collective_on_one_chip_exits_2(capsys):
-    assert main(["op", "allreduce", "--hw", "h200"]) == 2
+    assert main(["op", "allreduce", "--bytes", "1024", "--hw", "h200"]) == 2
     assert "needs at least 2 chips" in capsys.readouterr().err

@@ -87,3 +87,27 @@ def test_si_numbers():
         "0",
         "1M",
     ]
+
+
+def test_roofline_places_ops_by_what_they_have(h200, llama8b):
+    """An op without FLOPs (the embedding gather, the KV-cache write) has no intensity; one with
+    FLOPs but no HBM bytes (its input in L2) has an unbounded one; the rest are placed at
+    FLOPs / HBM bytes."""
+    from archsim.report.roofline import where_ops_go
+
+    step = simulate_step(llama8b, h200, Step(Phase.DECODE, 1, 1, 256))
+    placed, no_flops, in_l2 = where_ops_go(step)
+    by_name = {r.op.name: r.timing for r in step.ops}
+    assert set(no_flops) == {n for n, t in by_name.items() if t.flops == 0} >= {"embedding", "kv_write"}
+    assert set(in_l2) == {n for n, t in by_name.items() if t.flops > 0 and t.hbm_bytes == 0}
+    assert len(placed) + len(no_flops) + len(in_l2) == len(step.ops)
+    for r, x, y in placed:
+        assert x == pytest.approx(r.timing.flops / r.timing.hbm_bytes) and y == pytest.approx(r.timing.achieved_flops)
+
+
+def test_nearby_roofline_labels_merge():
+    """(1, 4e12) and (1.2, 3e12) are 0.08 and 0.12 decades apart: one label; (10, 4e12) is a decade away."""
+    from archsim.report.roofline import label_clusters
+
+    clusters = label_clusters([(1.0, 4e12, "qkv"), (1.2, 3e12, "down"), (10.0, 4e12, "attention"), (1.0, 4e12, "qkv")])
+    assert sorted((x, names) for x, _, names in clusters) == [(1.0, ["qkv", "down"]), (10.0, ["attention"])]

@@ -86,7 +86,7 @@ def test_trace_with_plots_and_timeline(tmp_path, tiny):
         tmp_path,
         "--workload",
         tiny,
-        "--trace",
+        "--requests-from",
         str(trace),
         "--time-scale",
         "0.5",
@@ -94,7 +94,7 @@ def test_trace_with_plots_and_timeline(tmp_path, tiny):
         "sarathi",
         "--plots",
         str(tmp_path / "plots"),
-        "--timeline",
+        "--trace-out",
         str(timeline),
     )
     assert data["requests"] == 20 and data["config"]["options"]["serving"]["max_batched_tokens"] == 512
@@ -133,10 +133,10 @@ def test_disaggregated_and_capacity(tmp_path, tiny):
     "args,message",
     [
         (["--find-capacity"], "--find-capacity needs --slo-ttft"),
-        (["--trace", "azure_llm_2023_code", "--prompt", "5"], "--prompt does not apply to --trace"),
-        (["--time-scale", "2"], "--time-scale applies to --trace only"),
+        (["--requests-from", "azure_llm_2023_code", "--prompt", "5"], "--prompt does not apply to --requests-from"),
+        (["--time-scale", "2"], "--time-scale applies to --requests-from only"),
         (["--policy", "static", "--decode-instances", "2"], "static batching cannot be disaggregated"),
-        (["--trace", "nope.csv"], "nope.csv: no such trace file"),
+        (["--requests-from", "nope.csv"], "nope.csv: no such trace file"),
     ],
 )
 def test_bad_input_exits_2(capsys, args, message):

@@ -69,7 +69,7 @@ objectives:
 
 
 def parts(out: Path) -> list[dict]:
-    return [row for p in sorted(out.glob("part-*.parquet")) for row in pq.read_table(p).to_pylist()]
+    return [row for p in sorted(out.glob("points/part-*.parquet")) for row in pq.read_table(p).to_pylist()]
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_sweep_records_every_point_once_with_its_status(small):
     assert len(ok) == 4 and all(r["tps"] > 0 and r["ttft_ms"] > 0 and r["error"] is None for r in ok)
     assert by[(2, 1.5)]["macs"] == 132 * 2 * 512
     assert by[(2, 2.0)]["ttft_ms"] < by[(2, 1.5)]["ttft_ms"]  # a faster clock, a shorter prefill
-    schema = pq.read_schema(next(out.glob("part-*.parquet")))
+    schema = pq.read_schema(next(out.glob("points/part-*.parquet")))
     assert schema.names == ["config_hash", "status", "error", "units", "clock_ghz", "macs", "tps", "ttft_ms", "odd"]
     assert str(schema.field("units").type) == "int64" and str(schema.field("tps").type) == "double"
     summary = json.loads((out / "summary.json").read_text())
@@ -123,11 +123,47 @@ def test_sweep_records_every_point_once_with_its_status(small):
 
 def test_rerun_skips_what_is_done(small, capsys):
     spec, out, _ = small
-    before = sorted(p.name for p in out.glob("part-*.parquet"))
+    before = sorted(p.name for p in out.glob("points/part-*.parquet"))
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--quiet"]) == 1
     assert "0 run now" in capsys.readouterr().out
-    assert sorted(p.name for p in out.glob("part-*.parquet")) == before
+    assert sorted(p.name for p in out.glob("points/part-*.parquet")) == before
     assert json.loads((out / "summary.json").read_text())["last_run"]["points"] == 0
+
+
+def test_standard_tools_read_the_points(small):
+    """`DIR/points` is one Parquet dataset: pyarrow.dataset, pandas.read_parquet and
+    archsim.load_sweep see the same 6 rows as the parts do."""
+    import pyarrow.dataset as ds
+
+    import archsim
+
+    _, out, _ = small
+    hashes = sorted(r["config_hash"] for r in parts(out))
+    assert sorted(ds.dataset(out / "points", format="parquet").to_table().column("config_hash").to_pylist()) == hashes
+    results = archsim.load_sweep(out)
+    assert len(results) == 6 and sorted(r["config_hash"] for r in results.rows()) == hashes
+    assert results.summary["points_total"] == 6 and results.settings["kv_stride"] == 1024
+    front = results.pareto(maximize=["tps"], minimize=["macs"])
+    assert front and all(r["status"] == "ok" for r in front)
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.read_parquet(out / "points")
+    assert sorted(frame.config_hash) == hashes
+    assert sorted(results.to_pandas().config_hash) == hashes
+
+
+def test_a_folder_of_the_old_layout_moves_its_parts(small, tmp_path, capsys):
+    """Parts written beside the JSON files (before points/) are moved in and not run again."""
+    import shutil
+
+    spec, out, _ = small
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    for part in (old / "points").glob("part-*.parquet"):
+        part.rename(old / part.name)
+    (old / "points").rmdir()
+    assert main(["sweep", str(spec), "--out", str(old), "--workers", "1", "--quiet"]) == 1
+    assert "0 run now" in capsys.readouterr().out
+    assert not list(old.glob("part-*.parquet")) and len(parts(old)) == 6
 
 
 def test_a_folder_holds_one_setting_and_one_writer(small, tmp_path, capsys):
@@ -195,7 +231,7 @@ def test_kill_9_mid_sweep_then_resume_records_every_point_exactly_once(tmp_path)
     )
     try:
         deadline = time.monotonic() + 60
-        while not list(out.glob("part-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
+        while not list(out.glob("points/part-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)  # the sweep itself, as `kill -9 PID` would
         proc.wait()

@@ -54,7 +54,7 @@ def test_run_trace_steps_match_the_simulation(tmp_path):
                 "--quiet",
                 "--json",
                 str(result),
-                "--trace",
+                "--trace-out",
                 str(trace),
                 "--trace-step",
                 "prefill",
@@ -121,7 +121,9 @@ def test_large_steps_merge_tiles_and_say_so(h200, llama8b):
 
 def test_op_trace(tmp_path):
     path = tmp_path / "op.json"
-    assert main(["op", "gemm", "--M", "512", "--K", "4096", "--N", "4096", "--standalone", "--trace", str(path)]) == 0
+    assert (
+        main(["op", "gemm", "--M", "512", "--K", "4096", "--N", "4096", "--standalone", "--trace-out", str(path)]) == 0
+    )
     doc = json.loads(path.read_text())
     spans = check_events(doc)
     op = next(e for e in spans if e["tid"] == 2)
@@ -140,10 +142,10 @@ def test_piecewise_rate_by_hand():
 
 def test_bad_trace_step_exits_2(capsys):
     with pytest.raises(SystemExit) as err:
-        main(["run", "--trace", "t.json", "--trace-step", "decode"])
+        main(["run", "--trace-out", "t.json", "--trace-step", "decode"])
     assert err.value.code == 2
     assert "--trace-step: expected prefill or decode:N" in capsys.readouterr().err
-    assert main(["run", "--generate", "3", "--trace", "t.json", "--trace-step", "decode:5"]) == 2
+    assert main(["run", "--generate", "3", "--trace-out", "t.json", "--trace-step", "decode:5"]) == 2
     assert "decode:5 is past the last decode step" in capsys.readouterr().err
 
 

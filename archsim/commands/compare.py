@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from archsim.commands import require_plots
+from archsim.commands.output import add_output_flags, console, emit, notes, progress
 from archsim.commands.run import add_parallel_flags, add_workload_flags
 
 
@@ -13,14 +14,19 @@ def add_parser(sub) -> None:
     add_parallel_flags(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write every chip's numbers as JSON")
     cmp.add_argument("--plots", metavar="DIR", help="write PNG plots comparing the chips")
+    add_output_flags(cmp)
 
 
-def write_plots(out_dir: str, rows, w) -> list:
+def write_plots(out_dir: str, rows, w, systems: dict) -> list:
+    """The comparison's plots; `systems`: the System of each row's `hw`, for the decode curves."""
     from pathlib import Path
 
+    from archsim.commands.run import decode_curve
     from archsim.report import plots
 
     ran = [(row.chip_name, row.result) for row in rows if row.result is not None]
+    single = [row for row in rows if row.result is not None and systems[row.hw].chips == 1]
+    curves = [decode_curve(w, systems[row.hw], row.result) for row in single]
     d = Path(out_dir)
     title = (
         f"{w.model.name}: batch {w.scenario.batch}, prompt {w.scenario.prompt_tokens}, "
@@ -29,59 +35,55 @@ def write_plots(out_dir: str, rows, w) -> list:
     return [
         plots.compare_summary(d / "compare_summary.png", ran, title),
         plots.compare_bounds(d / "compare_bounds.png", ran),
-        plots.decode_by_kv(d / "compare_decode_kv.png", ran),
+        plots.decode_by_kv(d / "compare_decode_kv.png", ran, curves),
         plots.memory(d / "compare_memory.png", [(name, r.footprint) for name, r in ran]),
     ]
+
+
+CSV_FIELDS = ("hw", "chip", "config_hash", "ttft_s", "tpot_s", "decode_tokens_per_s", "throughput_tokens_per_s")
 
 
 def run(args) -> int:
     import sys
 
-    from rich.console import Console
-    from rich.progress import Progress
-
-    from archsim.commands.run import load_workload_inputs
-    from archsim.config.loader import load_system
-    from archsim.config.resolved import ResolvedConfig, run_options
+    from archsim import api
+    from archsim.commands.run import _set, load_inputs
     from archsim.errors import DoesNotFitError
     from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.comparison import ChipRun, compare_dict, compare_table
     from archsim.report.export import write_json
-    from archsim.runner.generation import run_generation
 
-    w, wl_cfg = load_workload_inputs(args.workload, args.batch, args.prompt, args.generate, args.fusion, args.model)
-    systems = [(hw, *load_system(hw)) for hw in args.chips]  # every file checked before any simulation
-    par = Parallelism(args.tp, args.pp, args.ep)
+    _, workload = load_inputs(args)
+    w = workload.workload
+    chips = [(hw, _set(api.load_system(hw), args.set or [], "hardware")) for hw in args.chips]  # all checked first
     if args.plots:
         require_plots()
-    console = Console()
     rows = []
-    with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
-        task = bar.add_task("chips", total=len(systems))
-        for hw, system, hw_cfg in systems:
-            digest = ResolvedConfig(hw_cfg, wl_cfg, run_options(args.kv_stride, par.tp, par.pp, par.ep)).hash
+    with progress(args, "chips", total=len(chips)) as bar:
+        for i, (hw, hardware) in enumerate(chips):
+            bar.update(i, len(chips), f"{hardware.name} ({i + 1} of {len(chips)})")
+            digest = api.calls.run_config(hardware, workload, args.kv_stride, args.tp, args.pp, args.ep).hash
             try:
-                result = run_generation(w, system, kv_stride=args.kv_stride, parallelism=par)
-                rows.append(ChipRun(hw, system.chip.name, digest, result))
-                if result.interrupted:
+                report = api.run(hardware, workload, tp=args.tp, pp=args.pp, ep=args.ep, kv_stride=args.kv_stride)
+                rows.append(ChipRun(hw, hardware.name, report.config_hash, report.result))
+                if report.interrupted:
                     return 130
             except DoesNotFitError as err:
                 print(f"archsim: {hw}: {err}", file=sys.stderr)
-                rows.append(ChipRun(hw, system.chip.name, digest, None, "does not fit"))
+                rows.append(ChipRun(hw, hardware.name, digest, None, "does not fit"))
             except ParallelismError as err:
                 print(f"archsim: {hw}: --tp/--pp/--ep: {err}", file=sys.stderr)
-                rows.append(ChipRun(hw, system.chip.name, digest, None, "layout does not apply"))
-            bar.advance(task)
+                rows.append(ChipRun(hw, hardware.name, digest, None, "layout does not apply"))
     sc = w.scenario
+    par = Parallelism(args.tp, args.pp, args.ep)
     layout = "" if par.is_single else f", {par.label()}"
-    console.print(
-        compare_table(
-            rows, f"{w.model.name}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
-        )
-    )
+    title = f"{w.model.name}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
+    data = compare_dict(rows, workload.config)
+    csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
+    emit(args, console(args), [compare_table(rows, title)], data=data, rows=csv_rows)
     if args.json:
-        write_json(args.json, compare_dict(rows, wl_cfg))
+        write_json(args.json, data)
     if args.plots and any(row.result for row in rows):
-        for path in write_plots(args.plots, rows, w):
-            console.print(f"plot {path}")
+        for path in write_plots(args.plots, rows, w, {hw: hardware.system for hw, hardware in chips}):
+            notes(args).print(f"plot {path}")
     return 0 if any(row.result for row in rows) else 2

@@ -6,7 +6,10 @@ from archsim.errors import ConfigError
 
 
 def add_parser(sub) -> None:
-    sub.add_parser("list", help="shipped chips and models with their headline numbers")
+    from archsim.commands.output import add_output_flags
+
+    p = sub.add_parser("list", help="shipped chips and models with their headline numbers")
+    add_output_flags(p, formats=("table", "json"), quiet_help=None)
 
 
 def _num(x: float) -> str:
@@ -29,12 +32,13 @@ def _shipped(folder: str, load, t):
             t.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
 
 
-def chips_table():
+def chips_table(records: list | None = None):
     from rich.table import Table
 
     from archsim.config.loader import load_system
     from archsim.hardware import DType
 
+    records = [] if records is None else records
     t = Table(title="chips (--hw)", title_justify="left")
     t.add_column("name", no_wrap=True)
     t.add_column("chip", max_width=20, overflow="fold")
@@ -42,6 +46,18 @@ def chips_table():
         t.add_column(col, justify="right", no_wrap=True)
     for name, s in _shipped("hw_configs", load_system, t):
         c = s.chip
+        records.append(
+            {
+                "name": name,
+                "chip": c.name,
+                "chips": s.chips,
+                "cores": c.cores,
+                "bf16_flops_per_s": c.peak_flops(DType.BF16),
+                "hbm_bytes_per_s": c.hbm.peak_bandwidth_bytes_per_s,
+                "hbm_capacity_bytes": c.hbm.capacity_bytes,
+                "source": str(s.source),
+            }
+        )
         t.add_row(
             name,
             c.name + (f" x{s.chips}" if s.chips > 1 else ""),
@@ -53,11 +69,12 @@ def chips_table():
     return t
 
 
-def workloads_table():
+def workloads_table(records: list | None = None):
     from rich.table import Table
 
     from archsim.config.loader import load_workload
 
+    records = [] if records is None else records
     t = Table(title="workloads (--workload)", title_justify="left")
     t.add_column("name", no_wrap=True)
     t.add_column("model", overflow="fold")
@@ -66,6 +83,22 @@ def workloads_table():
     t.add_column("batch x\nprompt+gen", no_wrap=True)
     for name, w in _shipped("workloads", load_workload, t):
         m, sc = w.model, w.scenario
+        records.append(
+            {
+                "name": name,
+                "model": m.name,
+                "params": m.params(),
+                "layers": m.layers,
+                "heads": m.heads,
+                "kv_heads": m.kv_heads,
+                "experts": m.experts,
+                "top_k": m.top_k,
+                "batch": sc.batch,
+                "prompt_tokens": sc.prompt_tokens,
+                "output_tokens": sc.output_tokens,
+                "source": w.source,
+            }
+        )
         t.add_row(
             name,
             m.name,
@@ -79,9 +112,9 @@ def workloads_table():
 
 
 def run(args) -> int:
-    from rich.console import Console
+    from archsim.commands.output import console, emit
 
-    console = Console()
-    console.print(chips_table())
-    console.print(workloads_table())
+    chips, workloads = [], []
+    tables = [chips_table(chips), workloads_table(workloads)]
+    emit(args, console(args), tables, data={"chips": chips, "workloads": workloads})
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from archsim.commands import UsageError, positive_int
+from archsim.commands.output import add_output_flags, console, emit, notes, renamed
 from archsim.commands.run import DEFAULT_HW
 from archsim.graph.ops import VectorOp
 
@@ -12,24 +13,19 @@ VECTOR_OPS = [v.value for v in VectorOp]
 def add_parser(sub) -> None:
     op = sub.add_parser("op", help="simulate one op")
     op.add_argument("kind", choices=["gemm", "attention", *VECTOR_OPS, "copy", *COLLECTIVES])
-    op.add_argument("--hw", default=DEFAULT_HW)
-    op.add_argument("--M", type=positive_int("--M"), default=1)
-    op.add_argument("--K", type=positive_int("--K"), default=1)
-    op.add_argument("--N", type=positive_int("--N"), default=1)
-    op.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "int8"], default="bf16")
-    op.add_argument("--batch", type=positive_int("--batch"), default=1)
-    op.add_argument("--heads", type=positive_int("--heads"), default=32)
-    op.add_argument("--kv-heads", type=positive_int("--kv-heads"), default=8)
-    op.add_argument("--head-dim", type=positive_int("--head-dim"), default=128)
-    op.add_argument("--q-len", type=positive_int("--q-len"), default=1)
-    op.add_argument("--kv-len", type=positive_int("--kv-len"), default=1024)
-    op.add_argument("--causal", action="store_true")
-    op.add_argument(
-        "--bytes",
-        type=positive_int("--bytes"),
-        default=1 << 20,
-        help="bytes of a copy or a collective (NCCL's count; default 1 MiB)",
-    )
+    op.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
+    op.add_argument("--M", type=positive_int("--M"), help="rows: of a GEMM's output (with --K, --N) or a vector op")
+    op.add_argument("--K", type=positive_int("--K"), help="a GEMM's reduction size")
+    op.add_argument("--N", type=positive_int("--N"), help="columns: of a GEMM's output or a vector op")
+    op.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "int8"], default="bf16", help="(default bf16)")
+    op.add_argument("--batch", type=positive_int("--batch"), default=1, help="attention: sequences (default 1)")
+    op.add_argument("--heads", type=positive_int("--heads"), default=32, help="attention: query heads (default 32)")
+    op.add_argument("--kv-heads", type=positive_int("--kv-heads"), default=8, help="attention: KV heads (default 8)")
+    op.add_argument("--head-dim", type=positive_int("--head-dim"), default=128, help="attention (default 128)")
+    op.add_argument("--q-len", type=positive_int("--q-len"), default=1, help="attention: new tokens (default 1)")
+    op.add_argument("--kv-len", type=positive_int("--kv-len"), help="attention: KV length read (needed)")
+    op.add_argument("--causal", action="store_true", help="attention: causal mask")
+    op.add_argument("--bytes", type=positive_int("--bytes"), help="bytes of a copy or a collective (NCCL's count)")
     op.add_argument(
         "--ranks",
         type=positive_int("--ranks"),
@@ -46,11 +42,13 @@ def add_parser(sub) -> None:
         action="store_true",
         help="vector op or copy whose input the previous kernel just wrote (an L2 hit if it fits)",
     )
-    op.add_argument("--json", metavar="PATH")
-    op.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
+    op.add_argument("--json", metavar="PATH", help="write the timing and the hardware config as JSON")
+    op.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
+    renamed(op, "--trace", "--trace-out PATH")
+    add_output_flags(op, formats=("table", "json"), quiet_help=None)
 
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "send")
+SIZES = {"gemm": ("M", "K", "N"), "attention": ("kv_len",), "copy": ("bytes",)}  # vector ops: M, N
 
 
 def _op_options(op, args) -> dict:
@@ -65,14 +63,26 @@ def _config(resolved) -> dict:
     return {"config_hash": resolved.hash, "config": resolved.as_dict()}
 
 
+def check_sizes(args) -> None:
+    """Refuse an op without the sizes that say what it is (there is no meaningful default)."""
+    needed = SIZES.get(args.kind, ("bytes",) if args.kind in COLLECTIVES else ("M", "N"))
+    missing = [f"--{n.replace('_', '-')}" for n in needed if getattr(args, n) is None]
+    if missing:
+        given = ", ".join(f"--{n.replace('_', '-')}" for n in needed)
+        raise UsageError(f"op {args.kind} needs its sizes: {given} (missing {', '.join(missing)})")
+
+
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "send")
+
+
 def run_collective(args, system, hw_cfg) -> int:
     """A collective on the system's interconnect: time, algorithm and protocol, NCCL's bus bandwidth."""
-    from rich.console import Console
 
     from archsim.config.resolved import ResolvedConfig
     from archsim.hardware.collectives import Collective, CollectiveError, collective_time, system_fabric
     from archsim.report.export import write_json
-    from archsim.units import format_bytes, format_rate, format_seconds
+    from archsim.report.tables import format_seconds
+    from archsim.units import format_bytes, format_rate
 
     ranks = args.ranks or (2 if args.kind == "send" else system.chips)
     if ranks < 2:
@@ -84,49 +94,46 @@ def run_collective(args, system, hw_cfg) -> int:
         t = collective_time(system_fabric(system, ranks), Collective(args.kind), ranks, args.bytes)
     except CollectiveError as err:
         raise UsageError(f"{args.kind}: {err}") from None
-    Console().print(
+    line = (
         f"{args.kind} of {format_bytes(args.bytes)} over {ranks} chips of {system.chip.name}: "
         f"{format_seconds(t.time_s)} ({t.algorithm.value}, {t.protocol or '-'} protocol; latency "
         f"{format_seconds(t.latency_s)}, transfer {format_seconds(t.transfer_s)}); "
         f"algbw {format_rate(t.algorithm_bandwidth_bytes_per_s, 'B/s')}, "
         f"busbw {format_rate(t.bus_bandwidth_bytes_per_s, 'B/s')}"
     )
+    data = {
+        "op": args.kind,
+        "bytes": args.bytes,
+        "ranks": ranks,
+        "time_s": t.time_s,
+        "latency_s": t.latency_s,
+        "transfer_s": t.transfer_s,
+        "algorithm": t.algorithm.value,
+        "protocol": t.protocol,
+        "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
+        "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
+        **_config(ResolvedConfig(hw_cfg, None, {"op": {"kind": args.kind, "bytes": args.bytes, "ranks": ranks}})),
+    }
+    emit(args, console(args), [line], data=data)
     if args.json:
-        write_json(
-            args.json,
-            {
-                "op": args.kind,
-                "bytes": args.bytes,
-                "ranks": ranks,
-                "time_s": t.time_s,
-                "latency_s": t.latency_s,
-                "transfer_s": t.transfer_s,
-                "algorithm": t.algorithm.value,
-                "protocol": t.protocol,
-                "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
-                "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
-                **_config(
-                    ResolvedConfig(hw_cfg, None, {"op": {"kind": args.kind, "bytes": args.bytes, "ranks": ranks}})
-                ),
-            },
-        )
+        write_json(args.json, data)
     return 0
 
 
 def run(args) -> int:
-    from rich.console import Console
-
     from archsim.choose import Condition, simulate_op
     from archsim.config.loader import load_system
     from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
     from archsim.report.export import timing_dict, write_json
-    from archsim.units import format_bytes, format_rate, format_seconds
+    from archsim.report.tables import format_seconds
+    from archsim.units import format_bytes, format_rate
 
+    check_sizes(args)
     system, hw_cfg = load_system(args.hw)
     if args.kind in COLLECTIVES:
-        if args.trace:
+        if args.trace_out:
             raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")
         return run_collective(args, system, hw_cfg)
     dt = DType(args.dtype)
@@ -153,24 +160,22 @@ def run(args) -> int:
     else:
         op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind), strided=args.strided, hot=args.hot)
     t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
-    console = Console()
-    console.print(
+    line = (
         f"{args.kind} on {system.chip.name}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
         f"(compute {t.compute_cycles:,}, stall {t.stall_cycles:,}, overhead {t.overhead_cycles:,}); "
         f"{t.bound.value}-bound; {format_rate(t.achieved_flops, 'FLOP/s')}, "
         f"HBM {format_bytes(t.hbm_bytes)} at {format_rate(t.achieved_bytes_per_s, 'B/s')}, "
         f"L2 {format_bytes(t.l2_bytes)}; {t.active_cores} cores active"
     )
+    data = {"op": args.kind, **timing_dict(t), **_config(ResolvedConfig(hw_cfg, None, {"op": _op_options(op, args)}))}
+    emit(args, console(args), [line], data=data)
     if args.json:
-        write_json(
-            args.json,
-            {"op": args.kind, **timing_dict(t), **_config(ResolvedConfig(hw_cfg, None, {"op": _op_options(op, args)}))},
-        )
-    if args.trace:
+        write_json(args.json, data)
+    if args.trace_out:
         from archsim.report.trace import TraceBuilder, write_trace
 
         builder = TraceBuilder(system.chip)
         builder.add_op(op.named(args.kind), t, f"{args.kind} on {system.chip.name}", args.standalone)
-        write_trace(args.trace, builder.document())
-        console.print(f"trace {args.trace}")
+        write_trace(args.trace_out, builder.document())
+        notes(args).print(f"trace {args.trace_out}")
     return 0

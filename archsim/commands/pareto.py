@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from archsim.commands import UsageError, positive_int
+from archsim.commands.output import add_output_flags, console, emit, notes
 
 
 class _Goal(argparse.Action):
@@ -32,6 +33,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-plot", action="store_true", help="print the table only")
     p.add_argument("--json", metavar="PATH", help="write the front's rows as JSON")
     p.add_argument("--top", type=positive_int("--top"), metavar="N", help="show only the first N designs of the front")
+    add_output_flags(p, quiet_help=None)
 
 
 def front_table(front, top: int | None):
@@ -43,13 +45,13 @@ def front_table(front, top: int | None):
     table = Table(
         title=f"Pareto front: {len(rows)} of {len(front.rows)} designs ({', '.join(g.label for g in front.goals)})"
     )
-    table.add_column("#", justify="right")
+    table.add_column("#", justify="right", no_wrap=True)
     for g in front.goals:
-        table.add_column(g.label, justify="right", style="bold")
+        table.add_column(g.label, justify="right", style="bold", no_wrap=True)
     for c in front.design_columns:
         if c not in {g.column for g in front.goals}:
-            table.add_column(c, justify="right")
-    table.add_column("config_hash")
+            table.add_column(c, justify="right", no_wrap=True)
+    table.add_column("config_hash", no_wrap=True, overflow="fold")
     shown = [c for c in front.design_columns if c not in {g.column for g in front.goals}]
     for i, r in enumerate(rows[:top] if top else rows, start=1):
         table.add_row(
@@ -63,8 +65,6 @@ def front_table(front, top: int | None):
 
 def run(args) -> int:
     from pathlib import Path
-
-    from rich.console import Console
 
     from archsim.sweep.pareto import Goal, ParetoError, find_front
     from archsim.sweep.store import StoreError
@@ -85,23 +85,21 @@ def run(args) -> int:
         front = find_front(args.dir, goals)
     except (ParetoError, StoreError) as err:
         raise UsageError(str(err)) from None
-    console = Console()
-    console.print(front_table(front, args.top))
+    data = {
+        "goals": [{"column": g.column, "maximize": g.maximize} for g in goals],
+        "designs": len(front.rows),
+        "front": front.front_rows(),
+    }
+    emit(args, console(args), [front_table(front, args.top)], data=data, rows=data["front"][: args.top])
     if args.json:
         from archsim.report.export import write_json
 
-        write_json(
-            args.json,
-            {
-                "goals": [{"column": g.column, "maximize": g.maximize} for g in goals],
-                "designs": len(front.rows),
-                "front": front.front_rows(),
-            },
-        )
+        write_json(args.json, data)
     if not args.no_plot:
-        from archsim.sweep.plot import plot_front
+        from archsim.sweep.plot import human, plot_front
 
         path = args.plot or str(Path(args.dir) / f"pareto_{goals[0].column}_{goals[1].column}.png")
-        plot_front(path, front, f"{Path(args.dir).name}: Pareto front over {', '.join(g.label for g in goals)}")
-        console.print(f"plot {path}")
+        over = ", ".join(f"{human(g.column)} ({'max' if g.maximize else 'min'})" for g in goals)
+        plot_front(path, front, f"{Path(args.dir).name}: Pareto front of {len(front.rows)} designs over {over}")
+        notes(args).print(f"plot {path}")
     return 0

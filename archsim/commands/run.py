@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from archsim.commands import UsageError, positive_int, require_plots
+from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 
 DEFAULT_HW = "h200"
 DEFAULT_WORKLOAD = "llama3_8b"
@@ -13,7 +13,7 @@ DEFAULT_TRACE_STEPS = (("prefill", 0), ("decode", 1))
 
 
 def add_workload_flags(p) -> None:
-    """Flags that pick and adjust the workload (shared with `archsim compare`)."""
+    """Flags that pick and adjust the workload (shared with `archsim compare` and `archsim scale`)."""
     p.add_argument("--workload", default=DEFAULT_WORKLOAD, help="workload YAML or shipped name (default llama3_8b)")
     p.add_argument(
         "--model",
@@ -24,6 +24,7 @@ def add_workload_flags(p) -> None:
     p.add_argument("--prompt", type=positive_int("--prompt"), help="prompt tokens per sequence")
     p.add_argument("--generate", type=positive_int("--generate"), help="tokens generated per sequence")
     p.add_argument("--fusion", choices=["eager", "fused"], help="kernel fusion profile (default from workload)")
+    add_set_flag(p)
     p.add_argument(
         "--kv-stride",
         type=positive_int("--kv-stride"),
@@ -32,13 +33,42 @@ def add_workload_flags(p) -> None:
     )
 
 
+def add_set_flag(p) -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        type=setting,
+        metavar="PATH=VALUE",
+        help="set a value of the hardware or workload file by dotted path, as a sweep does "
+        "(repeatable): --set workload.dtypes.weights=fp8 --set 'hardware.hbm.data_rate=8 Gbps'",
+    )
+
+
+def setting(text: str) -> tuple[str, str, object]:
+    """argparse type: `hardware.x.y=VALUE` or `workload.x.y=VALUE` -> (root, 'x.y', value read as YAML)."""
+    import yaml
+
+    path, eq, value = text.partition("=")
+    root, dot, rest = path.strip().partition(".")
+    if not eq or root not in ("hardware", "workload") or not dot or not rest:
+        raise argparse.ArgumentTypeError(
+            f"expected hardware.PATH=VALUE or workload.PATH=VALUE, e.g. workload.scenario.batch=8 (got {text!r})"
+        )
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else value
+    except yaml.YAMLError:
+        parsed = value
+    return root, rest, value if isinstance(parsed, dict) or parsed is None else parsed
+
+
 def add_parser(sub) -> None:
     run = sub.add_parser("run", help="simulate a generation: prefill, then decode")
     run.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     add_workload_flags(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write the per-op table (prefill and first decode step) as CSV")
-    run.add_argument("--trace", metavar="PATH", help="write a Chrome trace-event JSON of steps (open in Perfetto)")
+    run.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of steps (open in Perfetto)")
+    renamed(run, "--trace", "--trace-out PATH")
     run.add_argument(
         "--trace-step",
         action="append",
@@ -47,7 +77,7 @@ def add_parser(sub) -> None:
         help="step to trace, repeatable (default: prefill and decode:1, the first decode step)",
     )
     run.add_argument("--plots", metavar="DIR", help="write PNG plots (roofline, breakdown, decode, batch, memory)")
-    run.add_argument("--quiet", action="store_true", help="print only the summary")
+    add_output_flags(run, quiet_help="no progress; print only the summary table")
     add_parallel_flags(run)
 
 
@@ -58,42 +88,25 @@ def add_parallel_flags(p) -> None:
     p.add_argument("--ep", type=positive_int("--ep"), default=1, help="expert parallel groups, MoE only (default 1)")
 
 
-def communication(step) -> dict:
-    """Collective time of a step on the busiest chip (all its micro-batches), how much of it ran
-    under compute, the exposed rest and its share of the step, and the pipeline bubble."""
-    micro = step.pipeline.micro_batches if step.pipeline else 1
-    comm, hidden = micro * step.comm_s, micro * step.comm_hidden_s
-    return {
-        "time_s": step.time_s,
-        "collectives_s": comm,
-        "hidden_s": hidden,
-        "exposed_s": comm - hidden,
-        "exposed_share": (comm - hidden) / step.time_s if step.time_s else 0.0,
-        "bubble_s": step.pipeline.bubble_s if step.pipeline else 0.0,
-        "micro_batches": micro,
-    }
-
-
-def communication_table(result, par, system_name: str):
+def communication_table(report, system_name: str):
     from rich.table import Table
 
-    from archsim.units import format_seconds
+    from archsim.report.tables import format_seconds
 
+    par = report.parallelism
     t = Table(title=f"communication on the busiest chip ({par.label()} on {system_name})", title_justify="left")
     t.caption = "a pipeline step's collectives are all its micro-batches'; hidden: run under the GEMM producing them"
     for col in ("step", "time", "collectives", "hidden", "exposed", "share", "bubble"):
         t.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
-    steps = [("prefill", result.prefill)] + ([("first decode step", result.decode)] if result.decode else [])
-    for name, step in steps:
-        c = communication(step)
+    for name, c in report.communication().items():
         t.add_row(
-            name,
+            "first decode step" if name == "decode" else name,
             format_seconds(c["time_s"]),
             format_seconds(c["collectives_s"]),
             format_seconds(c["hidden_s"]),
             format_seconds(c["exposed_s"]),
             f"{100 * c['exposed_share']:.1f}%",
-            format_seconds(c["bubble_s"]) if step.pipeline else "-",
+            format_seconds(c["bubble_s"]) if c["micro_batches"] > 1 or c["bubble_s"] else "-",
         )
     return t
 
@@ -108,57 +121,50 @@ def trace_step(text: str) -> tuple[str, int]:
     raise argparse.ArgumentTypeError(f"--trace-step: expected prefill or decode:N with N from 1 (got {text!r})")
 
 
-def load_workload_inputs(workload: str, batch=None, prompt=None, generate=None, fusion=None, model=None):
-    """The workload with CLI overrides and, from `model` (a config.json), its model and dtype;
-    its resolved config. Fields of the config.json that archsim cannot model go to stderr."""
+def load_inputs(args, hw: str | None = None, scenario_flags: bool = True):
+    """The hardware and workload of a command: files or shipped names, the Hugging Face model,
+    then the scenario flags (--batch, --prompt, --generate; unless `scenario_flags` is false),
+    --fusion, then each --set, all validated as files are. Warnings to stderr."""
     import sys
 
-    from archsim.config.hf import load_hf_config, model_cfg
-    from archsim.config.loader import load_workload
-    from archsim.graph.model import DTypes, Fusion
+    from archsim.api import load_system, load_workload
 
-    w, wl_cfg = load_workload(workload)
-    if model:
-        hf = load_hf_config(model)
-        if hf.unmodelled:
-            print(f"warning: {model}: archsim does not model: {'; '.join(hf.unmodelled)}", file=sys.stderr)
-        dtypes = DTypes(hf.dtype, hf.dtype, hf.dtype) if hf.dtype else w.dtypes
-        w = replace(w, model=hf.model, dtypes=dtypes)
-        wl_cfg = {
-            **wl_cfg,
-            "name": hf.model.name,
-            "model": model_cfg(hf.model),
-            "dtypes": {
-                "weights": dtypes.weights.value,
-                "activations": dtypes.activations.value,
-                "kv_cache": dtypes.kv_cache.value,
-            },
-        }
-    sc = w.scenario
-    sc = replace(
-        sc,
-        batch=batch or sc.batch,
-        prompt_tokens=prompt or sc.prompt_tokens,
-        output_tokens=generate or sc.output_tokens,
-    )
-    w = replace(w, scenario=sc, fusion=Fusion(fusion) if fusion else w.fusion)
-    wl_cfg = {
-        **wl_cfg,
-        "scenario": {"batch": sc.batch, "prompt_tokens": sc.prompt_tokens, "output_tokens": sc.output_tokens},
-        "fusion": w.fusion.value,
-    }
-    return w, wl_cfg
+    settings = getattr(args, "set", None) or []
+    workload = load_workload(args.workload, hf_config=getattr(args, "model", None))
+    for warning in workload.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    flags = {"fusion": getattr(args, "fusion", None)}
+    if scenario_flags:
+        flags["scenario.batch"] = getattr(args, "batch", None)
+        flags["scenario.prompt_tokens"] = getattr(args, "prompt", None)
+        flags["scenario.output_tokens"] = getattr(args, "generate", None)
+    workload = workload.with_params({k: v for k, v in flags.items() if v is not None}, "flags")
+    workload = _set(workload, settings, "workload")
+    return (_set(load_system(hw), settings, "hardware") if hw is not None else None), workload
+
+
+def _set(obj, settings, root: str):
+    """`obj` with the --set values of `root`; a bad one reported as `--set: root.path: why`."""
+    from archsim.errors import ConfigError, Problem
+
+    try:
+        return obj.with_params({path: v for r, path, v in settings if r == root}, "--set")
+    except ConfigError as err:
+        raise ConfigError(
+            [Problem(p.file, p.line, f"{root}.{p.key}", p.message) if p.file == "--set" else p for p in err.problems]
+        ) from None
 
 
 def load_run_inputs(hw: str, workload: str, batch=None, prompt=None, generate=None, fusion=None, model=None):
-    """Hardware and workload with CLI overrides applied, and their resolved configuration (no
+    """Hardware and workload with the run flags applied, and their resolved configuration (no
     options yet: each command adds its own)."""
-    from archsim.config.loader import load_system
     from archsim.config.resolved import ResolvedConfig
 
-    system, hw_cfg = load_system(hw)
-    w, wl_cfg = load_workload_inputs(workload, batch, prompt, generate, fusion, model)
-    return system, w, ResolvedConfig(hw_cfg, wl_cfg)
+    args = argparse.Namespace(
+        workload=workload, batch=batch, prompt=prompt, generate=generate, fusion=fusion, model=model
+    )
+    hardware, wl = load_inputs(args, hw)
+    return hardware.system, wl.workload, ResolvedConfig(hardware.config, wl.config)
 
 
 def check_trace_steps(steps, decode_steps: int) -> list[tuple[str, int]]:
@@ -197,101 +203,108 @@ def trace_document(result, w, system, steps: list[tuple[str, int]], parallelism=
     return builder.document()
 
 
-def write_plots(out_dir: str, result, w, system, kv_stride: int, console) -> list:
+CURVE_POINTS = 12  # KV lengths of the decode-step curve
+CURVE_MAX_KV = 131072  # tokens: the longest context the curve reaches
+
+
+def decode_curve(w, system, result) -> tuple[str, list[int], list[float]]:
+    """Decode step time at the run's batch over evenly spaced KV lengths from 128 to the longest
+    context that fits in HBM (at most CURVE_MAX_KV): (label, KV lengths, step seconds)."""
+    import numpy as np
+
+    from archsim.graph.builder import Step
+    from archsim.graph.model import Phase
+    from archsim.runner.generation import simulate_step
+
+    fp, m = result.footprint, w.model
+    free = fp.capacity_bytes - fp.weights_bytes - fp.activations_bytes
+    fits = int(free / (result.batch * m.kv_bytes_per_token(w.dtypes.kv_cache)))
+    top = max(256, min(CURVE_MAX_KV, fits))
+    kv = sorted({int(k) for k in np.linspace(128, top, CURVE_POINTS)})
+    step_s = [simulate_step(w, system, Step(Phase.DECODE, result.batch, 1, k)).time_s for k in kv]
+    limit = "the longest that fits in HBM" if top == fits else f"{top:,}"
+    return f"{system.chip.name}: batch {result.batch}, KV 128 to {limit}", kv, step_s
+
+
+def write_plots(out_dir: str, result, w, system, kv_stride: int, args) -> list:
     """The plots of a run; the tokens/s-against-batch sweep runs the scenario at a few batches."""
     from pathlib import Path
 
-    from rich.progress import Progress
-
     from archsim.report import plots
+    from archsim.report.roofline import roofline
     from archsim.report.sweep import batch_sweep
 
     d, chip = Path(out_dir), system.chip
     steps = [("prefill", result.prefill)] + ([("first decode step", result.decode)] if result.decode else [])
     try:
         paths = [
-            plots.roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
+            roofline(d / "roofline.png", steps, chip, w.dtypes.activations),
             plots.breakdown(d / "breakdown.png", steps),
-            plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)]),
+            plots.decode_by_kv(d / "decode_kv.png", [(chip.name, result)], [decode_curve(w, system, result)]),
             plots.memory(d / "memory.png", [(chip.name, result.footprint)]),
         ]
     except plots.PlotsUnavailable as err:
         raise UsageError(f"--plots: {err}") from None
-    with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
-        task = bar.add_task("tokens/s against batch", total=None)
-        batches, runs, limit = batch_sweep(
-            w,
-            system,
-            kv_stride,
-            known=result,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
+    with progress(args, "plots: the scenario at batches up to the HBM limit") as bar:
+        batches, runs, limit = batch_sweep(w, system, kv_stride, known=result, progress=bar.callback())
     title = f"{w.model.name} on {chip.name}: prompt {w.scenario.prompt_tokens}, generate {w.scenario.output_tokens}"
     paths.append(plots.throughput_by_batch(d / "throughput_batch.png", batches, runs, limit, title))
     return paths
 
 
 def run(args) -> int:
-    from rich.console import Console
-    from rich.progress import Progress
+    from archsim import api
+    from archsim.graph.parallel import ParallelismError
+    from archsim.report.export import write_json
+    from archsim.report.tables import step_table, summary_table
 
-    from archsim.config.resolved import run_options
-    from archsim.graph.parallel import Parallelism, ParallelismError
-    from archsim.report.export import run_dict, write_json
-    from archsim.report.tables import print_run, summary_table
-    from archsim.runner.generation import run_generation
-
-    system, w, resolved = load_run_inputs(
-        args.hw, args.workload, args.batch, args.prompt, args.generate, args.fusion, args.model
-    )
-    par = Parallelism(args.tp, args.pp, args.ep)
-    resolved = resolved.with_options(**run_options(args.kv_stride, par.tp, par.pp, par.ep))
-    if not par.is_single and args.plots:
+    hardware, workload = load_inputs(args, args.hw)
+    system, w = hardware.system, workload.workload
+    multi = (args.tp, args.pp, args.ep) != (1, 1, 1)
+    if multi and args.plots:
         raise UsageError("--plots: the batch sweep runs on one chip; leave out --plots with --tp/--pp/--ep")
-    steps = check_trace_steps(args.trace_step, w.scenario.output_tokens - 1) if args.trace else []
+    steps = check_trace_steps(args.trace_step, w.scenario.output_tokens - 1) if args.trace_out else []
     if args.plots:
         require_plots()
-    console = Console()
-    with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
-        task = bar.add_task("decode attention", total=None)
+    with progress(args, "simulating the prefill step") as bar:
         try:
-            result = run_generation(
-                w,
-                system,
+            report = api.run(
+                hardware,
+                workload,
+                tp=args.tp,
+                pp=args.pp,
+                ep=args.ep,
                 kv_stride=args.kv_stride,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-                parallelism=par,
+                progress=bar.callback("decode attention over the growing KV cache"),
             )
         except ParallelismError as err:
             raise UsageError(f"--tp/--pp/--ep: {err}") from None
-    if args.quiet:
-        console.print(summary_table(result, system.chip.name, w.model.name))
-    else:
-        print_run(result, system.chip.name, w.model.name, system.chip.clock_hz, console)
-    if not par.is_single:
-        console.print(communication_table(result, par, f"{system.chip.name} x{system.chips}"))
-    elif system.chips > 1:
-        console.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
-    console.print(f"config hash {resolved.hash}")
+    result, out, note = report.result, console(args), notes(args)
+    tables = [summary_table(result, system.chip.name, w.model.name)]
+    if not args.quiet:
+        tables.append(step_table(result.prefill, "prefill step", system.chip.clock_hz))
+        if result.decode:
+            tables.append(
+                step_table(result.decode, f"first decode step (KV {result.decode.step.kv_len})", system.chip.clock_hz)
+            )
+    if multi:
+        tables.append(communication_table(report, f"{system.chip.name} x{system.chips}"))
+    emit(args, out, tables, data=report.to_dict(), rows=report.ops())
+    if not multi and system.chips > 1:
+        note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
+    note.print(f"config hash {report.config_hash}")
     if args.json:
-        data = run_dict(result, resolved)
-        if not par.is_single:
-            data["communication"] = {
-                name: communication(step)
-                for name, step in (("prefill", result.prefill), ("decode", result.decode))
-                if step
-            }
-        write_json(args.json, data)
+        write_json(args.json, report.to_dict())
     if args.csv:
         from archsim.report.csvfile import write_op_csv
 
         write_op_csv(args.csv, result)
-    if args.trace and not result.interrupted:
+    if args.trace_out and not result.interrupted:
         from archsim.report.trace import write_trace
 
-        write_trace(args.trace, trace_document(result, w, system, steps, par))
-        console.print(f"trace {args.trace} ({', '.join(k if k == 'prefill' else f'decode:{n}' for k, n in steps)})")
+        write_trace(args.trace_out, trace_document(result, w, system, steps, report.parallelism))
+        note.print(f"trace {args.trace_out} ({', '.join(k if k == 'prefill' else f'decode:{n}' for k, n in steps)})")
     if args.plots and not result.interrupted:
-        for path in write_plots(args.plots, result, w, system, args.kv_stride, console):
-            console.print(f"plot {path}")
+        for path in write_plots(args.plots, result, w, system, args.kv_stride, args):
+            note.print(f"plot {path}")
     return 130 if result.interrupted else 0

@@ -8,6 +8,8 @@ import itertools
 from dataclasses import dataclass
 
 from archsim.commands import UsageError, positive_int
+from archsim.commands.output import add_output_flags, console, emit, notes, progress
+from archsim.commands.run import add_set_flag
 
 DEFAULT_HW = "h200x8"
 DEFAULT_WORKLOAD = "llama3_70b"
@@ -45,7 +47,9 @@ def add_parser(sub) -> None:
         metavar="1,2,4,8",
         help="tensor-parallel degrees (default: powers of two up to the system's chips)",
     )
+    add_set_flag(p)
     p.add_argument("--json", metavar="PATH", help="write the table as JSON")
+    add_output_flags(p)
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class ScalePoint:
         return self.collectives_s / self.step_s if self.step_s else 0.0
 
 
-def scale_points(w, system, batch: int, kv_len: int, tps: tuple[int, ...]) -> list[ScalePoint]:
+def scale_points(w, system, batch: int, kv_len: int, tps: tuple[int, ...], bar=None) -> list[ScalePoint]:
     """The first decode step after a `kv_len` prompt at each degree in `tps`."""
     from archsim.graph.builder import Step
     from archsim.graph.model import Phase
@@ -74,7 +78,9 @@ def scale_points(w, system, batch: int, kv_len: int, tps: tuple[int, ...]) -> li
     from archsim.runner.memory import footprint
 
     points = []
-    for tp in tps:
+    for i, tp in enumerate(tps):
+        if bar is not None:
+            bar.update(i, len(tps), f"decode step at TP {tp}")
         par = Parallelism(tp)
         step = simulate_step(w, system, Step(Phase.DECODE, batch, 1, kv_len), par)
         reduces = [r for r in step.ops if r.op.kind is OpKind.ALL_REDUCE]
@@ -103,7 +109,7 @@ def gains_stop(points: list[ScalePoint], threshold: float = STOP_GAIN) -> ScaleP
 
 
 def verdict(points: list[ScalePoint]) -> str:
-    from archsim.units import format_seconds
+    from archsim.report.tables import format_seconds
 
     if len(points) < 2:
         return "one degree only: nothing to compare"
@@ -128,7 +134,7 @@ def verdict(points: list[ScalePoint]) -> str:
 def scale_table(points: list[ScalePoint], title: str, batch: int):
     from rich.table import Table
 
-    from archsim.units import format_seconds
+    from archsim.report.tables import format_seconds
 
     t = Table(title=title, title_justify="left")
     for col in ("TP", "fits", "decode step", "collectives", "share", "one all-reduce", "tokens/s", "speed-up", "gain"):
@@ -150,51 +156,52 @@ def scale_table(points: list[ScalePoint], title: str, batch: int):
     return t
 
 
-def run(args) -> int:
-    from rich.console import Console
+def point_dict(p: ScalePoint) -> dict:
+    return {
+        "tp": p.tp,
+        "step_s": p.step_s,
+        "collectives_s": p.collectives_s,
+        "share": p.share,
+        "allreduces": p.allreduces,
+        "allreduce_s": p.allreduce_s,
+        "fits": p.fits,
+    }
 
-    from archsim.commands.run import load_run_inputs
+
+def run(args) -> int:
+    from archsim.commands.run import load_inputs
+    from archsim.config.resolved import ResolvedConfig
     from archsim.graph.parallel import ParallelismError
     from archsim.report.export import write_json
 
-    system, w, resolved = load_run_inputs(args.hw, args.workload, args.batch)
+    hardware, workload = load_inputs(args, args.hw)
+    system, w = hardware.system, workload.workload
     tps = args.tp or tuple(1 << i for i in range(system.chips.bit_length()) if 1 << i <= system.chips)
     if max(tps) > system.chips:
         raise UsageError(f"--tp: {max(tps)} needs {max(tps)} chips; the system has {system.chips}")
     batch, kv_len = w.scenario.batch, args.kv_len or w.scenario.prompt_tokens
     try:
-        points = scale_points(w, system, batch, kv_len, tps)
+        with progress(args, "decode step") as bar:
+            points = scale_points(w, system, batch, kv_len, tps, bar)
     except ParallelismError as err:
         raise UsageError(f"--tp: {err}") from None
-    console = Console()
+    resolved = ResolvedConfig(hardware.config, workload.config, {"tp_degrees": list(tps), "kv_len": kv_len})
+    digest = resolved.hash
     title = f"{w.model.name} on {system.chip.name} x{system.chips}: one decode step, batch {batch}, KV {kv_len}"
-    console.print(scale_table(points, title, batch))
-    console.print(verdict(points))
+    data = {
+        "config_hash": digest,
+        "config": resolved.as_dict(),
+        "batch": batch,
+        "kv_len": kv_len,
+        "points": [point_dict(p) for p in points],
+        "gains_stop_tp": getattr(gains_stop(points), "tp", None),
+    }
+    out, note = console(args), notes(args)
+    emit(args, out, [scale_table(points, title, batch)], data=data, rows=data["points"])
+    note.print(verdict(points))
     if any(not p.fits for p in points):
-        console.print("a degree that does not fit in HBM is simulated all the same, as a reference")
-    resolved = resolved.with_options(tp_degrees=list(tps), kv_len=kv_len)
-    console.print(f"config hash {resolved.hash}")
+        note.print("a degree that does not fit in HBM is simulated all the same, as a reference")
+    note.print(f"config hash {digest}")
     if args.json:
-        write_json(
-            args.json,
-            {
-                "config_hash": resolved.hash,
-                "config": resolved.as_dict(),
-                "batch": batch,
-                "kv_len": kv_len,
-                "points": [
-                    {
-                        "tp": p.tp,
-                        "step_s": p.step_s,
-                        "collectives_s": p.collectives_s,
-                        "share": p.share,
-                        "allreduces": p.allreduces,
-                        "allreduce_s": p.allreduce_s,
-                        "fits": p.fits,
-                    }
-                    for p in points
-                ],
-                "gains_stop_tp": getattr(gains_stop(points), "tp", None),
-            },
-        )
+        write_json(args.json, data)
     return 0

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from archsim.commands import UsageError, positive_int
-from archsim.commands.run import DEFAULT_HW, DEFAULT_WORKLOAD, load_run_inputs
+from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
+from archsim.commands.run import DEFAULT_HW, DEFAULT_WORKLOAD, add_set_flag
 
 DEFAULT_REQUESTS = 100
 DEFAULT_RATE_PER_S = 1.0
@@ -38,18 +39,21 @@ def _fraction(flag: str):
 
 
 def _seconds(flag: str):
-    """'0.2', '200ms' or '200 ms' -> 0.2 seconds."""
+    """'200ms', '200 ms' or '0.2s' -> 0.2 seconds; a bare number is refused (200 of what?)."""
 
     def parse(text: str) -> float:
         from archsim.units import Dim, parse_quantity
 
         try:
-            value = float(text)
+            float(text)
         except ValueError:
-            try:
-                value = parse_quantity(text.replace(" ", ""), Dim.SECONDS)
-            except ValueError as err:
-                raise argparse.ArgumentTypeError(str(err)) from None
+            pass
+        else:
+            raise argparse.ArgumentTypeError(f"a duration needs its unit, e.g. 200ms or 0.2s (got {text!r})")
+        try:
+            value = parse_quantity(text.replace(" ", ""), Dim.SECONDS)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be greater than zero (got {text!r})")
         return value
@@ -79,9 +83,10 @@ def add_parser(sub) -> None:
     g.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     g.add_argument("--workload", default=DEFAULT_WORKLOAD, help="workload YAML or shipped name (default llama3_8b)")
     g.add_argument("--fusion", choices=["eager", "fused"], help="kernel fusion profile (default from workload)")
+    add_set_flag(g)
     g = p.add_argument_group("requests")
     g.add_argument(
-        "--trace",
+        "--requests-from",
         metavar="FILE",
         help="Azure trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens), CSV or "
         "JSONL of arrival_s,prompt_tokens,output_tokens, or a shipped trace (azure_llm_2023_conv, ..._code)",
@@ -90,13 +95,13 @@ def add_parser(sub) -> None:
         "--requests",
         metavar="N",
         type=positive_int("--requests"),
-        help=f"requests to generate (default {DEFAULT_REQUESTS}), or the first N of the trace",
+        help=f"requests to generate (default {DEFAULT_REQUESTS}), or the first N of --requests-from",
     )
     g.add_argument(
         "--rate",
         metavar="R",
         type=_positive_float("--rate"),
-        help=f"mean arrivals per second (default {DEFAULT_RATE_PER_S:g}); with --trace, rescales it to this rate",
+        help=f"mean arrivals per second (default {DEFAULT_RATE_PER_S:g}); with --requests-from, rescales it to this rate",
     )
     g.add_argument(
         "--arrival", choices=["poisson", "gamma"], default="poisson", help="arrival process (default poisson)"
@@ -120,7 +125,7 @@ def add_parser(sub) -> None:
         "--time-scale",
         metavar="S",
         type=_positive_float("--time-scale"),
-        help="multiply trace arrival times by this (0.5 replays twice as fast)",
+        help="multiply the arrival times of --requests-from by this (0.5 replays twice as fast)",
     )
     g = p.add_argument_group("scheduler and KV cache")
     g.add_argument(
@@ -208,19 +213,21 @@ def add_parser(sub) -> None:
     g = p.add_argument_group("output")
     g.add_argument("--json", metavar="PATH", help="write metrics, per-instance figures and the config as JSON")
     g.add_argument("--plots", metavar="DIR", help="write latency CDFs, KV use and batch size over time (PNG)")
-    g.add_argument("--timeline", metavar="PATH", help="write a request timeline for Perfetto (Chrome trace JSON)")
-    g.add_argument("--quiet", action="store_true", help="print only the summary")
+    g.add_argument("--trace-out", metavar="PATH", help="write a request timeline for Perfetto (Chrome trace JSON)")
+    add_output_flags(g, quiet_help="no progress; print only the summary table")
+    renamed(p, "--trace", "--requests-from FILE (a request trace to replay) or --trace-out PATH (a timeline)")
+    renamed(p, "--timeline", "--trace-out PATH")
 
 
 def _requests(args, w):
     """The request stream, a function giving it at any mean rate (for the capacity search), and
     its rate."""
-    if args.trace:
+    if args.requests_from:
         return _trace_requests(args)
     from archsim.serving.arrivals import ArrivalProcess, LengthDist, LengthKind, generate_requests
 
     if args.time_scale is not None:
-        raise UsageError("--time-scale applies to --trace only")
+        raise UsageError("--time-scale applies to --requests-from only")
     sc = w.scenario
     prompt = args.prompt or LengthDist(LengthKind.FIXED, sc.prompt_tokens)
     output = args.generate or LengthDist(LengthKind.FIXED, sc.output_tokens)
@@ -238,10 +245,10 @@ def _trace_requests(args):
 
     for flag, value in (("--prompt", args.prompt), ("--generate", args.generate)):
         if value is not None:
-            raise UsageError(f"{flag} does not apply to --trace (the trace gives the lengths)")
+            raise UsageError(f"{flag} does not apply to --requests-from (the trace gives the lengths)")
     if args.rate is not None and args.time_scale is not None:
-        raise UsageError("give --rate or --time-scale with --trace, not both")
-    trace = load_trace(args.trace)
+        raise UsageError("give --rate or --time-scale with --requests-from, not both")
+    trace = load_trace(args.requests_from)
     if args.requests:
         trace = trace.head(args.requests)
     native = trace.rate_per_s if len(trace) > 1 else float("inf")
@@ -255,106 +262,87 @@ def _trace_requests(args):
     return reqs, at, reqs.rate_per_s if len(reqs) > 1 else float("inf")
 
 
-def _setup(args, system, w):
-    from archsim.config.loader import load_system
-    from archsim.serving.scheduler import DEFAULT_MAX_BATCHED_TOKENS, Policy, SchedulerConfig
-    from archsim.serving.simulate import Disaggregation, ServeSetup
-
-    policy = Policy(args.policy)
-    sched = SchedulerConfig(
-        policy, args.max_batched_tokens or DEFAULT_MAX_BATCHED_TOKENS[policy], args.max_num_seqs, args.block_size
-    )
-    if args.step_resolution < 0:
-        raise UsageError(f"--step-resolution: must be 0 or more (got {args.step_resolution})")
-    extra = {}
-    disagg = None
-    if any(v is not None for v in (args.prefill_hw, args.decode_hw, args.prefill_instances, args.decode_instances)):
-        if policy is Policy.STATIC:
-            raise UsageError("static batching cannot be disaggregated; use --policy vllm, sarathi or orca")
-        if args.instances != 1:
-            raise UsageError("--instances is for co-located serving; use --prefill-instances and --decode-instances")
-        prefill, p_cfg = load_system(args.prefill_hw) if args.prefill_hw else (system, None)
-        decode, d_cfg = load_system(args.decode_hw) if args.decode_hw else (system, None)
-        disagg = Disaggregation(prefill, decode, args.prefill_instances or 1, args.decode_instances or 1)
-        extra = {"prefill_hardware": p_cfg, "decode_hardware": d_cfg}
-    setup = ServeSetup(
-        w, system, sched, args.gpu_memory_utilization, args.kv_blocks, args.instances, args.step_resolution, disagg
-    )
-    serving = {
-        "policy": policy.value,
-        "max_batched_tokens": sched.max_batched_tokens,
-        "max_num_seqs": sched.max_num_seqs,
-        "block_size": sched.block_size,
+def setup_options(args) -> dict:
+    """The serving setup as `archsim.serve` takes it."""
+    return {
+        "policy": args.policy,
+        "max_batched_tokens": args.max_batched_tokens,
+        "max_num_seqs": args.max_num_seqs,
+        "block_size": args.block_size,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "kv_blocks": args.kv_blocks,
         "instances": args.instances,
         "step_resolution": args.step_resolution,
-        "disaggregation": None
-        if disagg is None
-        else {
-            "prefill_instances": disagg.prefill_instances,
-            "decode_instances": disagg.decode_instances,
-            "prefill_chip": disagg.prefill_system.chip.name,
-            "decode_chip": disagg.decode_system.chip.name,
-        },
+        "prefill_hardware": args.prefill_hw,
+        "decode_hardware": args.decode_hw,
+        "prefill_instances": args.prefill_instances,
+        "decode_instances": args.decode_instances,
     }
-    return setup, {**serving, **extra}
+
+
+def _instance(s) -> str:
+    """A chip, or a tensor-parallel group of a system's chips."""
+    return s.chip.name if s.chips == 1 else f"{s.chip.name} x{s.chips} (TP {s.chips})"
+
+
+def _title(w, setup, system, reqs) -> str:
+    d = setup.disaggregation
+    where = (
+        f"prefill {d.prefill_instances} x {_instance(d.prefill_system)}, decode {d.decode_instances} x "
+        f"{_instance(d.decode_system)}"
+        if d
+        else f"{setup.instances} x {_instance(system)}"
+        if setup.instances > 1
+        else _instance(system)
+    )
+    return f"{w.model.name} on {where}: {setup.scheduler.policy.value}, {len(reqs):,} requests ({reqs.source})"
 
 
 def run(args) -> int:
-    from rich.console import Console
-
+    from archsim import api
+    from archsim.commands.run import load_inputs
     from archsim.serving.metrics import Slo
-    from archsim.serving.simulate import ServeSetupError, serve
+    from archsim.serving.simulate import ServeSetupError
 
-    system, w, resolved = load_run_inputs(args.hw, args.workload, fusion=args.fusion)
-    reqs, requests_at, rate = _requests(args, w)
-    setup, serving = _setup(args, system, w)
+    hardware, workload = load_inputs(args, args.hw, scenario_flags=False)
+    reqs, requests_at, rate = _requests(args, workload.workload)
+    if args.step_resolution < 0:
+        raise UsageError(f"--step-resolution: must be 0 or more (got {args.step_resolution})")
+    options = setup_options(args)
+    try:
+        setup, _ = api.calls.serve_setup(hardware, workload, **options)
+    except ServeSetupError as err:
+        raise UsageError(str(err)) from None
     slo = Slo(args.slo_ttft, args.slo_tpot)
     if args.find_capacity and not slo.any:
         raise UsageError("--find-capacity needs --slo-ttft and/or --slo-tpot")
-    resolved = resolved.with_options(
-        serving=serving,
-        requests={
-            "source": reqs.source,
-            "count": len(reqs),
-            "digest": reqs.digest(),
-            "rate_per_s": rate,
-            "slo_ttft_s": slo.ttft_s,
-            "slo_tpot_s": slo.tpot_s,
-            "attainment": args.attainment,
-        },
-    )
-    console = Console()
-    d = setup.disaggregation
-
-    def instance(s) -> str:  # a chip, or a tensor-parallel group of a system's chips
-        return s.chip.name if s.chips == 1 else f"{s.chip.name} x{s.chips} (TP {s.chips})"
-
-    where = (
-        f"prefill {d.prefill_instances} x {instance(d.prefill_system)}, decode {d.decode_instances} x "
-        f"{instance(d.decode_system)}"
-        if d
-        else f"{setup.instances} x {instance(system)}"
-        if setup.instances > 1
-        else instance(system)
-    )
-    title = f"{w.model.name} on {where}: {setup.scheduler.policy.value}, {len(reqs):,} requests ({reqs.source})"
+    out, note = console(args), notes(args)
+    capacity = None
     try:
-        capacity = None
         if args.find_capacity:
-            capacity = _find_capacity(requests_at, setup, slo, rate, args.attainment, console, args.quiet)
+            capacity = _find_capacity(requests_at, setup, slo, rate, args.attainment, note, args.quiet)
             if capacity.metrics is None:
-                console.print(f"[red]no rate meets the SLOs for {100 * args.attainment:.0f}% of requests[/red]")
+                note.print(f"[red]no rate meets the SLOs for {100 * args.attainment:.0f}% of requests[/red]")
                 return 1
-            reqs = requests_at(capacity.rate_per_s)
-        result = serve(reqs, setup)
+            reqs, rate = requests_at(capacity.rate_per_s), capacity.rate_per_s
+        with progress(args, f"serving {len(reqs):,} requests ({reqs.source})"):
+            report = api.serve(
+                hardware,
+                workload,
+                reqs,
+                slo_ttft_s=slo.ttft_s,
+                slo_tpot_s=slo.tpot_s,
+                attainment=args.attainment,
+                rate_per_s=rate,
+                **options,
+            )
     except ServeSetupError as err:
         raise UsageError(str(err)) from None
-    metrics = result.metrics(slo)
-    _print(console, result, metrics, slo, title, capacity, args)
-    console.print(f"config hash {resolved.hash}")
-    _write(args, result, metrics, slo, resolved, capacity, title)
+    title = _title(workload.workload, setup, hardware.system, reqs)
+    data = _data(report, capacity)
+    _print(args, out, report, title, capacity, data)
+    note.print(f"config hash {report.config_hash}")
+    _write(args, report, data, title)
     return 0
 
 
@@ -368,50 +356,52 @@ def _find_capacity(requests_at, setup, slo, rate, attainment, console, quiet):
     return find_capacity(requests_at, setup, slo, rate, attainment, progress=progress)
 
 
-def _print(console, result, metrics, slo, title, capacity, args) -> None:
+def _data(report, capacity) -> dict:
+    """The JSON document: the run's, and the capacity search's when there was one."""
+    data = report.to_dict()
+    if capacity is not None:
+        data["capacity"] = {
+            "rate_per_s": capacity.rate_per_s,
+            "attainment": capacity.attainment,
+            "target_attainment": capacity.target_attainment,
+            "probes": [p.__dict__ for p in capacity.probes],
+        }
+    return data
+
+
+def _print(args, out, report, title, capacity, data) -> None:
     from archsim.serving.report import summary_tables
 
+    tables = []
     if capacity is not None:
-        console.print(
+        tables.append(
             f"[bold]capacity: {capacity.rate_per_s:.3f} requests/s[/bold] with "
             f"{100 * capacity.attainment:.1f}% of requests meeting the SLOs "
             f"(target {100 * capacity.target_attainment:.0f}%, {len(capacity.probes)} runs)"
         )
-    lat, totals = summary_tables(result, metrics, slo, title)
-    if not args.quiet:
-        console.print(lat)
-    console.print(totals)
+    lat, totals = summary_tables(report.result, report.metrics, report.slo, title)
+    tables += [totals] if args.quiet else [lat, totals]
+    emit(args, out, tables, data=data, rows=report.requests())
 
 
-def _write(args, result, metrics, slo, resolved, capacity, title) -> None:
+def _write(args, report, data, title) -> None:
     from pathlib import Path
 
     from archsim.report.export import write_json
-    from archsim.serving.report import perfetto_trace, serve_dict
+    from archsim.serving.report import perfetto_trace
 
     if args.json:
-        data = serve_dict(result, metrics, slo, resolved)
-        if capacity is not None:
-            data["capacity"] = {
-                "rate_per_s": capacity.rate_per_s,
-                "attainment": capacity.attainment,
-                "target_attainment": capacity.target_attainment,
-                "probes": [p.__dict__ for p in capacity.probes],
-            }
         write_json(args.json, data)
-    if args.timeline:
-        write_json(args.timeline, perfetto_trace(result))
+    if args.trace_out:
+        write_json(args.trace_out, perfetto_trace(report.result))
     if args.plots:
         from archsim.serving.plots import latency_cdfs, over_time
 
         out = Path(args.plots)
         out.mkdir(parents=True, exist_ok=True)
         for name, fig in (
-            ("latency_cdf.png", latency_cdfs(result, title)),
-            ("kv_cache.png", over_time(result, title, "kv")),
-            ("batch_size.png", over_time(result, title, "batch")),
+            ("latency_cdf.png", latency_cdfs(report.result, title, report.slo)),
+            ("kv_cache.png", over_time(report.result, title, "kv")),
+            ("batch_size.png", over_time(report.result, title, "batch")),
         ):
-            fig.savefig(out / name, dpi=120)
-            import matplotlib.pyplot as plt
-
-            plt.close(fig)
+            fig.savefig(out / name)

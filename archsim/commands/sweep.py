@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 from archsim.commands import UsageError, positive_int
-
-
-def default_workers() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run a design-space sweep (grid or sampled) into resumable Parquet parts")
-    p.add_argument("spec", metavar="SPEC.yaml", help="sweep spec (see hw_configs/sweeps/)")
+    p.add_argument(
+        "spec", metavar="SPEC.yaml", help="sweep spec, or the name of a shipped one (h200_variants, h200_halton_1000)"
+    )
     p.add_argument(
         "--out",
         required=True,
@@ -47,16 +40,11 @@ def add_parser(sub) -> None:
 
 
 def make_executor(args):
-    from archsim.sweep.executors import DaskExecutor, PoolExecutor, SerialExecutor
+    from archsim.api.calls import executor_for
 
     if (args.dask or args.dask_local) and args.workers:
         raise UsageError("--workers is for the local process pool: with Dask, size the cluster instead")
-    if args.dask:
-        return DaskExecutor(address=args.dask)
-    if args.dask_local:
-        return DaskExecutor(local_workers=args.dask_local)
-    workers = args.workers or default_workers()
-    return SerialExecutor() if workers == 1 else PoolExecutor(workers)
+    return executor_for(args.workers, args.dask, args.dask_local)
 
 
 def run(args) -> int:
@@ -70,12 +58,13 @@ def run(args) -> int:
         TimeRemainingColumn,
     )
 
+    from archsim.api.calls import shipped_spec
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.executors import ExecutorUnavailable
     from archsim.sweep.spec import load_spec
     from archsim.sweep.store import StoreError, require_pyarrow
 
-    spec = load_spec(args.spec)
+    spec = load_spec(shipped_spec(args.spec))
     executor = make_executor(args)
     console = Console(stderr=True)
     columns = [
@@ -115,7 +104,7 @@ def run(args) -> int:
         f"{report.points_run} run now in {report.elapsed_s:.1f} s on {executor.label}"
         + (f" ({executor.workers} workers)" if executor.workers > 1 else "")
     )
-    print(f"results {args.out} (summary.json, part-*.parquet)")
+    print(f"results {args.out}: summary.json, points/ (Parquet parts: pandas.read_parquet or archsim.load_sweep)")
     for why in sorted(set(report.lost)):
         print(f"warning: chunks lost, their points not recorded: {why}; rerun to finish")
     if report.stale_rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from archsim.commands.output import add_output_flags, console, emit, progress
 from archsim.commands.run import DEFAULT_HW
 
 SHIPPED = ("h200_calibration", "h200_holdout")
@@ -13,6 +14,7 @@ def add_parser(sub) -> None:
     val.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     val.add_argument("--json", metavar="PATH", help="write cases and summary as JSON")
     val.add_argument("--kind", action="append", help="only cases of this kind (repeatable)")
+    add_output_flags(val)
 
 
 def load_cases(name_or_path: str) -> list:
@@ -23,7 +25,9 @@ def load_cases(name_or_path: str) -> list:
 
     path = Path(name_or_path)
     if not path.exists() and name_or_path in SHIPPED:
-        path = Path(__file__).resolve().parents[1] / "data" / f"{name_or_path}.json"
+        from archsim.config.loader import INSTALLED_DATA
+
+        path = INSTALLED_DATA / f"{name_or_path}.json"
     if not path.is_file():
         raise ConfigError.single(name_or_path, "", "no such case file" if not path.exists() else "not a file")
     try:
@@ -36,57 +40,72 @@ def load_cases(name_or_path: str) -> list:
     return cases
 
 
+def validate_with_progress(cases: list, system, args):
+    """Every case simulated, one at a time under a progress bar; (results, errors) as validate_cases."""
+    from archsim.runner.validation import validate_cases
+
+    results, errors = [], []
+    with progress(args, f"cases on {system.chip.name}", total=len(cases)) as bar:
+        for i, case in enumerate(cases):
+            done, bad = validate_cases([case], system)
+            anonymous = not isinstance(case, dict) or "id" not in case
+            results += done
+            errors += [(f"#{i}" if anonymous else cid, why) for cid, why in bad]
+            bar.update(i + 1, len(cases))
+    return results, errors
+
+
 def run(args) -> int:
     import sys
 
-    from rich.console import Console
     from rich.table import Table
 
     from archsim.config.loader import load_system
     from archsim.report.export import write_json
-    from archsim.runner.validation import summarise, validate_cases
+    from archsim.report.tables import format_seconds
+    from archsim.runner.validation import summarise
 
     system, _ = load_system(args.hw)
     cases = load_cases(args.cases)
     if args.kind:
         cases = [c for c in cases if not isinstance(c, dict) or c.get("kind") in args.kind]
-    results, errors = validate_cases(cases, system)
-    console = Console()
+    results, errors = validate_with_progress(cases, system, args)
     table = Table(title=f"{args.cases} on {system.chip.name}", title_justify="left")
     for col, just in (("case", "left"), ("measured", "right"), ("predicted", "right"), ("error", "right")):
-        table.add_column(col, justify=just)
+        table.add_column(col, justify=just, overflow="fold")
     for r in results:
         colour = "green" if abs(r.error_pct) <= 10 else "yellow" if abs(r.error_pct) <= 25 else "red"
         table.add_row(
-            r.id, f"{r.measured_ms:.4g} ms", f"{r.predicted_ms:.4g} ms", f"[{colour}]{r.error_pct:+.1f}%[/{colour}]"
+            r.id,
+            format_seconds(r.measured_ms / 1e3),
+            format_seconds(r.predicted_ms / 1e3),
+            f"[{colour}]{r.error_pct:+.1f}%[/{colour}]",
         )
-    console.print(table)
     summary = summarise(results)
     st = Table(title="summary (absolute error)", title_justify="left")
     for col in ("kind", "n", "mean", "worst"):
         st.add_column(col, justify="left" if col == "kind" else "right")
     for kind, s in summary.items():
         st.add_row(kind, str(s["n"]), f"{s['mean_abs_error_pct']:.1f}%", f"{s['max_abs_error_pct']:.1f}%")
-    console.print(st)
+    rows = [
+        {
+            "id": r.id,
+            "kind": r.kind,
+            "measured_ms": r.measured_ms,
+            "predicted_ms": r.predicted_ms,
+            "error_pct": r.error_pct,
+        }
+        for r in results
+    ]
+    data = {
+        "hardware": args.hw,
+        "cases": rows,
+        "summary": summary,
+        "errors": [{"id": i, "error": e} for i, e in errors],
+    }
+    emit(args, console(args), [table, st], data=data, rows=rows)
     if args.json:
-        write_json(
-            args.json,
-            {
-                "hardware": args.hw,
-                "cases": [
-                    {
-                        "id": r.id,
-                        "kind": r.kind,
-                        "measured_ms": r.measured_ms,
-                        "predicted_ms": r.predicted_ms,
-                        "error_pct": r.error_pct,
-                    }
-                    for r in results
-                ],
-                "summary": summary,
-                "errors": [{"id": i, "error": e} for i, e in errors],
-            },
-        )
+        write_json(args.json, data)
     for cid, err in errors:
         print(f"{args.cases}: case {cid}: {err}", file=sys.stderr)
     return 2 if errors else 0

@@ -45,12 +45,16 @@ ROOT = Path(__file__).resolve().parents[2]
 Model = TypeVar("Model", bound=BaseModel)
 
 
+INSTALLED_DATA = Path(__file__).resolve().parents[1] / "data"  # where a wheel puts them (setup.py)
+
+
 def shipped_dir(kind: str) -> Path:
-    """Folder of the shipped `hw_configs` or `workloads` (repo checkout or installed data)."""
-    for base in (ROOT / kind, Path(__file__).resolve().parents[1] / "data" / kind):
-        if base.is_dir():
-            return base
-    return ROOT / kind
+    """Folder of the shipped `hw_configs` or `workloads`: the top-level folder of a source
+    checkout (where developers edit them), else the copy installed inside the package."""
+    checkout = ROOT / kind
+    if (ROOT / "pyproject.toml").is_file() and checkout.is_dir():
+        return checkout
+    return INSTALLED_DATA / kind
 
 
 def resolve_path(name_or_path: str, kind: str) -> str:

@@ -15,8 +15,8 @@ from rich.table import Table
 
 from archsim.engine.timing import Bound
 from archsim.graph.ops import OpKind
+from archsim.report.tables import format_seconds
 from archsim.runner.generation import RunResult, StepResult
-from archsim.units import format_seconds
 
 
 @dataclass(frozen=True)

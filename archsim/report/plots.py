@@ -1,4 +1,4 @@
-"""PNG plots of a run: roofline, time breakdown per op kind, decode step time against KV length,
+"""PNG plots of a run (the roofline is in roofline.py): time breakdown per op kind, decode step time against KV length,
 tokens/s against batch, memory footprint. matplotlib (Agg, no display) is imported only here,
 and only when a plot is drawn; figures are built without pyplot's global state.
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from archsim.graph.ops import OpKind
-from archsim.hardware import Chip, DType
+from archsim.hardware import Chip
 from archsim.runner.generation import RunResult, StepResult
 from archsim.runner.memory import Footprint
 
@@ -30,7 +30,9 @@ PART_COLOURS = {
     "other (stores, imbalance)": "tab:gray",
 }
 DPI = 120
-LABEL_GRID = 8  # roofline labels of ops closer than 1/8 of a decade share one label
+
+
+MATPLOTLIB_HINT = "plots need matplotlib: python3 -m pip install matplotlib"
 
 
 class PlotsUnavailable(RuntimeError):
@@ -42,17 +44,48 @@ def require_matplotlib() -> None:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise PlotsUnavailable("plots need matplotlib: python3 -m pip install 'archsim[plot]'")
+        raise PlotsUnavailable(MATPLOTLIB_HINT)
 
 
-def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1):
-    """A new figure and its axes (Agg), or PlotsUnavailable when matplotlib is missing."""
+STYLE = {  # one look for every archsim figure (run, compare, serve, pareto)
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def styled(func):
+    """Build the figure of `func` under STYLE (fonts are fixed when an artist is made)."""
+    import functools
+
+    @functools.wraps(func)
+    def in_style(*args, **kwargs):
+        try:
+            import matplotlib
+        except ImportError:
+            raise PlotsUnavailable(MATPLOTLIB_HINT) from None
+        with matplotlib.rc_context(STYLE):
+            return func(*args, **kwargs)
+
+    return in_style
+
+
+def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: int = 1, **subplots):
+    """A new figure and its axes (Agg) in archsim's style, or PlotsUnavailable when matplotlib
+    is missing."""
     try:
+        import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
-        raise PlotsUnavailable("plots need matplotlib: python3 -m pip install 'archsim[plot]'") from None
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
-    axes = fig.subplots(1, cols)
+        raise PlotsUnavailable(MATPLOTLIB_HINT) from None
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+        axes = fig.subplots(rows, cols, **subplots)
     return fig, axes
 
 
@@ -62,7 +95,7 @@ def save(fig, path: Path) -> Path:
     return path
 
 
-def _eng(unit: str):
+def eng_ticks(unit: str):
     from matplotlib.ticker import EngFormatter
 
     return EngFormatter(unit=unit)
@@ -73,61 +106,18 @@ def vector_flops(chip: Chip) -> float:
     return float(chip.core.vector.lanes) * chip.cores * chip.clock_hz
 
 
-def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype: DType) -> Path:
-    """Every op with arithmetic placed by FLOP per HBM byte and achieved FLOP/s, under the chip's
-    matrix, vector and HBM roofs (log-log)."""
-    fig, ax = figure(9.0, 6.0)
-    markers = ("o", "^", "s", "D")
-    xs, skipped = [], 0
-    for (_label, step), marker in zip(steps, markers):
-        names: dict[tuple, list[str]] = {}  # ops that land on the same spot share one label
-        for r in step.ops:
-            t = r.timing
-            if t.flops <= 0 or t.hbm_bytes <= 0 or t.time_s <= 0:
-                skipped += 1
-                continue
-            x, y = t.arithmetic_intensity, t.achieved_flops
-            xs.append(x)
-            ax.scatter(
-                [x],
-                [y],
-                marker=marker,
-                color=KIND_COLOURS[r.op.kind],
-                s=36,
-                zorder=3,
-                edgecolors="black",
-                linewidths=0.4,
-            )
-            spot = (round(np.log10(x) * LABEL_GRID), round(np.log10(y) * LABEL_GRID))
-            names.setdefault(spot, [x, y]).append(r.op.name)
-        for i, (x, y, *ops) in enumerate(sorted(names.values())):  # labels of neighbours alternate
-            ax.annotate(", ".join(ops), (x, y), textcoords="offset points", xytext=(5, 3 if i % 2 else -9), fontsize=7)
-    peak, hbm_bw, vec = chip.peak_flops(dtype), chip.hbm.peak_bandwidth_bytes_per_s, vector_flops(chip)
-    lo = min(xs + [0.1]) / 3
-    hi = max(xs + [10 * peak / hbm_bw]) * 3
-    x = np.geomspace(lo, hi, 200)
-    ax.plot(
-        x,
-        np.minimum(peak, x * hbm_bw),
-        color="black",
-        lw=1.5,
-        label=f"{dtype.value} matrix roof {peak / 1e12:.0f} TFLOP/s, HBM {hbm_bw / 1e12:.2f} TB/s",
-    )
-    ax.plot(x, np.minimum(vec, x * hbm_bw), color="gray", lw=1, ls="--", label=f"vector roof {vec / 1e12:.1f} TFLOP/s")
-    for kind, colour in KIND_COLOURS.items():
-        ax.scatter([], [], color=colour, label=kind.value)
-    for (label, _), marker in zip(steps, markers):
-        ax.scatter([], [], marker=marker, color="white", edgecolors="black", label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(_eng("FLOP/s"))
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
-    ax.set_ylabel("achieved FLOP/s")
-    note = f" ({skipped} ops without arithmetic not shown)" if skipped else ""
-    ax.set_title(f"Roofline on {chip.name}{note}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    return save(fig, path)
+def thousands_ticks():
+    """Linear-axis ticks with thousands separators (32,768)."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: f"{v:,.0f}")
+
+
+def plain_ticks():
+    """Log-axis ticks as plain numbers (0.1, 1, 10, 100) rather than powers of ten."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: f"{v:g}")
 
 
 def time_parts(step: StepResult) -> dict[OpKind, dict[str, float]]:
@@ -144,8 +134,11 @@ def time_parts(step: StepResult) -> dict[OpKind, dict[str, float]]:
     return out
 
 
+@styled
 def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
     """Per op kind, where each step's time goes (horizontal stacked bars, one panel per step)."""
+    from archsim.report.tables import format_seconds
+
     fig, axes = figure(5.0 * len(steps), 4.0, cols=len(steps))
     for ax, (label, step) in zip(np.atleast_1d(axes), steps):
         parts = time_parts(step)
@@ -156,26 +149,43 @@ def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
             ax.barh([k.value for k in kinds], ms, left=left, color=colour, label=name)
             left += ms
         ax.set_xlabel("time in the step (ms)")
-        ax.set_title(f"{label}: {step.time_s * 1e3:.3g} ms")
+        ax.set_title(f"{label}: {format_seconds(step.time_s)}")
         ax.legend(fontsize=7, loc="lower right")
     return save(fig, path)
 
 
-def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
-    """Decode step time against the KV length it reads, one line per run."""
+@styled
+def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]], curves: list | None = None) -> Path:
+    """Decode step time against the KV length it reads: each run's own decode steps (a thick
+    line over the scenario's KV range) and, where given, `curves` of (label, KV lengths, step
+    seconds) over a wider range, so the slope shows even when a run spans few tokens."""
     fig, ax = figure(8.0, 4.5)
-    for label, r in runs:
+    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+    for i, (label, r) in enumerate(runs):
         if len(r.decode_step_s):
-            ax.plot(r.decode_kv_lens, r.decode_step_s * 1e3, label=f"{label} (batch {r.batch})")
+            ax.plot(
+                r.decode_kv_lens,
+                r.decode_step_s * 1e3,
+                color=colours[i % len(colours)],
+                lw=3,
+                label=f"{label}: this run (batch {r.batch}, KV {r.decode_kv_lens[0]}-{r.decode_kv_lens[-1]})",
+            )
+    for i, (label, kv, step_s) in enumerate(curves or []):
+        colour = colours[i % len(colours)] if len(curves) > 1 else "0.45"  # one curve per run, in its colour
+        ax.plot(kv, np.asarray(step_s) * 1e3, "o-", ms=3, lw=1, color=colour, label=label)
+    ax.xaxis.set_major_formatter(thousands_ticks())
+    if curves:
+        ax.set_xlim(left=0)
     ax.set_xlabel("KV cache length (tokens per sequence)")
     ax.set_ylabel("decode step time (ms)")
     ax.set_ylim(bottom=0)
     ax.set_title("Decode step time against KV length")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend()
     return save(fig, path)
 
 
+@styled
 def throughput_by_batch(path: Path, batches: list[int], runs: list[RunResult], limit: int, title: str) -> Path:
     """Decode and end-to-end tokens/s against batch, with the largest batch that fits in HBM."""
     fig, ax = figure(8.0, 4.5)
@@ -193,6 +203,7 @@ def throughput_by_batch(path: Path, batches: list[int], runs: list[RunResult], l
     return save(fig, path)
 
 
+@styled
 def memory(path: Path, footprints: list[tuple[str, Footprint]]) -> Path:
     """Weights, KV cache and activations against HBM capacity, one bar per chip or run."""
     fig, ax = figure(8.0, 1.6 + 0.6 * len(footprints))
@@ -229,6 +240,7 @@ def memory(path: Path, footprints: list[tuple[str, Footprint]]) -> Path:
     return save(fig, path)
 
 
+@styled
 def compare_summary(path: Path, runs: list[tuple[str, RunResult]], title: str) -> Path:
     """TTFT, time per output token and decode tokens/s of each chip, as bars."""
     fig, axes = figure(12.0, 4.0, cols=3)
@@ -250,6 +262,7 @@ def compare_summary(path: Path, runs: list[tuple[str, RunResult]], title: str) -
     return save(fig, path)
 
 
+@styled
 def compare_bounds(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
     """Share of prefill and of decode time that each chip spends memory-, compute- or
     overhead-bound (stacked bars)."""

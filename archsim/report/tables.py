@@ -7,7 +7,24 @@ from rich.table import Table
 
 from archsim.engine.timing import OpTiming
 from archsim.runner.generation import RunResult, StepResult
-from archsim.units import format_bytes, format_rate, format_seconds
+from archsim.units import format_bytes, format_rate
+
+
+def sig3(x: float) -> str:
+    """`x` to 3 significant figures, trailing zeros kept: 4.9965 -> '5.00', 12.34 -> '12.3', 850 -> '850'."""
+    text = f"{x:#.3g}"
+    return text[:-1] if text.endswith(".") else text
+
+
+def format_seconds(t: float) -> str:
+    """A time as tables show it, to 3 significant figures: '5.00 ms', '12.3 ms', '850 us',
+    '1,235 s' (what rounds to 1.00 of a unit is shown in it: 0.9996 s is '1.00 s')."""
+    if abs(t) >= 999.5:
+        return f"{t:,.0f} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(t) >= scale * 0.9995:
+            return f"{sig3(t / scale)} {unit}"
+    return f"{sig3(t * 1e9)} ns" if t else "0 s"
 
 
 def summary_table(r: RunResult, chip_name: str, model_name: str) -> Table:
@@ -100,3 +117,57 @@ def print_run(r: RunResult, chip_name: str, model_name: str, clock_hz: float, co
     console.print(step_table(r.prefill, "prefill step", clock_hz))
     if r.decode:
         console.print(step_table(r.decode, f"first decode step (KV {r.decode.step.kv_len})", clock_hz))
+
+
+def natural_width(table: Table) -> int:
+    """Columns the table takes when nothing limits it."""
+    return Console(width=10_000).measure(table).maximum
+
+
+def fit(table: Table, width: int) -> Table:
+    """`table`, changed in place until it reads in `width` columns without losing anything: as
+    built if it fits; else without vertical rules and with one space between columns; then with
+    multi-word headers on several lines; then with its text columns folded onto more lines;
+    then with headers also broken after underscores; then with every column allowed to fold.
+    Columns are never dropped, and numbers are cut (rich's '…') only when even that is too wide."""
+    from rich import box
+
+    steps = (_compact, _stacked_headers, _folded_text, _broken_names, _folded_all)
+    for step in steps:
+        if natural_width(table) <= width:
+            break
+        step(table, box)
+    return table
+
+
+def _compact(table: Table, box) -> None:
+    table.box = box.SIMPLE_HEAD
+    table.show_edge = False
+    table.pad_edge = False
+    table.padding = (0, 1, 0, 0)
+    table.collapse_padding = True
+
+
+def _stacked_headers(table: Table, box) -> None:
+    for column in table.columns:
+        if isinstance(column.header, str):
+            column.header = column.header.replace(" ", "\n")
+
+
+def _broken_names(table: Table, box) -> None:
+    for column in table.columns:
+        if isinstance(column.header, str):
+            column.header = column.header.replace("_", "_\n").replace("(", "\n(").replace("\n\n", "\n")
+
+
+def _folded_all(table: Table, box) -> None:
+    for column in table.columns:
+        column.no_wrap = False
+        column.overflow = "fold"
+
+
+def _folded_text(table: Table, box) -> None:
+    for column in table.columns:
+        if column.justify == "left" or column.overflow == "fold":
+            column.no_wrap = False
+            column.overflow = "fold"

@@ -160,7 +160,7 @@ class DaskExecutor:
             from distributed import Client, LocalCluster, as_completed
         except ImportError:
             raise ExecutorUnavailable(
-                "--dask needs dask.distributed: python3 -m pip install 'archsim[sweep]'"
+                "--dask needs dask.distributed: python3 -m pip install 'dask[distributed]'"
             ) from None
         import logging
 

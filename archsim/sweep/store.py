@@ -1,6 +1,9 @@
 """A sweep's results folder: Parquet parts written atomically, a manifest, a summary, a lock.
 
-The parts are the record: a point is done when a part holding its `config_hash` exists. A part
+The parts are the record: a point is done when a part holding its `config_hash` exists. Parts
+live in `points/` and nothing else does, so the folder reads as one dataset with standard
+tools (`pandas.read_parquet(DIR / "points")`, `pyarrow.dataset.dataset(DIR / "points")`; their
+temporary files start with a dot, which both skip). A part
 is written to a temporary file, flushed to disk and renamed into place, so it either exists
 whole or not at all, whenever the process dies; a rerun reads the hashes of the parts and
 runs only the rest, so every point is recorded exactly once. A part is named by the hash of
@@ -20,7 +23,9 @@ from pathlib import Path
 
 from archsim.report.export import write_text
 
-PART_GLOB = "part-*.parquet"
+POINTS = "points"  # the folder of the parts
+PART_GLOB = f"{POINTS}/part-*.parquet"  # relative to the results folder
+LEGACY_PART_GLOB = "part-*.parquet"  # parts of folders written before `points/`
 MANIFEST = "sweep.json"
 SUMMARY = "summary.json"
 LOCK = ".lock"
@@ -37,7 +42,7 @@ def require_pyarrow():
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise StoreError("sweeps write Parquet and need pyarrow: python3 -m pip install 'archsim[sweep]'") from None
+        raise StoreError("sweeps write Parquet and need pyarrow: python3 -m pip install pyarrow") from None
     return pyarrow
 
 
@@ -93,9 +98,17 @@ class ResultStore:
                 )
         else:
             write_text(manifest, _json({"format": 1, "settings": self.settings}))
-        for stale in self.dir.glob(".part-*"):
-            stale.unlink(missing_ok=True)
+        self.points.mkdir(exist_ok=True)
+        for legacy in self.dir.glob(LEGACY_PART_GLOB):
+            os.replace(legacy, self.points / legacy.name)
+        for folder in (self.dir, self.points):
+            for stale in folder.glob(".part-*"):
+                stale.unlink(missing_ok=True)
         return self
+
+    @property
+    def points(self) -> Path:
+        return self.dir / POINTS
 
     def _lock(self) -> None:
         try:
@@ -140,18 +153,19 @@ class ResultStore:
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pylist(rows, schema=self.schema)
-        final = self.dir / part_name([r["config_hash"] for r in rows])
-        tmp = self.dir / f".{final.name}.{os.getpid()}.tmp"
+        final = self.points / part_name([r["config_hash"] for r in rows])
+        tmp = self.points / f".{final.name}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as f:
                 pq.write_table(table, f, compression="zstd")
                 f.flush()
                 os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
             os.replace(tmp, final)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        _fsync_dir(self.dir)
+        _fsync_dir(self.points)
         return final
 
     def write_summary(self, summary: dict) -> None:
@@ -183,7 +197,7 @@ def read_results(out_dir: str | Path):
     d = Path(out_dir)
     if not d.is_dir():
         raise StoreError(f"{d}: no such results folder")
-    parts = sorted(d.glob(PART_GLOB))
+    parts = sorted(d.glob(PART_GLOB)) or sorted(d.glob(LEGACY_PART_GLOB))
     if not parts:
         raise StoreError(f"{d} holds no results (no {PART_GLOB} files): run `archsim sweep SPEC --out {d}` first")
     return pa.concat_tables([pq.read_table(p) for p in parts])
@@ -191,4 +205,9 @@ def read_results(out_dir: str | Path):
 
 def read_manifest(out_dir: str | Path) -> dict:
     path = Path(out_dir) / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def read_summary(out_dir: str | Path) -> dict:
+    path = Path(out_dir) / SUMMARY
     return json.loads(path.read_text()) if path.exists() else {}

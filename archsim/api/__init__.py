@@ -1,0 +1,37 @@
+"""The Python API: load and change inputs (validated like files), simulate, read the results.
+
+    import archsim
+    hw = archsim.with_params(archsim.load_system("h200"), {"hbm.data_rate": "8 Gbps"})
+    run = archsim.run(hw, archsim.load_workload("llama3_8b", scenario={"batch": 8}))
+    run.tpot_s, run.to_dict(), run.to_pandas()
+
+inputs.py: `Hardware`, `Workload`, `load_system`, `load_workload`, `with_params`; calls.py:
+`run`, `serve`, `sweep`, `load_sweep`, `load_requests`, `generate_requests`; results.py: the
+typed results (`RunReport`, `ServeReport`, `SweepResults`). The command line is a layer over
+these. Bad input raises `archsim.ConfigError` (every problem located as `file:line: key: why`);
+a run that does not fit in memory raises `archsim.DoesNotFitError`.
+"""
+
+from archsim.api.calls import generate_requests, load_requests, load_sweep, run, serve, sweep
+from archsim.api.inputs import Hardware, Workload, load_system, load_workload, with_params
+from archsim.api.results import RunReport, ServeReport, SweepResults
+from archsim.errors import ConfigError, DoesNotFitError
+
+__all__ = [
+    "ConfigError",
+    "DoesNotFitError",
+    "Hardware",
+    "RunReport",
+    "ServeReport",
+    "SweepResults",
+    "Workload",
+    "generate_requests",
+    "load_requests",
+    "load_sweep",
+    "load_system",
+    "load_workload",
+    "run",
+    "serve",
+    "sweep",
+    "with_params",
+]

@@ -1,0 +1,266 @@
+"""The simulations of the Python API: `run` (a generation), `serve` (a request stream), `sweep`
+(a design-space sweep into a folder) and `load_sweep`. Each is a thin layer over the runner,
+the serving simulator and the sweep driver, and keys its result by the hash of the resolved
+configuration exactly as the command line does (the CLI calls these)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
+from archsim.api.results import RunReport, ServeReport, SweepResults
+from archsim.config.resolved import ResolvedConfig, run_options
+
+KV_STRIDE = 64  # as archsim.runner.generation.KV_STRIDE; `archsim run --kv-stride`
+
+
+def run_config(
+    hardware: Hardware, workload: Workload, kv_stride: int = KV_STRIDE, tp: int = 1, pp: int = 1, ep: int = 1
+) -> ResolvedConfig:
+    """The resolved configuration of a run (its hash names the run's JSON), as `archsim run` keys it."""
+    return ResolvedConfig(hardware.config, workload.config, run_options(kv_stride, tp, pp, ep))
+
+
+def run(
+    hardware: Hardware | str,
+    workload: Workload | str,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    kv_stride: int = KV_STRIDE,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunReport:
+    """Prefill the scenario's prompt, then decode its output tokens with a growing KV cache.
+
+    `tp`, `pp`, `ep`: how the model is spread over a multi-chip system. Raises
+    DoesNotFitError when it does not fit in HBM, ParallelismError for a layout that cannot be.
+    `progress(done, total)` is called as decode attention samples are simulated."""
+    from archsim.graph.parallel import Parallelism
+    from archsim.runner.generation import run_generation
+
+    hw, wl = as_hardware(hardware), as_workload(workload)
+    par = Parallelism(tp, pp, ep)
+    result = run_generation(wl.workload, hw.system, kv_stride=kv_stride, progress=progress, parallelism=par)
+    return RunReport(result, hw, wl, par, run_config(hw, wl, kv_stride, tp, pp, ep))
+
+
+def load_requests(name_or_path: str, count: int | None = None):
+    """A request trace (a shipped name such as `azure_llm_2023_conv`, an Azure CSV, or a CSV or
+    JSONL of arrival_s,prompt_tokens,output_tokens), its first `count` requests if given."""
+    from archsim.serving.requests import load_trace
+
+    trace = load_trace(name_or_path)
+    return trace.head(count) if count else trace
+
+
+def generate_requests(
+    rate_per_s: float,
+    count: int,
+    prompt_tokens: int | str,
+    output_tokens: int | str,
+    *,
+    arrival: str = "poisson",
+    cv: float = 1.0,
+    seed: int = 0,
+):
+    """`count` requests arriving at `rate_per_s` (poisson, or gamma with coefficient of variation
+    `cv`); lengths a number or a distribution as `archsim serve --prompt` takes them
+    (`"lognormal:1000:1.5"`, `"uniform:100:200"`, `"exponential:200"`)."""
+    from archsim.serving.arrivals import ArrivalProcess, generate_requests, parse_length
+
+    def length(v: int | str):
+        return parse_length(str(v))
+
+    return generate_requests(
+        rate_per_s, count, length(prompt_tokens), length(output_tokens), ArrivalProcess(arrival), cv, seed
+    )
+
+
+def serve_setup(
+    hardware: Hardware,
+    workload: Workload,
+    *,
+    policy: str = "vllm",
+    max_batched_tokens: int | None = None,
+    max_num_seqs: int = 256,
+    block_size: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    kv_blocks: int | None = None,
+    instances: int = 1,
+    step_resolution: int = 2,
+    prefill_hardware: Hardware | str | None = None,
+    decode_hardware: Hardware | str | None = None,
+    prefill_instances: int | None = None,
+    decode_instances: int | None = None,
+):
+    """The serving setup and its part of the resolved configuration; ServeSetupError for a
+    setup the simulator cannot model. Disaggregated when any prefill/decode argument is given."""
+    from archsim.serving.scheduler import DEFAULT_MAX_BATCHED_TOKENS, Policy, SchedulerConfig
+    from archsim.serving.simulate import Disaggregation, ServeSetup, ServeSetupError
+
+    pol = Policy(policy)
+    sched = SchedulerConfig(pol, max_batched_tokens or DEFAULT_MAX_BATCHED_TOKENS[pol], max_num_seqs, block_size)
+    if step_resolution < 0:
+        raise ServeSetupError(f"step resolution: must be 0 or more (got {step_resolution})")
+    disagg, extra = None, {}
+    if any(v is not None for v in (prefill_hardware, decode_hardware, prefill_instances, decode_instances)):
+        if pol is Policy.STATIC:
+            raise ServeSetupError("static batching cannot be disaggregated; use the vllm, sarathi or orca policy")
+        if instances != 1:
+            raise ServeSetupError("instances are for co-located serving; give prefill and decode instances instead")
+        p_hw = as_hardware(prefill_hardware) if prefill_hardware is not None else None
+        d_hw = as_hardware(decode_hardware) if decode_hardware is not None else None
+        disagg = Disaggregation(
+            p_hw.system if p_hw else hardware.system,
+            d_hw.system if d_hw else hardware.system,
+            prefill_instances or 1,
+            decode_instances or 1,
+        )
+        extra = {"prefill_hardware": p_hw.config if p_hw else None, "decode_hardware": d_hw.config if d_hw else None}
+    setup = ServeSetup(
+        workload.workload,
+        hardware.system,
+        sched,
+        gpu_memory_utilization,
+        kv_blocks,
+        instances,
+        step_resolution,
+        disagg,
+    )
+    serving = {
+        "policy": pol.value,
+        "max_batched_tokens": sched.max_batched_tokens,
+        "max_num_seqs": sched.max_num_seqs,
+        "block_size": sched.block_size,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "kv_blocks": kv_blocks,
+        "instances": instances,
+        "step_resolution": step_resolution,
+        "disaggregation": None
+        if disagg is None
+        else {
+            "prefill_instances": disagg.prefill_instances,
+            "decode_instances": disagg.decode_instances,
+            "prefill_chip": disagg.prefill_system.chip.name,
+            "decode_chip": disagg.decode_system.chip.name,
+        },
+    }
+    return setup, {**serving, **extra}
+
+
+def serve_config(
+    hardware: Hardware, workload: Workload, serving: dict, requests, slo, attainment: float, rate_per_s: float | None
+) -> ResolvedConfig:
+    """The resolved configuration of a serving run: chip, workload, setup, and the requests by
+    digest with their nominal rate (the requests' mean rate when none is given)."""
+    if rate_per_s is None:
+        rate_per_s = requests.rate_per_s if len(requests) > 1 else float("inf")
+    return ResolvedConfig(
+        hardware.config,
+        workload.config,
+        {
+            "serving": serving,
+            "requests": {
+                "source": requests.source,
+                "count": len(requests),
+                "digest": requests.digest(),
+                "rate_per_s": rate_per_s,
+                "slo_ttft_s": slo.ttft_s,
+                "slo_tpot_s": slo.tpot_s,
+                "attainment": attainment,
+            },
+        },
+    )
+
+
+def serve(
+    hardware: Hardware | str,
+    workload: Workload | str,
+    requests,
+    *,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    attainment: float = 0.9,
+    rate_per_s: float | None = None,
+    **setup,
+) -> ServeReport:
+    """Serve `requests` (from `load_requests` or `generate_requests`, or a trace name) with
+    continuous batching; the metrics are judged against the SLOs (seconds). `setup`: the
+    keywords of `serve_setup` (policy, max_batched_tokens, ..., decode_instances). Raises
+    DoesNotFitError when the model leaves no room for a KV cache, ServeSetupError for a setup
+    that cannot be modelled. `rate_per_s`: the nominal arrival rate the configuration records
+    (default: the requests' mean rate)."""
+    from archsim.serving.metrics import Slo
+    from archsim.serving.simulate import serve as simulate_serving
+
+    hw, wl = as_hardware(hardware), as_workload(workload)
+    reqs = load_requests(requests) if isinstance(requests, str) else requests
+    serve_setup_, serving = serve_setup(hw, wl, **setup)
+    slo = Slo(slo_ttft_s, slo_tpot_s)
+    resolved = serve_config(hw, wl, serving, reqs, slo, attainment, rate_per_s)
+    result = simulate_serving(reqs, serve_setup_)
+    return ServeReport(result, result.metrics(slo), slo, resolved)
+
+
+def shipped_spec(name_or_path: str) -> str:
+    """A sweep spec as given if it is a file, else a shipped spec of that name (`h200_variants`)."""
+    from archsim.config.loader import shipped_dir
+
+    if Path(name_or_path).exists() or "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        return name_or_path
+    shipped = shipped_dir("hw_configs") / "sweeps" / f"{name_or_path}.yaml"
+    return str(shipped) if shipped.is_file() else name_or_path
+
+
+def executor_for(workers: int | None = None, dask: str | None = None, dask_local: int | None = None):
+    """Where a sweep's points run: this process (workers=1), a local pool (the CPUs available by
+    default), or Dask (a scheduler address, or a local cluster of `dask_local` workers)."""
+    from archsim.sweep.executors import DaskExecutor, PoolExecutor, SerialExecutor
+
+    if dask:
+        return DaskExecutor(address=dask)
+    if dask_local:
+        return DaskExecutor(local_workers=dask_local)
+    workers = workers or default_workers()
+    return SerialExecutor() if workers == 1 else PoolExecutor(workers)
+
+
+def default_workers() -> int:
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def sweep(
+    spec: str,
+    out_dir: str | Path,
+    *,
+    workers: int | None = None,
+    dask: str | None = None,
+    dask_local: int | None = None,
+    chunk_size: int | None = None,
+    on_resolved: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[int, int, int], None] | None = None,
+):
+    """Evaluate every point of a sweep spec (a file or a shipped name) not yet recorded in
+    `out_dir`; returns (the run's SweepReport, the folder's SweepResults)."""
+    from archsim.sweep.driver import run_sweep
+    from archsim.sweep.spec import load_spec
+
+    loaded = load_spec(shipped_spec(spec))
+    executor = executor_for(workers, dask, dask_local)
+    report = run_sweep(loaded, out_dir, executor, chunk_size, on_resolved, on_progress)
+    return report, load_sweep(out_dir)
+
+
+def load_sweep(out_dir: str | Path) -> SweepResults:
+    """The results of a sweep folder (`DIR/points/` holds its Parquet parts)."""
+    from archsim.sweep.store import read_manifest, read_results, read_summary
+
+    table = read_results(out_dir)
+    return SweepResults(Path(out_dir), table, read_manifest(out_dir).get("settings", {}), read_summary(out_dir))

@@ -1,0 +1,227 @@
+"""What a simulation takes, as the Python API hands it out: `Hardware` (a chip or multi-chip
+system) and `Workload` (model, dtypes, scenario, fusion), each validated like a file.
+
+Both are read from a shipped name, a YAML path or a mapping holding what such a file would,
+and changed only by `with_params` (dotted paths, as a sweep spec names them). Every change goes
+into the document before validation, so the same schemas check it with the same messages as a
+file: `'8 Gbps'` parsed, `-1` refused, an SRAM too small for any tile reported. A problem in a
+value given here is located at where it was given (`with_params: hbm.data_rate: ...`), one in
+the file at its `file:line`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from archsim.config.loader import resolve_path, system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.resolved import config_hash
+from archsim.config.workload_schema import WorkloadCfg
+from archsim.config.yamlfile import YamlDoc, dotted, read_yaml
+from archsim.errors import ConfigError, Problem
+from archsim.graph.model import Workload as FrozenWorkload
+from archsim.hardware import System
+from archsim.sweep.design import KeyPath, path_problem, with_overrides
+
+PYTHON_SOURCE = "<python>"  # the file name of a document given as a mapping
+
+
+class _Validated:
+    """A document, what it was validated into, and its resolved (canonical-unit) configuration."""
+
+    ROOT = ""
+    __slots__ = ("_config", "_doc", "_value", "warnings")
+
+    def __init__(self, doc: YamlDoc, value: Any, config: dict, warnings: tuple[str, ...] = ()):
+        self._doc, self._value, self._config, self.warnings = doc, value, config, warnings
+
+    @property
+    def config(self) -> dict:
+        """The resolved configuration (a copy): what `--json` records and the hash is taken of."""
+        return copy.deepcopy(self._config)
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self._config)
+
+    @property
+    def source(self) -> str:
+        """The file it was read from (`<python>` for a mapping)."""
+        return self._doc.path
+
+    def with_params(self, params: Mapping[str, Any], where: str = "with_params"):
+        """A copy with values set at dotted paths, validated again (see `with_params`)."""
+        return with_params(self, params, where)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._config == self._config
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.config_hash))
+
+
+class Hardware(_Validated):
+    """A chip or a system of identical chips, validated like a `hw_configs/` file."""
+
+    ROOT = "hardware"
+    __slots__ = ()
+
+    @property
+    def system(self) -> System:
+        """The frozen hardware model the simulator runs."""
+        return self._value
+
+    @property
+    def name(self) -> str:
+        return self._value.chip.name
+
+    @property
+    def chips(self) -> int:
+        return self._value.chips
+
+    def __repr__(self) -> str:
+        chips = f" x{self.chips}" if self.chips > 1 else ""
+        return f"Hardware({self.name}{chips}, from {self.source}, config {self.config_hash})"
+
+
+class Workload(_Validated):
+    """A model with its dtypes, scenario and fusion profile, validated like a `workloads/` file."""
+
+    ROOT = "workload"
+    __slots__ = ()
+
+    @property
+    def workload(self) -> FrozenWorkload:
+        """The frozen workload the simulator runs."""
+        return self._value
+
+    @property
+    def name(self) -> str:
+        return self._value.model.name
+
+    def __repr__(self) -> str:
+        s = self._value.scenario
+        return (
+            f"Workload({self.name}, batch {s.batch}, prompt {s.prompt_tokens}, generate {s.output_tokens}, "
+            f"from {self.source}, config {self.config_hash})"
+        )
+
+
+def flatten(params: Mapping[str, Any], prefix: KeyPath = ()) -> list[tuple[KeyPath, Any]]:
+    """`{"hbm": {"data_rate": v}, "clock": c}` or `{"hbm.data_rate": v}` -> [(('hbm', 'data_rate'), v), ...]."""
+    out: list[tuple[KeyPath, Any]] = []
+    for key, value in params.items():
+        if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
+            raise ConfigError.single("with_params", "", f"a parameter is a dotted path of keys (got {key!r})")
+        path = prefix + tuple(key.split("."))
+        if isinstance(value, Mapping):
+            out += flatten(value, path)
+        else:
+            out.append((path, value))
+    return out
+
+
+def _read(name_or_data: str | Mapping, kind: str) -> YamlDoc:
+    if isinstance(name_or_data, Mapping):
+        return YamlDoc(PYTHON_SOURCE, copy.deepcopy(dict(name_or_data)), {(): None})  # no lines to point at
+    if not isinstance(name_or_data, str):
+        raise TypeError(f"expected a shipped name, a path or a mapping (got {type(name_or_data).__name__})")
+    return read_yaml(resolve_path(name_or_data, kind))
+
+
+def _overridden(key: str, paths: set[str]) -> bool:
+    return any(key == p or key.startswith(p + ".") or p.startswith(key + ".") for p in paths)
+
+
+def _build(cls: type[_Validated], doc: YamlDoc, params: list[tuple[KeyPath, Any]], where: str, warnings=()):
+    """Apply `params` to `doc`, validate, and build; ConfigError with every problem."""
+    problems = [
+        Problem(where, None, dotted(path), why)
+        for path, _ in params
+        if (why := path_problem((cls.ROOT, *map(str, path)))) is not None
+    ]
+    if problems:
+        raise ConfigError(problems)
+    edited = YamlDoc(doc.path, with_overrides(doc.data, params), doc.lines) if params else doc
+    given = {dotted(path) for path, _ in params}
+    try:
+        if cls is Hardware:
+            value, config = system_from_doc(edited)
+        else:
+            cfg = validate_doc(edited, WorkloadCfg)
+            value, config = workload_from_cfg(cfg, doc.path), cfg.model_dump(mode="json")
+    except ConfigError as err:
+        raise ConfigError(
+            [Problem(where, None, p.key, p.message) if _overridden(p.key, given) else p for p in err.problems]
+        ) from None
+    return cls(edited, value, config, tuple(warnings))
+
+
+def load_system(name_or_path: str | Mapping, params: Mapping[str, Any] | None = None, /, **overrides) -> Hardware:
+    """A shipped chip (`"h200"`), a hardware YAML file, or a mapping of what such a file holds,
+    with values set by dotted path (`params`) or by section (`hbm={"data_rate": "8 Gbps"}`)."""
+    given = flatten(params or {}) + flatten(overrides)
+    return _build(Hardware, _read(name_or_path, "hw_configs"), given, "load_system")
+
+
+def load_workload(
+    name_or_path: str | Mapping,
+    params: Mapping[str, Any] | None = None,
+    /,
+    *,
+    hf_config: str | None = None,
+    **overrides,
+) -> Workload:
+    """A shipped workload (`"llama3_8b"`), a workload YAML file, or a mapping; values set as in
+    `load_system` (`scenario={"batch": 8}`). `hf_config`: a Hugging Face `config.json` whose
+    model (and dtype) replaces the file's, the scenario kept; what archsim does not model of it
+    is listed in `.warnings`."""
+    doc = _read(name_or_path, "workloads")
+    given = flatten(params or {}) + flatten(overrides)
+    warnings: tuple[str, ...] = ()
+    if hf_config is not None:
+        from archsim.config.hf import load_hf_config, model_cfg
+
+        hf = load_hf_config(hf_config)
+        if hf.unmodelled:
+            warnings = (f"{hf_config}: archsim does not model: {'; '.join(hf.unmodelled)}",)
+        data = {**doc.data, "name": hf.model.name, "model": model_cfg(hf.model)}
+        if hf.dtype is not None:
+            data["dtypes"] = dict.fromkeys(("weights", "activations", "kv_cache"), hf.dtype.value)
+        doc = YamlDoc(doc.path, data, doc.lines)
+    return _build(Workload, doc, given, "load_workload", warnings)
+
+
+def with_params(obj: Hardware | Workload, params: Mapping[str, Any], where: str = "with_params"):
+    """A copy of `obj` with each value set at its dotted path (`{"hbm.data_rate": "8 Gbps"}`,
+    `{"scenario.batch": 8}`), validated again as a file would be; ConfigError naming every bad
+    path or value, located at `where`."""
+    if not isinstance(obj, _Validated):
+        raise TypeError(
+            f"with_params takes a Hardware or a Workload from archsim.load_system or load_workload "
+            f"(got {type(obj).__name__})"
+        )
+    return _build(type(obj), obj._doc, flatten(params), where, obj.warnings)
+
+
+def as_hardware(value: Hardware | str | Mapping) -> Hardware:
+    """A Hardware as given, or loaded from a name, path or mapping; a frozen System built
+    elsewhere is refused, as nothing has validated it."""
+    if isinstance(value, Hardware):
+        return value
+    if isinstance(value, System):
+        raise TypeError(
+            "pass an archsim.Hardware (archsim.load_system, with_params): a System built directly is not validated"
+        )
+    return load_system(value)
+
+
+def as_workload(value: Workload | str | Mapping) -> Workload:
+    if isinstance(value, Workload):
+        return value
+    if isinstance(value, FrozenWorkload):
+        raise TypeError(
+            "pass an archsim.Workload (archsim.load_workload, with_params): a workload built directly is not validated"
+        )
+    return load_workload(value)

@@ -1,0 +1,211 @@
+"""What the Python API returns: typed, frozen records of a run, a serving run and a sweep, each
+with `.to_dict()` (the document `--json` writes) and, where the result is a table, `.to_pandas()`
+(pandas is imported only then). Units are canonical: seconds, bytes, bytes/s, FLOP/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from archsim.api.inputs import Hardware, Workload
+from archsim.config.resolved import ResolvedConfig
+from archsim.graph.parallel import Parallelism
+from archsim.runner.generation import RunResult, StepResult
+from archsim.runner.memory import Footprint
+
+
+def data_frame(rows: list[dict], columns: list[str] | tuple[str, ...] | None = None):
+    """A pandas DataFrame of `rows`; ImportError saying how to get pandas when it is missing."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("to_pandas() needs pandas: python3 -m pip install pandas") from None
+    return pandas.DataFrame(rows, columns=list(columns) if columns is not None else None)
+
+
+def communication(step: StepResult) -> dict:
+    """Collective time of a step on the busiest chip (all its micro-batches), how much of it ran
+    under compute, the exposed rest and its share of the step, and the pipeline bubble."""
+    micro = step.pipeline.micro_batches if step.pipeline else 1
+    comm, hidden = micro * step.comm_s, micro * step.comm_hidden_s
+    return {
+        "time_s": step.time_s,
+        "collectives_s": comm,
+        "hidden_s": hidden,
+        "exposed_s": comm - hidden,
+        "exposed_share": (comm - hidden) / step.time_s if step.time_s else 0.0,
+        "bubble_s": step.pipeline.bubble_s if step.pipeline else 0.0,
+        "micro_batches": micro,
+    }
+
+
+@dataclass(frozen=True, eq=False)
+class RunReport:
+    """A generation (prefill, then decode) of a workload on hardware."""
+
+    result: RunResult
+    hardware: Hardware
+    workload: Workload
+    parallelism: Parallelism
+    resolved: ResolvedConfig  # hardware, workload and the run's options (KV stride, layout)
+
+    @property
+    def config(self) -> dict:
+        return self.resolved.as_dict()
+
+    @property
+    def config_hash(self) -> str:
+        return self.resolved.hash
+
+    @property
+    def ttft_s(self) -> float:
+        return self.result.ttft_s
+
+    @property
+    def tpot_s(self) -> float:
+        return self.result.tpot_s
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.result.decode_tokens_per_s
+
+    @property
+    def throughput_tokens_per_s(self) -> float:
+        return self.result.throughput_tokens_per_s
+
+    @property
+    def total_time_s(self) -> float:
+        return self.result.total_time_s
+
+    @property
+    def footprint(self) -> Footprint:
+        return self.result.footprint
+
+    @property
+    def interrupted(self) -> bool:
+        return self.result.interrupted
+
+    def communication(self) -> dict[str, dict] | None:
+        """Per step (prefill, decode): collectives, hidden, exposed; None on one chip."""
+        if self.parallelism.is_single:
+            return None
+        steps = (("prefill", self.result.prefill), ("decode", self.result.decode))
+        return {name: communication(step) for name, step in steps if step}
+
+    def ops(self) -> list[dict]:
+        """The per-op table of the prefill and first decode step (the rows of `--csv`)."""
+        from archsim.report.csvfile import op_rows
+
+        return op_rows(self.result)
+
+    def decode_steps(self) -> dict[str, np.ndarray]:
+        """KV length and time of every decode step."""
+        return {"kv_len": self.result.decode_kv_lens.copy(), "time_s": self.result.decode_step_s.copy()}
+
+    def to_dict(self) -> dict:
+        """Everything `archsim run --json` writes."""
+        from archsim.report.export import run_dict
+
+        data = run_dict(self.result, self.resolved)
+        if (comm := self.communication()) is not None:
+            data["communication"] = comm
+        return data
+
+    def to_pandas(self):
+        """The per-op table as a DataFrame, one row per op of the prefill and first decode step."""
+        from archsim.report.csvfile import COLUMNS
+
+        return data_frame(self.ops(), COLUMNS)
+
+
+@dataclass(frozen=True, eq=False)
+class ServeReport:
+    """A serving run: per-request times, the metrics under the SLOs, per-instance figures."""
+
+    result: Any  # archsim.serving.simulate.ServeResult
+    metrics: Any  # archsim.serving.metrics.ServeMetrics
+    slo: Any  # archsim.serving.metrics.Slo
+    resolved: ResolvedConfig  # hardware, workload, the serving setup and the requests
+
+    @property
+    def config(self) -> dict:
+        return self.resolved.as_dict()
+
+    @property
+    def config_hash(self) -> str:
+        return self.resolved.hash
+
+    def requests(self) -> list[dict]:
+        """One row per served request: arrival, lengths, first token, finish and the latencies."""
+        t = self.result.times
+        columns = {
+            "request": self.result.served,
+            "arrival_s": t.arrival_s,
+            "prompt_tokens": t.prompt_tokens,
+            "output_tokens": t.output_tokens,
+            "first_scheduled_s": t.first_scheduled_s,
+            "first_token_s": t.first_token_s,
+            "finish_s": t.finish_s,
+            "ttft_s": t.ttft_s,
+            "tpot_s": t.tpot_s,
+            "e2e_s": t.e2e_s,
+            "queue_s": t.queue_s,
+            "preemptions": self.result.preemptions,
+            "meets_slo": t.meets(self.slo),
+        }
+        lists = {k: np.asarray(v).tolist() for k, v in columns.items()}
+        return [dict(zip(lists, row)) for row in zip(*lists.values())]
+
+    def to_dict(self) -> dict:
+        """Everything `archsim serve --json` writes."""
+        from archsim.serving.report import serve_dict
+
+        return serve_dict(self.result, self.metrics, self.slo, self.resolved)
+
+    def to_pandas(self):
+        """The per-request table as a DataFrame."""
+        rows = self.requests()
+        return data_frame(rows, list(rows[0]) if rows else None)
+
+
+@dataclass(frozen=True, eq=False)
+class SweepResults:
+    """The recorded points of a sweep folder: one row per point (config_hash, status, error,
+    parameters, derived values, objectives), its settings and its summary."""
+
+    dir: Path
+    table: Any  # a pyarrow.Table
+    settings: dict
+    summary: dict
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.column_names)
+
+    def rows(self) -> list[dict]:
+        return self.table.to_pylist()
+
+    def to_arrow(self):
+        return self.table
+
+    def to_dict(self) -> dict:
+        return {"dir": str(self.dir), "settings": self.settings, "summary": self.summary, "points": self.rows()}
+
+    def to_pandas(self):
+        return data_frame(self.rows(), self.columns)
+
+    def pareto(self, maximize: tuple[str, ...] | list[str] = (), minimize: tuple[str, ...] | list[str] = ()):
+        """The designs on the Pareto front over the given columns, best first on the first."""
+        from archsim.sweep.pareto import Goal, find_front
+
+        goals = [Goal(c, True) for c in maximize] + [Goal(c, False) for c in minimize]
+        if len(goals) < 2:
+            raise ValueError("give at least two columns to maximize and/or minimize")
+        return find_front(self.dir, goals).front_rows()
