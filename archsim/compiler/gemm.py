@@ -24,8 +24,8 @@ from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.chip import MIN_K_STEP, MIN_TILE_EDGE
-from archsim.hardware.power import Activity
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
+from archsim.hardware.power import Activity
 from archsim.units import ceil_div
 
 # tile edges and K steps a kernel library offers (powers of two from the smallest the hardware takes)

@@ -8,7 +8,7 @@ reduction), plus the op's ideal work for roofline accounting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Program:
     flops: float  # useful floating-point operations (2 per MAC)
     min_bytes: float  # compulsory HBM traffic: every operand read once, every result written once
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
-    activity: Activity = Activity()
+    activity: Activity = field(default_factory=Activity)
 
 
 # One tile step of a core, by name: bytes loaded from HBM and from L2 (hits) before it computes,

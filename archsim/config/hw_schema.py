@@ -7,23 +7,23 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_serializer
 
 from archsim.config.fields import (
-    Joules,
-    JoulesOrZero,
-    JoulesPerBit,
-    JoulesPerByte,
-    Volts,
-    Watts,
-    WattsOrZero,
     Bytes,
     BytesPerS,
     ClockHz,
     CoreCount,
+    Joules,
+    JoulesOrZero,
+    JoulesPerBit,
+    JoulesPerByte,
     Name,
     PinRate,
     PositiveInt,
     Seconds,
     SecondsOrZero,
     Strict,
+    Volts,
+    Watts,
+    WattsOrZero,
 )
 from archsim.errors import quote
 from archsim.units import format_seconds

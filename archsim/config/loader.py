@@ -8,9 +8,9 @@ line of the offending key, with a did-you-mean for misspelt keys.
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 

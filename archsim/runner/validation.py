@@ -146,7 +146,7 @@ def _check_sizes(case: dict, kind: str) -> None:
         if m * n > MAX_ELEMENTS:
             raise CaseError(f"M x N = {m * n:,} is more than {MAX_ELEMENTS:,}")
     elif kind in ("attention_prefill", "attention_decode"):
-        b, hq, hkv, d = (_whole(case, f) for f in ("batch", "heads_q", "heads_kv", "head_dim"))
+        b, hq, hkv, _d = (_whole(case, f) for f in ("batch", "heads_q", "heads_kv", "head_dim"))
         if hq % hkv:
             raise CaseError(f"heads_kv ({hkv}) must divide heads_q ({hq})")
         q = _whole(case, "seq") if kind == "attention_prefill" else 1
