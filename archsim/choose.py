@@ -84,12 +84,13 @@ def played_activity(program: Program, played: ProgramResult) -> Activity:
     return replace(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
 
 
-def play_held(program: Program, chip: Chip) -> tuple[float, ProgramResult]:
+def play_held(program: Program, chip: Chip, played: ProgramResult | None = None) -> tuple[float, ProgramResult]:
     """The program played at the clock its power holds (archsim/hardware/power.py): the chip's
-    clock unless the kernel would draw more than the limit there. The time at another clock f
-    is estimated as the critical core's compute scaling as 1/f and the rest as fixed; the
-    program is played again at the clock found, twice, each play correcting the estimate."""
-    played = play_program(program, chip)
+    clock unless the kernel would draw more than the limit there (`played`: already played at
+    the chip's clock). The time at another clock f is estimated as the critical core's compute
+    scaling as 1/f and the rest as fixed; the program is played again at the clock found, twice,
+    each play correcting the estimate."""
+    played = played or play_program(program, chip)
     p, f_max = chip.power, chip.clock_hz
     if p is None or played.cycles == 0:
         return f_max, played
@@ -117,12 +118,19 @@ def choose(op: Op, chip: Chip) -> Choice:
     if op.kind.is_collective:
         raise ValueError(f"{op.kind.value} runs over the interconnect: time it with simulate_collective")
     candidates = compile_candidates(op, chip)
+    # every candidate at the chip's clock; then, fastest first, at the clock its power holds,
+    # until the next one is slower even unthrottled (a lower clock never makes a kernel faster)
+    at_max = [(program_time_s(p, played, chip), i, p, played) for i, p in enumerate(candidates)
+              for played in (play_program(p, chip),)]  # fmt: skip
+    at_max.sort(key=lambda x: (x[0], x[1]))
     best: tuple[float, Program, ProgramResult, float] | None = None
-    for program in candidates:
-        clock, played = play_held(program, chip)
-        total_s = program_time_s(program, played, chip, clock)
+    for fast_s, _i, program, played in at_max:
+        if best is not None and fast_s >= best[0]:
+            break
+        clock, held = play_held(program, chip, played)
+        total_s = program_time_s(program, held, chip, clock)
         if best is None or total_s < best[0]:
-            best = (total_s, program, played, clock)
+            best = (total_s, program, held, clock)
     assert best is not None, "every op compiles to at least one program"
     return Choice(best[1], best[2], len(candidates), best[3])
 

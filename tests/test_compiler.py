@@ -77,9 +77,11 @@ def test_stream_k_segments_on_four_cores(h200):
     assert np.flatnonzero(phase.store_l2_bytes).tolist() == [2, 5, 8]
 
 
-def test_l2_first_touch_per_wave_and_residency():
-    """Two waves of two items sharing one A panel: without residency each wave misses it once
-    (and its own B panel); with residency the second wave finds the A panel in L2."""
+def test_l2_first_touch_per_wave_and_lru_capacity():
+    """Two waves of two items sharing one A panel (1,000 B) and each with a B panel of its own
+    (1,000 B): a wave loads 4,000 B and misses A once and its two B panels, 3/4. In the second
+    wave the A panel's stack distance is the panels of both waves, 5,000 B: with 5,000 B of L2
+    it is still there (2/4 missed), with 4,999 B it was evicted (3/4 again)."""
     items = {
         "g": np.zeros(4, dtype=np.int64),
         "i": np.zeros(4, dtype=np.int64),
@@ -91,8 +93,8 @@ def test_l2_first_touch_per_wave_and_residency():
     }
     wave = np.array([0, 0, 1, 1])
     # each item loads 10 x 100 x 1 B of A and of B: a wave 4,000 B; misses: A once + 2 B panels
-    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, resident=False), [3 / 4, 3 / 4])
-    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, resident=True), [3 / 4, 2 / 4])
+    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, 4999.0), [3 / 4, 3 / 4])
+    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, 5000.0), [3 / 4, 2 / 4])
 
 
 def test_tiling_hbm_bytes_counts_operands_after_reuse_and_the_output(h200):

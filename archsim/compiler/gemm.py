@@ -12,12 +12,12 @@ L2 bandwidth), the best are costed for HBM traffic with the L2 model the compile
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
 
-from archsim.compiler.l2reuse import operand_hbm_bytes, wave_hbm_fractions
+from archsim.compiler.l2reuse import Raster, operand_hbm_bytes, raster_order, rasters, wave_hbm_fractions
 from archsim.compiler.program import PARTIAL_BYTES, Phase, Program, build_phase, entries
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
@@ -44,20 +44,24 @@ class GemmMapping(str, Enum):
 
 @dataclass(frozen=True)
 class Tiling:
-    """A GEMM mapping: tm x tn output tiles computed tk of K per step, as `mapping` forms items."""
+    """A GEMM mapping: tm x tn output tiles computed tk of K per step, as `mapping` forms items,
+    launched in `raster` order (l2reuse.py)."""
 
     tm: int
     tn: int
     tk: int
     mapping: GemmMapping = GemmMapping.DATA_PARALLEL
     split: int = 1  # K slices per tile (SPLIT_K)
+    raster: Raster = Raster.ROW
+    group: int = 1  # row blocks per group of a GROUPED raster
 
     @property
     def label(self) -> str:
         shape = f"{self.tm}x{self.tn}x{self.tk}"
+        order = f"{self.raster.value}{self.group if self.raster is Raster.GROUPED else ''}"
         if self.mapping is GemmMapping.STREAM_K:
-            return f"stream-K {shape}"
-        return f"gemm {shape} split{self.split}"
+            return f"stream-K {shape} {order}"
+        return f"gemm {shape} split{self.split} {order}"
 
 
 def pipeline_bytes(stages: int, stage_bytes: float) -> float:
@@ -135,14 +139,24 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
                 scored.append((float(est[i]), float(compute_s[i]), tiling))
     scored.sort(key=lambda x: (x[0], x[1]))
     ranked = sorted(
-        ((est, tiling_hbm_bytes(op, chip, t), compute, t) for est, compute, t in scored[: 3 * count]),
-        key=lambda x: x[:3],
+        ((est, *best_raster(op, chip, t), compute) for est, compute, t in scored[: 3 * count]),
+        key=lambda x: (x[0], x[2], x[3]),
     )
     # one K step per tile shape and mapping: the shortlist spans different mappings
     out: dict[tuple, Tiling] = {}
-    for *_cost, t in ranked:
+    for _est, t, _hbm, _compute in ranked:
         out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
     return list(out.values())[:count]
+
+
+def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
+    """The tiling with the raster that reads the least from HBM (the first of equals, row-major
+    first), and those bytes: a raster changes only which loads hit L2."""
+    grid = ceil_div(op.m, t.tm), ceil_div(op.n, t.tn)
+    options = [replace(t, raster=r, group=g) for r, g in rasters(*grid)]
+    scored = [(tiling_hbm_bytes(op, chip, o), i) for i, o in enumerate(options)]
+    hbm, i = min(scored)
+    return options[i], hbm
 
 
 def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
@@ -159,21 +173,18 @@ def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
     return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity)
 
 
-def _items(op: Op, tm: int, tn: int, tk: int, split: int) -> dict[str, np.ndarray]:
+def _items(op: Op, t: Tiling) -> dict[str, np.ndarray]:
     """Work items in launch order, as arrays: group, row block, column block and K slice
-    (g, i, j, s) with the item's rows, columns and K length (em, en, kl)."""
-    m, k, n = op.m, op.k, op.n
-    per = ceil_div(ceil_div(k, tk), split) * tk
-    g, i, j, s = (
-        x.ravel()
-        for x in np.meshgrid(
-            np.arange(op.groups),
-            np.arange(ceil_div(m, tm)),
-            np.arange(ceil_div(n, tn)),
-            np.arange(split),
-            indexing="ij",
-        )
-    )
+    (g, i, j, s) with the item's rows, columns and K length (em, en, kl). Groups one after
+    another, each group's tiles in the raster's order, a tile's K slices together."""
+    m, k, n, tm, tn = op.m, op.k, op.n, t.tm, t.tn
+    per = ceil_div(ceil_div(k, t.tk), t.split) * t.tk
+    rows, cols = raster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group)
+    tiles = len(rows)
+    g = np.repeat(np.arange(op.groups), tiles * t.split)
+    i = np.tile(np.repeat(rows, t.split), op.groups)
+    j = np.tile(np.repeat(cols, t.split), op.groups)
+    s = np.tile(np.arange(t.split), op.groups * tiles)
     kl = np.minimum(k, (s + 1) * per) - s * per
     keep = kl > 0
     g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
@@ -188,16 +199,16 @@ def _items(op: Op, tm: int, tn: int, tk: int, split: int) -> dict[str, np.ndarra
     }
 
 
-def _operands_fit(op: Op, chip: Chip) -> bool:
-    """Whether all of the GEMM's operands fit in L2 at once (panels then stay resident)."""
-    return op.groups * (op.m * op.k * op.dtype.bytes + op.k * op.n * op.b_dtype.bytes) <= chip.l2.capacity_bytes
+def reuse_capacity_bytes(chip: Chip) -> float:
+    """L2 bytes that can hold operand panels every core reads: one partition's worth."""
+    return chip.l2.capacity_bytes / chip.l2.partitions
 
 
 def _schedule(op: Op, chip: Chip, t: Tiling) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """The tiling's work items in launch order, the wave each runs in, and how many of them
     (the first) run data-parallel. Stream-K runs all but the last full wave of tiles
     data-parallel, in waves of one tile per core, and its tail's tiles in flight together."""
-    items = _items(op, t.tm, t.tn, t.tk, t.split)
+    items = _items(op, t)
     count = len(items["kl"])
     wave = np.arange(count) // chip.cores
     if t.mapping is not GemmMapping.STREAM_K:
@@ -212,7 +223,7 @@ def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     the fp32 partials of a split-K GEMM written and read back where they do not fit in L2."""
     items, wave, _dp = _schedule(op, chip, t)
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    total = operand_hbm_bytes(items, wave, a, b, _operands_fit(op, chip))
+    total = operand_hbm_bytes(items, wave, a, b, reuse_capacity_bytes(chip))
     total += op.groups * op.m * op.n * op.c_dtype.bytes
     if t.split > 1 and not _partials_fit(op, chip, t.split):
         total += 2 * t.split * op.groups * op.m * op.n * PARTIAL_BYTES
@@ -232,7 +243,7 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
     items = {key: v[:limit_items] for key, v in items.items()}
     wave = wave[:limit_items]
     cores = chip.cores
-    wave_frac = wave_hbm_fractions(items, wave, a, b, _operands_fit(op, chip))
+    wave_frac = wave_hbm_fractions(items, wave, a, b, reuse_capacity_bytes(chip))
     fracs, frac_id = np.unique(wave_frac, return_inverse=True)
     frac_id = frac_id[wave]
     out_bytes = PARTIAL_BYTES if t.split > 1 else op.c_dtype.bytes
@@ -300,7 +311,7 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     per = ceil_div(sk_iters, cores)
     tail = {key: v[dp_tiles:] for key, v in items.items()}
     # the tail's tiles are in flight together: the first touch of each operand block misses
-    frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, False)[0])
+    frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0)[0])
     memo: dict[tuple, int] = {}
 
     def cycles_of(em: int, kk: int, en: int) -> int:

@@ -14,6 +14,11 @@ outputs, with no reuse between elements. Its mapping is set by how it meets memo
   entries of about its bytes in flight.
 * A kernel whose input the previous kernel just wrote finds it in L2 when it fits in
   HOT_L2_SHARE of it (`reads_hit_l2`, `writes_hit_l2`).
+* A serving engine's custom per-token kernel (`Op.per_row`: vLLM's and Sarathi's 2023 rms_norm,
+  silu_and_mul and rotary_embedding) gives each row (token) a block of up to PER_ROW_THREADS
+  threads that loop over it with scalar loads, an element per thread per operand and pass: a
+  row-wise chain of that step, with as many rows in flight on a core as its resident threads
+  allow.
 
 `compile_vector`, `compile_copy` and `compile_embedding` turn ops into Streams (graph/ops.py
 holds each vector op's per-element instruction counts).
@@ -34,6 +39,7 @@ from archsim.hardware.power import Activity
 from archsim.units import ceil_div
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
+PER_ROW_THREADS = 1024  # threads of a per-token kernel's block: min(row length, 1024) in vLLM's kernels
 # share of the L2 a tensor the previous kernel wrote may take and still be there for the next:
 # the producer's other traffic (its weights and inputs) streams through the rest
 HOT_L2_SHARE = 0.25
@@ -57,6 +63,7 @@ class Stream:
     row_inflight_bytes: float = 0.0  # > 0: a row-wise kernel, that many bytes in flight per row
     inflight_bytes: float = float("inf")  # the kernel's bytes in flight per core
     min_chunk_bytes: float = MIN_CHUNK_BYTES
+    resident_rows: int = 0  # > 0: rows a core works on at once (its resident blocks), else all of its chunk
 
 
 def stream_activity(s: Stream) -> Activity:
@@ -80,7 +87,8 @@ def streaming_phase(chip: Chip, s: Stream) -> Phase:
     last_rows = rows - (chunks - 1) * rows_per_chunk
     inflight_bytes = s.inflight_bytes
     if s.row_inflight_bytes > 0:
-        inflight_bytes = min(inflight_bytes, rows_per_chunk * s.row_inflight_bytes)
+        concurrent = min(rows_per_chunk, s.resident_rows) if s.resident_rows else rows_per_chunk
+        inflight_bytes = min(inflight_bytes, concurrent * s.row_inflight_bytes)
     elif inflight_bytes < chip.core.max_inflight_bytes:
         max_rows = min(max_rows, max(min_rows, int(inflight_bytes // row_bytes)))
 
@@ -144,6 +152,9 @@ def compile_vector(op: Op, chip: Chip) -> Program:
     c = op.vector_cost
     a = op.dtype.bytes
     elements = op.m * op.n
+    if op.per_row:
+        per_row = _per_row_stream(op, chip)
+        return Program((streaming_phase(chip, per_row),), op.flops(), op.min_bytes(), False, stream_activity(per_row))
     access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads + c.writes)
     stream = Stream(
         elements,
@@ -158,6 +169,26 @@ def compile_vector(op: Op, chip: Chip) -> Program:
         **access,
     )
     return Program((streaming_phase(chip, stream),), op.flops(), op.min_bytes(), False, stream_activity(stream))
+
+
+def _per_row_stream(op: Op, chip: Chip) -> Stream:
+    """A per-token kernel: a block of min(row, PER_ROW_THREADS) threads per row, scalar loads of
+    one element per thread per operand and pass, as many blocks per core as its threads hold."""
+    c, a = op.vector_cost, op.dtype.bytes
+    threads = min(op.n, PER_ROW_THREADS)
+    return Stream(
+        op.m * op.n,
+        c.reads * a,
+        c.writes * a,
+        c.lane_ops,
+        c.special_ops,
+        f"{op.vop.value if op.vop else 'vector'} per token",
+        row_elements=op.n,
+        l2_rereads_per_element=(c.passes - 1) * c.reads * a,
+        row_inflight_bytes=threads * c.reads * a,
+        inflight_bytes=chip.core.request_inflight_bytes(a),
+        resident_rows=max(1, chip.core.vector.threads // threads),
+    )
 
 
 def compile_embedding(op: Op, chip: Chip) -> Program:

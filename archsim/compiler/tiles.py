@@ -1,8 +1,10 @@
 """Cycles of one tile step on a core: its matrix units working together, fed from local SRAM.
 
-A core's `A` arrays split a tile between them along N (or along M when N is too narrow), each
-computing its share with the systolic formula of `archsim.hardware.systolic`; the step takes
-the longer of that and the time the SRAM needs to deliver the operands.
+A core's `A` arrays split a tile between them along N or along M, whichever is faster (or
+along M only where the hardware's matrix instruction does: a Hopper warpgroup MMA gives each
+of the four tensor cores 16 of its 64 rows), each computing its share with the systolic
+formula of `archsim.hardware.systolic`; the step takes the longer of that and the time the
+SRAM needs to deliver the operands.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = N
     kpc = arr.k_rate(compute_dtype(a_dtype, b_dtype)) or arr.k_rate(DType.BF16)
     units = core.matrix_units
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
-    split_n = array_cycles(m, k, ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
     split_m = array_cycles(ceil_div(m, units), k, n, arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
-    cycles = np.minimum(split_n, split_m)
+    if arr.split_m_only:
+        cycles = split_m
+    else:
+        split_n = array_cycles(m, k, ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
+        cycles = np.minimum(split_n, split_m)
     operand_bytes = m * k * a_dtype.bytes + k * n * b_dtype.bytes
     sram_cycles = np.ceil(operand_bytes / core.sram.bandwidth_bytes_per_cycle).astype(np.int64)
     return np.maximum(cycles, sram_cycles)
@@ -38,7 +43,7 @@ def compute_dtype(a: DType, b: DType) -> DType:
 
 def vector_cycles(core: Core, lane_ops, special_ops):
     """Cycles of the vector unit for that many lane and special-function operations."""
-    lane = np.ceil(np.asarray(lane_ops, dtype=np.float64) / core.vector.lanes)
+    lane = np.ceil(np.asarray(lane_ops, dtype=np.float64) / core.vector.issue_per_cycle)
     special = np.ceil(np.asarray(special_ops, dtype=np.float64) / core.vector.special_per_cycle)
     return (lane + special).astype(np.int64)
 

@@ -35,6 +35,8 @@ class ArrayCfg(Strict):
     cols: PositiveInt = Field(description="PE columns")
     dataflow: Literal["ws", "os", "is"] = Field(description="weight-, output- or input-stationary")
     fold_mode: Literal["serial", "pipelined"] = Field("pipelined", description="fold overlap")
+    split: Literal["any", "m"] = Field(
+        "any", description="how a core's arrays share a tile: along rows or columns, or rows only (Hopper wgmma)")
     k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
         description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)"
     )
@@ -52,6 +54,9 @@ class VectorCfg(Strict):
     special_per_cycle: PositiveInt = Field(description="exp/rsqrt operations per cycle per core")
     access_bytes: Bytes = Field(16, description="widest load one lane issues (a vector load)")
     lanes_per_request: PositiveInt = Field(32, description="lanes whose accesses form one memory request (a GPU warp)")
+    issue_width: PositiveInt | None = Field(
+        None, description="thread-instructions issued per cycle per core over all pipes (default: lanes)")
+    threads: PositiveInt = Field(2048, description="threads resident on a core at once (occupancy limit)")
 
 
 class SramCfg(Strict):
@@ -84,6 +89,7 @@ class L2Cfg(Strict):
     capacity: Bytes = Field(description="shared L2 / global buffer capacity")
     bandwidth: BytesPerS = Field(description="aggregate L2 bandwidth")
     latency: Seconds = Field(description="L2 hit latency")
+    partitions: PositiveInt = Field(1, description="partitions that each cache what their own cores read")
 
 
 class HbmCfg(Strict):

@@ -159,6 +159,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         dataflow=Dataflow(c.matrix_units.dataflow),
         fold_mode=FoldMode(c.matrix_units.fold_mode),
         k_per_cycle=tuple(sorted(c.matrix_units.k_per_cycle.items())),
+        split_m_only=c.matrix_units.split == "m",
     )
     core = Core(
         matrix_units=c.matrix_units.count,
@@ -168,6 +169,8 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             special_per_cycle=c.vector_unit.special_per_cycle,
             access_bytes=max(1, round(c.vector_unit.access_bytes)),
             lanes_per_request=c.vector_unit.lanes_per_request,
+            issue_width=c.vector_unit.issue_width or 0,
+            threads=c.vector_unit.threads,
         ),
         sram=Sram(
             capacity_bytes=round(c.sram.capacity),
@@ -184,7 +187,12 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         clock_hz=cfg.clock,
         cores=c.count,
         core=core,
-        l2=L2(capacity_bytes=round(cfg.l2.capacity), bandwidth_bytes_per_s=cfg.l2.bandwidth, latency_s=cfg.l2.latency),
+        l2=L2(
+            capacity_bytes=round(cfg.l2.capacity),
+            bandwidth_bytes_per_s=cfg.l2.bandwidth,
+            latency_s=cfg.l2.latency,
+            partitions=cfg.l2.partitions,
+        ),
         hbm=Hbm(
             stacks=h.stacks,
             channels_per_stack=h.channels_per_stack,

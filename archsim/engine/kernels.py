@@ -35,8 +35,20 @@ def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
     """Max-min fair rates by progressive filling: every active flow's rate rises together from
     zero until it reaches its own cap (`rate` on entry) or a pool it uses (HBM, L2) is full;
     flows so stopped keep their rate and the rest go on. A flow moves `use_h` bytes of HBM and
-    `use_l` of L2 traffic per byte; `weight` counts the identical cores it stands for."""
+    `use_l` of L2 traffic per byte; `weight` counts the identical cores it stands for. When every
+    flow's cap fits under both pools, the caps are the rates (filling would stop every flow at
+    its cap first), and no filling is needed. Returns the HBM bytes per cycle the rates use."""
     n = rate.shape[0]
+    demand_h = 0.0
+    demand_l = 0.0
+    for i in range(n):
+        if active[i]:
+            demand_h += weight[i] * rate[i] * use_h[i]
+            demand_l += weight[i] * rate[i] * use_l[i]
+        else:
+            rate[i] = 0.0
+    if demand_h <= hbm_cap and demand_l <= l2_cap:
+        return demand_h
     cap = rate.copy()
     frozen = np.empty(n, np.bool_)
     for i in range(n):
@@ -58,7 +70,7 @@ def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
                 inc_h += weight[i] * use_h[i]
                 inc_l += weight[i] * use_l[i]
         if delta >= INF:
-            return
+            return load_h
         if inc_h > 0.0:
             delta = min(delta, max(0.0, hbm_cap - load_h) / inc_h)
         if inc_l > 0.0:
@@ -178,7 +190,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             active[STORE_HBM, s] = left[STORE_HBM, s] > 0.0
             active[STORE_L2, s] = left[STORE_L2, s] > 0.0
         rate[:, :] = cap
-        _fair_share(
+        hbm_load = _fair_share(
             rate.ravel(),
             use_h.ravel(),
             use_l.ravel(),
@@ -187,11 +199,6 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             p.hbm_bytes_per_cycle,
             p.l2_bytes_per_cycle,
         )
-        hbm_load = 0.0
-        for k in range(FLOW_KINDS):
-            for s in range(s_count):
-                if active[k, s]:
-                    hbm_load += wflow[k, s] * rate[k, s] * use_h[k, s]
         hbm_util = hbm_load / p.hbm_bytes_per_cycle
         # next event: a compute ends, a load's data starts flowing, or a flow drains
         t_next = INF

@@ -65,6 +65,7 @@ class SystolicArray:
     dataflow: Dataflow
     fold_mode: FoldMode
     k_per_cycle: tuple[tuple[str, int], ...]  # (dtype name, products per PE per cycle)
+    split_m_only: bool = False  # a core's arrays share a tile by rows only (Hopper's warpgroup MMA)
 
     def k_rate(self, dtype: DType) -> int:
         """Reduction-dimension products per PE per cycle in `dtype` (0 if unsupported)."""
@@ -76,12 +77,23 @@ class SystolicArray:
 
 @dataclass(frozen=True, kw_only=True)
 class VectorUnit:
-    """SIMD lanes for elementwise work and a slower special-function unit (exp, rsqrt)."""
+    """SIMD lanes for elementwise work and a slower special-function unit (exp, rsqrt).
 
-    lanes: int  # elementwise operations per cycle
+    `lanes` are the FP32 arithmetic lanes; `issue_width` the thread-instructions the core's
+    schedulers issue per cycle over all their pipes (FP32, integer, load/store, conversions): an
+    A100 SM has 64 FP32 lanes but issues 4 warps x 32 threads per cycle. Vector kernels' lane
+    ops count instructions, so they issue at `issue_width`."""
+
+    lanes: int  # FP32 operations per cycle
     special_per_cycle: int  # transcendental operations per cycle
     access_bytes: int = 16  # widest load one lane issues (a vector load)
     lanes_per_request: int = 32  # lanes whose accesses form one memory request (a GPU warp)
+    issue_width: int = 0  # thread-instructions issued per cycle (0: as many as lanes)
+    threads: int = 2048  # threads resident on a core at once (its occupancy limit)
+
+    @property
+    def issue_per_cycle(self) -> int:
+        return self.issue_width or self.lanes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,6 +127,12 @@ class Core:
     def macs_per_cycle(self, dtype: DType) -> int:
         return self.matrix_units * self.array.macs_per_cycle(dtype)
 
+    @property
+    def mma_rows(self) -> int:
+        """Rows of the smallest tile the core's matrix units compute together: with split_m_only
+        every unit takes `rows` rows of it (a Hopper warpgroup MMA is 64 rows); else one array's."""
+        return self.array.rows * (self.matrix_units if self.array.split_m_only else 1)
+
 
 @dataclass(frozen=True, kw_only=True)
 class L2:
@@ -123,6 +141,7 @@ class L2:
     capacity_bytes: int
     bandwidth_bytes_per_s: float
     latency_s: float
+    partitions: int = 1  # partitions that each cache what their own cores read
 
 
 @dataclass(frozen=True, kw_only=True)
