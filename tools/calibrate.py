@@ -75,7 +75,6 @@ CHIP_PARAMS = [
     Param("chip.hbm.queue_latency_s", 1e-9, 1e-6),
     Param("chip.hbm.refresh_s", 20e-9, 900e-9),
     Param("chip.hbm.turnaround_s", 0.1e-9, 60e-9),
-    Param("chip.core.max_inflight_bytes", 8e3, 256e3, integer=True),
     Param("chip.core.max_requests", 16, 1024, integer=True),
     Param("chip.l2.latency_s", 80e-9, 800e-9),
     Param("chip.l2.bandwidth_bytes_per_s", 2e12, 20e12),

@@ -69,6 +69,20 @@ def pipeline_bytes(stages: int, stage_bytes: float) -> float:
     return max(1, stages - 1) * stage_bytes
 
 
+def operand_shares(op: Op, chip: Chip, tm: int, tn: int) -> tuple[float, float]:
+    """Shares of its A and B blocks each core moves itself: with a cluster of c cores that one
+    transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
+    tiles of one column share the B block (of one row, the A block): the larger of the two
+    that the grid lets c tiles share is moved once per cluster."""
+    c = chip.noc.multicast
+    if c <= 1:
+        return 1.0, 1.0
+    a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
+    share_b = ceil_div(op.m, tm) >= c and b_block >= a_block
+    share_a = ceil_div(op.n, tn) >= c and not share_b
+    return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
+
+
 def _stage_bytes(tm, tn, tk, a: float, b: float):
     """SRAM of one pipeline stage: a tm x tk block of A and a tk x tn block of B."""
     return tm * tk * a + tk * tn * b
@@ -98,6 +112,8 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
     if not ok.any():
         ok = stage == stage.min()
     tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
+    shares = np.array([operand_shares(op, chip, int(x), int(y)) for x, y in zip(tm, tn)]).reshape(-1, 2)
+    moved_stage = tm * tk * a * shares[:, 0] + tk * tn * b * shares[:, 1]  # bytes a core loads per step
     em, en = np.minimum(tm, m), np.minimum(tn, n)
     cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype)
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
@@ -118,7 +134,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
             items = tiles * split
             waves = ceil_div(items, chip.cores)
         compute_s = waves * per_item * cycles_per_step / chip.clock_hz
-        item_bytes = per_item * stage
+        item_bytes = per_item * moved_stage
         core_s = waves * (item_bytes / rate + lat)
         if mapping is GemmMapping.STREAM_K:  # the core finishing a split tile reads the others' partials from L2
             shared = tiles % chip.cores
@@ -223,7 +239,7 @@ def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     the fp32 partials of a split-K GEMM written and read back where they do not fit in L2."""
     items, wave, _dp = _schedule(op, chip, t)
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    total = operand_hbm_bytes(items, wave, a, b, reuse_capacity_bytes(chip))
+    total = operand_hbm_bytes(items, wave, a, b, reuse_capacity_bytes(chip), operand_shares(op, chip, t.tm, t.tn))
     total += op.groups * op.m * op.n * op.c_dtype.bytes
     if t.split > 1 and not _partials_fit(op, chip, t.split):
         total += 2 * t.split * op.groups * op.m * op.n * PARTIAL_BYTES
@@ -243,7 +259,8 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
     items = {key: v[:limit_items] for key, v in items.items()}
     wave = wave[:limit_items]
     cores = chip.cores
-    wave_frac = wave_hbm_fractions(items, wave, a, b, reuse_capacity_bytes(chip))
+    sa, sb = operand_shares(op, chip, t.tm, t.tn)
+    wave_frac = wave_hbm_fractions(items, wave, a, b, reuse_capacity_bytes(chip), (sa, sb))
     fracs, frac_id = np.unique(wave_frac, return_inverse=True)
     frac_id = frac_id[wave]
     out_bytes = PARTIAL_BYTES if t.split > 1 else op.c_dtype.bytes
@@ -256,7 +273,7 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
     for idx in first:
         em, en, kl, f = int(em_[idx]), int(en_[idx]), int(kl_[idx]), float(fracs[frac_id[idx]])
         ks = _k_steps(kl, t.tk)
-        moved = ks * (em * a + en * b)
+        moved = ks * (em * a * sa + en * b * sb)
         seq = entries(len(ks), hbm_bytes=moved * f, l2_bytes=moved * (1.0 - f))
         seq["cycles"] = step_cycles(chip.core, em, t.tk, en, op.dtype, op.b_dtype)
         seq["cycles"][-1] = step_cycles(chip.core, em, int(ks[-1]), en, op.dtype, op.b_dtype)
@@ -311,7 +328,8 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     per = ceil_div(sk_iters, cores)
     tail = {key: v[dp_tiles:] for key, v in items.items()}
     # the tail's tiles are in flight together: the first touch of each operand block misses
-    frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0)[0])
+    sa, sb = operand_shares(op, chip, t.tm, t.tn)
+    frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0, (sa, sb))[0])
     memo: dict[tuple, int] = {}
 
     def cycles_of(em: int, kk: int, en: int) -> int:
@@ -331,7 +349,7 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
             ks = np.full(s1 - s0, t.tk, dtype=np.int64)
             if s1 == ksteps:
                 ks[-1] = op.k - t.tk * (ksteps - 1)
-            moved = ks * (em * a + en * b)
+            moved = ks * (em * a * sa + en * b * sb)
             seg = entries(len(ks), hbm_bytes=moved * frac, l2_bytes=moved * (1.0 - frac))
             seg["cycles"] = cycles_of(em, t.tk, en)
             seg["cycles"][-1] = cycles_of(em, int(ks[-1]), en)

@@ -74,14 +74,20 @@ def _panels(items: dict[str, np.ndarray], a_bytes: float, b_bytes: float) -> tup
 
 
 def wave_hbm_fractions(
-    items: dict[str, np.ndarray], wave: np.ndarray, a_bytes: float, b_bytes: float, capacity_bytes: float
+    items: dict[str, np.ndarray],
+    wave: np.ndarray,
+    a_bytes: float,
+    b_bytes: float,
+    capacity_bytes: float,
+    shares: tuple[float, float] = (1.0, 1.0),
 ) -> np.ndarray:
     """Share of each wave's operand bytes that comes from HBM, for items run in waves `wave`
-    (wave index per item, non-decreasing) with `capacity_bytes` of L2 to reuse panels in."""
+    (wave index per item, non-decreasing) with `capacity_bytes` of L2 to reuse panels in; each
+    core moves `shares` of its A and B blocks (less than 1 where a cluster multicasts them)."""
     count = len(items["kl"])
     waves = int(wave[-1]) + 1 if count else 0
     keys, size = _panels(items, a_bytes, b_bytes)
-    moved = (items["em"] * a_bytes + items["en"] * b_bytes) * items["kl"]
+    moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
     total = np.bincount(wave, moved, minlength=waves)
     missed = np.zeros(waves)
     last = np.full(len(size), -1, dtype=np.int64)  # wave each panel was last touched in
@@ -99,13 +105,18 @@ def wave_hbm_fractions(
         hit = seen.copy()
         hit[seen] = distance[before[seen]] <= capacity_bytes
         missed[w] = size[touched[~hit]].sum()
-    return np.divide(missed, total, out=np.zeros(waves), where=total > 0)
+    return np.minimum(1.0, np.divide(missed, total, out=np.zeros(waves), where=total > 0))
 
 
 def operand_hbm_bytes(
-    items: dict[str, np.ndarray], wave: np.ndarray, a_bytes: float, b_bytes: float, capacity_bytes: float
+    items: dict[str, np.ndarray],
+    wave: np.ndarray,
+    a_bytes: float,
+    b_bytes: float,
+    capacity_bytes: float,
+    shares: tuple[float, float] = (1.0, 1.0),
 ) -> float:
     """Operand bytes read from HBM by all items (wave_hbm_fractions summed over the waves)."""
-    moved = (items["em"] * a_bytes + items["en"] * b_bytes) * items["kl"]
+    moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
     total = np.bincount(wave, moved)
-    return float(np.sum(total * wave_hbm_fractions(items, wave, a_bytes, b_bytes, capacity_bytes)))
+    return float(np.sum(total * wave_hbm_fractions(items, wave, a_bytes, b_bytes, capacity_bytes, shares)))

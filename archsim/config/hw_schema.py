@@ -122,6 +122,7 @@ class NocCfg(Strict):
     bandwidth: BytesPerS
     hop_latency: SecondsOrZero
     hops: PositiveInt = Field(description="average hops from a core to an L2 slice")
+    multicast: PositiveInt = Field(1, description="cores one transfer from L2 can feed (TMA multicast in a cluster)")
 
 
 class OverheadsCfg(Strict):
@@ -156,7 +157,7 @@ class InterconnectCfg(Strict):
     protocols: dict[Name, ProtocolCfg] | None = Field(
         None, description="the collective library's protocols; the fastest is taken (default: bare links)"
     )
-    algorithms: list[Literal["ring", "tree", "in_network"]] | None = Field(
+    algorithms: list[Literal["ring", "tree", "in_network", "one_shot", "two_shot"]] | None = Field(
         None, description="all-reduce algorithms the library runs (default: all the topology allows)"
     )
     in_network_reduction: InNetworkCfg | None = Field(None, description="the switch reduces (NVLink SHARP)")

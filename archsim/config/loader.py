@@ -207,7 +207,12 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             rw_batch_bytes=round(h.rw_batch),
             queue_latency_s=h.queue_latency,
         ),
-        noc=Noc(bandwidth_bytes_per_s=cfg.noc.bandwidth, hop_latency_s=cfg.noc.hop_latency, hops=cfg.noc.hops),
+        noc=Noc(
+            bandwidth_bytes_per_s=cfg.noc.bandwidth,
+            hop_latency_s=cfg.noc.hop_latency,
+            hops=cfg.noc.hops,
+            multicast=cfg.noc.multicast,
+        ),
         overheads=Overheads(
             kernel_s=cfg.overheads.kernel,
             launch_s=cfg.overheads.launch,
@@ -323,6 +328,14 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
     if Algorithm.TREE in f.algorithms and not switch:
         problems.append(
             doc.problem(where + ("algorithms",), f"a tree needs a switch (got topology {f.topology.value!r})")
+        )
+    custom = {Algorithm.ONE_SHOT, Algorithm.TWO_SHOT} & set(f.algorithms)
+    if custom and (not switch or all(p.name != "custom" for p in f.protocols)):
+        problems.append(
+            doc.problem(
+                where + ("algorithms",),
+                f"{', '.join(sorted(a.value for a in custom))} run through a switch with a `custom` protocol",
+            )
         )
     if Algorithm.IN_NETWORK in f.algorithms and f.in_network_efficiency == 0:
         problems.append(doc.problem(where + ("algorithms",), "in_network needs an in_network_reduction section"))

@@ -188,6 +188,7 @@ class Noc:
     bandwidth_bytes_per_s: float
     hop_latency_s: float
     hops: int
+    multicast: int = 1  # cores one transfer from L2 can feed (a thread-block cluster's TMA multicast)
 
 
 @dataclass(frozen=True, kw_only=True)
