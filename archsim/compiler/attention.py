@@ -45,6 +45,7 @@ from archsim.units import ceil_div
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
 SOFTMAX_LANE_OPS = 4  # per score: max, scale-and-subtract (one FMA), sum, convert to bf16 (exp on the special unit)
 MAX_SPLITS = 128  # FlashAttention-2's largest KV split
+KV_STAGES = 2  # K/V buffers a flash kernel cycles through: one block loads while one computes (FlashAttention-3's kStages)
 SPLIT_FILL = 0.8  # no split once the items fill this share of the cores
 SPLIT_EFFICIENCY = 0.85  # the smallest split within this share of the best wave efficiency
 
@@ -182,7 +183,8 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             groups.setdefault(sig, [sig, 0])[1] += 1
     sequences = [np.concatenate([item_entries(*kind) for kind in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
-    stages = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
+    fit = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
+    stages = min(KV_STAGES, fit)
     label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
     inflight = pipeline_bytes(stages, kv_block_bytes)
     phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight)]
