@@ -141,13 +141,14 @@ def choose(op: Op, chip: Chip) -> Choice:
 
 def fixed_cost_s(chip: Chip, launches: int, matrix: bool, condition: Condition, first: bool) -> float:
     """Fixed cost of one run of a program of `launches` kernels measured under `condition`
-    (`first`: the first kernel of the timed region): the matrix-unit prologue inside the kernel,
-    a gap per launch unless kernel durations are summed, and a lone launch's or the host's cost."""
+    (`first`: the first kernel of the timed region): each kernel's own fixed duration and the
+    matrix-unit prologue, a gap between kernels unless only kernel durations are summed, and a
+    lone launch's or the host's cost."""
     o = chip.overheads
-    cost = o.matrix_setup_s if matrix and launches else 0.0
+    cost = launches * o.kernel_s + (o.matrix_setup_s if matrix and launches else 0.0)
     if condition is Condition.KERNEL:
         return cost
-    cost += launches * o.kernel_s
+    cost += launches * o.gap_s
     if first and condition is Condition.STANDALONE:
         cost += o.launch_s
     if first and condition is Condition.HOST:

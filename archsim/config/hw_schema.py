@@ -126,7 +126,8 @@ class NocCfg(Strict):
 
 
 class OverheadsCfg(Strict):
-    kernel: SecondsOrZero = Field(description="fixed cost per op when ops run back to back")
+    kernel: SecondsOrZero = Field(description="fixed part of every kernel's own duration (first blocks to last)")
+    gap: SecondsOrZero = Field(0.0, description="idle time between kernels replayed back to back (graph launch latency)")
     launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
     matrix_setup: SecondsOrZero = Field(
         0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)"

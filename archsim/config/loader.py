@@ -215,6 +215,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         ),
         overheads=Overheads(
             kernel_s=cfg.overheads.kernel,
+            gap_s=cfg.overheads.gap,
             launch_s=cfg.overheads.launch,
             matrix_setup_s=cfg.overheads.matrix_setup,
             host_s=cfg.overheads.host,

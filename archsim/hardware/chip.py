@@ -197,9 +197,10 @@ class Overheads:
     prologue a matrix-unit kernel runs before its first load (tensor-map descriptors, pipeline
     barriers, shared-memory carve-out), which small elementwise kernels do not have."""
 
-    kernel_s: float
-    launch_s: float
-    matrix_setup_s: float = 0.0
+    kernel_s: float  # fixed part of every kernel's own duration (dispatching its first blocks, draining its last)
+    launch_s: float  # extra cost of a kernel launched and timed on its own
+    matrix_setup_s: float = 0.0  # prologue of a matrix-unit kernel
+    gap_s: float = 0.0  # idle time between kernels replayed back to back (a CUDA graph's launch latency)
     host_s: float = 0.0  # the host's launch-and-synchronize round trip (0: not stated)
 
 

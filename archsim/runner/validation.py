@@ -263,6 +263,8 @@ def predict_ms(case: dict, system: System, meta: CaseFile = CaseFile(), collecti
         w, step = model_step_workload(case)
         return 1e3 * simulate_step(w, system, step).time_s
     ops = case_ops(case, meta)
+    if condition is Condition.KERNEL:  # timed inside a running model: the input was just written
+        ops = [replace(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]
     if case["kind"] == "allreduce":
         fabric = collectives or system
         if fabric.interconnect is None or fabric.chips < case["ranks"]:
