@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.compiler.compile import compile_candidates
-from archsim.compiler.program import Phase, Program
+from archsim.compiler.program import Family, Phase, Program
 from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
@@ -74,7 +74,7 @@ def program_time_s(program: Program, played: ProgramResult, chip: Chip, clock_hz
     at (default the chip's) plus its fixed costs."""
     launches = sum(1 for ph in program.phases if ph.new_kernel)
     clock = clock_hz or chip.clock_hz
-    return played.cycles / clock + fixed_cost_s(chip, launches, program.matrix, Condition.GRAPH, False)
+    return played.cycles / clock + fixed_cost_s(chip, launches, program.family, Condition.GRAPH, False)
 
 
 def at_clock(chip: Chip, clock_hz: float) -> Chip:
@@ -139,13 +139,14 @@ def choose(op: Op, chip: Chip) -> Choice:
     return Choice(best[1], best[2], len(candidates), best[3])
 
 
-def fixed_cost_s(chip: Chip, launches: int, matrix: bool, condition: Condition, first: bool) -> float:
+def fixed_cost_s(chip: Chip, launches: int, family: Family, condition: Condition, first: bool) -> float:
     """Fixed cost of one run of a program of `launches` kernels measured under `condition`
     (`first`: the first kernel of the timed region): each kernel's own fixed duration and the
     matrix-unit prologue, a gap between kernels unless only kernel durations are summed, and a
     lone launch's or the host's cost."""
     o = chip.overheads
-    cost = launches * o.kernel_s + (o.matrix_setup_s if matrix and launches else 0.0)
+    prologue = {Family.GEMM: o.matrix_setup_s, Family.ATTENTION: o.attention_setup_s}.get(family, 0.0)
+    cost = launches * o.kernel_s + (prologue if launches else 0.0)
     if condition is Condition.KERNEL:
         return cost
     cost += launches * o.gap_s
@@ -184,8 +185,8 @@ def simulate_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, firs
     r, k = c.played, op.kernels
     if condition is Condition.STANDALONE and c.program.matrix:
         r = play_program(with_writeback(c.program, chip.l2.capacity_bytes), at_clock(chip, c.clock_hz))
-    overhead_s = k * fixed_cost_s(chip, c.launches, c.program.matrix, condition, False)
-    overhead_s += fixed_cost_s(chip, 0, False, condition, first)
+    overhead_s = k * fixed_cost_s(chip, c.launches, c.program.family, condition, False)
+    overhead_s += fixed_cost_s(chip, 0, Family.STREAM, condition, first)
     # cycles are counted at the chip's clock; a kernel the power limit slowed to c.clock_hz
     # takes proportionally more of them
     scale = chip.clock_hz / c.clock_hz

@@ -217,7 +217,9 @@ def test_h200x8_small_allreduce_is_latency_bound():
     assert 10 * US < tiny.time_s < 20 * US
 
 
-@pytest.mark.parametrize("multi,single", [("h200x8", "h200"), ("tpu_v5e_x8", "tpu_v5e")])
+@pytest.mark.parametrize(
+    "multi,single", [("h200x8", "h200"), ("h100x8", "h100"), ("a100x8", "a100"), ("tpu_v5e_x8", "tpu_v5e")]
+)
 def test_multi_chip_files_hold_the_single_chip(multi, single):
     """The chip sections of a multi-chip file are copied from its chip's file: keep them equal."""
     many, _ = load_system(str(ROOT / "hw_configs" / f"{multi}.yaml"))

@@ -112,3 +112,30 @@ def test_directory_and_missing(tmp_path):
         load_system(str(tmp_path / "nope.yaml"))
     with pytest.raises(ConfigError, match="did you mean 'h200'"):
         load_system("h20")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+@pytest.mark.parametrize(
+    "derived,base,datasheet",
+    [
+        ("h100", "h200", {"name", "description", "hbm.stacks", "hbm.data_rate", "hbm.capacity", "l2.capacity", "power.limit"}),
+        ("a100", "a100_pcie", {"name", "description", "hbm.data_rate", "power.limit"}),
+    ],
+)
+def test_a_derived_chip_changes_datasheet_values_only(derived, base, datasheet):
+    """A chip derived from a calibrated one (another SKU of its die) differs from it only in what
+    its datasheet states; everything calibrated is the base chip's (tools/derive_chips.py)."""
+    from archsim.config.loader import load_system
+
+    a, b = _flat(load_system(derived)[1]), _flat(load_system(base)[1])
+    changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    assert changed <= datasheet, f"{derived} differs from {base} beyond its datasheet: {sorted(changed - datasheet)}"

@@ -48,6 +48,10 @@ class Param:
     def get(self, s: System) -> float:
         if self.path == "mac_scale":
             return 1.0
+        if self.path.startswith("protocol."):  # protocol.<name>.<field> of the system's collective library
+            _, name, attr = self.path.split(".")
+            assert s.interconnect is not None
+            return float(getattr(next(p for p in s.interconnect.protocols if p.name == name), attr))
         obj: Any = s
         for part in self.path.split("."):
             obj = getattr(obj, part)
@@ -61,6 +65,11 @@ class Param:
             power = replace(p, energies=replace(p.energies, mac_j=macs))
             return replace(s, chip=replace(s.chip, power=power))
         v: Any = round(value) if self.integer else value
+        if self.path.startswith("protocol."):
+            _, name, attr = self.path.split(".")
+            link = s.interconnect
+            protocols = tuple(replace(p, **{attr: v}) if p.name == name else p for p in link.protocols)
+            return replace(s, interconnect=replace(link, protocols=protocols))
         return _put(s, self.path.split("."), v)
 
 
@@ -81,11 +90,18 @@ CHIP_PARAMS = [
     Param("chip.overheads.kernel_s", 0.1e-6, 5e-6),
     Param("chip.overheads.launch_s", 0.1e-6, 12e-6),
     Param("chip.overheads.matrix_setup_s", 0.1e-6, 8e-6),
+    Param("chip.overheads.attention_setup_s", 0.1e-6, 12e-6),
     Param("mac_scale", 0.3, 3.0),
 ]
-SETS = {  # chip: (cases, held-out split, system for all-reduce cases, parameters)
-    "h200": ("h200_calibration", False, None, CHIP_PARAMS),
-    "a100_pcie": ("a100_calibration", True, "a100x8", CHIP_PARAMS),
+NCCL_PARAMS = [
+    Param(f"protocol.{name}.{attr}", lo, hi)
+    for name in ("ll", "ll128", "simple")
+    for attr, lo, hi in (("overhead_s", 1e-6, 80e-6), ("step_s", 0.0, 20e-6), ("efficiency", 0.1, 1.0))
+] + [Param("interconnect.link_latency_s", 0.1e-6, 10e-6)]
+SETS = {  # chip or system: (cases, held-out split, system for all-reduce cases, parameters, kinds)
+    "h200": ("h200_calibration", False, None, CHIP_PARAMS, None),
+    "a100_pcie": ("a100_calibration", True, "a100x8", CHIP_PARAMS, ["gemm", "vector"]),
+    "a100x8": ("a100_calibration", True, "a100x8", NCCL_PARAMS, ["allreduce"]),
 }
 
 
@@ -143,17 +159,28 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="*", help="fit on these case kinds only")
     ap.add_argument("--params", nargs="*", help="fit only these parameter paths")
     args = ap.parse_args()
-    name, held_out, coll_name, params = SETS[args.chip]
+    name, held_out, coll_name, params, kinds = SETS[args.chip]
+    kinds = args.kinds or kinds
     data = json.loads((DATA / f"{name}.json").read_text())
     meta = CaseFile.from_meta(data.get("meta"))
     fitting, unseen = split(data["cases"], held_out)
-    chosen = [c for c in fitting if not args.kinds or c["kind"] in args.kinds][:: args.stride]
+    chosen = [c for c in fitting if not kinds or c["kind"] in kinds][:: args.stride]
     collectives = load_system(coll_name)[0] if coll_name else None
     system = load_system(args.chip)[0]
+    if args.chip == coll_name:  # fitting the system's collectives: its cases run on it
+        fitting = [c for c in fitting if c["kind"] in (kinds or [])]
+        unseen = [c for c in unseen if c["kind"] in (kinds or [])]
+
+        def score(s: System) -> tuple[float, dict]:
+            return objective(load_system("a100_pcie")[0], chosen, meta, s)
+    else:
+
+        def score(s: System) -> tuple[float, dict]:
+            return objective(s, chosen, meta, collectives)
     if args.params:
         params = [p for p in params if p.path in args.params]
     t0 = time.time()
-    system = fit(system, params, lambda s: objective(s, chosen, meta, collectives), args.rounds)
+    system = fit(system, params, score, args.rounds)
     print(f"fitted in {time.time() - t0:.0f} s:")
     base = load_system(args.chip)[0]
     for p in params:
@@ -161,9 +188,13 @@ def main() -> None:
             print(f"  energy.mac x {p.get(system) and dict(system.chip.power.energies.mac_j)}")
         else:
             print(f"  {p.path} = {p.get(system):.4g} (was {p.get(base):.4g})")
-    report("calibration", objective(system, fitting, meta, collectives)[1])
+    if args.chip == coll_name:
+        chip, collectives = load_system("a100_pcie")[0], system
+    else:
+        chip = system
+    report("calibration", objective(chip, fitting, meta, collectives)[1])
     if unseen:
-        report("held out", objective(system, unseen, meta, collectives)[1])
+        report("held out", objective(chip, unseen, meta, collectives)[1])
 
 
 if __name__ == "__main__":

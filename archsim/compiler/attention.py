@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
-from archsim.compiler.program import PARTIAL_BYTES, Program, build_phase, deal_items, entries
+from archsim.compiler.program import PARTIAL_BYTES, Family, Program, build_phase, deal_items, entries
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
 from archsim.graph.ops import Op, attended_pairs
@@ -206,4 +206,4 @@ def compile_attention(op: Op, chip: Chip) -> Program:
         )
     pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal)
     activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=pairs * SOFTMAX_LANE_OPS, special_ops=pairs)
-    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity)
+    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.ATTENTION)

@@ -18,7 +18,7 @@ from enum import Enum
 import numpy as np
 
 from archsim.compiler.l2reuse import Raster, operand_hbm_bytes, raster_order, rasters, wave_hbm_fractions
-from archsim.compiler.program import PARTIAL_BYTES, Phase, Program, build_phase, entries
+from archsim.compiler.program import PARTIAL_BYTES, Family, Phase, Program, build_phase, entries
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
@@ -186,7 +186,7 @@ def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
             phases.append(_reduce_phase(op, chip, tiling.split))
     reduce_ops = op.groups * op.m * op.n * tiling.split if tiling.split > 1 else 0.0
     activity = Activity(macs=op.flops() / 2, mac_dtype=compute_dtype(op.dtype, op.b_dtype), lane_ops=reduce_ops)
-    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity)
+    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.GEMM)
 
 
 def _items(op: Op, t: Tiling) -> dict[str, np.ndarray]:

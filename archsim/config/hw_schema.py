@@ -132,6 +132,7 @@ class OverheadsCfg(Strict):
     matrix_setup: SecondsOrZero = Field(
         0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)"
     )
+    attention_setup: SecondsOrZero = Field(0.0, description="prologue of a fused attention kernel")
     host: SecondsOrZero = Field(0.0, description="the host's launch-and-synchronize round trip (0: not stated)")
 
 

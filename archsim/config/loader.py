@@ -218,6 +218,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             gap_s=cfg.overheads.gap,
             launch_s=cfg.overheads.launch,
             matrix_setup_s=cfg.overheads.matrix_setup,
+            attention_setup_s=cfg.overheads.attention_setup,
             host_s=cfg.overheads.host,
         ),
     )

@@ -199,7 +199,8 @@ class Overheads:
 
     kernel_s: float  # fixed part of every kernel's own duration (dispatching its first blocks, draining its last)
     launch_s: float  # extra cost of a kernel launched and timed on its own
-    matrix_setup_s: float = 0.0  # prologue of a matrix-unit kernel
+    matrix_setup_s: float = 0.0  # prologue of a matrix-unit GEMM kernel
+    attention_setup_s: float = 0.0  # prologue of a fused attention kernel
     gap_s: float = 0.0  # idle time between kernels replayed back to back (a CUDA graph's launch latency)
     host_s: float = 0.0  # the host's launch-and-synchronize round trip (0: not stated)
 
