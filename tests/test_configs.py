@@ -41,8 +41,8 @@ def _line_of(path: str, needle: str) -> int:
         ("capacity: 60 MiB", "capacity: 60", "l2.capacity", "a unit is required"),
         ("  count: 132", "  count: -4", "cores.count", "greater than 0"),
         ("dataflow: ws", "dataflow: diagonal", "cores.matrix_units.dataflow", "'ws', 'os' or 'is'"),
-        ("latency: 775 ns", "latncy: 775 ns", "hbm.latncy", "did you mean 'latency'"),
-        ("clock: 1.915 GHz", "clock: fast", "clock", "not a quantity"),
+        ("  interleave: 256 B", "  interleve: 256 B", "hbm.interleve", "did you mean 'interleave'"),
+        ("clock: 1.98 GHz", "clock: fast", "clock", "not a quantity"),
     ],
 )
 def test_hw_errors_are_located(tmp_path, old, new, key, fragment):
@@ -127,7 +127,11 @@ def _flat(d: dict, prefix: str = "") -> dict:
 @pytest.mark.parametrize(
     "derived,base,datasheet",
     [
-        ("h100", "h200", {"name", "description", "hbm.stacks", "hbm.data_rate", "hbm.capacity", "l2.capacity", "power.limit"}),
+        (
+            "h100",
+            "h200",
+            {"name", "description", "hbm.stacks", "hbm.data_rate", "hbm.capacity", "l2.capacity", "power.limit"},
+        ),
         ("a100", "a100_pcie", {"name", "description", "hbm.data_rate", "power.limit"}),
     ],
 )

@@ -131,8 +131,11 @@ def fit(system: System, params: list[Param], score, rounds: int) -> System:
                     got, _ = score(trial)
                     if got < best - 1e-3:
                         best, system = got, trial
-                        print(f"round {rnd} {p.path} -> {p.get(system) if p.path != 'mac_scale' else value:.4g}: "
-                              f"objective {best:.2f}", flush=True)
+                        print(
+                            f"round {rnd} {p.path} -> {p.get(system) if p.path != 'mac_scale' else value:.4g}: "
+                            f"objective {best:.2f}",
+                            flush=True,
+                        )
                     else:
                         break
         step /= 2
@@ -147,8 +150,11 @@ def split(cases: list[dict], held_out: bool) -> tuple[list[dict], list[dict]]:
 
 
 def report(label: str, summary: dict) -> None:
-    print(f"{label}: " + ", ".join(f"{k} {v['mean_abs_error_pct']:.1f}%/{v['max_abs_error_pct']:.0f}%"
-                                   for k, v in summary.items()), flush=True)
+    print(
+        f"{label}: "
+        + ", ".join(f"{k} {v['mean_abs_error_pct']:.1f}%/{v['max_abs_error_pct']:.0f}%" for k, v in summary.items()),
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -177,6 +183,7 @@ def main() -> None:
 
         def score(s: System) -> tuple[float, dict]:
             return objective(s, chosen, meta, collectives)
+
     if args.params:
         params = [p for p in params if p.path in args.params]
     t0 = time.time()

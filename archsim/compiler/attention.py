@@ -45,7 +45,9 @@ from archsim.units import ceil_div
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
 SOFTMAX_LANE_OPS = 4  # per score: max, scale-and-subtract (one FMA), sum, convert to bf16 (exp on the special unit)
 MAX_SPLITS = 128  # FlashAttention-2's largest KV split
-KV_STAGES = 2  # K/V buffers a flash kernel cycles through: one block loads while one computes (FlashAttention-3's kStages)
+KV_STAGES = (
+    2  # K/V buffers a flash kernel cycles through: one block loads while one computes (FlashAttention-3's kStages)
+)
 SPLIT_FILL = 0.8  # no split once the items fill this share of the cores
 SPLIT_EFFICIENCY = 0.85  # the smallest split within this share of the best wave efficiency
 
@@ -80,8 +82,6 @@ def block_cycles(op: Op, chip: Chip, qrows: int, bk: int) -> float:
         return matrix + special + lanes
     rescale = math.ceil(rows * d / core.vector.issue_per_cycle)
     return max(matrix, special, lanes) + rescale
-
-
 
 
 def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
@@ -128,7 +128,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             last_q = min(op.q_len, (qb + 1) * bq) - 1 + past
             items.append((qb, min(kv_blocks, last_q // bk + 1)))
         else:
-            items += [(sp, min(per_split, kv_blocks - sp * per_split)) for sp in range(splits) if kv_blocks > sp * per_split]
+            items += [
+                (sp, min(per_split, kv_blocks - sp * per_split)) for sp in range(splits) if kv_blocks > sp * per_split
+            ]
     splits = len(items) if decode else 1
     heads_items = op.heads // heads_per_item
     # a head's query blocks are launched together, longest first, so they share its K/V in L2

@@ -17,7 +17,7 @@ from enum import Enum
 
 import numpy as np
 
-from archsim.compiler.l2reuse import Raster, operand_hbm_bytes, raster_order, rasters, wave_hbm_fractions
+from archsim.compiler.l2reuse import Raster, cluster_order, operand_hbm_bytes, rasters, wave_hbm_fractions
 from archsim.compiler.program import PARTIAL_BYTES, Family, Phase, Program, build_phase, entries
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
@@ -75,11 +75,13 @@ def operand_shares(op: Op, chip: Chip, tm: int, tn: int) -> tuple[float, float]:
     tiles of one column share the B block (of one row, the A block): the larger of the two
     that the grid lets c tiles share is moved once per cluster."""
     c = chip.noc.multicast
-    if c <= 1:
+    if c <= 1 or chip.cores < c:
         return 1.0, 1.0
     a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
-    share_b = ceil_div(op.m, tm) >= c and b_block >= a_block
-    share_a = ceil_div(op.n, tn) >= c and not share_b
+    # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
+    rows, cols = ceil_div(op.m, tm), ceil_div(op.n, tn)
+    share_b = rows % c == 0 and b_block >= a_block
+    share_a = cols % c == 0 and not share_b
     return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
 
 
@@ -135,7 +137,10 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
             waves = ceil_div(items, chip.cores)
         compute_s = waves * per_item * cycles_per_step / chip.clock_hz
         item_bytes = per_item * moved_stage
-        core_s = waves * (item_bytes / rate + lat)
+        # a step's load: its bytes at the core's rate, but no faster than one access latency
+        # shared by the loads the pipeline keeps in flight
+        step_s = np.maximum(moved_stage / rate, lat / np.maximum(1, stages - 1))
+        core_s = waves * (per_item * step_s + lat)
         if mapping is GemmMapping.STREAM_K:  # the core finishing a split tile reads the others' partials from L2
             shared = tiles % chip.cores
             sharers = np.ceil(chip.cores / np.maximum(1, shared)) * (shared > 0)
@@ -167,8 +172,11 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
     """The tiling with the raster that reads the least from HBM (the first of equals, row-major
-    first), and those bytes: a raster changes only which loads hit L2."""
-    grid = ceil_div(op.m, t.tm), ceil_div(op.n, t.tn)
+    first), and those bytes: a raster changes only which loads hit L2. Where tiles launch in
+    clusters, the raster orders the clusters."""
+    sa, sb = operand_shares(op, chip, t.tm, t.tn)
+    c = chip.noc.multicast
+    grid = ceil_div(op.m, t.tm) // (c if sb < 1 else 1), ceil_div(op.n, t.tn) // (c if sa < 1 else 1)
     options = [replace(t, raster=r, group=g) for r, g in rasters(*grid)]
     scored = [(tiling_hbm_bytes(op, chip, o), i) for i, o in enumerate(options)]
     hbm, i = min(scored)
@@ -189,13 +197,16 @@ def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
     return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.GEMM)
 
 
-def _items(op: Op, t: Tiling) -> dict[str, np.ndarray]:
+def _items(op: Op, chip: Chip, t: Tiling) -> dict[str, np.ndarray]:
     """Work items in launch order, as arrays: group, row block, column block and K slice
     (g, i, j, s) with the item's rows, columns and K length (em, en, kl). Groups one after
-    another, each group's tiles in the raster's order, a tile's K slices together."""
+    another, each group's tiles in the raster's order (by clusters where they multicast), a
+    tile's K slices together."""
     m, k, n, tm, tn = op.m, op.k, op.n, t.tm, t.tn
     per = ceil_div(ceil_div(k, t.tk), t.split) * t.tk
-    rows, cols = raster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group)
+    sa, sb = operand_shares(op, chip, tm, tn)
+    cm, cn = (chip.noc.multicast if sb < 1 else 1), (chip.noc.multicast if sa < 1 else 1)
+    rows, cols = cluster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group, cm, cn)
     tiles = len(rows)
     g = np.repeat(np.arange(op.groups), tiles * t.split)
     i = np.tile(np.repeat(rows, t.split), op.groups)
@@ -224,7 +235,7 @@ def _schedule(op: Op, chip: Chip, t: Tiling) -> tuple[dict[str, np.ndarray], np.
     """The tiling's work items in launch order, the wave each runs in, and how many of them
     (the first) run data-parallel. Stream-K runs all but the last full wave of tiles
     data-parallel, in waves of one tile per core, and its tail's tiles in flight together."""
-    items = _items(op, t)
+    items = _items(op, chip, t)
     count = len(items["kl"])
     wave = np.arange(count) // chip.cores
     if t.mapping is not GemmMapping.STREAM_K:

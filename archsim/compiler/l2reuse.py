@@ -49,6 +49,17 @@ def raster_order(tiles_m: int, tiles_n: int, raster: Raster, group: int = 1) -> 
     return first + inside % rows, inside // rows
 
 
+def cluster_order(
+    tiles_m: int, tiles_n: int, raster: Raster, group: int, cm: int, cn: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column block of each tile in launch order when tiles launch in clusters of
+    cm x cn tiles (dividing the grid): the raster orders the clusters, and a cluster's tiles
+    launch together, row by row."""
+    rows, cols = raster_order(tiles_m // cm, tiles_n // cn, raster, group)
+    di, dj = np.divmod(np.arange(cm * cn), cn)
+    return (rows[:, None] * cm + di).ravel(), (cols[:, None] * cn + dj).ravel()
+
+
 def rasters(tiles_m: int, tiles_n: int) -> list[tuple[Raster, int]]:
     """The distinct rasters of a tile grid: row, column, and groups that split the rows."""
     out = [(Raster.ROW, 1)]

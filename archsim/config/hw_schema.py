@@ -36,7 +36,8 @@ class ArrayCfg(Strict):
     dataflow: Literal["ws", "os", "is"] = Field(description="weight-, output- or input-stationary")
     fold_mode: Literal["serial", "pipelined"] = Field("pipelined", description="fold overlap")
     split: Literal["any", "m"] = Field(
-        "any", description="how a core's arrays share a tile: along rows or columns, or rows only (Hopper wgmma)")
+        "any", description="how a core's arrays share a tile: along rows or columns, or rows only (Hopper wgmma)"
+    )
     k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
         description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)"
     )
@@ -55,7 +56,8 @@ class VectorCfg(Strict):
     access_bytes: Bytes = Field(16, description="widest load one lane issues (a vector load)")
     lanes_per_request: PositiveInt = Field(32, description="lanes whose accesses form one memory request (a GPU warp)")
     issue_width: PositiveInt | None = Field(
-        None, description="thread-instructions issued per cycle per core over all pipes (default: lanes)")
+        None, description="thread-instructions issued per cycle per core over all pipes (default: lanes)"
+    )
     threads: PositiveInt = Field(2048, description="threads resident on a core at once (occupancy limit)")
 
 
@@ -127,7 +129,9 @@ class NocCfg(Strict):
 
 class OverheadsCfg(Strict):
     kernel: SecondsOrZero = Field(description="fixed part of every kernel's own duration (first blocks to last)")
-    gap: SecondsOrZero = Field(0.0, description="idle time between kernels replayed back to back (graph launch latency)")
+    gap: SecondsOrZero = Field(
+        0.0, description="idle time between kernels replayed back to back (graph launch latency)"
+    )
     launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
     matrix_setup: SecondsOrZero = Field(
         0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)"

@@ -331,9 +331,7 @@ def _options(f: Fabric, kind: Collective, ranks: int, nbytes: float) -> list[tup
     library = [p for p in f.protocols if p.name != CUSTOM]  # a custom kernel only all-reduces
     protocols = f.protocols if kind is Collective.ALL_REDUCE else tuple(library) or (IDEAL,)
     out = [
-        (algo, p, p.overhead_s + lat, tr)
-        for p in protocols
-        for algo, lat, tr in _algorithms(f, kind, ranks, nbytes, p)
+        (algo, p, p.overhead_s + lat, tr) for p in protocols for algo, lat, tr in _algorithms(f, kind, ranks, nbytes, p)
     ]
     if kind is Collective.ALL_REDUCE and f.topology is Topology.SWITCH and f.in_network_efficiency > 0:
         bulk = max(library or [IDEAL], key=lambda p: p.efficiency)  # NCCL's NVLS runs its Simple protocol only
