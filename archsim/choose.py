@@ -228,7 +228,15 @@ def replay(op: Op, chip: Chip) -> tuple[Choice, tuple[PhaseTimeline, ...]]:
     played = play_program(c.program, at_clock(chip, c.clock_hz), trace=True)
     scale = chip.clock_hz / c.clock_hz  # timelines in cycles of the chip's clock, as OpTiming counts
     timelines = tuple(
-        PhaseTimeline(t.load_issue * scale, t.load_done * scale, t.compute_end * scale, t.total_cycles * scale)
+        PhaseTimeline(
+            t.load_issue * scale,
+            t.load_done * scale,
+            t.compute_end * scale,
+            t.total_cycles * scale,
+            t.event_cycles * scale,
+            t.hbm_read / scale,
+            t.hbm_write / scale,
+        )
         for t in (p.timeline for p in played.phases)
         if t is not None
     )

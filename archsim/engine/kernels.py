@@ -27,6 +27,7 @@ from archsim.jit import njit
 INF = 1.0e300
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
+MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
 
 
@@ -99,7 +100,9 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes).
 
     Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the phase,
-    and, when `trace`, per entry (load issue, load done, compute end) cycles (else empty arrays).
+    and, when `trace`, per entry (load issue, load done, compute end) cycles and, at every event,
+    its cycle and the HBM bytes per cycle all cores read and write from then on (else empty
+    arrays; the event series stops growing at MAX_TRACE_EVENTS per entry).
     """
     s_count = core_start.shape[0] - 1
     n_total = hbm.shape[0]
@@ -107,6 +110,11 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     comp_end = np.zeros(n_total)
     load_done = np.full(n_total, INF)
     load_issue = np.zeros(n_trace)
+    n_events = MAX_TRACE_EVENTS * n_trace + 2 if trace else 0
+    ev_t = np.zeros(n_events)
+    ev_read = np.zeros(n_events)
+    ev_write = np.zeros(n_events)
+    n_ev = 0
     next_load = np.zeros(s_count, np.int64)  # next entry whose load has not started
     loading = np.full(s_count, -1, np.int64)  # entry whose data is flowing, -1 if none
     ready_at = np.zeros(s_count)  # when the loading entry's data may start flowing
@@ -200,6 +208,18 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             p.l2_bytes_per_cycle,
         )
         hbm_util = hbm_load / p.hbm_bytes_per_cycle
+        if trace and n_ev < n_events:
+            read = 0.0
+            write = 0.0
+            for s in range(s_count):
+                if active[LOAD, s]:
+                    read += wflow[LOAD, s] * rate[LOAD, s] * use_h[LOAD, s]
+                if active[STORE_HBM, s]:
+                    write += wflow[STORE_HBM, s] * rate[STORE_HBM, s]
+            ev_t[n_ev] = t
+            ev_read[n_ev] = read
+            ev_write[n_ev] = write
+            n_ev += 1
         # next event: a compute ends, a load's data starts flowing, or a flow drains
         t_next = INF
         for s in range(s_count):
@@ -244,5 +264,5 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                 end[s] = t
                 done += 1
     if not trace:
-        return end, busy, stall, t, load_issue, load_issue, load_issue
-    return end, busy, stall, t, load_issue, load_done, comp_end
+        return end, busy, stall, t, load_issue, load_issue, load_issue, ev_t, ev_read, ev_write
+    return end, busy, stall, t, load_issue, load_done, comp_end, ev_t[:n_ev], ev_read[:n_ev], ev_write[:n_ev]
