@@ -161,6 +161,7 @@ class Result:
     case: Case
     outcome: Outcome
     verdicts: list[tuple[Verdict, str]] = field(default_factory=list)
+    retried: bool = False  # hung when forked, so run again in a fresh interpreter
 
     @property
     def verdict(self) -> Verdict:
@@ -395,6 +396,8 @@ def run_cases(
     hung = [r for r in results if r.verdict is Verdict.HANG and r.case.target is None and mode == "fork"]
     if hung:
         again = {r.case.id: r for r in _run([_exec_retry(r.case) for r in hung], workers, "exec", on_result)}
+        for r in again.values():
+            r.retried = True
         results = [again.get(r.case.id, r) if r in hung else r for r in results]
     return results
 
@@ -476,6 +479,7 @@ def summary(results: list[Result]) -> dict:
     return {
         "inputs": len(results),
         "ok": sum(r.verdict is Verdict.OK for r in results),
+        "retried": sorted(r.case.id for r in results if r.retried),
         "problems": dict(Counter(r.verdict.value for r in bad)),
         "known": dict(Counter(r.verdict.value for r in known)),
         "by_surface": {
@@ -494,6 +498,8 @@ def print_report(results: list[Result], elapsed_s: float, show_all: bool = False
     print(f"\n{s['inputs']} inputs in {elapsed_s:.0f} s: {s['ok']} ok")
     order = [v.value for v in Verdict if v is not Verdict.OK]
     print("problems: " + (", ".join(f"{s['problems'].get(v, 0)} {v}" for v in order)))
+    if s["retried"]:
+        print(f"hung when forked, run again in a fresh interpreter: {', '.join(s['retried'])}")
     if s["known"]:
         print("known (owned by the core, expected to fail): " + ", ".join(f"{n} {v}" for v, n in s["known"].items()))
     print(

@@ -209,6 +209,12 @@ def names_cases(full: bool) -> list[Case]:
                 else []
             ),
             Case(
+                f"names/hw-compare-csv-{key}",
+                ("compare", "hw.yaml", "a100", *SMALL, "--format", "csv"),
+                files=(("hw.yaml", hw),),
+                where="hw.yaml",
+            ),
+            Case(
                 f"names/hw-compare-{key}",
                 ("compare", "hw.yaml", "a100", *SMALL),
                 files=(("hw.yaml", hw),),
