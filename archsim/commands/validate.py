@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from archsim.commands import check_outputs, shown
 from archsim.commands.output import add_output_flags, console, emit, progress
 from archsim.commands.run import DEFAULT_HW
 
@@ -17,27 +18,53 @@ def add_parser(sub) -> None:
     add_output_flags(val)
 
 
-def load_cases(name_or_path: str) -> list:
-    import json
+def case_path(name_or_path: str):
+    """The file of a case set: a path as given, else a shipped set of that name."""
     from pathlib import Path
-
-    from archsim.errors import ConfigError
 
     path = Path(name_or_path)
     if not path.exists() and name_or_path in SHIPPED:
         from archsim.config.loader import INSTALLED_DATA
 
         path = INSTALLED_DATA / f"{name_or_path}.json"
-    if not path.is_file():
-        raise ConfigError.single(name_or_path, "", "no such case file" if not path.exists() else "not a file")
-    try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError.single(str(path), "", f"not a JSON case file ({err})") from None
+    return path
+
+
+def load_cases(name_or_path: str) -> list:
+    """The cases of a case file or shipped set, read as strict, bounded JSON."""
+    from archsim.config.jsonfile import read_json
+    from archsim.errors import ConfigError
+
+    path = case_path(name_or_path)
+    if not path.exists():
+        raise ConfigError.single(name_or_path, "", "no such case file")
+    data, _text = read_json(path, "case file")
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
         raise ConfigError.single(str(path), "cases", 'expected {"cases": [...]}')
     return cases
+
+
+def oversized(case, system) -> str | None:
+    """Why a case's ops exceed the size limit (refused before it is simulated, so one huge case
+    neither exhausts memory nor stops the others), or None."""
+    from archsim.errors import TooLargeError
+    from archsim.limits import check_op_size, check_steps_size
+    from archsim.runner.validation import case_ops, check_case, model_step_workload
+
+    try:
+        check_case(case)
+        if case["kind"] == "model_step":
+            w, step = model_step_workload(case)
+            check_steps_size(w, system, [step])
+        else:
+            for op in case_ops(case):
+                check_op_size(op, system.chip, case["kind"])
+    except TooLargeError as err:
+        return str(err)
+    except Exception:  # any other problem of the case is validate_cases' to report
+        return None
+    return None
 
 
 def validate_with_progress(cases: list, system, args):
@@ -45,10 +72,15 @@ def validate_with_progress(cases: list, system, args):
     from archsim.runner.validation import validate_cases
 
     results, errors = [], []
-    with progress(args, f"cases on {system.chip.name}", total=len(cases)) as bar:
+    with progress(args, f"cases on {shown(system.chip.name)}", total=len(cases)) as bar:
         for i, case in enumerate(cases):
-            done, bad = validate_cases([case], system)
             anonymous = not isinstance(case, dict) or "id" not in case
+            too_large = oversized(case, system)
+            if too_large:
+                errors.append((f"#{i}" if anonymous else str(case["id"]), too_large))
+                bar.update(i + 1, len(cases))
+                continue
+            done, bad = validate_cases([case], system)
             results += done
             errors += [(f"#{i}" if anonymous else cid, why) for cid, why in bad]
             bar.update(i + 1, len(cases))
@@ -61,22 +93,24 @@ def run(args) -> int:
     from rich.table import Table
 
     from archsim.config.loader import load_system
+    from archsim.errors import printable
     from archsim.report.export import write_json
     from archsim.report.tables import format_seconds
     from archsim.runner.validation import summarise
 
+    check_outputs(args, ("json",), inputs=(args.hw, args.cases, str(case_path(args.cases))))
     system, _ = load_system(args.hw)
     cases = load_cases(args.cases)
     if args.kind:
         cases = [c for c in cases if not isinstance(c, dict) or c.get("kind") in args.kind]
     results, errors = validate_with_progress(cases, system, args)
-    table = Table(title=f"{args.cases} on {system.chip.name}", title_justify="left")
+    table = Table(title=f"{shown(args.cases)} on {shown(system.chip.name)}", title_justify="left")
     for col, just in (("case", "left"), ("measured", "right"), ("predicted", "right"), ("error", "right")):
         table.add_column(col, justify=just, overflow="fold")
     for r in results:
         colour = "green" if abs(r.error_pct) <= 10 else "yellow" if abs(r.error_pct) <= 25 else "red"
         table.add_row(
-            r.id,
+            shown(r.id),
             format_seconds(r.measured_ms / 1e3),
             format_seconds(r.predicted_ms / 1e3),
             f"[{colour}]{r.error_pct:+.1f}%[/{colour}]",
@@ -107,5 +141,5 @@ def run(args) -> int:
     if args.json:
         write_json(args.json, data)
     for cid, err in errors:
-        print(f"{args.cases}: case {cid}: {err}", file=sys.stderr)
+        print(printable(f"{args.cases}: case {cid}: {err}"), file=sys.stderr)
     return 2 if errors else 0
