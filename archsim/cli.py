@@ -1,6 +1,8 @@
 """`archsim` command line: parse, call the API, render. Exit 0 ok, 1 failed run, 2 bad input,
-130 interrupted. Each subcommand lives in `archsim.commands`; heavy imports happen inside them
-so `archsim --help` is instant."""
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM; 129 for SIGHUP). Each subcommand lives in
+`archsim.commands`; heavy imports happen inside them so `archsim --help` is instant. Everything
+printed here passes through `printable`, so no input can put a control character on the
+terminal."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ import importlib.util
 import os
 import signal
 import sys
+import warnings
 
 from archsim.commands import COMMANDS, UsageError
-from archsim.errors import ConfigError, DoesNotFitError
+from archsim.errors import ConfigError, DoesNotFitError, OutputError, TooLargeError, printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # argparse's own messages, exit 2
         self.print_usage(sys.stderr)
-        print(f"archsim: error: {message}", file=sys.stderr)
+        print(f"archsim: error: {printable(message)}", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -43,44 +46,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ctrl_c = _CtrlC().install()
+    shown_warning = warnings.showwarning
+    warnings.showwarning = _show_warning  # a library's warning may quote a name (matplotlib's glyphs)
     try:
         args = build_parser().parse_args(argv)
-        return importlib.import_module(f"archsim.commands.{args.command}").run(args)
+        code = importlib.import_module(f"archsim.commands.{args.command}").run(args)
+        return ctrl_c.exit_code() if code == 130 else code
     except ConfigError as err:
         for problem in err.problems:
-            print(problem, file=sys.stderr)
+            _say(str(problem))
         return 2
-    except (DoesNotFitError, UsageError) as err:
-        print(f"archsim: error: {err}", file=sys.stderr)
+    except (DoesNotFitError, UsageError, OutputError, TooLargeError) as err:
+        _say(f"archsim: error: {err}")
         return 2
     except KeyboardInterrupt:
-        print("archsim: interrupted", file=sys.stderr)
-        return 130
+        _say(f"archsim: {ctrl_c.stopped_by()}")
+        return ctrl_c.exit_code()
     except BrokenPipeError:  # `archsim list | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as err:
         if ctrl_c.pressed or _caused_by_interrupt(err):  # Ctrl-C inside Numba surfaces as other errors
-            print("archsim: interrupted", file=sys.stderr)
-            return 130
+            _say(f"archsim: {ctrl_c.stopped_by()}")
+            return ctrl_c.exit_code()
         if isinstance(err, OSError) and err.filename is not None:  # an output path that cannot be written
-            print(f"archsim: error: {err.filename}: {err.strerror or err}", file=sys.stderr)
+            _say(f"archsim: error: {err.filename}: {err.strerror or err}")
             return 2
         if os.environ.get("ARCHSIM_DEBUG"):  # a bug: one line for the user, the traceback on request
             raise
-        print(
+        _say(
             f"archsim: internal error: {type(err).__name__}: {err} "
-            "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)",
-            file=sys.stderr,
+            "(a bug in archsim; set ARCHSIM_DEBUG=1 for the traceback)"
         )
         return 1
     finally:
         ctrl_c.restore()
+        warnings.showwarning = shown_warning
+
+
+def _say(line: str) -> None:
+    """One message on stderr, control characters escaped (messages quote what users typed)."""
+    print(printable(line), file=sys.stderr)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    text = warnings.formatwarning(message, category, filename, lineno, line)
+    (file or sys.stderr).write(printable(text, newlines=True))
 
 
 class _CtrlC:
     """Ctrl-C while `archsim` runs: KeyboardInterrupt, which the runner turns into a summary of
-    what was simulated; a second Ctrl-C exits at once.
+    what was simulated; a second Ctrl-C exits at once. SIGTERM and SIGHUP stop a run the same
+    way (temporary files are removed on the way out) and exit with 128 + the signal.
 
     Numba's compiler (first run, cold cache) runs finalizers and ctypes callbacks that swallow
     a KeyboardInterrupt ('Exception ignored in ...'); such a lost interrupt is delivered again
@@ -88,33 +105,46 @@ class _CtrlC:
     """
 
     MAX_REDELIVERIES = 100
+    STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         self.pressed = False
+        self.signum = signal.SIGINT
         self.redelivering = 0
         self.redelivered = 0
-        self.previous_handler = None
+        self.previous_handlers: dict = {}
         self.previous_hook = sys.unraisablehook
 
     def install(self) -> _CtrlC:
         try:
-            self.previous_handler = signal.signal(signal.SIGINT, self.on_signal)
+            for signum in self.STOPPING:
+                self.previous_handlers[signum] = signal.signal(signum, self.on_signal)
         except ValueError:  # not the main thread: leave signals alone
             return self
         sys.unraisablehook = self.on_unraisable
         return self
 
     def restore(self) -> None:
-        if self.previous_handler is not None:
-            signal.signal(signal.SIGINT, self.previous_handler)
+        for signum, handler in self.previous_handlers.items():
+            signal.signal(signum, handler)
+        if self.previous_handlers:
             sys.unraisablehook = self.previous_hook
+        self.previous_handlers = {}
+
+    def exit_code(self) -> int:
+        return 130 if self.signum == signal.SIGINT else 128 + self.signum
+
+    def stopped_by(self) -> str:
+        return "interrupted" if self.signum == signal.SIGINT else f"stopped by {signal.Signals(self.signum).name}"
 
     def on_signal(self, signum, frame):
         if self.redelivering:
             self.redelivering -= 1
         elif self.pressed:
-            os.write(2, b"archsim: interrupted\n")
-            os._exit(130)
+            os.write(2, f"archsim: {self.stopped_by()}\n".encode())
+            os._exit(self.exit_code())
+        else:
+            self.signum = signum
         self.pressed = True
         raise KeyboardInterrupt
 

@@ -6,7 +6,12 @@ once per run. The CLI prints each as `file:line: key.path: message` and exits wi
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
+
+# Format characters a terminal or an editor acts on: bidirectional embeddings, overrides and
+# isolates (the "Trojan Source" characters) and the direction marks.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,23 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
         return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+def printable(text: str, newlines: bool = False) -> str:
+    """`text` with every control character (C0, DEL, C1) and bidirectional control escaped as
+    Python writes it (`\\x1b`, `\\u202e`), so that a name or a message can never move the cursor,
+    retitle a window or reorder a line. Newlines are kept if `newlines`; a tab is kept."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch == "\t" or (ch == "\n" and newlines):
+            out.append(ch)
+        elif ch in _BIDI or unicodedata.category(ch) == "Cc":
+            out.append(repr(ch)[1:-1] if ch != "\\" else ch)
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def quote(value: object, limit: int = 60) -> str:
@@ -45,3 +67,13 @@ class ConfigError(Exception):
 
 class DoesNotFitError(Exception):
     """The workload's weights, KV cache and activations exceed the memory of the system."""
+
+
+class OutputError(Exception):
+    """An output path that cannot be written as asked (a folder, a device, a full disk, an input
+    of the run): one line naming the user's path, exit code 2 at the CLI."""
+
+
+class TooLargeError(ValueError):
+    """An input whose work would exceed a bound of `archsim.limits`: refused before the work,
+    with the number and the limit. Exit code 2 at the CLI."""

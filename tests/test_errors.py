@@ -162,8 +162,20 @@ def test_hardware_mistakes_are_located_and_quoted(tmp_path, old, new, key, messa
 
 WORKLOAD_CASES = [
     (LLAMA, "  kv_heads: 8", "  kv_heads: 7", "model.kv_heads", "kv_heads (7) must divide heads (32)"),
-    (LLAMA, "  layers: 32", "  layers: 1e3", "model.layers", "expected a whole number (got '1e3')"),
-    (LLAMA, "  batch: 1", "  batch: yes", "scenario.batch", "expected a whole number (got True)"),
+    # YAML 1.2: 1e3 is the float 1000.0, `yes` is text (YAML 1.1 read them as '1e3' and True)
+    (LLAMA, "  layers: 32", "  layers: 1e3", "model.layers", "expected a whole number (got 1000.0)"),
+    (LLAMA, "  batch: 1", "  batch: yes", "scenario.batch", "expected a whole number (got 'yes')"),
+    (LLAMA, "  batch: 1", "  batch: 0x10", "scenario.batch", "expected a whole number (got '0x10')"),
+    (LLAMA, "  batch: 1", "  batch: 1:30", "scenario.batch", "expected a whole number (got '1:30')"),
+    (LLAMA, "  batch: 1", "  batch: 3_2", "scenario.batch", "expected a whole number (got '3_2')"),
+    (LLAMA, "  layers: 32", "  layers: 5000", "model.layers", "must be at most 4096 (got 5000)"),
+    (
+        LLAMA,
+        "  output_tokens: 256",
+        "  output_tokens: 16776000",
+        "scenario.output_tokens",
+        "prompt_tokens + output_tokens must be at most 16,777,216 (got 16,778,048)",
+    ),
     (LLAMA, "  batch: 1", "  batch: 0", "scenario.batch", "must be greater than 0 (got 0)"),
     (
         LLAMA,
@@ -227,8 +239,13 @@ def test_every_problem_in_a_file_at_once(tmp_path):
         (b"name: x\nclock: \x07\n", 2, "not valid YAML: control character #x0007 is not allowed"),
         (b"name: [unclosed\nclock: 1 GHz\n", 2, "not valid YAML: expected ',' or ']', but got ':'"),
         (b"name: x\n  clock: 1 GHz\n", 2, "not valid YAML: mapping values are not allowed here"),
-        (b"- a\n- b\n", 1, "must be a mapping of keys to values (got ['a', 'b'])"),
-        (b"just some text\n", 1, "must be a mapping of keys to values (got 'just some text')"),
+        # not a config file: what it holds is named, what it says is never quoted
+        (b"- a\n- b\n", 1, "must be a mapping of keys to values (`key: value` lines); this file holds a list"),
+        (
+            b"just some text\n",
+            1,
+            "must be a mapping of keys to values (`key: value` lines); this file holds a single value (text or a number), not keys",
+        ),
         (
             b"name: x\n---\nname: y\n",
             2,
@@ -251,7 +268,7 @@ def test_every_problem_in_a_file_at_once(tmp_path):
         (
             b"name: !!python/name:os.system x\n",
             1,
-            "name: not valid YAML: could not determine a constructor for the tag 'tag:yaml.org,2002:python/name:os.system'",
+            "name: not valid YAML: unknown tag 'tag:yaml.org,2002:python/name:os.system'",
         ),
         (b"? [a, b]\n: 1\n", 1, "keys must be plain names"),
     ],
@@ -281,7 +298,7 @@ def test_paths_that_are_not_files(tmp_path):
         (["run", "--prompt", "1.5"], "archsim: error: argument --prompt: must be a whole number (got '1.5')"),
         (
             ["run", "--batch", "9" * 30],
-            "archsim: error: argument --batch: must be at most 2147483647 (got " + "9" * 30 + ")",
+            "archsim: error: argument --batch: must be at most 1,048,576 (got " + "9" * 30 + ")",
         ),
         (["run", "--hw", "h201"], "h201: no such file or shipped hw_configs name; did you mean 'h200'?"),
         (

@@ -59,6 +59,7 @@ def main() -> int:
             str(out),
             "--workers",
             str(args.workers),
+            "--force-workers",  # the benchmark's worker count, whatever this machine has
             "--quiet",
         ]
         # fill Numba's disk cache first, as any earlier archsim run on the machine would have

@@ -38,10 +38,12 @@ def run(
     DoesNotFitError when it does not fit in HBM, ParallelismError for a layout that cannot be.
     `progress(done, total)` is called as decode attention samples are simulated."""
     from archsim.graph.parallel import Parallelism
+    from archsim.limits import check_run_size
     from archsim.runner.generation import run_generation
 
     hw, wl = as_hardware(hardware), as_workload(workload)
     par = Parallelism(tp, pp, ep)
+    check_run_size(wl.workload, hw.system, par)  # TooLargeError before anything is built
     result = run_generation(wl.workload, hw.system, kv_stride=kv_stride, progress=progress, parallelism=par)
     return RunReport(result, hw, wl, par, run_config(hw, wl, kv_stride, tp, pp, ep))
 
@@ -51,8 +53,7 @@ def load_requests(name_or_path: str, count: int | None = None):
     JSONL of arrival_s,prompt_tokens,output_tokens), its first `count` requests if given."""
     from archsim.serving.requests import load_trace
 
-    trace = load_trace(name_or_path)
-    return trace.head(count) if count else trace
+    return load_trace(name_or_path, limit=count)  # only the first `count` lines are read
 
 
 def generate_requests(
@@ -68,10 +69,20 @@ def generate_requests(
     """`count` requests arriving at `rate_per_s` (poisson, or gamma with coefficient of variation
     `cv`); lengths a number or a distribution as `archsim serve --prompt` takes them
     (`"lognormal:1000:1.5"`, `"uniform:100:200"`, `"exponential:200"`)."""
+    from archsim import limits
     from archsim.serving.arrivals import ArrivalProcess, generate_requests, parse_length
 
     def length(v: int | str):
         return parse_length(str(v))
+
+    for name, value, (low, high) in (
+        ("count", count, (1, limits.MAX_REQUESTS)),
+        ("rate_per_s", rate_per_s, limits.RATE_RANGE_PER_S),
+        ("cv", cv, limits.CV_RANGE),
+        ("seed", seed, (0, limits.MAX_SEED)),
+    ):
+        if isinstance(value, bool) or not limits.within(value, low, high):
+            raise ValueError(f"{name} must be from {low:g} to {high:g} (got {value!r})")
 
     return generate_requests(
         rate_per_s, count, length(prompt_tokens), length(output_tokens), ArrivalProcess(arrival), cv, seed
@@ -102,8 +113,17 @@ def serve_setup(
 
     pol = Policy(policy)
     sched = SchedulerConfig(pol, max_batched_tokens or DEFAULT_MAX_BATCHED_TOKENS[pol], max_num_seqs, block_size)
-    if step_resolution < 0:
-        raise ServeSetupError(f"step resolution: must be 0 or more (got {step_resolution})")
+    from archsim import limits
+
+    if not 0 <= step_resolution <= limits.MAX_STEP_RESOLUTION:
+        raise ServeSetupError(f"step resolution: must be 0 to {limits.MAX_STEP_RESOLUTION} (got {step_resolution})")
+    for name, n in (
+        ("instances", instances),
+        ("prefill instances", prefill_instances),
+        ("decode instances", decode_instances),
+    ):
+        if n is not None and not 1 <= n <= limits.MAX_INSTANCES:
+            raise ServeSetupError(f"{name}: must be 1 to {limits.MAX_INSTANCES:,} (got {n})")
     disagg, extra = None, {}
     if any(v is not None for v in (prefill_hardware, decode_hardware, prefill_instances, decode_instances)):
         if pol is Policy.STATIC:
@@ -192,12 +212,21 @@ def serve(
     DoesNotFitError when the model leaves no room for a KV cache, ServeSetupError for a setup
     that cannot be modelled. `rate_per_s`: the nominal arrival rate the configuration records
     (default: the requests' mean rate)."""
+    from archsim.limits import check_serve_size
     from archsim.serving.metrics import Slo
     from archsim.serving.simulate import serve as simulate_serving
 
     hw, wl = as_hardware(hardware), as_workload(workload)
     reqs = load_requests(requests) if isinstance(requests, str) else requests
     serve_setup_, serving = serve_setup(hw, wl, **setup)
+    d = serve_setup_.disaggregation
+    check_serve_size(  # TooLargeError before a step is simulated
+        wl.workload,
+        [hw.system] if d is None else [d.prefill_system, d.decode_system],
+        int(reqs.prompt_tokens.max()),
+        int((reqs.prompt_tokens + reqs.output_tokens).max()),
+        serve_setup_.scheduler.max_batched_tokens,
+    )
     slo = Slo(slo_ttft_s, slo_tpot_s)
     resolved = serve_config(hw, wl, serving, reqs, slo, attainment, rate_per_s)
     result = simulate_serving(reqs, serve_setup_)
@@ -246,13 +275,15 @@ def sweep(
     chunk_size: int | None = None,
     on_resolved: Callable[[int, int], None] | None = None,
     on_progress: Callable[[int, int, int], None] | None = None,
+    allow_paths: tuple[str, ...] = (),
 ):
     """Evaluate every point of a sweep spec (a file or a shipped name) not yet recorded in
-    `out_dir`; returns (the run's SweepReport, the folder's SweepResults)."""
+    `out_dir`; returns (the run's SweepReport, the folder's SweepResults). The spec may name
+    files under its own folder, the shipped ones, and those under `allow_paths`."""
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.spec import load_spec
 
-    loaded = load_spec(shipped_spec(spec))
+    loaded = load_spec(shipped_spec(spec), allowed=tuple(allow_paths))
     executor = executor_for(workers, dask, dask_local)
     report = run_sweep(loaded, out_dir, executor, chunk_size, on_resolved, on_progress)
     return report, load_sweep(out_dir)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from archsim.commands import require_plots
+from dataclasses import replace
+
+from archsim.commands import check_outputs, require_plots, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, progress
 from archsim.commands.run import add_parallel_flags, add_workload_flags
 
@@ -48,11 +50,12 @@ def run(args) -> int:
 
     from archsim import api
     from archsim.commands.run import _set, load_inputs
-    from archsim.errors import DoesNotFitError
+    from archsim.errors import DoesNotFitError, TooLargeError, printable
     from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.comparison import ChipRun, compare_dict, compare_table
     from archsim.report.export import write_json
 
+    check_outputs(args, ("json", "plots"), ("plots",), (*args.chips, args.workload, args.model))
     _, workload = load_inputs(args)
     w = workload.workload
     chips = [(hw, _set(api.load_system(hw), args.set or [], "hardware")) for hw in args.chips]  # all checked first
@@ -61,7 +64,7 @@ def run(args) -> int:
     rows = []
     with progress(args, "chips", total=len(chips)) as bar:
         for i, (hw, hardware) in enumerate(chips):
-            bar.update(i, len(chips), f"{hardware.name} ({i + 1} of {len(chips)})")
+            bar.update(i, len(chips), f"{shown(hardware.name)} ({i + 1} of {len(chips)})")
             digest = api.calls.run_config(hardware, workload, args.kv_stride, args.tp, args.pp, args.ep).hash
             try:
                 report = api.run(hardware, workload, tp=args.tp, pp=args.pp, ep=args.ep, kv_stride=args.kv_stride)
@@ -69,21 +72,25 @@ def run(args) -> int:
                 if report.interrupted:
                     return 130
             except DoesNotFitError as err:
-                print(f"archsim: {hw}: {err}", file=sys.stderr)
+                print(printable(f"archsim: {hw}: {err}"), file=sys.stderr)
                 rows.append(ChipRun(hw, hardware.name, digest, None, "does not fit"))
             except ParallelismError as err:
-                print(f"archsim: {hw}: --tp/--pp/--ep: {err}", file=sys.stderr)
+                print(printable(f"archsim: {hw}: --tp/--pp/--ep: {err}"), file=sys.stderr)
                 rows.append(ChipRun(hw, hardware.name, digest, None, "layout does not apply"))
+            except TooLargeError as err:
+                print(printable(f"archsim: {hw}: {err}"), file=sys.stderr)
+                rows.append(ChipRun(hw, hardware.name, digest, None, "too large to simulate"))
     sc = w.scenario
     par = Parallelism(args.tp, args.pp, args.ep)
     layout = "" if par.is_single else f", {par.label()}"
-    title = f"{w.model.name}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
+    title = f"{shown(w.model.name)}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
     data = compare_dict(rows, workload.config)
     csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
-    emit(args, console(args), [compare_table(rows, title)], data=data, rows=csv_rows)
+    shown_rows = [replace(row, hw=shown(row.hw), chip_name=shown(row.chip_name)) for row in rows]
+    emit(args, console(args), [compare_table(shown_rows, title)], data=data, rows=csv_rows)
     if args.json:
         write_json(args.json, data)
     if args.plots and any(row.result for row in rows):
         for path in write_plots(args.plots, rows, w, {hw: hardware.system for hw, hardware in chips}):
-            notes(args).print(f"plot {path}")
+            notes(args).print(f"plot {shown(path)}")
     return 0 if any(row.result for row in rows) else 2

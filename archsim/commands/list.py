@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from archsim.commands import shown
 from archsim.errors import ConfigError
 
 
@@ -29,7 +30,7 @@ def _shipped(folder: str, load, t):
         try:
             yield path.stem, load(str(path))[0]
         except ConfigError as err:
-            t.add_row(path.stem, f"[red]{err.problems[0].message}[/red]")
+            t.add_row(shown(path.stem), f"[red]{shown(err.problems[0].message)}[/red]")
 
 
 def chips_table(records: list | None = None):
@@ -59,8 +60,8 @@ def chips_table(records: list | None = None):
             }
         )
         t.add_row(
-            name,
-            c.name + (f" x{s.chips}" if s.chips > 1 else ""),
+            shown(name),
+            shown(c.name) + (f" x{s.chips}" if s.chips > 1 else ""),
             str(c.cores),
             _num(c.peak_flops(DType.BF16) / 1e12),
             _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12),
@@ -100,8 +101,8 @@ def workloads_table(records: list | None = None):
             }
         )
         t.add_row(
-            name,
-            m.name,
+            shown(name),
+            shown(m.name),
             f"{m.params() / 1e9:.1f}B",
             str(m.layers),
             f"{m.heads}/{m.kv_heads}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archsim.commands import UsageError, positive_int
+from archsim.commands import UsageError, check_outputs, positive_int, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, renamed
 from archsim.commands.run import DEFAULT_HW
 from archsim.graph.ops import VectorOp
@@ -95,7 +95,7 @@ def run_collective(args, system, hw_cfg) -> int:
     except CollectiveError as err:
         raise UsageError(f"{args.kind}: {err}") from None
     line = (
-        f"{args.kind} of {format_bytes(args.bytes)} over {ranks} chips of {system.chip.name}: "
+        f"{args.kind} of {format_bytes(args.bytes)} over {ranks} chips of {shown(system.chip.name)}: "
         f"{format_seconds(t.time_s)} ({t.algorithm.value}, {t.protocol or '-'} protocol; latency "
         f"{format_seconds(t.latency_s)}, transfer {format_seconds(t.transfer_s)}); "
         f"algbw {format_rate(t.algorithm_bandwidth_bytes_per_s, 'B/s')}, "
@@ -126,11 +126,13 @@ def run(args) -> int:
     from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
+    from archsim.limits import check_op_size
     from archsim.report.export import timing_dict, write_json
     from archsim.report.tables import format_seconds
     from archsim.units import format_bytes, format_rate
 
     check_sizes(args)
+    check_outputs(args, ("json", "trace_out"), inputs=(args.hw,))
     system, hw_cfg = load_system(args.hw)
     if args.kind in COLLECTIVES:
         if args.trace_out:
@@ -159,9 +161,10 @@ def run(args) -> int:
         op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot)
     else:
         op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind), strided=args.strided, hot=args.hot)
+    check_op_size(op, system.chip, args.kind)
     t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
     line = (
-        f"{args.kind} on {system.chip.name}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
+        f"{args.kind} on {shown(system.chip.name)}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
         f"(compute {t.compute_cycles:,}, stall {t.stall_cycles:,}, overhead {t.overhead_cycles:,}); "
         f"{t.bound.value}-bound; {format_rate(t.achieved_flops, 'FLOP/s')}, "
         f"HBM {format_bytes(t.hbm_bytes)} at {format_rate(t.achieved_bytes_per_s, 'B/s')}, "
@@ -177,5 +180,5 @@ def run(args) -> int:
         builder = TraceBuilder(system.chip)
         builder.add_op(op.named(args.kind), t, f"{args.kind} on {system.chip.name}", args.standalone)
         write_trace(args.trace_out, builder.document())
-        notes(args).print(f"trace {args.trace_out}")
+        notes(args).print(f"trace {shown(args.trace_out)}")
     return 0

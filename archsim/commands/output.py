@@ -71,7 +71,9 @@ def emit(args, out, tables=(), data: dict | None = None, rows: list[dict] | None
     elif fmt == "csv":
         import csv
 
-        rows = rows or []
+        from archsim.errors import printable
+
+        rows = [{k: printable(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows or []]
         writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from archsim.commands import UsageError, positive_int
+from archsim.commands import UsageError, check_outputs, positive_int, require_plots, shown
 from archsim.commands.output import add_output_flags, console, emit, notes
 
 
@@ -42,23 +42,21 @@ def front_table(front, top: int | None):
     from archsim.sweep.plot import show_value
 
     rows = front.front_rows()
-    table = Table(
-        title=f"Pareto front: {len(rows)} of {len(front.rows)} designs ({', '.join(g.label for g in front.goals)})"
-    )
+    labels = ", ".join(shown(g.label) for g in front.goals)
+    table = Table(title=f"Pareto front: {len(rows)} of {len(front.rows)} designs ({labels})")
     table.add_column("#", justify="right", no_wrap=True)
     for g in front.goals:
-        table.add_column(g.label, justify="right", style="bold", no_wrap=True)
-    for c in front.design_columns:
-        if c not in {g.column for g in front.goals}:
-            table.add_column(c, justify="right", no_wrap=True)
+        table.add_column(shown(g.label), justify="right", style="bold", no_wrap=True)
+    columns = [c for c in front.design_columns if c not in {g.column for g in front.goals}]
+    for c in columns:
+        table.add_column(shown(c), justify="right", no_wrap=True)
     table.add_column("config_hash", no_wrap=True, overflow="fold")
-    shown = [c for c in front.design_columns if c not in {g.column for g in front.goals}]
     for i, r in enumerate(rows[:top] if top else rows, start=1):
         table.add_row(
             str(i),
-            *(show_value(r[g.column]) for g in front.goals),
-            *(show_value(r[c]) for c in shown),
-            r["config_hash"],
+            *(shown(show_value(r[g.column])) for g in front.goals),
+            *(shown(show_value(r[c])) for c in columns),
+            shown(r["config_hash"]),
         )
     return table
 
@@ -69,21 +67,22 @@ def run(args) -> int:
     from archsim.sweep.pareto import Goal, ParetoError, find_front
     from archsim.sweep.store import StoreError
 
+    check_outputs(args, ("json", "plot"), inputs=(args.dir,))
     goals = [Goal(c, m) for c, m in (args.goals or [])]
     if len(goals) < 2:
         raise UsageError("give at least two objectives: --maximize COLUMN and/or --minimize COLUMN")
     if len({g.column for g in goals}) < len(goals):
         raise UsageError("each column may be one objective only")
     if not args.no_plot:
-        from archsim.report.plots import PlotsUnavailable, require_matplotlib
-
-        try:
-            require_matplotlib()
-        except PlotsUnavailable as err:
-            raise UsageError(f"{err} (or pass --no-plot)") from None
+        require_plots("--plot", " (or pass --no-plot)")
     try:
         front = find_front(args.dir, goals)
-    except (ParetoError, StoreError) as err:
+    except ParetoError as err:  # name the flag of a column that is not one
+        flag = next(
+            ("--maximize" if g.maximize else "--minimize" for g in goals if str(err).startswith(repr(g.column))), None
+        )
+        raise UsageError(f"{flag}: {err}" if flag else str(err)) from None
+    except StoreError as err:
         raise UsageError(str(err)) from None
     data = {
         "goals": [{"column": g.column, "maximize": g.maximize} for g in goals],
@@ -101,5 +100,5 @@ def run(args) -> int:
         path = args.plot or str(Path(args.dir) / f"pareto_{goals[0].column}_{goals[1].column}.png")
         over = ", ".join(f"{human(g.column)} ({'max' if g.maximize else 'min'})" for g in goals)
         plot_front(path, front, f"{Path(args.dir).name}: Pareto front of {len(front.rows)} designs over {over}")
-        notes(args).print(f"plot {path}")
+        notes(args).print(f"plot {shown(path)}")
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from archsim.commands import UsageError, positive_int, require_plots
+from archsim import limits
+from archsim.commands import UsageError, check_outputs, positive_int, require_plots, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 
 DEFAULT_HW = "h200"
@@ -20,9 +21,11 @@ def add_workload_flags(p) -> None:
         metavar="CONFIG.json",
         help="a Hugging Face config.json as the model (the workload's scenario is kept)",
     )
-    p.add_argument("--batch", type=positive_int("--batch"), help="sequences decoded together")
-    p.add_argument("--prompt", type=positive_int("--prompt"), help="prompt tokens per sequence")
-    p.add_argument("--generate", type=positive_int("--generate"), help="tokens generated per sequence")
+    p.add_argument("--batch", type=positive_int("--batch", limits.MAX_BATCH), help="sequences decoded together")
+    p.add_argument("--prompt", type=positive_int("--prompt", limits.MAX_TOKENS), help="prompt tokens per sequence")
+    p.add_argument(
+        "--generate", type=positive_int("--generate", limits.MAX_TOKENS), help="tokens generated per sequence"
+    )
     p.add_argument("--fusion", choices=["eager", "fused"], help="kernel fusion profile (default from workload)")
     add_set_flag(p)
     p.add_argument(
@@ -45,19 +48,17 @@ def add_set_flag(p) -> None:
 
 
 def setting(text: str) -> tuple[str, str, object]:
-    """argparse type: `hardware.x.y=VALUE` or `workload.x.y=VALUE` -> (root, 'x.y', value read as YAML)."""
-    import yaml
+    """argparse type: `hardware.x.y=VALUE` or `workload.x.y=VALUE` -> (root, 'x.y', value read as a
+    YAML 1.2 scalar, as a file would hold it: `8` a number, `8 Gbps` and `0x10` text)."""
+    from archsim.config.yamlfile import read_value
 
     path, eq, value = text.partition("=")
     root, dot, rest = path.strip().partition(".")
     if not eq or root not in ("hardware", "workload") or not dot or not rest:
         raise argparse.ArgumentTypeError(
-            f"expected hardware.PATH=VALUE or workload.PATH=VALUE, e.g. workload.scenario.batch=8 (got {text!r})"
+            f"expected hardware.PATH=VALUE or workload.PATH=VALUE, e.g. workload.scenario.batch=8 (got {text[:80]!r})"
         )
-    try:
-        parsed = yaml.safe_load(value) if value.strip() else value
-    except yaml.YAMLError:
-        parsed = value
+    parsed = read_value(value.strip()) if value.strip() else value
     return root, rest, value if isinstance(parsed, dict) or parsed is None else parsed
 
 
@@ -130,9 +131,11 @@ def load_inputs(args, hw: str | None = None, scenario_flags: bool = True):
     from archsim.api import load_system, load_workload
 
     settings = getattr(args, "set", None) or []
+    from archsim.errors import printable
+
     workload = load_workload(args.workload, hf_config=getattr(args, "model", None))
     for warning in workload.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(printable(f"warning: {warning}"), file=sys.stderr)
     flags = {"fusion": getattr(args, "fusion", None)}
     if scenario_flags:
         flags["scenario.batch"] = getattr(args, "batch", None)
@@ -258,6 +261,7 @@ def run(args) -> int:
     from archsim.report.export import write_json
     from archsim.report.tables import step_table, summary_table
 
+    check_outputs(args, ("json", "csv", "trace_out", "plots"), ("plots",), (args.hw, args.workload, args.model))
     hardware, workload = load_inputs(args, args.hw)
     system, w = hardware.system, workload.workload
     multi = (args.tp, args.pp, args.ep) != (1, 1, 1)
@@ -280,7 +284,8 @@ def run(args) -> int:
         except ParallelismError as err:
             raise UsageError(f"--tp/--pp/--ep: {err}") from None
     result, out, note = report.result, console(args), notes(args)
-    tables = [summary_table(result, system.chip.name, w.model.name)]
+    chip_name, model_name = shown(system.chip.name), shown(w.model.name)
+    tables = [summary_table(result, chip_name, model_name)]
     if not args.quiet:
         tables.append(step_table(result.prefill, "prefill step", system.chip.clock_hz))
         if result.decode:
@@ -288,7 +293,7 @@ def run(args) -> int:
                 step_table(result.decode, f"first decode step (KV {result.decode.step.kv_len})", system.chip.clock_hz)
             )
     if multi:
-        tables.append(communication_table(report, f"{system.chip.name} x{system.chips}"))
+        tables.append(communication_table(report, f"{chip_name} x{system.chips}"))
     emit(args, out, tables, data=report.to_dict(), rows=report.ops())
     if not multi and system.chips > 1:
         note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
@@ -303,8 +308,9 @@ def run(args) -> int:
         from archsim.report.trace import write_trace
 
         write_trace(args.trace_out, trace_document(result, w, system, steps, report.parallelism))
-        note.print(f"trace {args.trace_out} ({', '.join(k if k == 'prefill' else f'decode:{n}' for k, n in steps)})")
+        traced = ", ".join(k if k == "prefill" else f"decode:{n}" for k, n in steps)
+        note.print(f"trace {shown(args.trace_out)} ({traced})")
     if args.plots and not result.interrupted:
         for path in write_plots(args.plots, result, w, system, args.kv_stride, args):
-            note.print(f"plot {path}")
+            note.print(f"plot {shown(path)}")
     return 130 if result.interrupted else 0

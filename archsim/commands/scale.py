@@ -7,23 +7,27 @@ import argparse
 import itertools
 from dataclasses import dataclass
 
-from archsim.commands import UsageError, positive_int
+from archsim import limits
+from archsim.commands import UsageError, check_outputs, positive_int, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, progress
 from archsim.commands.run import add_set_flag
 
 DEFAULT_HW = "h200x8"
 DEFAULT_WORKLOAD = "llama3_70b"
 STOP_GAIN = 0.25  # a step up that saves less than a quarter of the time its chips could has stopped paying
+MAX_DEGREES = 64  # tensor-parallel degrees one `scale` compares
 
 
 def tp_list(text: str) -> tuple[int, ...]:
     """argparse type: comma-separated whole numbers above zero, e.g. `1,2,4,8`."""
-    try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas (got {text!r})") from None
+    parts = text.split(",")
+    if len(parts) > MAX_DEGREES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_DEGREES} degrees (got {len(parts):,})")
+    if not all(p.strip().isdigit() and len(p.strip()) <= 9 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas (got {text[:60]!r})")
+    values = tuple(int(part) for part in parts)
     if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"every degree must be at least 1 (got {text!r})")
+        raise argparse.ArgumentTypeError(f"every degree must be at least 1 (got {text[:60]!r})")
     return tuple(sorted(set(values)))
 
 
@@ -35,10 +39,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--workload", default=DEFAULT_WORKLOAD, help=f"workload YAML or shipped name (default {DEFAULT_WORKLOAD})"
     )
-    p.add_argument("--batch", type=positive_int("--batch"), help="decode batch (default: the workload's)")
+    p.add_argument(
+        "--batch", type=positive_int("--batch", limits.MAX_BATCH), help="decode batch (default: the workload's)"
+    )
     p.add_argument(
         "--kv-len",
-        type=positive_int("--kv-len"),
+        type=positive_int("--kv-len", limits.MAX_TOKENS),
         help="KV length the decode step reads (default: the workload's prompt)",
     )
     p.add_argument(
@@ -74,6 +80,7 @@ def scale_points(w, system, batch: int, kv_len: int, tps: tuple[int, ...], bar=N
     from archsim.graph.model import Phase
     from archsim.graph.ops import OpKind
     from archsim.graph.parallel import Parallelism
+    from archsim.limits import check_steps_size
     from archsim.runner.generation import simulate_step
     from archsim.runner.memory import footprint
 
@@ -82,7 +89,9 @@ def scale_points(w, system, batch: int, kv_len: int, tps: tuple[int, ...], bar=N
         if bar is not None:
             bar.update(i, len(tps), f"decode step at TP {tp}")
         par = Parallelism(tp)
-        step = simulate_step(w, system, Step(Phase.DECODE, batch, 1, kv_len), par)
+        shape = Step(Phase.DECODE, batch, 1, kv_len)
+        check_steps_size(w, system, [shape], par)
+        step = simulate_step(w, system, shape, par)
         reduces = [r for r in step.ops if r.op.kind is OpKind.ALL_REDUCE]
         points.append(
             ScalePoint(
@@ -174,6 +183,7 @@ def run(args) -> int:
     from archsim.graph.parallel import ParallelismError
     from archsim.report.export import write_json
 
+    check_outputs(args, ("json",), inputs=(args.hw, args.workload))
     hardware, workload = load_inputs(args, args.hw)
     system, w = hardware.system, workload.workload
     tps = args.tp or tuple(1 << i for i in range(system.chips.bit_length()) if 1 << i <= system.chips)
@@ -187,7 +197,10 @@ def run(args) -> int:
         raise UsageError(f"--tp: {err}") from None
     resolved = ResolvedConfig(hardware.config, workload.config, {"tp_degrees": list(tps), "kv_len": kv_len})
     digest = resolved.hash
-    title = f"{w.model.name} on {system.chip.name} x{system.chips}: one decode step, batch {batch}, KV {kv_len}"
+    title = (
+        f"{shown(w.model.name)} on {shown(system.chip.name)} x{system.chips}: one decode step, "
+        f"batch {batch}, KV {kv_len}"
+    )
     data = {
         "config_hash": digest,
         "config": resolved.as_dict(),

@@ -5,31 +5,29 @@ from __future__ import annotations
 
 import argparse
 
-from archsim.commands import UsageError, positive_int
+from archsim import limits
+from archsim.commands import (
+    UsageError,
+    bounded_float,
+    bounded_int,
+    check_outputs,
+    positive_int,
+    require_plots,
+    shown,
+)
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 from archsim.commands.run import DEFAULT_HW, DEFAULT_WORKLOAD, add_set_flag
 
 DEFAULT_REQUESTS = 100
 DEFAULT_RATE_PER_S = 1.0
+MIN_MEMORY_FRACTION = 1e-3  # of the memory left for the KV cache: less is a typo, not a setting
 
 
-def _positive_float(flag: str):
+def _fraction(flag: str, low: float = 0.0):
+    number = bounded_float(flag, low, float("inf"), low_open=low == 0.0)
+
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be greater than zero (got {text})")
-        return value
-
-    parse.__name__ = flag
-    return parse
-
-
-def _fraction(flag: str):
-    def parse(text: str) -> float:
-        value = _positive_float(flag)(text)
+        value = number(text)
         if value > 1:
             raise argparse.ArgumentTypeError(f"must be in (0, 1] (got {text})")
         return value
@@ -56,6 +54,8 @@ def _seconds(flag: str):
             raise argparse.ArgumentTypeError(str(err)) from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be greater than zero (got {text!r})")
+        if value > limits.MAX_SLO_S:
+            raise argparse.ArgumentTypeError(f"must be at most {limits.MAX_SLO_S:,.0f} s, a day (got {text!r})")
         return value
 
     parse.__name__ = flag
@@ -94,13 +94,13 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--requests",
         metavar="N",
-        type=positive_int("--requests"),
+        type=positive_int("--requests", limits.MAX_REQUESTS),
         help=f"requests to generate (default {DEFAULT_REQUESTS}), or the first N of --requests-from",
     )
     g.add_argument(
         "--rate",
         metavar="R",
-        type=_positive_float("--rate"),
+        type=bounded_float("--rate", *limits.RATE_RANGE_PER_S),
         help=f"mean arrivals per second (default {DEFAULT_RATE_PER_S:g}); with --requests-from, rescales it to this rate",
     )
     g.add_argument(
@@ -108,11 +108,17 @@ def add_parser(sub) -> None:
     )
     g.add_argument(
         "--cv",
-        type=_positive_float("--cv"),
+        type=bounded_float("--cv", *limits.CV_RANGE),
         default=1.0,
         help="coefficient of variation of gamma inter-arrival gaps (default 1; >1 is bursty)",
     )
-    g.add_argument("--seed", metavar="N", type=int, default=0, help="seed of the generated stream (default 0)")
+    g.add_argument(
+        "--seed",
+        metavar="N",
+        type=bounded_int("--seed", 0, limits.MAX_SEED),
+        default=0,
+        help="seed of the generated stream (default 0)",
+    )
     g.add_argument(
         "--prompt",
         metavar="SPEC",
@@ -124,7 +130,7 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--time-scale",
         metavar="S",
-        type=_positive_float("--time-scale"),
+        type=bounded_float("--time-scale", *limits.TIME_SCALE_RANGE),
         help="multiply the arrival times of --requests-from by this (0.5 replays twice as fast)",
     )
     g = p.add_argument_group("scheduler and KV cache")
@@ -138,27 +144,27 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--max-batched-tokens",
         metavar="N",
-        type=positive_int("--max-batched-tokens"),
+        type=positive_int("--max-batched-tokens", limits.MAX_TOKENS),
         help="tokens per step (default 8192; 512 for sarathi)",
     )
     g.add_argument(
         "--max-num-seqs",
         metavar="N",
-        type=positive_int("--max-num-seqs"),
+        type=positive_int("--max-num-seqs", limits.MAX_BATCH),
         default=256,
         help="requests running at once (default 256)",
     )
     g.add_argument(
         "--block-size",
         metavar="N",
-        type=positive_int("--block-size"),
+        type=positive_int("--block-size", limits.MAX_TOKENS),
         default=16,
         help="tokens per KV block (default 16)",
     )
     g.add_argument(
         "--gpu-memory-utilization",
         metavar="F",
-        type=_fraction("--gpu-memory-utilization"),
+        type=_fraction("--gpu-memory-utilization", MIN_MEMORY_FRACTION),
         default=0.9,
         help="fraction of (HBM - weights - activations) given to the KV cache (default 0.9)",
     )
@@ -171,13 +177,13 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--instances",
         metavar="N",
-        type=positive_int("--instances"),
+        type=positive_int("--instances", limits.MAX_INSTANCES),
         default=1,
         help="co-located replicas, requests dealt round-robin (default 1)",
     )
     g.add_argument(
         "--step-resolution",
-        type=int,
+        type=bounded_int("--step-resolution", 0, limits.MAX_STEP_RESOLUTION),
         default=2,
         metavar="N",
         help="simulated step shapes per doubling of the step's tokens, interpolated between "
@@ -204,11 +210,14 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--prefill-instances",
         metavar="N",
-        type=positive_int("--prefill-instances"),
+        type=positive_int("--prefill-instances", limits.MAX_INSTANCES),
         help="prefill instances (default 1)",
     )
     g.add_argument(
-        "--decode-instances", metavar="N", type=positive_int("--decode-instances"), help="decode instances (default 1)"
+        "--decode-instances",
+        metavar="N",
+        type=positive_int("--decode-instances", limits.MAX_INSTANCES),
+        help="decode instances (default 1)",
     )
     g = p.add_argument_group("output")
     g.add_argument("--json", metavar="PATH", help="write metrics, per-instance figures and the config as JSON")
@@ -248,9 +257,7 @@ def _trace_requests(args):
             raise UsageError(f"{flag} does not apply to --requests-from (the trace gives the lengths)")
     if args.rate is not None and args.time_scale is not None:
         raise UsageError("give --rate or --time-scale with --requests-from, not both")
-    trace = load_trace(args.requests_from)
-    if args.requests:
-        trace = trace.head(args.requests)
+    trace = load_trace(args.requests_from, limit=args.requests)  # only the first N lines are read
     native = trace.rate_per_s if len(trace) > 1 else float("inf")
     if native == float("inf") and (args.rate or args.find_capacity):
         raise UsageError("the trace's arrivals span no time: there is no arrival rate to rescale")
@@ -304,10 +311,16 @@ def run(args) -> int:
     from archsim.serving.metrics import Slo
     from archsim.serving.simulate import ServeSetupError
 
+    check_outputs(
+        args,
+        ("json", "trace_out", "plots"),
+        ("plots",),
+        (args.hw, args.workload, args.requests_from, args.prefill_hw, args.decode_hw),
+    )
+    if args.plots:
+        require_plots()
     hardware, workload = load_inputs(args, args.hw, scenario_flags=False)
     reqs, requests_at, rate = _requests(args, workload.workload)
-    if args.step_resolution < 0:
-        raise UsageError(f"--step-resolution: must be 0 or more (got {args.step_resolution})")
     options = setup_options(args)
     try:
         setup, _ = api.calls.serve_setup(hardware, workload, **options)
@@ -325,7 +338,7 @@ def run(args) -> int:
                 note.print(f"[red]no rate meets the SLOs for {100 * args.attainment:.0f}% of requests[/red]")
                 return 1
             reqs, rate = requests_at(capacity.rate_per_s), capacity.rate_per_s
-        with progress(args, f"serving {len(reqs):,} requests ({reqs.source})"):
+        with progress(args, f"serving {len(reqs):,} requests ({shown(reqs.source)})"):
             report = api.serve(
                 hardware,
                 workload,
@@ -379,7 +392,7 @@ def _print(args, out, report, title, capacity, data) -> None:
             f"{100 * capacity.attainment:.1f}% of requests meeting the SLOs "
             f"(target {100 * capacity.target_attainment:.0f}%, {len(capacity.probes)} runs)"
         )
-    lat, totals = summary_tables(report.result, report.metrics, report.slo, title)
+    lat, totals = summary_tables(report.result, report.metrics, report.slo, shown(title))
     tables += [totals] if args.quiet else [lat, totals]
     emit(args, out, tables, data=data, rows=report.requests())
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from archsim.commands import UsageError, positive_int
+from archsim import limits
+from archsim.commands import UsageError, positive_int, shown
 
 
 def add_parser(sub) -> None:
@@ -18,21 +19,34 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--workers",
-        type=positive_int("--workers"),
+        type=positive_int("--workers", limits.MAX_INSTANCES),
         metavar="N",
-        help="local worker processes (default: the CPUs available; 1 runs in this process)",
+        help="local worker processes (default: the CPUs available; 1 runs in this process); "
+        "at most the CPUs unless --force-workers",
+    )
+    p.add_argument(
+        "--force-workers",
+        action="store_true",
+        help="allow more --workers or --dask-local workers than CPUs (each runs one point at a time)",
+    )
+    p.add_argument(
+        "--allow-path",
+        action="append",
+        metavar="DIR",
+        default=[],
+        help="a folder whose files the spec may name, besides its own folder and the shipped ones (repeatable)",
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--dask", metavar="ADDRESS", help="run on the Dask scheduler at ADDRESS (tcp://host:8786)")
     where.add_argument(
         "--dask-local",
-        type=positive_int("--dask-local"),
+        type=positive_int("--dask-local", limits.MAX_INSTANCES),
         metavar="N",
         help="run on a local Dask cluster of N worker processes",
     )
     p.add_argument(
         "--chunk-size",
-        type=positive_int("--chunk-size"),
+        type=positive_int("--chunk-size", limits.MAX_SWEEP_POINTS),
         metavar="N",
         help="points per task and per Parquet part (default: from the spec, else automatic)",
     )
@@ -40,10 +54,20 @@ def add_parser(sub) -> None:
 
 
 def make_executor(args):
-    from archsim.api.calls import executor_for
+    from archsim.api.calls import default_workers, executor_for
+    from archsim.sweep.executors import ExecutorUnavailable, check_dask_address
 
     if (args.dask or args.dask_local) and args.workers:
         raise UsageError("--workers is for the local process pool: with Dask, size the cluster instead")
+    cpus = default_workers()
+    for flag, n in (("--workers", args.workers), ("--dask-local", args.dask_local)):
+        if n and n > cpus and not args.force_workers:
+            raise UsageError(f"{flag}: {n} workers on {cpus} CPUs only slows each down; add --force-workers to insist")
+    if args.dask:
+        try:
+            check_dask_address(args.dask)  # a bad address fails in seconds, before the spec runs
+        except ExecutorUnavailable as err:
+            raise UsageError(str(err)) from None
     return executor_for(args.workers, args.dask, args.dask_local)
 
 
@@ -59,12 +83,14 @@ def run(args) -> int:
     )
 
     from archsim.api.calls import shipped_spec
+    from archsim.errors import printable
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.executors import ExecutorUnavailable
     from archsim.sweep.spec import load_spec
     from archsim.sweep.store import StoreError, require_pyarrow
 
-    spec = load_spec(shipped_spec(args.spec))
+    spec = load_spec(shipped_spec(args.spec), allowed=tuple(args.allow_path))
+    name, out = shown(spec.name), printable(args.out)
     executor = make_executor(args)
     console = Console(stderr=True)
     columns = [
@@ -82,34 +108,36 @@ def run(args) -> int:
             task = bar.add_task("resolving points", total=None, rate="")
 
             def resolved(total: int, todo: int) -> None:
-                bar.update(
-                    task, description=f"{spec.name}: {total - todo} of {total} done before", total=todo, completed=0
-                )
+                bar.update(task, description=f"{name}: {total - todo} of {total} done before", total=todo, completed=0)
 
             def progress(done: int, todo: int, failed: int) -> None:
                 speed = bar.tasks[0].speed
                 rate = f"{speed:.1f} points/s" if speed else ""
-                label = f"{spec.name}" + (f" ({failed} failed)" if failed else "")
+                label = name + (f" ({failed} failed)" if failed else "")
                 bar.update(task, completed=done, description=label, rate=rate)
 
             report = run_sweep(spec, args.out, executor, args.chunk_size, resolved, progress)
     except (StoreError, ExecutorUnavailable) as err:
         raise UsageError(str(err)) from None
     except KeyboardInterrupt:
-        print(f"{spec.name}: stopped; what finished is in {args.out}: run the same command to resume")
+        print(f"{printable(spec.name)}: stopped; what finished is in {out}: run the same command to resume")
         raise
+    if report.duplicates:
+        print(
+            f"{report.samples:,} samples resolve to {report.points_total:,} distinct points ({report.duplicates:,} repeated)"
+        )
     print(
-        f"{spec.name}: {report.points_done} of {report.points_total} points done "
+        f"{printable(spec.name)}: {report.points_done} of {report.points_total} points done "
         f"({report.points_ok} ok, {report.points_infeasible} infeasible, {report.points_failed} failed); "
         f"{report.points_run} run now in {report.elapsed_s:.1f} s on {executor.label}"
         + (f" ({executor.workers} workers)" if executor.workers > 1 else "")
     )
-    print(f"results {args.out}: summary.json, points/ (Parquet parts: pandas.read_parquet or archsim.load_sweep)")
+    print(f"results {out}: summary.json, points/ (Parquet parts: pandas.read_parquet or archsim.load_sweep)")
     for why in sorted(set(report.lost)):
         print(f"warning: chunks lost, their points not recorded: {why}; rerun to finish")
     if report.stale_rows:
         print(
-            f"note: {args.out} also holds {report.stale_rows} rows of points not in this spec "
+            f"note: {out} also holds {report.stale_rows} rows of points not in this spec "
             "(a value or a base file changed); `archsim pareto` reads them too"
         )
     if report.points_failed:

@@ -8,9 +8,12 @@ that follow from a calibrated one by datasheet changes, which have no measuremen
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
+from archsim.commands import check_outputs, shown
 from archsim.commands.output import add_output_flags, console, emit, progress
+from archsim.commands.run import DEFAULT_HW
 
 
 @dataclass(frozen=True)
@@ -41,40 +44,47 @@ def add_parser(sub) -> None:
     add_output_flags(val)
 
 
-def load_cases(name_or_path: str) -> list:
-    """The cases of a case file or shipped set (their file's meta: `load_case_file`)."""
-    return load_case_file(name_or_path)[0]
-
-
-def load_case_file(name_or_path: str):
-    """(cases, CaseFile meta) of a case file or shipped set; ConfigError naming what is wrong."""
-    import json
+def case_path(name_or_path: str):
+    """The file of a case set: a path as given, else a shipped set of that name."""
     from pathlib import Path
-
-    from archsim.errors import ConfigError
-    from archsim.runner.validation import CaseError, CaseFile
 
     path = Path(name_or_path)
     if not path.exists() and name_or_path in SHIPPED:
         from archsim.config.loader import INSTALLED_DATA
 
         path = INSTALLED_DATA / f"{name_or_path}.json"
-    if not path.is_file():
-        raise ConfigError.single(name_or_path, "", "no such case file" if not path.exists() else "not a file")
-    try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError.single(str(path), "", f"not a JSON case file ({err})") from None
+    return path
+
+
+def load_cases(name_or_path: str) -> list:
+    """The cases of a case file or shipped set (their file's meta: `load_case_file`)."""
+    return load_case_file(name_or_path)[0]
+
+
+def load_case_file(name_or_path: str):
+    """(cases, CaseFile meta, the shipped set they come from or None) of a case file or shipped
+    set, read as strict, bounded JSON; ConfigError naming what is wrong."""
+    from archsim.config.jsonfile import read_json
+    from archsim.errors import ConfigError
+    from archsim.runner.validation import CaseError, CaseFile
+
+    path = case_path(name_or_path)
+    if not path.exists():
+        raise ConfigError.single(name_or_path, "", "no such case file")
+    data, _text = read_json(path, "case file")
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
         raise ConfigError.single(str(path), "cases", 'expected {"cases": [...]}')
+    raw = data.get("meta")
+    name = name_or_path if str(path) != name_or_path else campaign(raw)  # a shipped set by name
     try:
-        meta = CaseFile.from_meta(_with_shipped_meta(data.get("meta")))
+        meta = CaseFile.from_meta(_with_shipped_meta(raw, name))
     except CaseError as err:
         raise ConfigError.single(str(path), "meta", str(err)) from None
-    return cases, meta
+    return cases, meta, name
 
 
+@functools.cache
 def _shipped_meta(name: str) -> dict:
     import json
 
@@ -91,14 +101,35 @@ def campaign(meta: object) -> str | None:
     return next((name for name in SHIPPED if _shipped_meta(name).get("source") == meta["source"]), None)
 
 
-def _with_shipped_meta(meta: object) -> object:
+def _with_shipped_meta(meta: object, name: str | None) -> object:
     """A file from a shipped campaign gets what archsim added to that set's meta (which kernels
     ran, `vector_kernels`) where it does not say itself."""
-    name = campaign(meta)
     if name is None or not isinstance(meta, dict):
         return meta
     added = {k: v for k, v in _shipped_meta(name).items() if k == "vector_kernels"}
     return {**added, **meta}
+
+
+def oversized(case, system) -> str | None:
+    """Why a case's ops exceed the size limit (refused before it is simulated, so one huge case
+    neither exhausts memory nor stops the others), or None."""
+    from archsim.errors import TooLargeError
+    from archsim.limits import check_op_size, check_steps_size
+    from archsim.runner.validation import case_ops, check_case, model_step_workload
+
+    try:
+        check_case(case)
+        if case["kind"] == "model_step":
+            w, step = model_step_workload(case)
+            check_steps_size(w, system, [step])
+        else:
+            for op in case_ops(case):
+                check_op_size(op, system.chip, case["kind"])
+    except TooLargeError as err:
+        return str(err)
+    except Exception:  # any other problem of the case is validate_cases' to report
+        return None
+    return None
 
 
 def validate_with_progress(cases: list, system, args, meta=None, collectives=None):
@@ -107,25 +138,19 @@ def validate_with_progress(cases: list, system, args, meta=None, collectives=Non
 
     meta = meta or CaseFile()
     results, errors = [], []
-    with progress(args, f"cases on {system.chip.name}", total=len(cases)) as bar:
+    with progress(args, f"cases on {shown(system.chip.name)}", total=len(cases)) as bar:
         for i, case in enumerate(cases):
-            done, bad = validate_cases([case], system, meta, collectives)
             anonymous = not isinstance(case, dict) or "id" not in case
+            too_large = oversized(case, system)
+            if too_large:
+                errors.append((f"#{i}" if anonymous else str(case["id"]), too_large))
+                bar.update(i + 1, len(cases))
+                continue
+            done, bad = validate_cases([case], system, meta, collectives)
             results += done
             errors += [(f"#{i}" if anonymous else cid, why) for cid, why in bad]
             bar.update(i + 1, len(cases))
     return results, errors
-
-
-def _file_meta(name_or_path: str) -> object:
-    import json
-    from pathlib import Path
-
-    path = Path(name_or_path)
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text())
-    return data.get("meta") if isinstance(data, dict) else None
 
 
 def held_out_ids(cases: list, split: tuple[int, int] | None) -> set[str]:
@@ -155,13 +180,15 @@ def run(args) -> int:
     from rich.table import Table
 
     from archsim.config.loader import load_system
+    from archsim.errors import printable
     from archsim.report.export import write_json
     from archsim.report.tables import format_seconds
     from archsim.runner.validation import summarise
 
-    cases, meta = load_case_file(args.cases)
-    shipped = SHIPPED.get(args.cases) or SHIPPED.get(campaign(_file_meta(args.cases)) or "")
-    hw = args.hw or (shipped.chip if shipped else "h200")
+    check_outputs(args, ("json",), inputs=(args.hw, args.system, args.cases, str(case_path(args.cases))))
+    cases, meta, name = load_case_file(args.cases)
+    shipped = SHIPPED.get(name or "")
+    hw = args.hw or (shipped.chip if shipped else DEFAULT_HW)
     system, _ = load_system(hw)
     coll_name = args.system or (shipped.collectives if shipped else None)
     collectives = load_system(coll_name)[0] if coll_name else None
@@ -169,13 +196,13 @@ def run(args) -> int:
     if args.kind:
         cases = [c for c in cases if not isinstance(c, dict) or c.get("kind") in args.kind]
     results, errors = validate_with_progress(cases, system, args, meta, collectives)
-    table = Table(title=f"{args.cases} on {system.chip.name}", title_justify="left")
+    table = Table(title=f"{shown(args.cases)} on {shown(system.chip.name)}", title_justify="left")
     for col, just in (("case", "left"), ("measured", "right"), ("predicted", "right"), ("error", "right")):
         table.add_column(col, justify=just, overflow="fold")
     for r in results:
         colour = "green" if abs(r.error_pct) <= 10 else "yellow" if abs(r.error_pct) <= 25 else "red"
         table.add_row(
-            r.id,
+            shown(r.id),
             format_seconds(r.measured_ms / 1e3),
             format_seconds(r.predicted_ms / 1e3),
             f"[{colour}]{r.error_pct:+.1f}%[/{colour}]",
@@ -201,7 +228,7 @@ def run(args) -> int:
     if args.json:
         write_json(args.json, data)
     for cid, err in errors:
-        print(f"{args.cases}: case {cid}: {err}", file=sys.stderr)
+        print(printable(f"{args.cases}: case {cid}: {err}"), file=sys.stderr)
     return 2 if errors else 0
 
 
@@ -221,7 +248,7 @@ def run_all(args) -> int:
     for name, s in SHIPPED.items():
         system = load_system(s.chip)[0]
         collectives = load_system(s.collectives)[0] if s.collectives else None
-        cases, meta = load_case_file(name)
+        cases, meta, _ = load_case_file(name)
         results, errors = validate_with_progress(cases, system, args, meta, collectives)
         failed |= bool(errors)
         held = held_out_ids(cases, s.held_out)

@@ -2,6 +2,9 @@
 
 Every physical field is an `Annotated` float parsed from a unit string by `archsim.units`, so a
 bare number or a unit of the wrong dimension fails validation with a message quoting the value.
+Each quantity also has physical bounds: a size is at most a pebibyte, a bandwidth between 1 MB/s
+and 1 EB/s, a latency between a femtosecond and a second. Outside them the value is a slipped
+unit prefix, and inside them the engine's cycle counts stay exact and finite.
 """
 
 from __future__ import annotations
@@ -18,6 +21,13 @@ from archsim.units import Dim, parse_quantity
 MIN_CLOCK = (1e6, "1 MHz")
 MAX_CLOCK = (1e11, "100 GHz")
 MIN_PIN_RATE = (1e6, "1 Mbps")
+MAX_PIN_RATE = (1e15, "1 Pbps")  # the SCALE-Sim parity chips use 1000 Tbps as "unlimited"
+MAX_BYTES = (2.0**50, "1 PiB")  # per chip: a thousand times today's largest HBM
+MIN_BANDWIDTH = (1e6, "1 MB/s")  # below it a transfer of one tile takes hours of simulated time
+MAX_BANDWIDTH = (1e18, "1 EB/s")  # 40,000 times a wafer-scale chip's on-die bandwidth
+MIN_LATENCY = (1e-15, "1 fs")  # a thousandth of a gate delay (the parity chips: 0.001 ps, "none")
+MAX_LATENCY = (1.0, "1 s")  # a memory or link latency, an overhead: a second is a unit mistake
+MAX_BITS_PER_S = (1e18, "1 Ebps")
 MAX_COUNT = 2**31 - 1  # a count times another still fits the compiler's int64 arithmetic
 MAX_CORES = 2**20  # Cerebras WSE-3, the largest chip built, has 900,000 cores
 
@@ -38,31 +48,36 @@ def _quantity(dim: Dim, low: tuple[float, str] = (0.0, ""), high: tuple[float, s
     return BeforeValidator(parse)
 
 
-def _quantity_or_zero(dim: Dim):
+def _quantity_or_zero(dim: Dim, high: tuple[float, str] = (float("inf"), "")):
     def parse(value: object) -> float:
         out = parse_quantity(value, dim)
         if out < 0:
             raise ValueError(f"must not be negative (got {quote(value)})")
+        if out > high[0]:
+            raise ValueError(f"must be at most {high[1]}; check the unit prefix (got {quote(value)})")
         return out
 
     return BeforeValidator(parse)
 
 
-Bytes = Annotated[float, _quantity(Dim.BYTES, low=(1.0, "1 B"))]  # sizes become whole bytes
-BytesPerS = Annotated[float, _quantity(Dim.BYTES_PER_S)]
-Hertz = Annotated[float, _quantity(Dim.HZ)]
+Bytes = Annotated[float, _quantity(Dim.BYTES, low=(1.0, "1 B"), high=MAX_BYTES)]  # sizes become whole bytes
+BytesPerS = Annotated[float, _quantity(Dim.BYTES_PER_S, low=MIN_BANDWIDTH, high=MAX_BANDWIDTH)]
+Hertz = Annotated[float, _quantity(Dim.HZ, high=MAX_CLOCK)]
 ClockHz = Annotated[float, _quantity(Dim.HZ, low=MIN_CLOCK, high=MAX_CLOCK)]
-Seconds = Annotated[float, _quantity(Dim.SECONDS)]
-SecondsOrZero = Annotated[float, _quantity_or_zero(Dim.SECONDS)]
-BitsPerS = Annotated[float, _quantity(Dim.BITS_PER_S)]
-Joules = Annotated[float, _quantity(Dim.JOULES)]
-JoulesOrZero = Annotated[float, _quantity_or_zero(Dim.JOULES)]
-JoulesPerByte = Annotated[float, _quantity_or_zero(Dim.JOULES_PER_BYTE)]
-JoulesPerBit = Annotated[float, _quantity_or_zero(Dim.JOULES_PER_BIT)]
-Watts = Annotated[float, _quantity(Dim.WATTS)]
-WattsOrZero = Annotated[float, _quantity_or_zero(Dim.WATTS)]
-Volts = Annotated[float, _quantity(Dim.VOLTS)]
-PinRate = Annotated[float, _quantity(Dim.BITS_PER_S, low=MIN_PIN_RATE)]
+Seconds = Annotated[float, _quantity(Dim.SECONDS, low=MIN_LATENCY, high=MAX_LATENCY)]
+SecondsOrZero = Annotated[float, _quantity_or_zero(Dim.SECONDS, high=MAX_LATENCY)]
+BitsPerS = Annotated[float, _quantity(Dim.BITS_PER_S, high=MAX_BITS_PER_S)]
+PinRate = Annotated[float, _quantity(Dim.BITS_PER_S, low=MIN_PIN_RATE, high=MAX_PIN_RATE)]
+# energies of one action (a MAC, a byte moved) are picojoules; a microjoule is a slipped prefix
+MAX_ACTION_ENERGY = (1e-6, "1 uJ")
+Joules = Annotated[float, _quantity(Dim.JOULES, high=MAX_ACTION_ENERGY)]
+JoulesOrZero = Annotated[float, _quantity_or_zero(Dim.JOULES, high=MAX_ACTION_ENERGY)]
+JoulesPerByte = Annotated[float, _quantity_or_zero(Dim.JOULES_PER_BYTE, high=MAX_ACTION_ENERGY)]
+JoulesPerBit = Annotated[float, _quantity_or_zero(Dim.JOULES_PER_BIT, high=MAX_ACTION_ENERGY)]
+MAX_POWER = (1e6, "1 MW")  # a whole wafer draws tens of kW
+Watts = Annotated[float, _quantity(Dim.WATTS, high=MAX_POWER)]
+WattsOrZero = Annotated[float, _quantity_or_zero(Dim.WATTS, high=MAX_POWER)]
+Volts = Annotated[float, _quantity(Dim.VOLTS, low=(0.1, "0.1 V"), high=(10.0, "10 V"))]
 PositiveInt = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 CoreCount = Annotated[StrictInt, Field(gt=0, le=MAX_CORES)]

@@ -3,28 +3,59 @@
 Reads the field names of the Llama, Mistral, Qwen2 and Mixtral configs: `hidden_size`,
 `num_attention_heads`, `num_key_value_heads` (default: as many as the query heads),
 `head_dim` (default: hidden_size / num_attention_heads), `intermediate_size`,
-`num_hidden_layers`, `vocab_size`, `num_local_experts` and `num_experts_per_tok` (MoE),
-`tie_word_embeddings` (default false, as in those families) and `torch_dtype` (or `dtype`).
-Fields that change what a step costs but that archsim does not model (a sliding window,
-projection biases, RoPE scaling, quantisation, ...) are returned by name, for a warning; fields
-that do not change the cost (token ids, norm epsilon, RoPE base) are passed over. Every problem
-in the file is reported at once as a ConfigError located by file and line.
+`num_hidden_layers`, `vocab_size`, `num_local_experts` and `num_experts_per_tok` (MoE; the
+experts may also be `num_experts`, as in OLMoE and Qwen3-MoE, with their width in
+`moe_intermediate_size`), `tie_word_embeddings` (default false, as in those families) and
+`torch_dtype` (or `dtype`). Fields that change what a step costs but that archsim does not model
+(a sliding window, projection biases, RoPE scaling, quantisation, ...) are returned by name, for
+a warning; fields that do not change the cost (token ids, norm epsilon, RoPE base) are passed
+over. A model archsim cannot represent at all (latent attention, shared experts, dense layers
+among MoE layers) is refused, never run as a dense model. Every problem in the file is reported
+at once as a ConfigError located by file and line; every count has the bounds of a workload file.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from archsim.errors import ConfigError, Problem
+from archsim import limits
+from archsim.config.jsonfile import line_of, read_json
+from archsim.errors import ConfigError, Problem, quote
 from archsim.graph.model import ModelSpec
 from archsim.hardware import DType
 
 FAMILIES = ("llama", "mistral", "qwen2", "mixtral")
 REQUIRED = ("hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
-OPTIONAL_INTS = ("num_key_value_heads", "head_dim", "num_local_experts", "num_experts_per_tok")
+OPTIONAL_INTS = (
+    "num_key_value_heads",
+    "head_dim",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+)
+UPPER = {  # the bounds of a workload file (archsim.limits)
+    "num_hidden_layers": limits.MAX_LAYERS,
+    "num_attention_heads": limits.MAX_HEADS,
+    "num_key_value_heads": limits.MAX_HEADS,
+    "num_local_experts": limits.MAX_EXPERTS,
+    "num_experts": limits.MAX_EXPERTS,
+    "num_experts_per_tok": limits.MAX_EXPERTS,
+}
+# what a model may hold that archsim cannot represent: field -> (value with nothing to model, why)
+UNREPRESENTABLE = {
+    "kv_lora_rank": (None, "multi-head latent attention (MLA) is not modelled"),
+    "q_lora_rank": (None, "multi-head latent attention (MLA) is not modelled"),
+    "n_routed_experts": (None, "DeepSeek-style experts (routed and shared) are not modelled"),
+    "n_shared_experts": (0, "shared experts are not modelled"),
+    "shared_expert_intermediate_size": (0, "shared experts are not modelled"),
+    "first_k_dense_replace": (0, "dense layers among MoE layers are not modelled"),
+    "moe_layer_freq": (1, "dense layers among MoE layers are not modelled"),
+    "decoder_sparse_step": (1, "dense layers among MoE layers are not modelled"),
+    "mlp_only_layers": ([], "dense layers among MoE layers are not modelled"),
+}
 TORCH_DTYPES = {
     "bfloat16": DType.BF16,
     "float16": DType.FP16,
@@ -62,6 +93,7 @@ NO_COST = frozenset(
         "output_attentions",
         "output_hidden_states",
         "is_decoder",
+        "norm_topk_prob",
     }
 )
 # field -> (the value at which there is nothing to model, what archsim does instead)
@@ -86,30 +118,16 @@ class HfModel:
     source: str
 
 
-def _line_of(text: str, key: str) -> int | None:
-    """Line of the first `"key":` in the file (JSON keeps no positions after parsing)."""
-    match = re.search(rf'"{re.escape(key)}"\s*:', text)
-    return text.count("\n", 0, match.start()) + 1 if match else None
-
-
 def _read(path: str) -> tuple[dict, str]:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError.single(path, "", "no such file" if not p.exists() else "not a file")
-    try:
-        text = p.read_text()
-        data = json.loads(text)
-    except UnicodeDecodeError:
-        raise ConfigError.single(path, "", "not a text file") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError.single(path, "", f"not valid JSON: {err.msg} (column {err.colno})", err.lineno) from None
+    data, text = read_json(path, "config.json")
     if not isinstance(data, dict):
         raise ConfigError.single(path, "", "expected a JSON object of config fields")
     return data, text
 
 
 def _ints(data: dict, path: str, text: str) -> tuple[dict[str, int], list[Problem]]:
-    """The whole-number fields, each above zero; a missing required field is a problem."""
+    """The whole-number fields, each above zero and within its bound; a missing required field
+    is a problem."""
     values, problems = {}, []
     for key in REQUIRED + OPTIONAL_INTS:
         value = data.get(key)
@@ -117,18 +135,31 @@ def _ints(data: dict, path: str, text: str) -> tuple[dict[str, int], list[Proble
             if key in REQUIRED:
                 problems.append(Problem(path, None, key, "missing required field"))
             continue
+        high = UPPER.get(key, limits.MAX_WIDTH)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             problems.append(
-                Problem(path, _line_of(text, key), key, f"expected a whole number above zero (got {value!r})")
+                Problem(path, line_of(text, key), key, f"expected a whole number above zero (got {quote(value)})")
             )
+            continue
+        if value > high:
+            problems.append(Problem(path, line_of(text, key), key, f"must be at most {high:,} (got {value:,})"))
             continue
         values[key] = value
     return values, problems
 
 
+def _unrepresentable(data: dict, path: str, text: str) -> list[Problem]:
+    """Refusals of what archsim cannot model at all (never run as something else)."""
+    problems = []
+    for key, (nothing, why) in UNREPRESENTABLE.items():
+        if key in data and data[key] is not None and data[key] != nothing:
+            problems.append(Problem(path, line_of(text, key), key, f"{why} (got {quote(data[key])})"))
+    return problems
+
+
 def _shape_problems(v: dict[str, int], path: str, text: str) -> list[Problem]:
     def at(key: str, message: str) -> Problem:
-        return Problem(path, _line_of(text, key), key, message)
+        return Problem(path, line_of(text, key), key, message)
 
     problems = []
     heads, kv = v.get("num_attention_heads"), v.get("num_key_value_heads")
@@ -139,10 +170,17 @@ def _shape_problems(v: dict[str, int], path: str, text: str) -> list[Problem]:
         problems.append(
             at("hidden_size", f"not a multiple of num_attention_heads ({heads}) and no head_dim given (got {hidden})")
         )
-    experts, top_k = v.get("num_local_experts", 1), v.get("num_experts_per_tok", 1)
+    experts_key = _experts_key(v)
+    experts, top_k = v.get(experts_key, 1), v.get("num_experts_per_tok", 1)
     if experts > 1 and top_k > experts:
-        problems.append(at("num_experts_per_tok", f"must not exceed num_local_experts ({experts}) (got {top_k})"))
+        problems.append(at("num_experts_per_tok", f"must not exceed {experts_key} ({experts}) (got {top_k})"))
+    if "num_local_experts" in v and "num_experts" in v and v["num_local_experts"] != v["num_experts"]:
+        problems.append(at("num_experts", f"disagrees with num_local_experts ({v['num_local_experts']})"))
     return problems
+
+
+def _experts_key(v: dict[str, int]) -> str:
+    return "num_local_experts" if "num_local_experts" in v else "num_experts"
 
 
 def _dtype(data: dict, path: str, text: str) -> tuple[DType | None, list[Problem]]:
@@ -150,19 +188,21 @@ def _dtype(data: dict, path: str, text: str) -> tuple[DType | None, list[Problem
     name = data.get(key)
     if name is None or name == "auto":
         return None, []
-    if name not in TORCH_DTYPES:
+    if not isinstance(name, str) or name not in TORCH_DTYPES:
         return None, [
-            Problem(path, _line_of(text, key), key, f"expected one of {', '.join(TORCH_DTYPES)} (got {name!r})")
+            Problem(path, line_of(text, key), key, f"expected one of {', '.join(TORCH_DTYPES)} (got {quote(name)})")
         ]
     return TORCH_DTYPES[name], []
 
 
 def unmodelled_fields(data: dict) -> tuple[str, ...]:
     """The fields that would change the cost of a step but that archsim does not model."""
-    used = set(REQUIRED + OPTIONAL_INTS) | {"tie_word_embeddings"}
+    used = set(REQUIRED + OPTIONAL_INTS) | {"tie_word_embeddings"} | set(UNREPRESENTABLE)
     out = []
     family = data.get("model_type")
-    if isinstance(family, str) and family not in FAMILIES:
+    if not isinstance(family, str):
+        family = None if family is None else _short(family)
+    if family is not None and family not in FAMILIES:
         out.append(f"model_type={family!r} (read with Llama field names)")
     if family in FAMILY_NOTES:
         out.append(FAMILY_NOTES[family])
@@ -197,6 +237,7 @@ def load_hf_config(path: str) -> HfModel:
     """Read a transformers config.json into a ModelSpec; ConfigError lists every problem."""
     data, text = _read(path)
     v, problems = _ints(data, path, text)
+    problems += _unrepresentable(data, path, text)
     problems += _shape_problems(v, path, text)
     dtype, dtype_problems = _dtype(data, path, text)
     problems += dtype_problems
@@ -205,14 +246,15 @@ def load_hf_config(path: str) -> HfModel:
         problems.append(
             Problem(
                 path,
-                _line_of(text, "tie_word_embeddings"),
+                line_of(text, "tie_word_embeddings"),
                 "tie_word_embeddings",
-                f"expected true or false (got {tied!r})",
+                f"expected true or false (got {quote(tied)})",
             )
         )
     if problems:
         raise ConfigError(problems)
-    heads, experts = v["num_attention_heads"], v.get("num_local_experts", 1)
+    heads, experts = v["num_attention_heads"], v.get(_experts_key(v), 1)
+    ffn = v.get("moe_intermediate_size", v["intermediate_size"]) if experts > 1 else v["intermediate_size"]
     model = ModelSpec(
         name=model_name(data, path),
         layers=v["num_hidden_layers"],
@@ -220,7 +262,7 @@ def load_hf_config(path: str) -> HfModel:
         heads=heads,
         kv_heads=v.get("num_key_value_heads", heads),
         head_dim=v.get("head_dim", v["hidden_size"] // heads),
-        ffn=v["intermediate_size"],
+        ffn=ffn,
         vocab=v["vocab_size"],
         tied_embeddings=tied,
         experts=experts,

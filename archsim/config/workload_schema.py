@@ -1,19 +1,30 @@
-"""Schema of a workload file (`workloads/*.yaml`): model shape, dtypes, scenario, fusion."""
+"""Schema of a workload file (`workloads/*.yaml`): model shape, dtypes, scenario, fusion.
+
+Every count has the physical upper bound of `archsim.limits` (layers, widths, heads, experts,
+batch, tokens), checked when the file is read, before anything is sized or simulated.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, StrictInt, ValidationInfo, field_validator
 
+from archsim import limits
 from archsim.config.fields import Flag, Name, NonNegativeInt, PositiveInt, Strict
 
 DTypeName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+Layers = Annotated[StrictInt, Field(gt=0, le=limits.MAX_LAYERS)]
+Width = Annotated[StrictInt, Field(gt=0, le=limits.MAX_WIDTH)]
+Heads = Annotated[StrictInt, Field(gt=0, le=limits.MAX_HEADS)]
+Experts = Annotated[StrictInt, Field(gt=0, le=limits.MAX_EXPERTS)]
+Batch = Annotated[StrictInt, Field(gt=0, le=limits.MAX_BATCH)]
+Tokens = Annotated[StrictInt, Field(gt=0, le=limits.MAX_TOKENS)]
 
 
 class MoeCfg(Strict):
-    experts: PositiveInt = Field(description="experts per MoE layer")
-    top_k: PositiveInt = Field(description="experts each token is routed to")
+    experts: Experts = Field(description="experts per MoE layer")
+    top_k: Experts = Field(description="experts each token is routed to")
 
     @field_validator("top_k")
     @classmethod
@@ -25,13 +36,13 @@ class MoeCfg(Strict):
 
 
 class ModelCfg(Strict):
-    layers: PositiveInt
-    hidden: PositiveInt = Field(description="model (residual) width")
-    heads: PositiveInt = Field(description="query heads")
-    kv_heads: PositiveInt = Field(description="key/value heads (grouped-query attention)")
-    head_dim: PositiveInt
-    ffn: PositiveInt = Field(description="FFN inner width (per expert for MoE)")
-    vocab: PositiveInt
+    layers: Layers
+    hidden: Width = Field(description="model (residual) width")
+    heads: Heads = Field(description="query heads")
+    kv_heads: Heads = Field(description="key/value heads (grouped-query attention)")
+    head_dim: Width
+    ffn: Width = Field(description="FFN inner width (per expert for MoE)")
+    vocab: Width
     tied_embeddings: Flag = False
     moe: MoeCfg | None = None
 
@@ -51,9 +62,19 @@ class DTypesCfg(Strict):
 
 
 class ScenarioCfg(Strict):
-    batch: PositiveInt = Field(description="sequences decoded together")
-    prompt_tokens: PositiveInt = Field(description="prompt length per sequence")
-    output_tokens: PositiveInt = Field(description="tokens generated per sequence")
+    batch: Batch = Field(description="sequences decoded together")
+    prompt_tokens: Tokens = Field(description="prompt length per sequence")
+    output_tokens: Tokens = Field(description="tokens generated per sequence")
+
+    @field_validator("output_tokens")
+    @classmethod
+    def _context_bounded(cls, output_tokens: int, info: ValidationInfo) -> int:
+        prompt = info.data.get("prompt_tokens")
+        if prompt is not None and prompt + output_tokens > limits.MAX_TOKENS:
+            raise ValueError(
+                f"prompt_tokens + output_tokens must be at most {limits.MAX_TOKENS:,} (got {prompt + output_tokens:,})"
+            )
+        return output_tokens
 
 
 class WorkloadCfg(Strict):
@@ -65,4 +86,4 @@ class WorkloadCfg(Strict):
     fusion: Literal["eager", "fused"] = "fused"
 
 
-__all__ = ["DTypesCfg", "ModelCfg", "MoeCfg", "NonNegativeInt", "ScenarioCfg", "WorkloadCfg"]
+__all__ = ["DTypesCfg", "ModelCfg", "MoeCfg", "NonNegativeInt", "PositiveInt", "ScenarioCfg", "WorkloadCfg"]

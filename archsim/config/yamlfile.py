@@ -3,17 +3,31 @@
 YAML's last-wins duplicate keys are refused; a file that is missing, a directory, empty, binary,
 not YAML, too large or self-referencing (aliases) becomes a located `ConfigError`, never a
 traceback. Every problem inside a file carries a line.
+
+Scalars follow YAML 1.2 (the core schema, decimal numbers only): `1e3` is the float 1000.0,
+`0132` is 132; `0x84`, `0o17`, `1:30`, `3_2`, `yes`, `on` and dates are text, not numbers,
+booleans or timestamps as YAML 1.1 would read them. Sizes are bounded before any work:
+the file (MAX_FILE_BYTES), its nodes, counted while the document is composed and again as
+aliases expand (MAX_NODES), each value and key (MAX_SCALAR_CHARS, MAX_KEY_CHARS) and all
+values with aliases expanded (MAX_EXPANDED_CHARS). A file that is not a mapping is not a
+config file, and the error never quotes its content.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import BaseResolver
+from yaml.scanner import Scanner
 
-from archsim.errors import ConfigError, Problem, quote
+from archsim.errors import ConfigError, Problem
 
 KeyPath = tuple[str | int, ...]
 
@@ -53,12 +67,86 @@ def dotted(key: KeyPath) -> str:
     return out
 
 
-MAX_FILE_BYTES = 16 << 20  # a config file is a few kB; anything this large is the wrong file
-MAX_NODES = 100_000  # YAML nodes one file may expand to (aliases can multiply a small file)
+MAX_FILE_BYTES = 1 << 20  # a config file is a few kB; anything this large is the wrong file
+MAX_NODES = 100_000  # YAML nodes one file may hold, aliases expanded
+MAX_SCALAR_CHARS = 64 << 10  # one value (a description is a paragraph)
+MAX_KEY_CHARS = 256  # one key (keys are names or dotted paths)
+MAX_EXPANDED_CHARS = 1 << 20  # all values together once aliases are expanded
+
+NULL, BOOL, INT, FLOAT, STR = (f"tag:yaml.org,2002:{t}" for t in ("null", "bool", "int", "float", "str"))
+_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+_DECIMAL_INT = re.compile(r"^[-+]?[0-9]+$")
+_DECIMAL_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_SPECIAL_FLOAT = {".inf": float("inf"), ".nan": float("nan")}
+
+
+class Resolver12(BaseResolver):
+    """Implicit tags of YAML 1.2's core schema with decimal numbers only (no 0x, 0o, no
+    sexagesimal `1:30`, no `_` in numbers, no yes/no/on/off booleans, no timestamps)."""
+
+
+for _tag, _pattern, _first in (
+    (NULL, r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    (BOOL, r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    (INT, _DECIMAL_INT.pattern, list("-+0123456789")),
+    (
+        FLOAT,
+        rf"{_DECIMAL_FLOAT.pattern}|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$",
+        list("-+.0123456789"),
+    ),
+):
+    Resolver12.add_implicit_resolver(_tag, re.compile(_pattern), _first)
 
 
 class _TooLarge(Exception):
-    """The document expands to more than MAX_NODES nodes."""
+    """The document holds more than a reader limit allows; the message says which."""
+
+
+class _Loader(Reader, Scanner, Parser, Composer, Resolver12):
+    """PyYAML's reader, scanner, parser and composer with the YAML 1.2 resolver, counting nodes
+    as they are composed so that a huge document stops at MAX_NODES, not after it is built."""
+
+    def __init__(self, text: str):
+        Reader.__init__(self, text)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        Resolver12.__init__(self)
+        self.nodes = 0
+
+    def compose_node(self, parent, index):
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _TooLarge(f"more than {MAX_NODES:,} YAML nodes")
+        return super().compose_node(parent, index)
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    """The value of a scalar by its (YAML 1.2) tag; ValueError if it is not a value of that tag,
+    LookupError for a tag a config never holds."""
+    tag, text = node.tag, node.value
+    if tag == STR:
+        return text
+    if tag == NULL:
+        if text not in ("", "~", "null", "Null", "NULL"):
+            raise ValueError(text)
+        return None
+    if tag == BOOL:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(text)
+        return text.lower() == "true"
+    if tag == INT:
+        if not _DECIMAL_INT.match(text.strip()):
+            raise ValueError(text)
+        return int(text)
+    if tag == FLOAT:
+        special = _SPECIAL_FLOAT.get(text.lstrip("+-").lower())
+        if special is not None:
+            return -special if text.startswith("-") else special
+        if not _DECIMAL_FLOAT.match(text.strip()):
+            raise ValueError(text)
+        return float(text)
+    raise LookupError(tag)
 
 
 def _convert(
@@ -71,10 +159,10 @@ def _convert(
     count: list[int] | None = None,
 ) -> Any:
     active = set() if active is None else active
-    count = [0] if count is None else count
+    count = [0, 0] if count is None else count  # nodes, characters of values
     count[0] += 1
     if count[0] > MAX_NODES:
-        raise _TooLarge
+        raise _TooLarge(f"expands to more than {MAX_NODES:,} YAML nodes (nested too deeply or aliased too often)")
     line = node.start_mark.line + 1
     lines.setdefault(key, line)
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
@@ -91,11 +179,21 @@ def _convert(
             return [_convert(v, key + (i,), lines, problems, path, active, count) for i, v in enumerate(node.value)]
         finally:
             active.discard(id(node))
+    count[1] += len(node.value)
+    if count[1] > MAX_EXPANDED_CHARS:
+        raise _TooLarge(f"its values, aliases expanded, are longer than {MAX_EXPANDED_CHARS:,} characters")
+    if len(node.value) > MAX_SCALAR_CHARS:
+        problems.append(
+            Problem(
+                path, line, dotted(key), f"a value longer than {MAX_SCALAR_CHARS:,} characters is not a config value"
+            )
+        )
+        return None
     try:
-        return yaml.SafeLoader.construct_object(_SCALAR_LOADER, node, deep=True)
-    except yaml.YAMLError as exc:
-        problems.append(Problem(path, line, dotted(key), f"not valid YAML: {_what(exc)}"))
-    except (ValueError, TypeError, AttributeError, OverflowError):
+        return _scalar(node)
+    except LookupError:
+        problems.append(Problem(path, line, dotted(key), f"not valid YAML: unknown tag {node.tag!r}"))
+    except ValueError:
         problems.append(
             Problem(
                 path, line, dotted(key), f"cannot be read as {node.tag.rsplit(':', 1)[-1]} (got {node.value!r:.60})"
@@ -114,6 +212,11 @@ def _convert_mapping(
             problems.append(Problem(path, kline, dotted(key), "keys must be plain names"))
             continue
         name = knode.value
+        if len(name) > MAX_KEY_CHARS:
+            problems.append(
+                Problem(path, kline, dotted(key), f"a key longer than {MAX_KEY_CHARS} characters (got {name!r:.40})")
+            )
+            continue
         if name in out:
             first = lines.get(key + (name,))
             problems.append(Problem(path, kline, dotted(key + (name,)), f"duplicate key (first given on line {first})"))
@@ -121,10 +224,6 @@ def _convert_mapping(
         lines[key + (name,)] = kline
         out[name] = _convert(vnode, key + (name,), lines, problems, path, active, count)
     return out
-
-
-_SCALAR_LOADER = yaml.SafeLoader("")
-_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 
 def _what(exc: yaml.YAMLError) -> str:
@@ -168,7 +267,13 @@ def read_yaml(path: str | Path) -> YamlDoc:
             name, "", "is not a text file (contains NUL bytes)", line=_line_at(text, text.index("\x00"))
         )
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except _TooLarge as exc:
+        raise ConfigError.single(name, "", f"too large: {exc}", line=1) from None
     except yaml.reader.ReaderError as exc:
         code = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "\0")
         raise ConfigError.single(
@@ -189,15 +294,40 @@ def read_yaml(path: str | Path) -> YamlDoc:
     problems: list[Problem] = []
     try:
         data = _convert(node, (), lines, problems, name)
-    except (_TooLarge, RecursionError):
+    except _TooLarge as exc:
+        raise ConfigError.single(name, "", f"too large: {exc}", line=1) from None
+    except RecursionError:
+        raise ConfigError.single(name, "", "not valid YAML: nested too deeply", line=1) from None
+    if not isinstance(node, yaml.MappingNode):  # not a config file: say what it holds, never what it says
         raise ConfigError.single(
-            name,
-            "",
-            f"too large: expands to more than {MAX_NODES:,} YAML nodes (nested too deeply or aliased too often)",
-            line=1,
-        ) from None
+            name, "", f"must be a mapping of keys to values (`key: value` lines); {_holds(node)}", 1
+        )
     if problems:
         raise ConfigError(problems)
-    if not isinstance(data, dict):
-        raise ConfigError.single(name, "", f"must be a mapping of keys to values (got {quote(data)})", 1)
     return YamlDoc(name, data, lines)
+
+
+def read_value(text: str) -> Any:
+    """A value given on the command line, read as a YAML 1.2 file would hold it (`8` a number,
+    `8 Gbps` and `0x10` text, `[2, 4]` a list); the text itself if it is not YAML."""
+    if len(text) > MAX_SCALAR_CHARS:
+        return text
+    try:
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
+        if node is None:
+            return None
+        problems: list[Problem] = []
+        data = _convert(node, (), {}, problems, "<value>")
+    except (yaml.YAMLError, _TooLarge, RecursionError):
+        return text
+    return text if problems else data
+
+
+def _holds(node: yaml.Node) -> str:
+    if isinstance(node, yaml.SequenceNode):
+        return "this file holds a list"
+    return "this file holds a single value (text or a number), not keys"

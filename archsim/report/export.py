@@ -1,15 +1,24 @@
-"""Results as plain data (JSON-ready dicts) and files: JSON with the resolved config and its hash."""
+"""Results as plain data (JSON-ready dicts) and files: JSON with the resolved config and its hash.
+
+Every file archsim writes goes through `write_text`: a regular file only (a folder, FIFO, device
+or socket at the path is refused, never replaced), written to a temporary file beside it that
+is removed on every failure, created with the permissions the umask gives (0644 under the usual
+022), then renamed into place. `check_output` runs the same checks before a command starts its
+simulation, so a bad output path costs nothing; every error names the user's path.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 
 from archsim.config.resolved import ResolvedConfig
 from archsim.engine.timing import OpTiming
+from archsim.errors import OutputError
 from archsim.runner.generation import OpRecord, RunResult, StepResult
 
 
@@ -102,29 +111,85 @@ def _clean(x):
     return x
 
 
+MAX_NAME_BYTES = 255  # a file name's length on every common file system
+
+
+def _nearest_existing(p: Path) -> Path:
+    while not os.path.lexists(p) and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_output(path: str | Path, inputs: tuple[str, ...] = (), folder: bool = False) -> None:
+    """OutputError unless `path` can be written: a regular file (or, with `folder`, a folder)
+    or nothing yet, in a folder that exists or can be made, not one of the run's `inputs`."""
+    text = str(path)
+    if not text.strip():
+        raise OutputError("an output path must not be empty")
+    p = Path(os.path.realpath(text))
+    if len(p.name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise OutputError(f"{text}: the file name is longer than {MAX_NAME_BYTES} bytes")
+    if os.path.exists(p):
+        mode = os.stat(p).st_mode
+        if folder and not stat.S_ISDIR(mode):
+            raise OutputError(f"{text}: is a file, not a folder")
+        if not folder and stat.S_ISDIR(mode):
+            raise OutputError(f"{text}: is a folder, not a file")
+        if not folder and not stat.S_ISREG(mode):
+            raise OutputError(f"{text}: is not a regular file (a device, FIFO or socket): archsim writes files only")
+        for given in inputs:
+            if given and os.path.exists(given) and os.path.samefile(given, p):
+                raise OutputError(f"{text}: is an input of this run; write the output elsewhere")
+    base = _nearest_existing(p.parent)
+    if not base.is_dir():
+        raise OutputError(f"{text}: {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise OutputError(f"{text}: the folder {base} is not writable")
+
+
+def check_outputs(
+    named: list[tuple[str, str | None]], inputs: tuple[str, ...] = (), folders: tuple[str, ...] = ()
+) -> None:
+    """`check_output` for every (flag, path) given, and no two outputs at the same path."""
+    seen: dict[str, str] = {}
+    for flag, path in named:
+        if path is None:
+            continue
+        check_output(path, inputs, folder=flag in folders)
+        key = os.path.realpath(path)
+        if key in seen:
+            raise OutputError(f"{path}: given to both {seen[key]} and {flag}; one file cannot hold both")
+        seen[key] = flag
+
+
 def write_json(path: str | Path, data: dict) -> None:
     """Write `data` as sorted, indented JSON atomically (temp file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_clean(data), indent=1, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(_clean(data), indent=1, sort_keys=True) + "\n")
 
 
 def write_text(path: str | Path, text: str) -> None:
-    """Write a text file atomically (temp file, then rename), readable as the umask allows."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    """Write a text file atomically: a temp file beside it (removed on any failure), created as
+    the umask allows, then renamed over the path. OutputError names `path` if it cannot be."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    given = str(path)
+    check_output(given)
+    final = Path(os.path.realpath(given))
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"{given}: cannot make its folder ({err.strerror or err})") from None
+    tmp = final.parent / f".{final.name[:200]}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the kernel applies the umask
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, final)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{given}: cannot write ({err.strerror or err})") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise

@@ -9,12 +9,16 @@ arrivals (common random numbers: a capacity search compares like with like).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 
+from archsim.limits import MAX_TOKENS
 from archsim.serving.requests import RequestSet
+
+MAX_LENGTH_CV = 100.0  # a lognormal length's coefficient of variation
 
 
 class ArrivalProcess(str, Enum):
@@ -30,6 +34,8 @@ class LengthKind(str, Enum):
 
 
 LENGTH_SPECS = "N, uniform:LO:HI, exponential:MEAN or lognormal:MEAN:CV"
+# Lengths are at most MAX_TOKENS: a drawn length above it (the tail of a wide distribution) is
+# clipped to it, as a serving engine caps its context.
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ class LengthDist:
         return (self.a + self.b) / 2.0 if self.kind is LengthKind.UNIFORM else self.a
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """`n` lengths, each at least 1 token."""
+        """`n` lengths, each from 1 to MAX_TOKENS tokens."""
         if self.kind is LengthKind.FIXED:
             x = np.full(n, self.a)
         elif self.kind is LengthKind.UNIFORM:
@@ -62,7 +68,7 @@ class LengthDist:
         else:
             sigma2 = np.log1p(self.b**2)
             x = np.rint(rng.lognormal(np.log(self.a) - sigma2 / 2.0, np.sqrt(sigma2), size=n))
-        return np.maximum(x, 1).astype(np.int64)
+        return np.clip(x, 1, MAX_TOKENS).astype(np.int64)
 
 
 def parse_length(text: str) -> LengthDist:
@@ -71,10 +77,12 @@ def parse_length(text: str) -> LengthDist:
     try:
         numbers = [float(p) for p in parts[1:]] if len(parts) > 1 else [float(parts[0])]
     except ValueError:
-        raise ValueError(f"expected {LENGTH_SPECS} (got {text!r})") from None
+        raise ValueError(f"expected {LENGTH_SPECS} (got {text!r:.60})") from None
+    if not all(math.isfinite(v) for v in numbers):
+        raise ValueError(f"every number must be finite (got {text!r:.60})")
     if len(parts) == 1:
-        if not numbers[0].is_integer() or numbers[0] < 1:
-            raise ValueError(f"a fixed length must be a whole number >= 1 (got {text!r})")
+        if not numbers[0].is_integer() or not 1 <= numbers[0] <= MAX_TOKENS:
+            raise ValueError(f"a fixed length must be a whole number from 1 to {MAX_TOKENS:,} (got {text!r:.60})")
         return LengthDist(LengthKind.FIXED, numbers[0])
     try:
         kind = LengthKind(parts[0])
@@ -84,9 +92,13 @@ def parse_length(text: str) -> LengthDist:
     if len(numbers) != want:
         raise ValueError(f"{kind.value} takes {want} number(s) (got {text!r})")
     if kind is LengthKind.UNIFORM and not (1 <= numbers[0] <= numbers[1] and all(v.is_integer() for v in numbers)):
-        raise ValueError(f"uniform:LO:HI needs whole numbers 1 <= LO <= HI (got {text!r})")
+        raise ValueError(f"uniform:LO:HI needs whole numbers 1 <= LO <= HI (got {text!r:.60})")
     if numbers[0] <= 0 or (kind is LengthKind.LOGNORMAL and numbers[1] <= 0):
-        raise ValueError(f"the mean and cv must be greater than zero (got {text!r})")
+        raise ValueError(f"the mean and cv must be greater than zero (got {text!r:.60})")
+    if max(numbers[:2] if kind is LengthKind.UNIFORM else numbers[:1]) > MAX_TOKENS:
+        raise ValueError(f"lengths are at most {MAX_TOKENS:,} tokens (got {text!r:.60})")
+    if kind is LengthKind.LOGNORMAL and numbers[1] > MAX_LENGTH_CV:
+        raise ValueError(f"the cv must be at most {MAX_LENGTH_CV:g} (got {text!r:.60})")
     return LengthDist(kind, *numbers)
 
 

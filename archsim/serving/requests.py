@@ -7,25 +7,25 @@ Traces come in three formats, told apart by their first line:
 * a plain CSV with the header `arrival_s,prompt_tokens,output_tokens` (any column order),
 * JSON lines, one `{"arrival_s": ..., "prompt_tokens": ..., "output_tokens": ...}` a line.
 
-Every problem of a file is reported at once, as `file:line: column: why`.
+Every problem of a file is reported at once, as `file:line: column: why` (the first
+MAX_PROBLEMS of them). A trace is read line by line into typed arrays, never whole: it may be
+at most MAX_TRACE_BYTES and MAX_REQUESTS requests, and with `limit` only its first lines are
+read (`archsim.serving.tracefile` parses the lines). A file that is not a trace is never quoted.
 """
 
 from __future__ import annotations
 
-import csv
 import difflib
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from archsim.errors import ConfigError, Problem, quote
+from archsim.errors import ConfigError, Problem
+from archsim.limits import MAX_ARRIVAL_S, MAX_TRACE_BYTES
+from archsim.serving.tracefile import AZURE_COLUMNS, MAX_PROBLEMS, PLAIN_COLUMNS, TraceReader
 
-AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-PLAIN_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
-MAX_PROBLEMS = 20  # problems listed before the rest are summarised
 TRACES_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
 
 
@@ -99,7 +99,15 @@ def resolve_trace(name_or_path: str) -> Path:
     """A path as given if it exists, else a shipped trace of that name (`azure_llm_2023_conv`)."""
     p = Path(name_or_path)
     if p.is_file():
+        size = p.stat().st_size
+        if size > MAX_TRACE_BYTES:
+            raise ConfigError.single(
+                name_or_path, "", f"is {size:,} bytes, larger than {MAX_TRACE_BYTES >> 30} GiB: not a request trace"
+            )
         return p
+    if p.exists():
+        what = "a directory" if p.is_dir() else "not a regular file (a device, pipe or socket)"
+        raise ConfigError.single(name_or_path, "", f"is {what}, not a trace file")
     shipped = TRACES_DIR / f"{name_or_path}.csv"
     if "/" not in name_or_path and shipped.is_file():
         return shipped
@@ -109,121 +117,44 @@ def resolve_trace(name_or_path: str) -> Path:
     raise ConfigError.single(name_or_path, "", f"no such trace file or shipped trace{extra}")
 
 
-def load_trace(name_or_path: str) -> RequestSet:
-    """Read a trace in any of the three formats; raises ConfigError listing every bad line."""
+def load_trace(name_or_path: str, limit: int | None = None) -> RequestSet:
+    """Read a trace in any of the three formats (its first `limit` requests, if given); raises
+    ConfigError listing every bad line."""
     path = resolve_trace(name_or_path)
+    reader = TraceReader(str(path), limit)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError.single(str(path), "", f"cannot read the trace ({err})") from None
-    first = text.lstrip()[:1]
-    rows, problems = _read_jsonl(text, str(path)) if first == "{" else _read_csv(text, str(path))
+        with path.open("r", encoding="utf-8", newline="") as f:
+            reader.read(f)
+    except OSError as err:
+        raise ConfigError.single(str(path), "", f"cannot read the trace ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError.single(
+            str(path), "", f"is not UTF-8 text (binary data at byte {err.start} of line {reader.line})"
+        ) from None
+    problems = reader.problems
     if problems:
         if len(problems) > MAX_PROBLEMS:
             more = len(problems) - MAX_PROBLEMS
-            problems = problems[:MAX_PROBLEMS] + [Problem(str(path), None, "", f"... and {more} more")]
+            stopped = " (reading stopped there)" if reader.stopped else ""
+            problems = problems[:MAX_PROBLEMS] + [Problem(str(path), None, "", f"... and {more} more{stopped}")]
         raise ConfigError(problems)
-    if not rows[0]:
+    if not reader.arrival:
         raise ConfigError.single(str(path), "", "the trace has no requests")
-    return make_requests(*rows, source=path.stem)
+    arrival = np.frombuffer(reader.arrival, dtype=np.float64)
+    if reader.azure:  # whole nanoseconds since the epoch, taken relative to the first request
+        stamps = reader.stamps
+        first = min(stamps)
+        if (max(stamps) - first) / 1e9 > MAX_ARRIVAL_S:
+            raise ConfigError.single(
+                str(path), "", f"arrivals span more than {MAX_ARRIVAL_S:,.0f} s (31 years): check the timestamps"
+            )
+        arrival = np.array([(t - first) / 1e9 for t in stamps], dtype=np.float64)
+    return make_requests(
+        arrival,
+        np.frombuffer(reader.prompt, dtype=np.int64),
+        np.frombuffer(reader.output, dtype=np.int64),
+        source=path.stem,
+    )
 
 
-def _read_csv(text: str, file: str):
-    reader = csv.reader(text.splitlines())
-    header = [h.strip() for h in next(reader, [])]
-    if set(AZURE_COLUMNS) <= set(header):
-        columns, azure = AZURE_COLUMNS, True
-    elif set(PLAIN_COLUMNS) <= set(header):
-        columns, azure = PLAIN_COLUMNS, False
-    else:
-        raise ConfigError.single(
-            file,
-            "",
-            f"unknown trace header {quote(','.join(header))}; expected "
-            f"{','.join(PLAIN_COLUMNS)} or the Azure {','.join(AZURE_COLUMNS)}",
-            line=1,
-        )
-    idx = [header.index(c) for c in columns]
-    records = [
-        (line, [row[i].strip() if i < len(row) else "" for i in idx])
-        for line, row in enumerate(reader, start=2)
-        if row and any(c.strip() for c in row)
-    ]
-    return _columns(records, columns, file, azure)
-
-
-def _read_jsonl(text: str, file: str):
-    records, problems = [], []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as err:
-            problems.append(Problem(file, line, "", f"not JSON ({err.msg})"))
-            continue
-        if not isinstance(obj, dict):
-            problems.append(Problem(file, line, "", f"expected an object with {', '.join(PLAIN_COLUMNS)}"))
-            continue
-        missing = [c for c in PLAIN_COLUMNS if c not in obj]
-        if missing:
-            problems.append(Problem(file, line, missing[0], "missing"))
-            continue
-        records.append((line, [obj[c] for c in PLAIN_COLUMNS]))
-    rows, more = _columns(records, PLAIN_COLUMNS, file, azure=False)
-    return rows, problems + more
-
-
-def _columns(records, columns, file: str, azure: bool):
-    """Parse (line, [arrival, prompt, output]) records; every bad value becomes a Problem."""
-    arrival, prompt, output, problems = [], [], [], []
-    times = _azure_times([r[0] for _, r in records]) if azure else None
-    for i, (line, (a, p, o)) in enumerate(records):
-        bad = False
-        if azure:
-            if times[i] is None:
-                problems.append(Problem(file, line, columns[0], f"not a timestamp (got {quote(a)})"))
-                bad = True
-        else:
-            try:
-                seconds = float(a)
-                if isinstance(a, bool) or not np.isfinite(seconds) or seconds < 0:
-                    raise ValueError
-            except (TypeError, ValueError):
-                problems.append(Problem(file, line, columns[0], f"expected seconds >= 0 (got {quote(a)})"))
-                bad = True
-        counts = []
-        for col, v, least in ((columns[1], p, 1), (columns[2], o, 1)):
-            try:
-                n = int(v) if not isinstance(v, float) or v.is_integer() else None
-                if n is None or isinstance(v, bool) or n < least:
-                    raise ValueError
-                counts.append(n)
-            except (TypeError, ValueError):
-                problems.append(Problem(file, line, col, f"expected a whole number >= {least} (got {quote(v)})"))
-                bad = True
-        if not bad:
-            arrival.append(times[i] if azure else seconds)
-            prompt.append(counts[0])
-            output.append(counts[1])
-    if azure and arrival:
-        first = min(arrival)
-        arrival = [(t - first) / 1e9 for t in arrival]
-    return (arrival, prompt, output), problems
-
-
-def _azure_times(stamps: list[str]) -> list[int | None]:
-    """Wall-clock stamps ('2023-11-16 18:15:46.6805900') as whole nanoseconds; None if bad."""
-    nat = int(np.iinfo(np.int64).min)  # what numpy reads an empty stamp or 'NaT' as
-    try:
-        ns = np.array(stamps, dtype="datetime64[ns]").astype(np.int64).tolist()
-        return [None if v == nat else v for v in ns]
-    except ValueError:
-        out = []
-        for s in stamps:
-            try:
-                v = int(np.datetime64(s, "ns").astype(np.int64))
-                out.append(None if v == nat else v)
-            except ValueError:
-                out.append(None)
-        return out
+__all__ = ["AZURE_COLUMNS", "PLAIN_COLUMNS", "RequestSet", "load_trace", "make_requests"]

@@ -4,12 +4,17 @@ Workload, and keyed by the hash of the resolved configuration (as `archsim run -
 
 Overrides go into the YAML data before validation, so a swept value is checked exactly as it
 would be in a file: `'456 KiB'` parsed, `0` refused, an SRAM too small for a tile reported.
+
+A spec may name shipped chips and workloads, files under its own folder, and files under the
+folders given to `archsim sweep --allow-path`; never any other file (a spec is often someone
+else's, and its error column would carry what the file says).
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -79,11 +84,14 @@ def build_workload(path: str, overrides: tuple[Override, ...]) -> tuple[Workload
 
 
 class DesignCache:
-    """Builds designs, reusing the hardware and the workload when only the other one changed."""
+    """Builds designs, reusing the hardware and the workload when only the other one changed;
+    the most recent MAX_ENTRIES of each are kept (a million-point sweep holds a few MB)."""
+
+    MAX_ENTRIES = 1024
 
     def __init__(self) -> None:
-        self._hardware: dict[tuple, tuple[System, dict] | ConfigError] = {}
-        self._workload: dict[tuple, tuple[Workload, dict] | ConfigError] = {}
+        self._hardware: OrderedDict[tuple, tuple[System, dict] | ConfigError] = OrderedDict()
+        self._workload: OrderedDict[tuple, tuple[Workload, dict] | ConfigError] = OrderedDict()
 
     def design(
         self,
@@ -100,9 +108,10 @@ class DesignCache:
         return Design(system, workload, ResolvedConfig(hw_cfg, wl_cfg, options or {}).hash)
 
 
-def _cached(cache: dict, key: tuple, build, root: str):
+def _cached(cache: OrderedDict, key: tuple, build, root: str):
     try:
         hit = cache[key]
+        cache.move_to_end(key)
     except KeyError:
         try:
             hit = build(*key)
@@ -111,6 +120,8 @@ def _cached(cache: dict, key: tuple, build, root: str):
                 [type(p)(p.file, p.line, f"{root}.{p.key}" if p.key else root, p.message) for p in err.problems]
             )
         cache[key] = hit
+        if len(cache) > DesignCache.MAX_ENTRIES:
+            cache.popitem(last=False)
     if isinstance(hit, ConfigError):
         raise hit
     return hit
@@ -146,11 +157,23 @@ def path_problem(path: KeyPath) -> str | None:
     return None
 
 
-def resolve_file(value: str, kind: str, spec_dir: Path) -> str:
-    """A file named in a spec: a path relative to the spec, else as `archsim run` finds it."""
-    from archsim.config.loader import resolve_path
+def resolve_file(value: str, kind: str, spec_dir: Path, allowed: tuple[str, ...] = ()) -> str:
+    """A file named in a spec: a shipped name (`h200`), or a path relative to the spec's folder
+    that lies under it, under the shipped folder of `kind`, or under one of the `allowed`
+    folders; ConfigError for anything else."""
+    from archsim.config.loader import resolve_path, shipped_dir
 
-    local = spec_dir / value
-    if ("/" in value or value.endswith((".yaml", ".yml"))) and local.is_file():
-        return str(local)
-    return resolve_path(value, kind)
+    if "/" not in value and not value.endswith((".yaml", ".yml")):
+        return resolve_path(value, kind)
+    target = (spec_dir / value).resolve()
+    roots = [spec_dir.resolve(), shipped_dir(kind).resolve(), *(Path(a).resolve() for a in allowed)]
+    if not any(target == root or root in target.parents for root in roots):
+        raise ConfigError.single(
+            value,
+            "",
+            f"is outside the spec's folder ({spec_dir}): a spec names shipped {kind} files, files under its "
+            "own folder, or files under a folder given with --allow-path",
+        )
+    if not target.is_file():
+        raise ConfigError.single(value, "", "no such file" if not target.exists() else "is not a regular file")
+    return str(target)

@@ -1,11 +1,14 @@
-"""Run a sweep into a results folder: resolve every point, skip the ones already recorded, send
-the rest out in chunks, write each finished chunk as a Parquet part, keep `summary.json` current.
+"""Run a sweep into a results folder: resolve the points one at a time as they run, skip the ones
+already recorded, send the rest out in chunks, write each finished chunk as a Parquet part, keep
+`summary.json` current.
 
 Killed at any moment, a sweep loses at most the chunks in flight; the same command resumes it.
+Samples that resolve to a point already seen are counted (`duplicates`), never dropped silently.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archsim.sweep.evaluate import FAILED, INFEASIBLE, OK, Evaluation
-from archsim.sweep.points import PointTask, resolve_points
+from archsim.sweep.points import PointTask, Resolution, iter_points
 from archsim.sweep.spec import SweepSpec
 from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses
 
@@ -34,6 +37,8 @@ class SweepReport:
     lost: tuple[str, ...] = field(default=())  # why chunks came back without rows
     stale_rows: int = 0  # rows in the folder for points that are not in this spec
     cpu_s: float = 0.0  # CPU time the workers spent on the points run
+    samples: int = 0  # samples the strategy draws
+    duplicates: int = 0  # samples that resolved to a point already counted
 
     @property
     def points_done(self) -> int:
@@ -51,6 +56,8 @@ class SweepReport:
         return {
             "name": spec.name,
             "spec": spec.source,
+            "samples": self.samples,
+            "duplicates": self.duplicates,
             "points_total": self.points_total,
             "points_done": self.points_done,
             "points_ok": self.points_ok,
@@ -76,9 +83,16 @@ def auto_chunk_size(points: int, workers: int) -> int:
     return max(1, min(MAX_AUTO_CHUNK, math.ceil(points / (max(1, workers) * CHUNKS_PER_WORKER))))
 
 
-def chunked(tasks: list[PointTask], size: int) -> Iterator[list[PointTask]]:
-    for i in range(0, len(tasks), size):
-        yield tasks[i : i + size]
+def chunked(tasks, size: int) -> Iterator[list[PointTask]]:
+    """Lists of up to `size` tasks, taken from any iterable as they come."""
+    chunk: list[PointTask] = []
+    for task in tasks:
+        chunk.append(task)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 ProgressFn = Callable[[int, int, int], None]  # (points done by this run, points to run, failed so far)
@@ -95,21 +109,29 @@ def run_sweep(
     """Evaluate every point of `spec` not yet recorded in `out_dir`; the state afterwards."""
     start = time.perf_counter()
     with ResultStore(out_dir, spec.settings(), spec.columns()) as store:
-        tasks = resolve_points(spec)
         done = store.done()
-        hashes = [t.config_hash for t in tasks]
-        counts = count_statuses(done, hashes)
-        todo = [t for t in tasks if t.config_hash not in done]
-        stale = len(set(done) - set(hashes))
+        samples = spec.sample_count()
+        state = Resolution()
+        counts = count_statuses(done, [])
+        todo_estimate = max(0, samples - len(done))
         if on_resolved:
-            on_resolved(len(tasks), len(todo))
-        size = chunk_size or spec.chunk_size or auto_chunk_size(len(todo), executor.workers)
+            on_resolved(samples, todo_estimate)
+        size = chunk_size or spec.chunk_size or auto_chunk_size(todo_estimate, executor.workers)
         lost: list[str] = []
         ran, cpu_s = 0, 0.0
 
+        def pending() -> Iterator[PointTask]:
+            for task in iter_points(spec, state):
+                if task.config_hash in done:
+                    counts[done[task.config_hash]] += 1
+                    continue
+                yield task
+
         def report() -> SweepReport:
+            unresolved = samples - state.samples  # an interrupted sweep: points not yet reached
+            stale = len(set(done) - state.hashes) if unresolved == 0 else 0
             return SweepReport(
-                len(tasks),
+                state.points + unresolved,
                 counts[OK],
                 counts[INFEASIBLE],
                 counts[FAILED],
@@ -118,6 +140,8 @@ def run_sweep(
                 tuple(lost),
                 stale,
                 cpu_s,
+                samples,
+                state.duplicates,
             )
 
         def write_summary() -> None:
@@ -127,7 +151,10 @@ def run_sweep(
 
         write_summary()
         try:
-            for outcome in executor.run(chunked(todo, size), Evaluation.of(spec)) if todo else ():
+            chunks = chunked(pending(), size)
+            first = next(chunks, None)  # nothing left to run: no workers started
+            outcomes = executor.run(itertools.chain([first], chunks), Evaluation.of(spec)) if first else ()
+            for outcome in outcomes:
                 if outcome.rows is None:
                     lost.append(outcome.error or "lost")
                     continue
@@ -137,7 +164,7 @@ def run_sweep(
                 cpu_s += outcome.cpu_s
                 write_summary()
                 if on_progress:
-                    on_progress(ran, len(todo), counts[FAILED])
+                    on_progress(ran, todo_estimate, counts[FAILED])
         finally:
             write_summary()
         return report()

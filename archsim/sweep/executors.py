@@ -20,6 +20,41 @@ from archsim.sweep.points import PointTask
 IN_FLIGHT_PER_WORKER = 2
 ORPHAN_POLL_S = 1.0  # how often a pool worker checks that the sweep that started it is alive
 CONNECT_TIMEOUT_S = 20  # waiting for a Dask scheduler before giving up
+PROBE_TIMEOUT_S = 5.0  # a first TCP connection to the scheduler's port, before Dask's own retries
+DASK_SCHEMES = ("tcp", "tls", "ws", "wss")
+
+
+def check_dask_address(address: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of a scheduler address `scheme://host:port`; ExecutorUnavailable
+    with what is wrong if it is not one, if the host has no address, or if nothing listens on
+    the port (found in seconds, not after Dask's connection retries)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(address if "://" in address else "")
+        scheme, host, port = parts.scheme, parts.hostname, parts.port
+    except ValueError as err:
+        raise ExecutorUnavailable(f"--dask: {address!r:.80} is not scheme://host:port ({err})") from None
+    if scheme not in DASK_SCHEMES or not host or port is None:
+        raise ExecutorUnavailable(
+            f"--dask: {address!r:.80} is not scheme://host:port with a scheme of {', '.join(DASK_SCHEMES)} "
+            "(e.g. tcp://scheduler:8786)"
+        )
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as err:
+        raise ExecutorUnavailable(f"--dask: cannot resolve the host {host!r:.80} ({err})") from None
+    last: OSError | None = None
+    for family, kind, proto, _name, where in infos:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.settimeout(PROBE_TIMEOUT_S)
+                s.connect(where)
+            return scheme, host, port
+        except OSError as err:
+            last = err
+    raise ExecutorUnavailable(f"--dask: nothing answers at {host}:{port} ({last})")
 
 
 @dataclass(frozen=True)
@@ -167,6 +202,7 @@ class DaskExecutor:
         cluster = None
         try:
             if self.address:
+                check_dask_address(self.address)
                 client = Client(self.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
             else:
                 cluster = LocalCluster(
@@ -177,8 +213,12 @@ class DaskExecutor:
                     silence_logs=logging.ERROR,
                 )
                 client = Client(cluster, set_as_default=False)
-        except (OSError, TimeoutError) as err:
-            raise ExecutorUnavailable(f"cannot reach the Dask scheduler at {self.address}: {err}") from None
+        except ExecutorUnavailable:
+            raise
+        except Exception as err:  # dask reports a bad address or a refused handshake in many types
+            raise ExecutorUnavailable(
+                f"cannot reach the Dask scheduler at {self.address}: {type(err).__name__}: {str(err)[:120]}"
+            ) from None
         try:
             self.workers = max(1, sum(client.nthreads().values()))
             finished = as_completed(loop=client.loop, raise_errors=False)

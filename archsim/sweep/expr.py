@@ -6,6 +6,11 @@ log10 exp`. Anything else (attributes, subscripts, lambdas, comprehensions, keyw
 refused when the spec is read, and every name must be one the spec defines at that point, so a
 typo is a located error before a single point runs. Unit constants (`KiB`, `GB`, `GHz`, `ns`,
 ...) stand for their value in canonical units: `48 * MiB`, `1.2 * GHz`.
+
+Evaluation is bounded in time and size: an expression is at most MAX_EXPR_CHARS long and
+MAX_EXPR_DEPTH deep, no whole number inside it may grow past MAX_EXPR_INT_BITS bits (a power is
+checked before it is computed, so `9**9**9` or `(10**1000)**1000` is refused at once), and
+`round` takes at most MAX_ROUND_DIGITS digits.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from archsim.limits import MAX_EXPR_CHARS, MAX_EXPR_DEPTH, MAX_EXPR_INT_BITS
+
 MAX_EXPONENT = 1024  # `2 ** 10 ** 10` would hang the worker; no design quantity needs more
+MAX_ROUND_DIGITS = 400  # beyond a float's range either way
 
 UNIT_CONSTANTS: dict[str, float] = {
     "KiB": 2.0**10,
@@ -98,10 +106,16 @@ def parse_expr(text: object, known: set[str] | frozenset[str]) -> Expr:
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         raise ExprError(f"expected an expression (got {text!r:.60})")
     source = str(text).strip()
+    if len(source) > MAX_EXPR_CHARS:
+        raise ExprError(f"an expression may be at most {MAX_EXPR_CHARS:,} characters (got {len(source):,})")
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as err:
         raise ExprError(f"not a valid expression: {err.msg} (got {source!r:.60})") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"nested more than {MAX_EXPR_DEPTH} deep") from None
+    if _depth(tree) > MAX_EXPR_DEPTH:
+        raise ExprError(f"nested more than {MAX_EXPR_DEPTH} deep (write it in steps with derived values)")
     names: set[str] = set()
     _check(tree, names)
     unknown = sorted(n for n in names if n not in known and n not in UNIT_CONSTANTS)
@@ -170,6 +184,42 @@ def _check(node: ast.AST, names: set[str]) -> None:
         _check(child, names)
 
 
+def _depth(tree: ast.AST) -> int:
+    """Depth of the syntax tree, without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _sized(value: object) -> object:
+    """`value`, or ValueError if it is a whole number of more than MAX_EXPR_INT_BITS bits."""
+    if isinstance(value, int) and value.bit_length() > MAX_EXPR_INT_BITS:
+        raise ValueError(f"a whole number of {value.bit_length():,} bits (more than {MAX_EXPR_INT_BITS:,})")
+    return value
+
+
+def _power(left, right):
+    if abs(right) > MAX_EXPONENT:
+        raise ValueError(f"exponent {right} is larger than {MAX_EXPONENT}")
+    if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
+        bits = (abs(left).bit_length() - 1) * right
+        if bits > MAX_EXPR_INT_BITS:
+            raise ValueError(f"the power would have about {bits:,} bits (more than {MAX_EXPR_INT_BITS:,})")
+    out = left**right
+    if isinstance(out, complex):
+        raise ValueError(f"{left!r} ** {right!r} is not a real number")
+    return out
+
+
+def _call(name: str, args: list) -> object:
+    if name == "round" and len(args) > 1 and isinstance(args[1], int) and abs(args[1]) > MAX_ROUND_DIGITS:
+        raise ValueError(f"round takes at most {MAX_ROUND_DIGITS} digits (got {args[1]})")
+    return FUNCTIONS[name](*args)
+
+
 def _eval(node: ast.AST, env: dict[str, object]) -> object:
     if isinstance(node, ast.Constant):
         return node.value
@@ -183,10 +233,8 @@ def _eval(node: ast.AST, env: dict[str, object]) -> object:
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env), _eval(node.right, env)
         if isinstance(node.op, ast.Pow):
-            if abs(right) > MAX_EXPONENT:
-                raise ValueError(f"exponent {right} is larger than {MAX_EXPONENT}")
-            return left**right
-        return _BINARY[type(node.op)](left, right)
+            return _sized(_power(left, right))
+        return _sized(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, env))
     if isinstance(node, ast.BoolOp):
@@ -203,5 +251,5 @@ def _eval(node: ast.AST, env: dict[str, object]) -> object:
     if isinstance(node, ast.IfExp):
         return _eval(node.body, env) if _eval(node.test, env) else _eval(node.orelse, env)
     if isinstance(node, ast.Call):
-        return FUNCTIONS[node.func.id](*(_eval(a, env) for a in node.args))
+        return _sized(_call(node.func.id, [_eval(a, env) for a in node.args]))
     raise ExprError(f"{type(node).__name__} is not allowed")  # unreachable: checked at parse time

@@ -2,14 +2,17 @@
 files -> a validated design keyed by the hash of its resolved configuration.
 
 A point whose values make an invalid design (an SRAM too small for any tile, a derived value
-that divides by zero) is kept, with its error, so that it is recorded as failed; it is keyed by
-the hash of what it asked for. Points that resolve to the same configuration are one point.
+that divides by zero, a whole number that does not fit a 64-bit column) is kept, with its error,
+so that it is recorded as failed; it is keyed by the hash of what it asked for. Points that
+resolve to the same configuration are one point; parameters without a path (inputs of derived
+values and objectives only) enter the key besides the configuration, so their values stay apart.
+Points are resolved one at a time, as the sweep runs (`iter_points`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -44,9 +47,36 @@ def derived_values(spec: SweepSpec, values: dict[str, Value]) -> dict[str, Value
     return out
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+@dataclass
+class Resolution:
+    """How far resolving a sweep's samples has gone: samples seen, distinct points, repeats."""
+
+    samples: int = 0
+    points: int = 0
+    duplicates: int = 0
+    hashes: set[str] = field(default_factory=set)
+
+
 @lru_cache(maxsize=256)
-def _file(value: str, root: str, spec_dir: str) -> str:
-    return resolve_file(value, "hw_configs" if root == "hardware" else "workloads", Path(spec_dir))
+def _file(value: str, root: str, spec_dir: str, allowed: tuple[str, ...] = ()) -> str:
+    return resolve_file(value, "hw_configs" if root == "hardware" else "workloads", Path(spec_dir), allowed)
+
+
+def _too_wide(spec: SweepSpec, row: tuple[tuple[str, Value], ...]) -> str | None:
+    """Why a column value cannot be stored (a whole number beyond 64 bits), or None."""
+    types = {name: kind for name, kind, _ in spec.columns()}
+    for name, value in row:
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if whole and not INT64[0] <= value <= INT64[1] and types.get(name) in ("int", "float"):
+            return f"{name}: a {value.bit_length()}-bit whole number does not fit a 64-bit column"
+    return None
+
+
+def _reason(err: ConfigError) -> str:
+    return "; ".join(f"{p.key}: {p.message}" if p.key else p.message for p in err.problems)
 
 
 def overrides(spec: SweepSpec, values: dict[str, Value]) -> tuple[dict[str, str], dict[str, list]]:
@@ -61,7 +91,7 @@ def overrides(spec: SweepSpec, values: dict[str, Value]) -> tuple[dict[str, str]
         if path is None:
             continue
         if len(path) == 1:
-            files[path[0]] = _file(str(values[name]), path[0], spec_dir)
+            files[path[0]] = _file(str(values[name]), path[0], spec_dir, spec.allowed)
         else:
             over[path[0]].append((path[1:], config_value(values[name], unit)))
     return files, over
@@ -80,7 +110,16 @@ def resolve_point(spec: SweepSpec, values: dict[str, Value], cache: DesignCache)
             f"derived values: {type(err).__name__}: {err}",
         )
     row = tuple((n, full[n]) for n, _, role in spec.columns() if role != "objective")
-    files, over = overrides(spec, full)
+    inputs = {n: repr(values[n]) for n in spec.keyed_inputs}
+    wide = _too_wide(spec, row)
+    if wide:
+        stored = tuple((n, None if _too_wide(spec, ((n, v),)) else v) for n, v in row)
+        return PointTask(config_hash({"invalid": {k: repr(v) for k, v in full.items()}}), stored, None, wide)
+    try:
+        files, over = overrides(spec, full)
+    except ConfigError as err:  # a file the point names cannot be used
+        asked = {k: repr(v) for k, v in full.items()}
+        return PointTask(config_hash({"invalid": asked}), row, None, f"invalid design: {_reason(err)}")
     try:
         design = cache.design(
             files["hardware"],
@@ -91,22 +130,37 @@ def resolve_point(spec: SweepSpec, values: dict[str, Value], cache: DesignCache)
         )
     except ConfigError as err:
         asked = {"files": files, **{k: [[".".join(p), repr(v)] for p, v in o] for k, o in over.items()}}
-        reason = "; ".join(f"{p.key}: {p.message}" if p.key else p.message for p in err.problems)
-        return PointTask(config_hash({"invalid": asked}), row, None, f"invalid design: {reason}")
-    return PointTask(design.config_hash, row, design)
+        key = {"invalid": asked, "inputs": inputs} if inputs else {"invalid": asked}
+        return PointTask(config_hash(key), row, None, f"invalid design: {_reason(err)}")
+    key = config_hash({"config_hash": design.config_hash, "inputs": inputs}) if inputs else design.config_hash
+    return PointTask(key, row, design)
+
+
+def iter_points(spec: SweepSpec, state: Resolution | None = None) -> Iterator[PointTask]:
+    """Every point of the sweep, once per distinct key, in sweep order, resolved one at a time;
+    `state` counts the samples seen and the repeats."""
+    cache = DesignCache()
+    state = state if state is not None else Resolution()
+    for values in spec.iter_samples():
+        state.samples += 1
+        task = resolve_point(spec, values, cache)
+        if task.config_hash in state.hashes:
+            state.duplicates += 1
+            continue
+        state.hashes.add(task.config_hash)
+        state.points += 1
+        yield task
 
 
 def resolve_points(spec: SweepSpec, progress: Callable[[int, int], None] | None = None) -> list[PointTask]:
     """Every point of the sweep, once per distinct configuration, in sweep order."""
-    cache = DesignCache()
-    samples = spec.sample()
-    seen: set[str] = set()
+    total = spec.sample_count()
+    state = Resolution()
     tasks = []
-    for i, values in enumerate(samples):
-        task = resolve_point(spec, values, cache)
-        if task.config_hash not in seen:
-            seen.add(task.config_hash)
-            tasks.append(task)
-        if progress and (i % 256 == 0 or i == len(samples) - 1):
-            progress(i + 1, len(samples))
+    for task in iter_points(spec, state):
+        tasks.append(task)
+        if progress and state.samples % 256 == 1:
+            progress(state.samples, total)
+    if progress:
+        progress(state.samples, total)
     return tasks

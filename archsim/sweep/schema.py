@@ -8,16 +8,19 @@ A spec names a base chip and workload, fixes some of their values (`set`), sweep
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator, model_validator
 
+from archsim import limits
 from archsim.config.fields import Flag, Name, PositiveInt, Strict
 from archsim.errors import quote
 
 Scalar = StrictBool | StrictInt | StrictFloat | StrictStr
 Number = StrictInt | StrictFloat
-MAX_POINTS = 10_000_000  # a sweep this large is a typo for a smaller one
+MAX_POINTS = limits.MAX_SWEEP_POINTS  # points are resolved as they run, but each is simulated
+MAX_RANGE = 1e300  # ends of a numeric range (their logarithms and differences stay finite)
 
 
 class ParameterCfg(Strict):
@@ -29,7 +32,7 @@ class ParameterCfg(Strict):
     )
     values: list[Scalar] | None = Field(None, min_length=1, description="the values to take (numbers or names)")
     range: list[Number] | None = Field(None, description="[low, high] of a numeric range")
-    steps: PositiveInt | None = Field(None, description="values of the range in a grid, ends included")
+    steps: PositiveInt | None = Field(None, le=MAX_POINTS, description="values of the range in a grid, ends included")
     scale: Literal["linear", "log"] = Field("linear", description="spacing of the range: linear or geometric")
     integer: Flag = Field(False, description="round the range's values to whole numbers")
     unit: str | None = Field(None, description="unit appended to the number in the config ('GHz', 'KiB')")
@@ -51,6 +54,8 @@ class ParameterCfg(Strict):
         else:
             if len(self.range) != 2 or not self.range[0] < self.range[1]:
                 raise ValueError(f"range must be [low, high] with low < high (got {quote(self.range)})")
+            if not all(math.isfinite(v) and abs(v) <= MAX_RANGE for v in self.range):
+                raise ValueError(f"range ends must be finite numbers within ±{MAX_RANGE:g} (got {quote(self.range)})")
             if self.scale == "log" and self.range[0] <= 0:
                 raise ValueError(f"a log range must be above zero (got {quote(self.range)})")
         return self
@@ -74,7 +79,9 @@ class StrategyCfg(Strict):
         description="every combination, seeded uniform random or scrambled Halton (low-discrepancy) samples"
     )
     points: PositiveInt | None = Field(None, le=MAX_POINTS, description="samples to draw (random and halton)")
-    seed: StrictInt = Field(0, ge=0, description="seed of the random draws and of the Halton scrambling")
+    seed: StrictInt = Field(
+        0, ge=0, le=limits.MAX_SEED, description="seed of the random draws and of the Halton scrambling"
+    )
 
     @model_validator(mode="after")
     def _points_given(self) -> StrategyCfg:
@@ -98,8 +105,12 @@ class SweepCfg(Strict):
         min_length=1, description="what to record of each run: an expression over run metrics"
     )
     strategy: StrategyCfg = Field(StrategyCfg(kind="grid"), description="which points to run")
-    kv_stride: PositiveInt = Field(64, description="decode KV lengths between exactly simulated attention samples")
-    chunk_size: PositiveInt | None = Field(None, description="points per task and per Parquet part (default: auto)")
+    kv_stride: PositiveInt = Field(
+        64, le=limits.MAX_TOKENS, description="decode KV lengths between exactly simulated attention samples"
+    )
+    chunk_size: PositiveInt | None = Field(
+        None, le=MAX_POINTS, description="points per task and per Parquet part (default: auto)"
+    )
 
     @field_validator("strategy", mode="before")
     @classmethod

@@ -2,13 +2,16 @@
 
 Beyond the schema (`archsim.sweep.schema`), the loader checks what only the whole spec can
 tell: that every dotted path names a value of the hardware or workload schema, that every name
-an expression reads is defined before it, that names do not collide, that the base files load
-and stay valid with the `set` values, and that a grid is not astronomically large.
+an expression reads is defined before it, that names do not collide, that a parameter without a
+path is read by something (it then enters each point's key), that the base files load and stay
+valid with the `set` values, that files named lie under the spec's folder (or an allowed one),
+and that a grid is not astronomically large (counted arithmetically, before any value is made).
 """
 
 from __future__ import annotations
 
 import keyword
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ from archsim.errors import ConfigError, Problem
 from archsim.sweep.design import DesignCache, KeyPath, config_value, path_problem, resolve_file
 from archsim.sweep.expr import FUNCTIONS, UNIT_CONSTANTS, Expr, ExprError, parse_expr
 from archsim.sweep.metrics import FACT_NAMES, metric_names
-from archsim.sweep.sampling import Domain, Scale, Value, grid_points, grid_size, sampled_points
+from archsim.sweep.sampling import Domain, Scale, Value, grid_size, iter_grid, iter_sampled
 from archsim.sweep.schema import MAX_POINTS, SweepCfg
 
 RESERVED = frozenset({"config_hash", "status", "error"})  # columns every result row has
@@ -70,6 +73,7 @@ class SweepSpec:
     seed: int
     kv_stride: int
     chunk_size: int | None
+    allowed: tuple[str, ...] = ()  # folders besides the spec's own that its files may lie in
 
     def columns(self) -> list[tuple[str, str, str]]:
         """(name, type, role) of every result column after config_hash, status and error."""
@@ -79,12 +83,26 @@ class SweepSpec:
             + [(o.name, "float", "objective") for o in self.objectives]
         )
 
-    def sample(self) -> list[dict[str, Value]]:
-        """The parameter values of every point, in sweep order."""
+    def iter_samples(self) -> Iterator[dict[str, Value]]:
+        """The parameter values of every point, in sweep order, one at a time."""
         domains = {p.name: p.domain for p in self.parameters}
         if self.strategy == "grid":
-            return grid_points(domains)
-        return sampled_points(domains, self.points, self.seed, self.strategy)
+            return iter_grid(domains)
+        return iter_sampled(domains, self.points, self.seed, self.strategy)
+
+    def sample(self) -> list[dict[str, Value]]:
+        return list(self.iter_samples())
+
+    def sample_count(self) -> int:
+        """How many samples the strategy draws (before points that resolve alike are merged)."""
+        if self.strategy == "grid":
+            return grid_size({p.name: p.domain for p in self.parameters})
+        return self.points or 0
+
+    @property
+    def keyed_inputs(self) -> tuple[str, ...]:
+        """Parameters without a path: their values enter each point's key besides its config."""
+        return tuple(p.name for p in self.parameters if p.path is None)
 
     def settings(self) -> dict:
         """What decides a point's row besides its configuration: a results folder holds one setting."""
@@ -97,16 +115,18 @@ class SweepSpec:
         }
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Read, validate and check a sweep spec; ConfigError with every problem found."""
+def load_spec(path: str | Path, allowed: tuple[str, ...] = ()) -> SweepSpec:
+    """Read, validate and check a sweep spec; ConfigError with every problem found. Files it
+    names must lie under its folder, the shipped folders, or one of the `allowed` folders."""
     doc = read_yaml(path)
     cfg = validate_doc(doc, SweepCfg)
     problems: list[Problem] = []
     spec_dir = Path(doc.path).parent
-    hardware = _base_file(doc, cfg.hardware, "hardware", spec_dir, problems)
-    workload = _base_file(doc, cfg.workload, "workload", spec_dir, problems)
+    allowed = tuple(str(a) for a in allowed)
+    hardware = _base_file(doc, cfg.hardware, "hardware", spec_dir, allowed, problems)
+    workload = _base_file(doc, cfg.workload, "workload", spec_dir, allowed, problems)
     fixed = _fixed(doc, cfg, problems)
-    params = _parameters(doc, cfg, spec_dir, problems)
+    params = _parameters(doc, cfg, spec_dir, allowed, problems)
     taken = {p.name for p in params}
     derived = _derived(doc, cfg, taken, problems)
     facts = taken | FACT_NAMES
@@ -117,6 +137,16 @@ def load_spec(path: str | Path) -> SweepSpec:
     )
     objectives = _objectives(doc, cfg, facts | metric_names(), taken, problems)
     _check_paths_unique(doc, cfg, problems)
+    read = {n for e in [*(d.expr for d in derived), *constraints, *(o.expr for o in objectives)] for n in e.names}
+    for p in params:
+        if p.path is None and p.name not in read:
+            problems.append(
+                doc.problem(
+                    ("parameters", p.name),
+                    "has no path and no derived value, constraint or objective reads it: every value would be "
+                    "the same design; give it a path or remove it",
+                )
+            )
     if cfg.strategy.kind == "grid":
         size = grid_size({p.name: p.domain for p in params})
         if size > MAX_POINTS:
@@ -146,13 +176,16 @@ def load_spec(path: str | Path) -> SweepSpec:
         seed=cfg.strategy.seed,
         kv_stride=cfg.kv_stride,
         chunk_size=cfg.chunk_size,
+        allowed=allowed,
     )
 
 
-def _base_file(doc: YamlDoc, value: str, kind: str, spec_dir: Path, problems: list[Problem]) -> str:
+def _base_file(
+    doc: YamlDoc, value: str, kind: str, spec_dir: Path, allowed: tuple[str, ...], problems: list[Problem]
+) -> str:
     """The base file's path; it must load on its own (its own problems keep their own file:line)."""
     try:
-        path = resolve_file(value, "hw_configs" if kind == "hardware" else "workloads", spec_dir)
+        path = resolve_file(value, "hw_configs" if kind == "hardware" else "workloads", spec_dir, allowed)
     except ConfigError as err:
         problems.append(doc.problem((kind,), err.problems[0].message))
         return value
@@ -189,7 +222,9 @@ def _name_problem(name: str, taken: set[str], metric_ok: bool = False) -> str | 
     return None
 
 
-def _parameters(doc: YamlDoc, cfg: SweepCfg, spec_dir: Path, problems: list[Problem]) -> tuple[Parameter, ...]:
+def _parameters(
+    doc: YamlDoc, cfg: SweepCfg, spec_dir: Path, allowed: tuple[str, ...], problems: list[Problem]
+) -> tuple[Parameter, ...]:
     out: list[Parameter] = []
     for name, p in cfg.parameters.items():
         where = ("parameters", name)
@@ -206,7 +241,7 @@ def _parameters(doc: YamlDoc, cfg: SweepCfg, spec_dir: Path, problems: list[Prob
             else:
                 for i, v in enumerate(p.values):
                     try:
-                        resolve_file(v, "hw_configs" if path[0] == "hardware" else "workloads", spec_dir)
+                        resolve_file(v, "hw_configs" if path[0] == "hardware" else "workloads", spec_dir, allowed)
                     except ConfigError as err:
                         problems.append(doc.problem(where + ("values", i), err.problems[0].message))
         if p.range is not None and cfg.strategy.kind == "grid" and p.steps is None:

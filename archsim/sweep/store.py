@@ -11,6 +11,11 @@ the points in it. `sweep.json` holds the settings that decide a row besides the 
 (KV stride, columns, constraints, objectives): a folder holds results of one setting only.
 `summary.json` is rewritten after every part. One writer at a time: `.lock` (flock, released by
 the kernel when the holder dies, even by SIGKILL).
+
+A folder that holds anything `archsim sweep` did not write (a file of the user's, another
+tool's output) is refused, never written into: only the files named here, and the plots of
+`archsim pareto`, may be in it. Only this module's own temporary files are ever deleted. A
+manifest, summary or part that cannot be read is reported by name, not as an internal error.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +37,10 @@ MANIFEST = "sweep.json"
 SUMMARY = "summary.json"
 LOCK = ".lock"
 ARROW_TYPES = {"int": "int64", "float": "float64", "str": "string", "bool": "bool_"}
+OURS = re.compile(r"^(sweep\.json|summary\.json|\.lock|points|part-[0-9a-f]{16}\.parquet|pareto_.*\.png)$")
+OUR_PART = re.compile(r"^part-[0-9a-f]{16}\.parquet$")
+OUR_TEMP = re.compile(r"^\.part-[0-9a-f]{16}\.parquet\.\d+\.tmp$")  # a part being written (write_part)
+TEXT_TEMP = re.compile(r"^\.(summary|sweep)\.json\.[0-9a-f]+\.tmp$")  # export.write_text's temporary files
 
 
 class StoreError(Exception):
@@ -83,13 +94,19 @@ class ResultStore:
 
     def open(self) -> ResultStore:
         """Create or reopen the folder: lock it, check its settings, drop half-written parts."""
-        if self.dir.exists() and not self.dir.is_dir():
-            raise StoreError(f"{self.dir} is a file, not a folder")
+        if os.path.lexists(self.dir) and not self.dir.is_dir():
+            raise StoreError(f"{self.dir} is a file, not a folder: give --out a new or empty folder")
         self.dir.mkdir(parents=True, exist_ok=True)
+        foreign = foreign_files(self.dir)
+        if foreign:
+            raise StoreError(
+                f"{self.dir} holds files archsim sweep did not write ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}): give --out a new or empty folder"
+            )
         self._lock()
         manifest = self.dir / MANIFEST
         if manifest.exists():
-            held = json.loads(manifest.read_text()).get("settings")
+            held = read_manifest(self.dir).get("settings")
             if held != self.settings:
                 self.close()
                 raise StoreError(
@@ -102,8 +119,9 @@ class ResultStore:
         for legacy in self.dir.glob(LEGACY_PART_GLOB):
             os.replace(legacy, self.points / legacy.name)
         for folder in (self.dir, self.points):
-            for stale in folder.glob(".part-*"):
-                stale.unlink(missing_ok=True)
+            for stale in folder.iterdir():
+                if (OUR_TEMP.match(stale.name) or TEXT_TEMP.match(stale.name)) and stale.is_file():
+                    stale.unlink(missing_ok=True)
         return self
 
     @property
@@ -136,14 +154,10 @@ class ResultStore:
 
     def done(self) -> dict[str, str]:
         """config_hash -> status of every recorded point."""
-        import pyarrow.parquet as pq
 
         out: dict[str, str] = {}
-        for part in sorted(self.dir.glob(PART_GLOB)):
-            try:
-                table = pq.read_table(part, columns=["config_hash", "status"])
-            except Exception as err:
-                raise StoreError(f"{part}: not a readable results part ({err}); move it away and rerun") from None
+        for part in parts(self.dir.glob(PART_GLOB)):
+            table = _read_part(part, columns=["config_hash", "status"])
             out.update(zip(table.column("config_hash").to_pylist(), table.column("status").to_pylist()))
         return out
 
@@ -192,22 +206,85 @@ def read_results(out_dir: str | Path):
     """Every row of a results folder as one Arrow table (StoreError if it holds none)."""
     require_pyarrow()
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     d = Path(out_dir)
     if not d.is_dir():
         raise StoreError(f"{d}: no such results folder")
-    parts = sorted(d.glob(PART_GLOB)) or sorted(d.glob(LEGACY_PART_GLOB))
-    if not parts:
+    found = parts(d.glob(PART_GLOB)) or parts(d.glob(LEGACY_PART_GLOB))
+    if not found:
         raise StoreError(f"{d} holds no results (no {PART_GLOB} files): run `archsim sweep SPEC --out {d}` first")
-    return pa.concat_tables([pq.read_table(p) for p in parts])
+    tables = [_read_part(p) for p in found]
+    try:
+        return pa.concat_tables(tables)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        odd = next(p for p, t in zip(found, tables) if not t.schema.equals(tables[0].schema))
+        raise StoreError(
+            f"{odd}: its columns differ from {found[0].name}'s: not a part of this sweep; move it away"
+        ) from None
 
 
 def read_manifest(out_dir: str | Path) -> dict:
-    path = Path(out_dir) / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else {}
+    """The manifest of a results folder ({} if it has none); StoreError if it is damaged."""
+    return _read_json(Path(out_dir) / MANIFEST, "results manifest")
 
 
 def read_summary(out_dir: str | Path) -> dict:
-    path = Path(out_dir) / SUMMARY
-    return json.loads(path.read_text()) if path.exists() else {}
+    """The summary of a results folder ({} if it has none); StoreError if it is damaged."""
+    return _read_json(Path(out_dir) / SUMMARY, "results summary")
+
+
+def _read_json(path: Path, what: str) -> dict:
+    if not os.path.lexists(path):
+        return {}
+    try:
+        if not path.is_file():
+            raise ValueError("not a regular file")
+        data = json.loads(path.read_bytes()[: 16 << 20].decode("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as err:
+        raise StoreError(
+            f"{path}: not a readable {what} ({type(err).__name__}: {str(err)[:80]}); "
+            "it was damaged or is not archsim's: move the folder's contents away and rerun"
+        ) from None
+    return data
+
+
+def parts(paths) -> list[Path]:
+    """Results parts, sorted, each a regular file (StoreError naming one that is not)."""
+    found = sorted(paths)
+    for p in found:
+        if not (os.path.exists(p) and stat.S_ISREG(os.stat(p).st_mode)):
+            raise StoreError(f"{p}: is not a regular file, so not a results part; move it away and rerun")
+    return found
+
+
+def _read_part(part: Path, columns: list[str] | None = None):
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(part, columns=columns)
+    except Exception as err:  # pyarrow's errors for a damaged or foreign file are of many types
+        raise StoreError(f"{part}: not a readable results part ({str(err)[:120]}); move it away and rerun") from None
+    missing = [c for c in ("config_hash", "status") if c not in table.column_names]
+    if missing:
+        raise StoreError(f"{part}: has no {', '.join(missing)} column, so not a results part; move it away")
+    return table
+
+
+def foreign_files(out_dir: Path) -> list[str]:
+    """Names in a results folder (and its `points/`) that neither the store nor `archsim pareto` writes."""
+    names = [
+        p.name
+        for p in out_dir.iterdir()
+        if not (OURS.match(p.name) or OUR_TEMP.match(p.name) or TEXT_TEMP.match(p.name))
+    ]
+    points = out_dir / POINTS
+    if os.path.lexists(points):
+        if not points.is_dir():
+            names.append(POINTS)
+        else:
+            names += [
+                f"{POINTS}/{p.name}" for p in points.iterdir() if not (OUR_PART.match(p.name) or OUR_TEMP.match(p.name))
+            ]
+    return sorted(names)
