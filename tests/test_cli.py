@@ -80,3 +80,15 @@ def test_op_needs_its_sizes(capsys):
     assert "op rmsnorm needs its sizes: --M, --N (missing --N)" in capsys.readouterr().err
     assert main(["op", "allreduce", "--hw", "h200x8"]) == 2
     assert "(missing --bytes)" in capsys.readouterr().err
+
+
+def test_validate_all_runs_each_set_on_its_own_chip(tmp_path, capsys):
+    out = tmp_path / "all.json"
+    assert main(["validate", "all", "--kind", "copy", "--quiet", "--json", str(out)]) == 0
+    sets = json.loads(out.read_text())["sets"]
+    # the H200 sets have 9 and 4 copies; the A100 set has none, and keeps its chip
+    assert sets["h200_calibration"]["calibration"]["copy"]["n"] == 9
+    assert sets["h200_holdout"]["development"]["copy"]["n"] == 4
+    assert sets["a100_calibration"]["chip"] == "a100_pcie"
+    assert main(["validate", "all", "--hw", "h200"]) == 2
+    assert "--hw: does not apply to 'validate all'" in capsys.readouterr().err

@@ -1932,8 +1932,9 @@ def signals_cases(full: bool) -> list[Case]:
                 ),
             ),
             expect=Expect.STOP,
-            send=(6.0, signal.SIGINT),
-            timeout_s=25,
+            send=(2.0, signal.SIGINT),
+            send_once="out/points/part-*.parquet",  # a loaded machine may take longer for the first chunk
+            timeout_s=60,
             props=(Prop("parts kept", parquet_rows("out", at_least_rows=1), Verdict.DATA),),
         ),
         Case(

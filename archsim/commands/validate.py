@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from archsim.commands import check_outputs, shown
+from archsim.commands import UsageError, check_outputs, shown
 from archsim.commands.output import add_output_flags, console, emit, progress
 from archsim.commands.run import DEFAULT_HW
 
@@ -240,12 +240,19 @@ def run(args) -> int:
 
 def run_all(args) -> int:
     """Every shipped set on its chip: per chip and role, the mean and worst error per kind."""
+    import sys
+
     from rich.table import Table
 
     from archsim.config.loader import load_system
+    from archsim.errors import printable
     from archsim.report.export import write_json
     from archsim.runner.validation import summarise
 
+    for flag, value in (("--hw", args.hw), ("--system", args.system)):
+        if value:
+            raise UsageError(f"{flag}: does not apply to 'validate all', which runs each set on its own chip")
+    check_outputs(args, ("json",))
     table = Table(title="archsim on every shipped measurement (absolute error per kind)", title_justify="left")
     for col in ("chip", "cases", "kind", "n", "mean", "worst"):
         table.add_column(col, justify="right" if col in ("n", "mean", "worst") else "left")
@@ -255,16 +262,21 @@ def run_all(args) -> int:
         system = load_system(s.chip)[0]
         collectives = load_system(s.collectives)[0] if s.collectives else None
         cases, meta, _ = load_case_file(name)
+        held = held_out_ids(cases, s.held_out)  # by index in the whole file, before --kind
+        if args.kind:
+            cases = [c for c in cases if c.get("kind") in args.kind]
         results, errors = validate_with_progress(cases, system, args, meta, collectives)
         failed |= bool(errors)
-        held = held_out_ids(cases, s.held_out)
+        for cid, err in errors:
+            print(printable(f"{name}: case {cid}: {err}"), file=sys.stderr)
         parts = {s.role: [r for r in results if r.id not in held]}
         if held:
             parts["held out"] = [r for r in results if r.id in held]
         data["sets"][name] = {"chip": s.chip, **{k: summarise(v) for k, v in parts.items()}}
         for role, rs in parts.items():
             for kind, v in summarise(rs).items():
-                table.add_row(s.chip, f"{name} ({role})", kind, str(v["n"]), f"{v['mean_abs_error_pct']:.1f}%",
+                chip = s.collectives if kind == "allreduce" and s.collectives else s.chip
+                table.add_row(chip, f"{name} ({role})", kind, str(v["n"]), f"{v['mean_abs_error_pct']:.1f}%",
                               f"{v['max_abs_error_pct']:.1f}%")  # fmt: skip
     for chip, basis in BLIND.items():
         table.add_row(chip, f"blind: {basis}", "-", "-", "-", "-")
