@@ -5,9 +5,10 @@ the compiler and the engine.
 the engine (archsim.engine) and keeps the fastest, counting its fixed costs: one kernel overhead
 per launched phase and the prologue of a matrix-unit kernel (`Overheads.program_s`), as an
 autotuning library picks the kernel that is fastest end to end. The first of equals wins.
-`simulate_op` turns the choice into an OpTiming: the op's `kernels` launches, the extra cost of a
-lone launch when `standalone`, and the bound (compute, memory or overhead: whichever the
-critical core spent most of its time on). Runner, serving, validation, traces and reports all go
+`simulate_op` turns the choice into an OpTiming under a measurement `Condition`: how the time of
+the op's `kernels` launches is counted (back to back in a CUDA graph, one launch timed alone after
+an L2 flush, a profiler's kernel durations, or the host's wall clock), and the bound (compute,
+memory or overhead: whichever the critical core spent most of its time on). Runner, serving, validation, traces and reports all go
 through here, so every caller sees the same program. Results are memoised by (op, chip): ops are
 frozen and compare by kind and shape.
 """
@@ -15,24 +16,52 @@ frozen and compare by kind and shape.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from functools import lru_cache
 
+import numpy as np
+
 from archsim.compiler.compile import compile_candidates
-from archsim.compiler.program import Program
+from archsim.compiler.program import Family, Phase, Program
 from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, System
+from archsim.hardware.power import Activity, energy_j, held_clock_hz, power_w
+
+
+class Condition(str, Enum):
+    """How an op's time is measured, each modelled physically:
+
+    GRAPH       kernels back to back (a CUDA graph, a serving step): a gap per launch
+    STANDALONE  one launch timed alone (events around it) after the L2 was flushed by writing a
+                buffer larger than it: the lone launch's cost, and each line a matrix kernel's
+                bulk (TMA) loads and writes allocate first evicts a dirty line, written back to
+                HBM (up to the L2's capacity); streaming vector kernels and copies do not pay it
+                (measured on the H200: a 64 MiB copy and an 8192 x 4096 add after the flush run at
+                3.6-3.8 TB/s, faster than they could with the write-back, while GEMVs run
+                min(bytes, L2) / HBM bandwidth slower than back to back); later kernels of the
+                timed region follow back to back
+    KERNEL      a profiler's summed kernel durations: no gap between kernels
+    HOST        the host's wall clock around launch and synchronize: the host round trip
+    """
+
+    GRAPH = "graph"
+    STANDALONE = "standalone"
+    KERNEL = "kernel"
+    HOST = "host"
 
 
 @dataclass(frozen=True, eq=False)
 class Choice:
-    """The program an op runs as, how it played, and how many candidates it was chosen from."""
+    """The program an op runs as, the clock its power held, how it played at that clock, and
+    how many candidates it was chosen from."""
 
     program: Program
     played: ProgramResult
     candidates: int
+    clock_hz: float
 
     @property
     def launches(self) -> int:
@@ -40,10 +69,51 @@ class Choice:
         return sum(1 for ph in self.program.phases if ph.new_kernel)
 
 
-def program_time_s(program: Program, played: ProgramResult, chip: Chip) -> float:
-    """One run of a played program: its cycles at the clock plus its fixed costs."""
+def program_time_s(program: Program, played: ProgramResult, chip: Chip, clock_hz: float | None = None) -> float:
+    """One run of a played program back to back with others: its cycles at the clock it ran
+    at (default the chip's) plus its fixed costs."""
     launches = sum(1 for ph in program.phases if ph.new_kernel)
-    return played.cycles / chip.clock_hz + chip.overheads.program_s(launches, program.matrix)
+    clock = clock_hz or chip.clock_hz
+    return played.cycles / clock + fixed_cost_s(chip, launches, program.family, Condition.GRAPH, False)
+
+
+def at_clock(chip: Chip, clock_hz: float) -> Chip:
+    """The chip running at `clock_hz` (its memory system and overheads in seconds unchanged)."""
+    return chip if clock_hz == chip.clock_hz else replace(chip, clock_hz=clock_hz)
+
+
+def played_activity(program: Program, played: ProgramResult) -> Activity:
+    """The program's actions with the bytes it moved when played (every byte to or from the
+    cores passes the L2)."""
+    return replace(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
+
+
+def play_held(program: Program, chip: Chip, played: ProgramResult | None = None) -> tuple[float, ProgramResult]:
+    """The program played at the clock its power holds (archsim/hardware/power.py): the chip's
+    clock unless the kernel would draw more than the limit there (`played`: already played at
+    the chip's clock). The time at another clock f is estimated as the critical core's compute
+    scaling as 1/f and the rest as fixed; the program is played again at the clock found, twice,
+    each play correcting the estimate."""
+    played = played or play_program(program, chip)
+    p, f_max = chip.power, chip.clock_hz
+    if p is None or played.cycles == 0:
+        return f_max, played
+    a = played_activity(program, played)
+    if power_w(p, a, played.cycles / f_max, f_max, f_max) <= p.limit_w:
+        return f_max, played
+    clock = f_max
+    for _ in range(2):
+        compute_s, total_s = played.compute_cycles / clock, played.cycles / clock
+
+        def time_at(
+            f: float, compute_s: float = compute_s, other_s: float = total_s - compute_s, at: float = clock
+        ) -> float:
+            return compute_s * at / f + other_s
+
+        clock = held_clock_hz(p, a, time_at, f_max)
+        played = play_program(program, at_clock(chip, clock))
+        a = played_activity(program, played)
+    return clock, played
 
 
 @lru_cache(maxsize=65536)
@@ -52,36 +122,93 @@ def choose(op: Op, chip: Chip) -> Choice:
     if op.kind.is_collective:
         raise ValueError(f"{op.kind.value} runs over the interconnect: time it with simulate_collective")
     candidates = compile_candidates(op, chip)
-    best: tuple[float, Program, ProgramResult] | None = None
-    for program in candidates:
-        played = play_program(program, chip)
-        total_s = program_time_s(program, played, chip)
+    # every candidate at the chip's clock; then, fastest first, at the clock its power holds,
+    # until the next one is slower even unthrottled (a lower clock never makes a kernel faster)
+    at_max = [(program_time_s(p, played, chip), i, p, played) for i, p in enumerate(candidates)
+              for played in (play_program(p, chip),)]  # fmt: skip
+    at_max.sort(key=lambda x: (x[0], x[1]))
+    best: tuple[float, Program, ProgramResult, float] | None = None
+    for fast_s, _i, program, played in at_max:
+        if best is not None and fast_s >= best[0]:
+            break
+        clock, held = play_held(program, chip, played)
+        total_s = program_time_s(program, held, chip, clock)
         if best is None or total_s < best[0]:
-            best = (total_s, program, played)
+            best = (total_s, program, held, clock)
     assert best is not None, "every op compiles to at least one program"
-    return Choice(best[1], best[2], len(candidates))
+    return Choice(best[1], best[2], len(candidates), best[3])
+
+
+def fixed_cost_s(chip: Chip, launches: int, family: Family, condition: Condition, first: bool) -> float:
+    """Fixed cost of one run of a program of `launches` kernels measured under `condition`
+    (`first`: the first kernel of the timed region): each kernel's own fixed duration and the
+    matrix-unit prologue, a gap between kernels unless only kernel durations are summed, and a
+    lone launch's or the host's cost."""
+    o = chip.overheads
+    prologue = {Family.GEMM: o.matrix_setup_s, Family.ATTENTION: o.attention_setup_s}.get(family, 0.0)
+    cost = launches * o.kernel_s + (prologue if launches else 0.0)
+    if condition is Condition.KERNEL:
+        return cost
+    cost += launches * o.gap_s
+    if first and condition is Condition.STANDALONE:
+        cost += o.launch_s
+    if first and condition is Condition.HOST:
+        if o.host_s <= 0:
+            raise ValueError(f"{chip.name} states no host launch-and-synchronize cost (overheads.host)")
+        cost += o.host_s
+    return cost
+
+
+def with_writeback(program: Program, capacity_bytes: float) -> Program:
+    """The program after an L2 write-flush: every byte its loads from HBM and its stores allocate
+    in L2 first evicts a dirty byte, written back to HBM, until `capacity_bytes` are written back;
+    the write-backs are spread over the entries in proportion to what they allocate."""
+    allocated = sum(float(np.sum((ph.hbm_bytes + ph.store_bytes) * _entry_weights(ph))) for ph in program.phases)
+    if allocated <= 0:
+        return program
+    share = min(1.0, capacity_bytes / allocated)
+    phases = tuple(
+        replace(ph, store_bytes=ph.store_bytes + share * (ph.hbm_bytes + ph.store_bytes)) for ph in program.phases
+    )
+    return replace(program, phases=phases)
+
+
+def _entry_weights(phase: Phase) -> np.ndarray:
+    return np.repeat(phase.core_weight.astype(np.float64), np.diff(phase.core_start))
 
 
 @lru_cache(maxsize=65536)
-def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
-    """Time of one execution of `op` on `chip`; `standalone` adds the cost of a lone launch."""
+def simulate_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> OpTiming:
+    """Time of one execution of `op` on `chip` measured under `condition` (`first`: the first
+    kernel of a timed region, which pays a lone launch or the host's cost)."""
     c = choose(op, chip)
     r, k = c.played, op.kernels
-    overhead_s = k * chip.overheads.program_s(c.launches, c.program.matrix)
-    overhead_s += chip.overheads.launch_s if standalone else 0.0
+    if condition is Condition.STANDALONE and c.program.matrix:
+        r = play_program(with_writeback(c.program, chip.l2.capacity_bytes), at_clock(chip, c.clock_hz))
+    overhead_s = k * fixed_cost_s(chip, c.launches, c.program.family, condition, False)
+    overhead_s += fixed_cost_s(chip, 0, Family.STREAM, condition, first)
+    # cycles are counted at the chip's clock; a kernel the power limit slowed to c.clock_hz
+    # takes proportionally more of them
+    scale = chip.clock_hz / c.clock_hz
     overhead = round(overhead_s * chip.clock_hz)
-    waiting = r.cycles - r.compute_cycles
-    parts = ((r.compute_cycles, Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead / k, Bound.OVERHEAD))
+    compute, stall = round(k * r.compute_cycles * scale), round(k * r.stall_cycles * scale)
+    played_cycles = round(k * r.cycles * scale)
+    waiting = played_cycles - compute
+    parts = ((compute, Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead, Bound.OVERHEAD))
     bound = max(parts, key=lambda x: x[0])[1]
-    total_cycles = k * r.cycles + overhead
+    total_cycles = played_cycles + overhead
+    energy = 0.0
+    if chip.power is not None:
+        kernel_s = r.cycles / c.clock_hz
+        energy = k * energy_j(chip.power, played_activity(c.program, r), kernel_s, c.clock_hz, chip.clock_hz)
     return OpTiming(
         cycles=total_cycles,
         time_s=total_cycles / chip.clock_hz,
-        compute_cycles=k * r.compute_cycles,
-        stall_cycles=k * r.stall_cycles,
+        compute_cycles=compute,
+        stall_cycles=stall,
         overhead_cycles=overhead,
-        busy_core_cycles=k * r.busy_core_cycles,
-        core_cycles=k * r.core_cycles,
+        busy_core_cycles=k * r.busy_core_cycles * scale,
+        core_cycles=k * r.core_cycles * scale,
         hbm_bytes=k * r.hbm_bytes,
         l2_bytes=k * r.l2_bytes,
         flops=k * c.program.flops,
@@ -89,6 +216,8 @@ def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
         kernels=k * c.launches,
         active_cores=r.active_cores,
         bound=bound,
+        clock_hz=c.clock_hz,
+        energy_j=energy,
     )
 
 
@@ -96,8 +225,21 @@ def simulate_op(op: Op, chip: Chip, standalone: bool = False) -> OpTiming:
 def replay(op: Op, chip: Chip) -> tuple[Choice, tuple[PhaseTimeline, ...]]:
     """The chosen program of `op` played again keeping every entry's cycles (for traces)."""
     c = choose(op, chip)
-    played = play_program(c.program, chip, trace=True)
-    timelines = tuple(p.timeline for p in played.phases if p.timeline is not None)
+    played = play_program(c.program, at_clock(chip, c.clock_hz), trace=True)
+    scale = chip.clock_hz / c.clock_hz  # timelines in cycles of the chip's clock, as OpTiming counts
+    timelines = tuple(
+        PhaseTimeline(
+            t.load_issue * scale,
+            t.load_done * scale,
+            t.compute_end * scale,
+            t.total_cycles * scale,
+            t.event_cycles * scale,
+            t.hbm_read / scale,
+            t.hbm_write / scale,
+        )
+        for t in (p.timeline for p in played.phases)
+        if t is not None
+    )
     return c, timelines
 
 

@@ -16,7 +16,7 @@ import sys
 import warnings
 
 from archsim.commands import COMMANDS, UsageError
-from archsim.errors import ConfigError, DoesNotFitError, OutputError, TooLargeError, printable
+from archsim.errors import ConfigError, DoesNotFitError, OutputError, RefusedError, printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         for problem in err.problems:
             _say(str(problem))
         return 2
-    except (DoesNotFitError, UsageError, OutputError, TooLargeError) as err:
+    except (DoesNotFitError, UsageError, OutputError, RefusedError) as err:
         _say(f"archsim: error: {err}")
         return 2
     except KeyboardInterrupt:

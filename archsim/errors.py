@@ -74,6 +74,15 @@ class OutputError(Exception):
     of the run): one line naming the user's path, exit code 2 at the CLI."""
 
 
-class TooLargeError(ValueError):
+class RefusedError(ValueError):
+    """An input archsim refuses before any work, saying why: exit code 2 at the CLI."""
+
+
+class TooLargeError(RefusedError):
     """An input whose work would exceed a bound of `archsim.limits`: refused before the work,
-    with the number and the limit. Exit code 2 at the CLI."""
+    with the number and the limit."""
+
+
+class UnsupportedError(RefusedError):
+    """An op the chip cannot run as asked (a matrix format its units have no rate for): refused
+    rather than costed as some other format."""

@@ -120,8 +120,13 @@ def program_entries(op, chip) -> int:
     return 0  # collectives are costed in closed form
 
 
-def check_op_size(op, chip, what: str = "") -> None:
-    """TooLargeError if the op's program would exceed MAX_PROGRAM_ENTRIES."""
+def check_op(op, chip, what: str = "") -> None:
+    """UnsupportedError if the chip's matrix units have no rate for the op's format (see
+    `archsim.compiler.tiles.matrix_format`), TooLargeError if its program would exceed
+    MAX_PROGRAM_ENTRIES."""
+    from archsim.compiler.tiles import matrix_format
+
+    matrix_format(op, chip, what)
     entries = program_entries(op, chip)
     if entries > MAX_PROGRAM_ENTRIES:
         name = what or op.name or op.kind.value
@@ -132,8 +137,9 @@ def check_op_size(op, chip, what: str = "") -> None:
 
 
 def check_steps_size(w, system, steps, parallelism=None) -> None:
-    """Every op of the given steps (`archsim.graph.builder.Step`) within MAX_PROGRAM_ENTRIES,
-    on the busiest chip of `parallelism`: refused before any of them is simulated."""
+    """Every op of the given steps (`archsim.graph.builder.Step`) supported and within
+    MAX_PROGRAM_ENTRIES on the busiest chip of `parallelism`: refused before any of them is
+    simulated."""
     from archsim.graph.builder import build_step
     from archsim.graph.parallel import shard_step
 
@@ -141,7 +147,7 @@ def check_steps_size(w, system, steps, parallelism=None) -> None:
         single = parallelism is None or parallelism.is_single
         ops = build_step(w, step) if single else shard_step(w, step, parallelism).ops
         for op in ops:
-            check_op_size(op, system.chip, f"the {step.phase.value} step's {op.name or op.kind.value}")
+            check_op(op, system.chip, f"the {step.phase.value} step's {op.name or op.kind.value}")
 
 
 def check_run_size(w, system, parallelism=None) -> None:

@@ -33,6 +33,11 @@ class Dim(str, Enum):
     SECONDS = "s"
     FLOPS = "FLOP/s"
     BITS_PER_S = "bit/s"
+    JOULES = "J"
+    JOULES_PER_BYTE = "J/B"
+    JOULES_PER_BIT = "J/bit"
+    WATTS = "W"
+    VOLTS = "V"
 
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -48,7 +53,14 @@ _BASE_UNITS: dict[str, tuple[Dim, float]] = {
     "FLOPS": (Dim.FLOPS, 1.0),
     "bps": (Dim.BITS_PER_S, 1.0),
     "b/s": (Dim.BITS_PER_S, 1.0),
+    "J/bit": (Dim.JOULES_PER_BIT, 1.0),
+    "J/B": (Dim.JOULES_PER_BYTE, 1.0),
+    "J": (Dim.JOULES, 1.0),
+    "W": (Dim.WATTS, 1.0),
+    "V": (Dim.VOLTS, 1.0),
 }
+# dimensions whose prefixes are the sub-unit ones (ns, pJ, mV): small quantities
+_SUB_PREFIXED = frozenset({Dim.SECONDS, Dim.JOULES, Dim.JOULES_PER_BYTE, Dim.JOULES_PER_BIT})
 
 
 def _split_unit(unit: str) -> tuple[float, Dim] | None:
@@ -57,8 +69,10 @@ def _split_unit(unit: str) -> tuple[float, Dim] | None:
         if not unit.endswith(base):
             continue
         prefix = unit[: len(unit) - len(base)]
-        if dim is Dim.SECONDS:
+        if dim in _SUB_PREFIXED:
             table = SUB
+        elif dim in (Dim.WATTS, Dim.VOLTS):
+            table = {**SUB, **METRIC}
         else:
             table = {**METRIC, **BINARY}
         if prefix in table:
@@ -121,6 +135,11 @@ def example(dim: Dim) -> str:
         Dim.SECONDS: "'700 ns'",
         Dim.FLOPS: "'989 TFLOP/s'",
         Dim.BITS_PER_S: "'6.4 Gbps'",
+        Dim.JOULES: "'0.4 pJ'",
+        Dim.JOULES_PER_BYTE: "'30 pJ/B'",
+        Dim.JOULES_PER_BIT: "'3.9 pJ/bit'",
+        Dim.WATTS: "'700 W'",
+        Dim.VOLTS: "'0.9 V'",
     }[dim]
 
 

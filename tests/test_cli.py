@@ -43,6 +43,18 @@ def test_does_not_fit_exits_2(capsys):
     assert "does not fit" in capsys.readouterr().err
 
 
+def test_a_format_the_chip_lacks_is_refused_not_costed_at_another(capsys):
+    # Ampere has no fp8 MMA: an fp8 KV cache would need a dequantising attention kernel, which
+    # archsim does not model, so the run is refused (exit 2) naming the formats the chip has.
+    assert main(["run", "--hw", "a100_pcie", "--set", "workload.dtypes.kv_cache=fp8"]) == 2
+    err = capsys.readouterr().err
+    assert "attention" in err and "no fp8 rate" in err and "bf16, fp16, int8" in err
+    assert main(["op", "gemm", "--hw", "a100_pcie", "--dtype", "fp8", "--M", "64", "--K", "64", "--N", "64"]) == 2
+    assert "no fp8 rate" in capsys.readouterr().err
+    # fp8 weights with bf16 activations run at the bf16 rate (weight-only): not refused
+    assert main(["run", "--hw", "a100_pcie", "--set", "workload.dtypes.weights=fp8", "--format", "json"]) == 0
+
+
 def test_op_gemm_json(tmp_path):
     out = tmp_path / "op.json"
     assert main(["op", "gemm", "--M", "128", "--K", "4096", "--N", "4096", "--json", str(out)]) == 0
@@ -68,3 +80,15 @@ def test_op_needs_its_sizes(capsys):
     assert "op rmsnorm needs its sizes: --M, --N (missing --N)" in capsys.readouterr().err
     assert main(["op", "allreduce", "--hw", "h200x8"]) == 2
     assert "(missing --bytes)" in capsys.readouterr().err
+
+
+def test_validate_all_runs_each_set_on_its_own_chip(tmp_path, capsys):
+    out = tmp_path / "all.json"
+    assert main(["validate", "all", "--kind", "copy", "--quiet", "--json", str(out)]) == 0
+    sets = json.loads(out.read_text())["sets"]
+    # the H200 sets have 9 and 4 copies; the A100 set has none, and keeps its chip
+    assert sets["h200_calibration"]["calibration"]["copy"]["n"] == 9
+    assert sets["h200_holdout"]["development"]["copy"]["n"] == 4
+    assert sets["a100_calibration"]["chip"] == "a100_pcie"
+    assert main(["validate", "all", "--hw", "h200"]) == 2
+    assert "--hw: does not apply to 'validate all'" in capsys.readouterr().err

@@ -217,7 +217,9 @@ def test_h200x8_small_allreduce_is_latency_bound():
     assert 10 * US < tiny.time_s < 20 * US
 
 
-@pytest.mark.parametrize("multi,single", [("h200x8", "h200"), ("tpu_v5e_x8", "tpu_v5e")])
+@pytest.mark.parametrize(
+    "multi,single", [("h200x8", "h200"), ("h100x8", "h100"), ("a100x8", "a100"), ("tpu_v5e_x8", "tpu_v5e")]
+)
 def test_multi_chip_files_hold_the_single_chip(multi, single):
     """The chip sections of a multi-chip file are copied from its chip's file: keep them equal."""
     many, _ = load_system(str(ROOT / "hw_configs" / f"{multi}.yaml"))
@@ -290,3 +292,19 @@ def test_op_other_collectives(kind, capsys):
 def test_op_collective_on_one_chip_exits_2(capsys):
     assert main(["op", "allreduce", "--bytes", "1024", "--hw", "h200"]) == 2
     assert "needs at least 2 chips" in capsys.readouterr().err
+
+
+def test_custom_one_shot_and_two_shot_all_reduce():
+    """A custom kernel over a switch (10 links of 10 GB/s: 100 GB/s; hop 1 us) with its own
+    protocol: 2 us launch, 0.5 us per barrier step, full rate, so alpha = 1.5 us. Four ranks:
+    one-shot reads 3 peers' buffers after a barrier: 2 + 2 x 1.5 = 5 us + 3 S / B; two-shot
+    takes three barrier steps, 2 + 3 x 1.5 = 6.5 us, and moves 2 x 3/4 S. At 1 kB one-shot wins
+    (5.03 us); at 1 MB two-shot does (6.5 + 15 = 21.5 us against 5 + 30 = 35 us)."""
+    custom = Protocol(name="custom", overhead_s=2e-6, step_s=0.5e-6, efficiency=1.0)
+    f = switch(protocols=(custom,), algorithms=(Algorithm.ONE_SHOT, Algorithm.TWO_SHOT))
+    small = collective_time(f, Collective.ALL_REDUCE, 4, 1e3)
+    assert small.algorithm is Algorithm.ONE_SHOT and small.time_s == pytest.approx(5e-6 + 3e3 / 1e11)
+    large = collective_time(f, Collective.ALL_REDUCE, 4, 1e6)
+    assert large.algorithm is Algorithm.TWO_SHOT and large.time_s == pytest.approx(21.5e-6)
+    # the custom kernel only all-reduces: an all-gather on the same fabric takes the bare links
+    assert collective_time(f, Collective.ALL_GATHER, 4, 1e6).protocol == "ideal"

@@ -18,6 +18,10 @@ from archsim.compiler.streaming import compile_vector
 from archsim.graph.ops import Op, OpKind, VectorOp
 
 
+def _no_multicast(chip):
+    return replace(chip, noc=replace(chip.noc, multicast=1))
+
+
 def test_data_parallel_gemm_tiles_one_wave(h200):
     """256 x 1024 x 1024 in 128 x 128 tiles, 64 of K per step: 2 x 8 = 16 tiles, one wave, one
     item per core, each 1024 / 64 = 16 steps moving 64 x (128 + 128) x 2 B = 32 KiB.
@@ -28,7 +32,7 @@ def test_data_parallel_gemm_tiles_one_wave(h200):
     16 + 32 - 2 cycles of fill and drain: 4 x 128 + 46 = 558 cycles. The tile's output,
     128 x 128 x 2 B, is written after its last step. Stages: 233,472 // 32,768 = 7."""
     op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
-    (phase,) = compile_gemm(op, h200.chip, Tiling(128, 128, 64)).phases
+    (phase,) = compile_gemm(op, _no_multicast(h200.chip), Tiling(128, 128, 64)).phases
     assert phase.core_weight.tolist() == [16] and phase.core_start.tolist() == [0, 16]
     np.testing.assert_allclose(phase.hbm_bytes, 10240)
     np.testing.assert_allclose(phase.l2_bytes, 22528)
@@ -46,7 +50,7 @@ def test_split_k_items_partials_and_reduction(h200):
     The reduction reads 4 partials of 4 B per output element from L2 and writes 2 B: 16,384
     elements in chunks of at least 16 KiB / 16 B = 1,024 elements, so 16 cores."""
     op = Op(OpKind.GEMM, m=64, k=4096, n=256)
-    gemm, reduce = compile_gemm(op, h200.chip, Tiling(64, 128, 64, GemmMapping.SPLIT_K, 4)).phases
+    gemm, reduce = compile_gemm(op, _no_multicast(h200.chip), Tiling(64, 128, 64, GemmMapping.SPLIT_K, 4)).phases
     assert gemm.core_weight.tolist() == [8] and gemm.entries == 16
     np.testing.assert_allclose(gemm.hbm_bytes, 20480)
     np.testing.assert_allclose(gemm.l2_bytes, 4096)
@@ -63,7 +67,7 @@ def test_stream_k_segments_on_four_cores(h200):
     core 2 finishes tile 1 and starts tile 2; core 3 finishes tile 2. The tail's tiles are in
     flight together: one A panel and three B panels of 128 x 256 x 2 B missed, of 3 x 4 x 32 KiB
     loaded: 2/3 of each step from HBM."""
-    chip = replace(h200.chip, cores=4)
+    chip = replace(_no_multicast(h200.chip), cores=4)
     op = Op(OpKind.GEMM, m=128, k=256, n=384)
     (phase,) = compile_gemm(op, chip, Tiling(128, 128, 64, GemmMapping.STREAM_K)).phases
     assert phase.core_weight.tolist() == [1, 1, 1, 1] and phase.core_start.tolist() == [0, 3, 6, 9, 12]
@@ -77,9 +81,11 @@ def test_stream_k_segments_on_four_cores(h200):
     assert np.flatnonzero(phase.store_l2_bytes).tolist() == [2, 5, 8]
 
 
-def test_l2_first_touch_per_wave_and_residency():
-    """Two waves of two items sharing one A panel: without residency each wave misses it once
-    (and its own B panel); with residency the second wave finds the A panel in L2."""
+def test_l2_first_touch_per_wave_and_lru_capacity():
+    """Two waves of two items sharing one A panel (1,000 B) and each with a B panel of its own
+    (1,000 B): a wave loads 4,000 B and misses A once and its two B panels, 3/4. In the second
+    wave the A panel's stack distance is the panels of both waves, 5,000 B: with 5,000 B of L2
+    it is still there (2/4 missed), with 4,999 B it was evicted (3/4 again)."""
     items = {
         "g": np.zeros(4, dtype=np.int64),
         "i": np.zeros(4, dtype=np.int64),
@@ -91,14 +97,26 @@ def test_l2_first_touch_per_wave_and_residency():
     }
     wave = np.array([0, 0, 1, 1])
     # each item loads 10 x 100 x 1 B of A and of B: a wave 4,000 B; misses: A once + 2 B panels
-    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, resident=False), [3 / 4, 3 / 4])
-    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, resident=True), [3 / 4, 2 / 4])
+    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, 4999.0), [3 / 4, 3 / 4])
+    np.testing.assert_allclose(wave_hbm_fractions(items, wave, 1.0, 1.0, 5000.0), [3 / 4, 2 / 4])
 
 
 def test_tiling_hbm_bytes_counts_operands_after_reuse_and_the_output(h200):
     """The data-parallel 256 x 1024 x 1024 of above: 2.5 MiB of operands missed, and the
     256 x 1024 x 2 B = 0.5 MiB output written: 3 MiB."""
     op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
+    assert tiling_hbm_bytes(op, _no_multicast(h200.chip), Tiling(128, 128, 64)) == 3 * 2**20
+
+
+def test_a_cluster_multicasts_the_larger_operand_block(h200):
+    """With two cores fed by one transfer, the 256 x 1024 x 1024 GEMM in 128 x 128 tiles shares
+    its B block (equal to A's, B wins ties) between the two row blocks' cores: each core loads
+    64 x (128 + 128 / 2) x 2 B = 24 KiB a step instead of 32 KiB; HBM bytes are unchanged (a
+    panel is read from HBM once a wave either way), so the step's HBM share rises to 2.5 / 6."""
+    op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
+    (phase,) = compile_gemm(op, h200.chip, Tiling(128, 128, 64)).phases
+    np.testing.assert_allclose(phase.hbm_bytes + phase.l2_bytes, 24576)
+    np.testing.assert_allclose(phase.hbm_bytes, 24576 * 2.5 / 6)
     assert tiling_hbm_bytes(op, h200.chip, Tiling(128, 128, 64)) == 3 * 2**20
 
 
@@ -155,3 +173,66 @@ def test_build_phase_merges_identical_cores_and_refuses_unnamed_columns():
     assert seq.dtype == ENTRY
     with pytest.raises(TypeError, match="ENTRY record array"):
         build_phase([np.zeros((2, 5))], stages=2)
+
+
+def test_raster_orders_by_hand():
+    """A 3 x 4 tile grid. Row-major: (0,0) (0,1) (0,2) (0,3) (1,0)...; column-major: (0,0) (1,0)
+    (2,0) (0,1)...; grouped by 2 rows: the first two rows column by column, (0,0) (1,0) (0,1)
+    (1,1) ... (1,3), then the last row alone, (2,0) ... (2,3)."""
+    from archsim.compiler.l2reuse import Raster, raster_order
+
+    rows, cols = raster_order(3, 4, Raster.ROW)
+    assert list(zip(rows[:5].tolist(), cols[:5].tolist())) == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+    rows, cols = raster_order(3, 4, Raster.COLUMN)
+    assert list(zip(rows[:4].tolist(), cols[:4].tolist())) == [(0, 0), (1, 0), (2, 0), (0, 1)]
+    rows, cols = raster_order(3, 4, Raster.GROUPED, 2)
+    assert list(zip(rows.tolist(), cols.tolist())) == [
+        (0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 0), (2, 1), (2, 2), (2, 3)
+    ]  # fmt: skip
+
+
+def test_kv_split_follows_the_flash_decoding_heuristic():
+    """8 items on 132 cores with 64 KV blocks: a split s gives 8s / 132 waves, efficiency
+    w / ceil(w); the best is 0.97 at s = 16 (128 / 132). A split is eligible only if it changes
+    the blocks per split: 15 and 14 keep ceil(64 / s) = 5 as 13 has, so the eligible ones near
+    the top are 13 (0.79, under 85% of 0.97 = 0.82) and 16: 16. 128 items fill 80% of the cores
+    already: no split. With only 4 KV blocks, splits stop at 4 (1, 2 and 4 are eligible)."""
+    from archsim.compiler.attention import kv_splits
+
+    assert kv_splits(8, 132, 64) == 16
+    assert kv_splits(128, 132, 64) == 1
+    assert kv_splits(8, 132, 4) == 4
+
+
+def test_a_partial_last_kv_block_moves_only_its_rows(h200):
+    """Decode over 1000 keys in blocks of 128: 8 blocks, the last holding 1000 - 7 x 128 = 104
+    rows: 2 x 104 x 128 x 2 B = 53,248 B instead of 65,536 B. One (sequence, KV head) item, no
+    split (the eager profile's kernel does not split)."""
+    op = Op(OpKind.ATTENTION, batch=1, heads=4, kv_heads=1, head_dim=128, q_len=1, kv_len=1000)
+    (phase,) = compile_attention(op, h200.chip).phases
+    loaded = phase.hbm_bytes + phase.l2_bytes
+    q = 4 * 128 * 2  # the four heads' query rows, with the first block
+    np.testing.assert_allclose(loaded, [65536 + q] + [65536] * 6 + [2 * 104 * 128 * 2])
+
+
+def test_per_token_kernels_chain_through_each_row_with_scalar_loads(h200):
+    """A 2023 serving kernel on one token of 22,016 SiLU·mul outputs: one block of 1024 threads
+    walks the row with an element per thread per operand, so the core keeps 1024 x 2 operands x
+    2 B = 4 KiB in flight, a latency per 1024 elements; the vectorised kernel over all cores
+    keeps its requests' worth in flight and is faster."""
+    row = Op(OpKind.VECTOR, m=1, n=22016, vop=VectorOp.SILU_MUL, per_row=True)
+    (phase,) = compile_vector(row, h200.chip).phases
+    assert phase.active_cores == 1 and phase.inflight_bytes == 1024 * 2 * 2 and phase.stages == 1
+    vectorised = replace(row, per_row=False)
+    from archsim.choose import simulate_op
+
+    assert simulate_op(row, h200.chip).time_s > simulate_op(vectorised, h200.chip).time_s
+
+
+def test_lane_ops_issue_at_the_issue_width_not_the_fp32_lanes(h200):
+    """An A100-like core: 64 FP32 lanes but 128 thread-instructions issued per cycle; 12,800
+    lane ops take 100 cycles, not 200."""
+    from archsim.compiler.tiles import vector_cycles
+
+    core = replace(h200.chip.core, vector=replace(h200.chip.core.vector, lanes=64, issue_width=128))
+    assert int(vector_cycles(core, 12800, 0)) == 100

@@ -41,8 +41,8 @@ def _line_of(path: str, needle: str) -> int:
         ("capacity: 60 MiB", "capacity: 60", "l2.capacity", "a unit is required"),
         ("  count: 132", "  count: -4", "cores.count", "greater than 0"),
         ("dataflow: ws", "dataflow: diagonal", "cores.matrix_units.dataflow", "'ws', 'os' or 'is'"),
-        ("latency: 775 ns", "latncy: 775 ns", "hbm.latncy", "did you mean 'latency'"),
-        ("clock: 1.915 GHz", "clock: fast", "clock", "not a quantity"),
+        ("  interleave: 256 B", "  interleve: 256 B", "hbm.interleve", "did you mean 'interleave'"),
+        ("clock: 1.98 GHz", "clock: fast", "clock", "not a quantity"),
     ],
 )
 def test_hw_errors_are_located(tmp_path, old, new, key, fragment):
@@ -112,3 +112,34 @@ def test_directory_and_missing(tmp_path):
         load_system(str(tmp_path / "nope.yaml"))
     with pytest.raises(ConfigError, match="did you mean 'h200'"):
         load_system("h20")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+@pytest.mark.parametrize(
+    "derived,base,datasheet",
+    [
+        (
+            "h100",
+            "h200",
+            {"name", "description", "hbm.stacks", "hbm.data_rate", "hbm.capacity", "l2.capacity", "power.limit"},
+        ),
+        ("a100", "a100_pcie", {"name", "description", "hbm.data_rate", "power.limit"}),
+    ],
+)
+def test_a_derived_chip_changes_datasheet_values_only(derived, base, datasheet):
+    """A chip derived from a calibrated one (another SKU of its die) differs from it only in what
+    its datasheet states; everything calibrated is the base chip's (tools/derive_chips.py)."""
+    from archsim.config.loader import load_system
+
+    a, b = _flat(load_system(derived)[1]), _flat(load_system(base)[1])
+    changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    assert changed <= datasheet, f"{derived} differs from {base} beyond its datasheet: {sorted(changed - datasheet)}"

@@ -62,12 +62,12 @@ def test_every_option_that_changes_a_result_changes_the_hash(baseline, tmp_path)
 def test_hash_is_of_the_resolved_values_not_the_text(tmp_path):
     """A shipped name, its path, and a copy with the same values spelt differently hash alike."""
     text = (ROOT / "hw_configs" / "h200.yaml").read_text()
-    assert "  capacity: 60 MiB" in text and "  capacity: 141 GB" in text
+    assert "  capacity: 60 MiB" in text and "  capacity: 143771 MiB" in text
     respelt = tmp_path / "h200.yaml"
     respelt.write_text(
         "# the same chip, other spellings\n"
         + text.replace("  capacity: 60 MiB", "  capacity: 62914560 B").replace(
-            "  capacity: 141 GB", "  capacity: 141000 MB"
+            "  capacity: 143771 MiB", "  capacity: 150754820096 B"
         )
     )
     hashes = {config_hash(load_system(p)[1]) for p in ("h200", str(ROOT / "hw_configs" / "h200.yaml"), str(respelt))}

@@ -345,14 +345,16 @@ def test_does_not_fit_names_weights_kv_and_capacity(capsys):
 
 def test_does_not_fit_names_the_largest_batch(capsys):
     # Llama-3-8B, context 8192: per sequence 8192 x 131072 B of KV + 4096 x (28672 + 8192) x 2 B of
-    # activations + 128256 x 4 B of logits; 16,060,522,496 B of weights leave room for 90 in 141 GB.
+    # activations + 128256 x 4 B of logits; 16,060,522,496 B of weights leave room for 97 in the
+    # 143,771 MiB (150.75 GB) the device reports.
     per_seq = 8192 * 131072 + 4096 * (28672 + 8192) * 2 + 128256 * 4
-    assert 16_060_522_496 + 90 * per_seq <= 141e9 < 16_060_522_496 + 91 * per_seq
+    capacity = 143_771 * 2**20
+    assert 16_060_522_496 + 97 * per_seq <= capacity < 16_060_522_496 + 98 * per_seq
     err = _refusal(capsys, ["run", "--batch", "4096", "--prompt", "4096", "--generate", "4096"])
     assert err.startswith(
         "archsim: error: Llama-3-8B with batch 4096 and context 8192 does not fit on NVIDIA H200 SXM: "
-        "weights 16.1 GB + KV cache 4.4 TB + activations 1.24 TB = 5.65 TB > capacity 141 GB; "
-        "the largest batch that fits is 90"
+        "weights 16.1 GB + KV cache 4.4 TB + activations 1.24 TB = 5.65 TB > capacity 151 GB; "
+        "the largest batch that fits is 97"
     )
 
 

@@ -255,11 +255,11 @@ def test_gemm_and_vector_entries_by_hand(h200, monkeypatch):
 def test_an_op_past_the_limit_is_refused_with_the_numbers(h200):
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
-    from archsim.limits import MAX_PROGRAM_ENTRIES, check_op_size
+    from archsim.limits import MAX_PROGRAM_ENTRIES, check_op
 
     huge = Op(OpKind.ATTENTION, DType.BF16, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=10**6, kv_len=10**6)
     with pytest.raises(TooLargeError) as err:
-        check_op_size(huge, h200, "attention")
+        check_op(huge, h200, "attention")
     assert f"more than the limit of {MAX_PROGRAM_ENTRIES:,}" in str(err.value)
     assert "1,000,000 queries over 1,000,000 keys" in str(err.value)
 

@@ -93,11 +93,14 @@ def test_flags_that_cannot_mislead(capsys, args, message):
 
 
 def test_set_changes_a_file_value_and_says_where_a_bad_one_came_from(capsys, tmp_path):
-    """fp8 weights halve Llama-3-70B's 141 GB of bf16 weights, so it fits on one H200."""
-    assert main(["run", "--workload", "llama3_70b", "--prompt", "64", "--generate", "2", "--quiet"]) == 2
+    """fp8 weights halve Llama-3-70B's 141 GB of bf16 weights, so it fits on one 80 GB H100."""
+    assert (
+        main(["run", "--hw", "h100", "--workload", "llama3_70b", "--prompt", "64", "--generate", "2", "--quiet"]) == 2
+    )
     assert "does not fit" in capsys.readouterr().err
     out = tmp_path / "r.json"
-    args = ["run", "--workload", "llama3_70b", "--prompt", "64", "--generate", "2", "--quiet", "--json", str(out)]
+    args = ["run", "--hw", "h100", "--workload", "llama3_70b", "--prompt", "64", "--generate", "2", "--quiet"]
+    args += ["--json", str(out)]
     assert main([*args, "--set", "workload.dtypes.weights=fp8"]) == 0
     assert json.loads(out.read_text())["memory"]["weights_bytes"] == pytest.approx(70.6e9, rel=0.01)
     assert main([*args, "--set", "hardware.hbm.data_rate=-3 Gbps"]) == 2

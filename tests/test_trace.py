@@ -11,6 +11,7 @@ from archsim.cli import main
 from archsim.config.loader import load_system
 from archsim.graph.builder import Step
 from archsim.graph.model import Phase
+from archsim.graph.ops import Op, OpKind
 from archsim.report.counters import piecewise_rate
 from archsim.report.replay import replay_op
 from archsim.report.trace import TraceBuilder
@@ -149,11 +150,19 @@ def test_bad_trace_step_exits_2(capsys):
     assert "decode:5 is past the last decode step" in capsys.readouterr().err
 
 
-def test_store_drain_by_hand():
-    """Two stores of 100 bytes at 10 bytes/cycle, posted at 0 and 5: the second waits for the first."""
+def test_counters_are_the_engines_rates_and_hold_every_byte(h200):
+    """The HBM read counter of a played phase is the engine's shared rate at each event: its
+    area is the bytes the phase read from HBM (to the part of a cycle an event is rounded up
+    by, under 1%), and it never exceeds the achievable bandwidth."""
     import numpy as np
 
-    from archsim.report.counters import store_drain
+    from archsim.report.counters import phase_counters
 
-    start, end = store_drain(np.array([5.0, 0.0]), np.array([100.0, 100.0]), 10.0, 1000.0)
-    assert start.tolist() == [10.0, 0.0] and end.tolist() == [20.0, 10.0]
+    op = Op(OpKind.GEMM, m=128, k=4096, n=6144)
+    r = replay_op(op, h200.chip)
+    (phase,), (tl,) = r.program.phases, r.timelines
+    x, v = phase_counters(phase, tl, h200.chip, True, points=10**6)["HBM read (GB/s)"]
+    area = np.sum(v[:-1] * np.diff(x)) / h200.chip.clock_hz * 1e9
+    weights = np.repeat(phase.core_weight, np.diff(phase.core_start))
+    assert area == pytest.approx(float(np.sum(phase.hbm_bytes * weights)), rel=1e-2)
+    assert v.max() <= h200.chip.hbm.peak_bandwidth_bytes_per_s / 1e9

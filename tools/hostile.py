@@ -144,6 +144,7 @@ class Case:
     timeout_s: float = DEFAULT_TIMEOUT_S
     memory_bytes: int = DEFAULT_MEMORY_BYTES
     send: tuple[float, int] | None = None  # (after seconds, signal) sent to the run
+    send_once: str | None = None  # the signal also waits for a file matching this glob (work done)
     known: str | None = None  # a problem the core owns, with its reason: reported as known
     failed_ok: bool = False  # exit 1 is a right answer (a sweep whose failed points are recorded)
     stdin: bytes = b""
@@ -402,6 +403,11 @@ def run_cases(
     return results
 
 
+def _ready(r: _Running) -> bool:
+    """Whether the run has done what its signal waits for (`Case.send_once`)."""
+    return r.case.send_once is None or next(r.folder.glob(r.case.send_once), None) is not None
+
+
 def _exec_retry(case: Case) -> Case:
     from dataclasses import replace
 
@@ -432,7 +438,7 @@ def _run(
                 running[r.pid] = r
             now = time.monotonic()
             for r in list(running.values()):
-                if r.case.send and not r.signalled and now - r.start >= r.case.send[0]:
+                if r.case.send and not r.signalled and now - r.start >= r.case.send[0] and _ready(r):
                     r.signalled = True
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(r.pid, r.case.send[1])

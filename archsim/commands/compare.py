@@ -50,7 +50,7 @@ def run(args) -> int:
 
     from archsim import api
     from archsim.commands.run import _set, load_inputs
-    from archsim.errors import DoesNotFitError, TooLargeError, printable
+    from archsim.errors import DoesNotFitError, RefusedError, TooLargeError, printable
     from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.comparison import ChipRun, compare_dict, compare_table
     from archsim.report.export import write_json
@@ -77,9 +77,10 @@ def run(args) -> int:
             except ParallelismError as err:
                 print(printable(f"archsim: {hw}: --tp/--pp/--ep: {err}"), file=sys.stderr)
                 rows.append(ChipRun(hw, hardware.name, digest, None, "layout does not apply"))
-            except TooLargeError as err:
+            except RefusedError as err:
                 print(printable(f"archsim: {hw}: {err}"), file=sys.stderr)
-                rows.append(ChipRun(hw, hardware.name, digest, None, "too large to simulate"))
+                why = "too large to simulate" if isinstance(err, TooLargeError) else "not supported by the chip"
+                rows.append(ChipRun(hw, hardware.name, digest, None, why))
     sc = w.scenario
     par = Parallelism(args.tp, args.pp, args.ep)
     layout = "" if par.is_single else f", {par.label()}"

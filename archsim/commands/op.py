@@ -121,12 +121,12 @@ def run_collective(args, system, hw_cfg) -> int:
 
 
 def run(args) -> int:
-    from archsim.choose import simulate_op
+    from archsim.choose import Condition, simulate_op
     from archsim.config.loader import load_system
     from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
-    from archsim.limits import check_op_size
+    from archsim.limits import check_op
     from archsim.report.export import timing_dict, write_json
     from archsim.report.tables import format_seconds
     from archsim.units import format_bytes, format_rate
@@ -161,8 +161,8 @@ def run(args) -> int:
         op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot)
     else:
         op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind), strided=args.strided, hot=args.hot)
-    check_op_size(op, system.chip, args.kind)
-    t = simulate_op(op, system.chip, args.standalone)
+    check_op(op, system.chip, args.kind)
+    t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
     line = (
         f"{args.kind} on {shown(system.chip.name)}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
         f"(compute {t.compute_cycles:,}, stall {t.stall_cycles:,}, overhead {t.overhead_cycles:,}); "

@@ -1,18 +1,49 @@
-"""`archsim validate`: predicted against measured timings, per case and per kind."""
+"""`archsim validate`: predicted against measured timings, per case and per kind.
+
+A shipped set names the chip it was measured on (and the multi-chip system of its all-reduce
+cases); `archsim validate all` runs every shipped set on its chip and summarises per chip, the
+cases a chip was calibrated on apart from those held out of calibration, and lists the chips
+that follow from a calibrated one by datasheet changes, which have no measurements here (blind).
+"""
 
 from __future__ import annotations
 
-from archsim.commands import check_outputs, shown
+import functools
+from dataclasses import dataclass
+
+from archsim.commands import UsageError, check_outputs, shown
 from archsim.commands.output import add_output_flags, console, emit, progress
 from archsim.commands.run import DEFAULT_HW
 
-SHIPPED = ("h200_calibration", "h200_holdout")
+
+@dataclass(frozen=True)
+class ShippedSet:
+    """A case file shipped with archsim: where it was measured, and its held-out cases."""
+
+    chip: str
+    collectives: str | None = None  # the system its all-reduce cases ran on
+    held_out: tuple[int, int] | None = None  # (m, r): cases with index % m == r were never fitted
+    role: str = "calibration"  # or "development": used to choose mechanisms, never fitted
+
+
+SHIPPED = {
+    "h200_calibration": ShippedSet("h200"),
+    "h200_holdout": ShippedSet("h200", role="development"),
+    "a100_calibration": ShippedSet("a100_pcie", "a100x8", held_out=(4, 2)),
+}
+BLIND = {  # shipped files no measurement here judges: what their predictions rest on
+    "h100": "h200's model with the H100's datasheet memory, L2 and power",
+    "a100": "a100_pcie's model with the SXM4's datasheet memory and power",
+    "h200x8": "h200 chips; collective costs from NCCL's published tuning constants",
+    "h100x8": "h100 chips; collective costs from NCCL's published tuning constants",
+}
 
 
 def add_parser(sub) -> None:
     val = sub.add_parser("validate", help="compare predictions with measured timings")
-    val.add_argument("cases", help=f"case file (JSON) or a shipped set: {', '.join(SHIPPED)}")
-    val.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
+    val.add_argument("cases", help=f"case file (JSON), a shipped set ({', '.join(SHIPPED)}) or all")
+    val.add_argument("--hw", help="hardware YAML or shipped name (default: the set's chip, else h200)")
+    val.add_argument("--system", help="multi-chip system for all-reduce cases (default: the set's, else --hw)")
     val.add_argument("--json", metavar="PATH", help="write cases and summary as JSON")
     val.add_argument("--kind", action="append", help="only cases of this kind (repeatable)")
     add_output_flags(val)
@@ -31,9 +62,16 @@ def case_path(name_or_path: str):
 
 
 def load_cases(name_or_path: str) -> list:
-    """The cases of a case file or shipped set, read as strict, bounded JSON."""
+    """The cases of a case file or shipped set (their file's meta: `load_case_file`)."""
+    return load_case_file(name_or_path)[0]
+
+
+def load_case_file(name_or_path: str):
+    """(cases, CaseFile meta, the shipped set they come from or None) of a case file or shipped
+    set, read as strict, bounded JSON; ConfigError naming what is wrong."""
     from archsim.config.jsonfile import read_json
     from archsim.errors import ConfigError
+    from archsim.runner.validation import CaseError, CaseFile
 
     path = case_path(name_or_path)
     if not path.exists():
@@ -42,14 +80,46 @@ def load_cases(name_or_path: str) -> list:
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list):
         raise ConfigError.single(str(path), "cases", 'expected {"cases": [...]}')
-    return cases
+    raw = data.get("meta")
+    name = name_or_path if str(path) != name_or_path else campaign(raw)  # a shipped set by name
+    try:
+        meta = CaseFile.from_meta(_with_shipped_meta(raw, name))
+    except CaseError as err:
+        raise ConfigError.single(str(path), "meta", str(err)) from None
+    return cases, meta, name
 
 
-def oversized(case, system) -> str | None:
-    """Why a case's ops exceed the size limit (refused before it is simulated, so one huge case
-    neither exhausts memory nor stops the others), or None."""
-    from archsim.errors import TooLargeError
-    from archsim.limits import check_op_size, check_steps_size
+@functools.cache
+def _shipped_meta(name: str) -> dict:
+    import json
+
+    from archsim.config.loader import INSTALLED_DATA
+
+    return json.loads((INSTALLED_DATA / f"{name}.json").read_text()).get("meta", {})
+
+
+def campaign(meta: object) -> str | None:
+    """The shipped set a file's cases come from, by its meta's `source` (a subset of a shipped set
+    keeps its meta), or None."""
+    if not isinstance(meta, dict) or "source" not in meta:
+        return None
+    return next((name for name in SHIPPED if _shipped_meta(name).get("source") == meta["source"]), None)
+
+
+def _with_shipped_meta(meta: object, name: str | None) -> object:
+    """A file from a shipped campaign gets what archsim added to that set's meta (which kernels
+    ran, `vector_kernels`) where it does not say itself."""
+    if name is None or not isinstance(meta, dict):
+        return meta
+    added = {k: v for k, v in _shipped_meta(name).items() if k == "vector_kernels"}
+    return {**added, **meta}
+
+
+def refused(case, system) -> str | None:
+    """Why a case's ops exceed the size limit or cannot run on the chip (refused before it is
+    simulated, so one huge case neither exhausts memory nor stops the others), or None."""
+    from archsim.errors import RefusedError
+    from archsim.limits import check_op, check_steps_size
     from archsim.runner.validation import case_ops, check_case, model_step_workload
 
     try:
@@ -59,35 +129,57 @@ def oversized(case, system) -> str | None:
             check_steps_size(w, system, [step])
         else:
             for op in case_ops(case):
-                check_op_size(op, system.chip, case["kind"])
-    except TooLargeError as err:
+                check_op(op, system.chip, case["kind"])
+    except RefusedError as err:
         return str(err)
     except Exception:  # any other problem of the case is validate_cases' to report
         return None
     return None
 
 
-def validate_with_progress(cases: list, system, args):
+def validate_with_progress(cases: list, system, args, meta=None, collectives=None):
     """Every case simulated, one at a time under a progress bar; (results, errors) as validate_cases."""
-    from archsim.runner.validation import validate_cases
+    from archsim.runner.validation import CaseFile, validate_cases
 
+    meta = meta or CaseFile()
     results, errors = [], []
     with progress(args, f"cases on {shown(system.chip.name)}", total=len(cases)) as bar:
         for i, case in enumerate(cases):
             anonymous = not isinstance(case, dict) or "id" not in case
-            too_large = oversized(case, system)
-            if too_large:
-                errors.append((f"#{i}" if anonymous else str(case["id"]), too_large))
+            why = refused(case, system)
+            if why:
+                errors.append((f"#{i}" if anonymous else str(case["id"]), why))
                 bar.update(i + 1, len(cases))
                 continue
-            done, bad = validate_cases([case], system)
+            done, bad = validate_cases([case], system, meta, collectives)
             results += done
             errors += [(f"#{i}" if anonymous else cid, why) for cid, why in bad]
             bar.update(i + 1, len(cases))
     return results, errors
 
 
+def held_out_ids(cases: list, split: tuple[int, int] | None) -> set[str]:
+    """Ids of the cases a set holds out of calibration (index % m == r)."""
+    if split is None:
+        return set()
+    m, r = split
+    return {str(c.get("id")) for i, c in enumerate(cases) if isinstance(c, dict) and i % m == r}
+
+
+def summary_table(title: str, summary: dict):
+    from rich.table import Table
+
+    st = Table(title=title, title_justify="left")
+    for col in ("kind", "n", "mean", "worst"):
+        st.add_column(col, justify="left" if col == "kind" else "right")
+    for kind, s in summary.items():
+        st.add_row(kind, str(s["n"]), f"{s['mean_abs_error_pct']:.1f}%", f"{s['max_abs_error_pct']:.1f}%")
+    return st
+
+
 def run(args) -> int:
+    if args.cases == "all":
+        return run_all(args)
     import sys
 
     from rich.table import Table
@@ -98,15 +190,21 @@ def run(args) -> int:
     from archsim.report.tables import format_seconds
     from archsim.runner.validation import summarise
 
-    check_outputs(args, ("json",), inputs=(args.hw, args.cases, str(case_path(args.cases))))
-    system, _ = load_system(args.hw)
-    cases = load_cases(args.cases)
+    check_outputs(args, ("json",), inputs=(args.hw, args.system, args.cases, str(case_path(args.cases))))
+    cases, meta, name = load_case_file(args.cases)
+    shipped = SHIPPED.get(name or "")
+    hw = args.hw or (shipped.chip if shipped else DEFAULT_HW)
+    system, _ = load_system(hw)
+    coll_name = args.system or (shipped.collectives if shipped else None)
+    collectives = load_system(coll_name)[0] if coll_name else None
+    held = held_out_ids(cases, shipped.held_out if shipped and args.cases in SHIPPED else None)
     if args.kind:
         cases = [c for c in cases if not isinstance(c, dict) or c.get("kind") in args.kind]
-    results, errors = validate_with_progress(cases, system, args)
+    results, errors = validate_with_progress(cases, system, args, meta, collectives)
     table = Table(title=f"{shown(args.cases)} on {shown(system.chip.name)}", title_justify="left")
-    for col, just in (("case", "left"), ("measured", "right"), ("predicted", "right"), ("error", "right")):
-        table.add_column(col, justify=just, overflow="fold")
+    table.add_column("case", overflow="fold")
+    for col in ("measured", "predicted", "error"):
+        table.add_column(col, justify="right", overflow="fold")
     for r in results:
         colour = "green" if abs(r.error_pct) <= 10 else "yellow" if abs(r.error_pct) <= 25 else "red"
         table.add_row(
@@ -116,30 +214,73 @@ def run(args) -> int:
             f"[{colour}]{r.error_pct:+.1f}%[/{colour}]",
         )
     summary = summarise(results)
-    st = Table(title="summary (absolute error)", title_justify="left")
-    for col in ("kind", "n", "mean", "worst"):
-        st.add_column(col, justify="left" if col == "kind" else "right")
-    for kind, s in summary.items():
-        st.add_row(kind, str(s["n"]), f"{s['mean_abs_error_pct']:.1f}%", f"{s['max_abs_error_pct']:.1f}%")
-    rows = [
-        {
-            "id": r.id,
-            "kind": r.kind,
-            "measured_ms": r.measured_ms,
-            "predicted_ms": r.predicted_ms,
-            "error_pct": r.error_pct,
+    tables = [table, summary_table("summary (absolute error)", summary)]
+    data = {"hardware": hw, "summary": summary}
+    if held:
+        split = {
+            "calibration": summarise([r for r in results if r.id not in held]),
+            "held_out": summarise([r for r in results if r.id in held]),
         }
+        tables += [summary_table(f"{name.replace('_', ' ')} cases", s) for name, s in split.items()]
+        data["split"] = split
+    rows = [
+        {"id": r.id, "kind": r.kind, "measured_ms": r.measured_ms, "predicted_ms": r.predicted_ms,
+         "error_pct": r.error_pct}
         for r in results
-    ]
-    data = {
-        "hardware": args.hw,
-        "cases": rows,
-        "summary": summary,
-        "errors": [{"id": i, "error": e} for i, e in errors],
-    }
-    emit(args, console(args), [table, st], data=data, rows=rows)
+    ]  # fmt: skip
+    data["cases"] = rows
+    data["errors"] = [{"id": i, "error": e} for i, e in errors]
+    emit(args, console(args), tables, data=data, rows=rows)
     if args.json:
         write_json(args.json, data)
     for cid, err in errors:
         print(printable(f"{args.cases}: case {cid}: {err}"), file=sys.stderr)
     return 2 if errors else 0
+
+
+def run_all(args) -> int:
+    """Every shipped set on its chip: per chip and role, the mean and worst error per kind."""
+    import sys
+
+    from rich.table import Table
+
+    from archsim.config.loader import load_system
+    from archsim.errors import printable
+    from archsim.report.export import write_json
+    from archsim.runner.validation import summarise
+
+    for flag, value in (("--hw", args.hw), ("--system", args.system)):
+        if value:
+            raise UsageError(f"{flag}: does not apply to 'validate all', which runs each set on its own chip")
+    check_outputs(args, ("json",))
+    table = Table(title="archsim on every shipped measurement (absolute error per kind)", title_justify="left")
+    for col in ("chip", "cases", "kind", "n", "mean", "worst"):
+        table.add_column(col, justify="right" if col in ("n", "mean", "worst") else "left")
+    data: dict = {"sets": {}, "blind": BLIND}
+    failed = False
+    for name, s in SHIPPED.items():
+        system = load_system(s.chip)[0]
+        collectives = load_system(s.collectives)[0] if s.collectives else None
+        cases, meta, _ = load_case_file(name)
+        held = held_out_ids(cases, s.held_out)  # by index in the whole file, before --kind
+        if args.kind:
+            cases = [c for c in cases if c.get("kind") in args.kind]
+        results, errors = validate_with_progress(cases, system, args, meta, collectives)
+        failed |= bool(errors)
+        for cid, err in errors:
+            print(printable(f"{name}: case {cid}: {err}"), file=sys.stderr)
+        parts = {s.role: [r for r in results if r.id not in held]}
+        if held:
+            parts["held out"] = [r for r in results if r.id in held]
+        data["sets"][name] = {"chip": s.chip, **{k: summarise(v) for k, v in parts.items()}}
+        for role, rs in parts.items():
+            for kind, v in summarise(rs).items():
+                chip = s.collectives if kind == "allreduce" and s.collectives else s.chip
+                table.add_row(chip, f"{name} ({role})", kind, str(v["n"]), f"{v['mean_abs_error_pct']:.1f}%",
+                              f"{v['max_abs_error_pct']:.1f}%")  # fmt: skip
+    for chip, basis in BLIND.items():
+        table.add_row(chip, f"blind: {basis}", "-", "-", "-", "-")
+    emit(args, console(args), [table], data=data)
+    if args.json:
+        write_json(args.json, data)
+    return 2 if failed else 0

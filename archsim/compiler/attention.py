@@ -1,16 +1,30 @@
 """Fused (flash) attention: work items of (sequence, query head group, query block), each
 streaming K and V blocks of its KV head through SRAM with an online softmax.
 
-Per KV block, an item computes S = Q K^T (bq x d x bk on the matrix units), the softmax of
-S (bq x bk exponentials on the special-function unit, a few lane ops per score) and O += P V
-(bq x bk x d). Causal items skip blocks above the diagonal. The first item of a wave to
-touch a K/V block reads it from HBM, the others hit in L2 (all K/V stays resident when it fits).
-Queries of the `heads / kv_heads` heads that share a KV head are processed as the query rows of
-one item in decode (GQA packing); in prefill each query head is its own item, as flash kernels do.
-Items are dealt to cores longest first, as a block scheduler does with causal work.
-With `split_kv` (flash-decoding), a decode with fewer (sequence, KV head) items than cores cuts
-each item's KV range into splits that fill the cores; each split writes an fp32 partial output
-to L2 and a second kernel combines them.
+Per KV block, an item computes S = Q K^T (bq x d x bk on the matrix units), the softmax of S
+(bq x bk exponentials on the special-function unit and SOFTMAX_LANE_OPS lane instructions per
+score, on every row of the matrix instruction's tile, padding included) and O += P V
+(bq x bk x d). How the three meet is the kernel's schedule:
+
+  serial      QK^T, softmax and PV of a block one after another (a kernel without softmax
+              pipelining, e.g. the cuDNN kernel of PyTorch's SDPA measured in the H200 set)
+  overlapped  the matrix, special-function and lane pipes overlap across warpgroups
+              (FlashAttention-3 ping-pong, Shah et al. 2024): the slowest pipe, plus the rescale
+              of the output accumulator by the new row maximum, which waits for the row
+              reduction and cannot overlap
+
+Causal items skip blocks above the diagonal; a partial last KV block moves only its valid rows.
+The first item of a wave to touch a K/V block reads it from HBM, the others hit in L2 (all K/V
+stays resident when it fits the L2's reuse capacity). Queries of the `heads / kv_heads` heads
+that share a KV head are the query rows of one item in decode (GQA packing); in prefill each
+query head is its own item, as flash kernels do. Items are dealt to cores longest first, as a
+block scheduler does with causal work.
+
+A decode kernel that can split the KV length (`split_kv`: flash-decoding) chooses the split as
+FlashAttention-2's `num_splits_heuristic` does (flash_api.cpp): none when the items fill 80% of
+the cores; otherwise the smallest split whose wave efficiency is within 85% of the best split's,
+up to 128 and the KV blocks; each split writes an fp32 partial output to L2 and a second kernel
+combines them.
 """
 
 from __future__ import annotations
@@ -19,14 +33,55 @@ import math
 
 import numpy as np
 
-from archsim.compiler.program import PARTIAL_BYTES, Program, build_phase, deal_items, entries
+from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
+from archsim.compiler.program import PARTIAL_BYTES, Family, Program, build_phase, deal_items, entries
 from archsim.compiler.streaming import Stream, streaming_phase
-from archsim.compiler.tiles import matmul_cycles, vector_cycles
-from archsim.graph.ops import Op
+from archsim.compiler.tiles import matmul_cycles
+from archsim.graph.ops import Op, attended_pairs
 from archsim.hardware import Chip
+from archsim.hardware.power import Activity
+from archsim.units import ceil_div
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
 SOFTMAX_LANE_OPS = 4  # per score: max, scale-and-subtract (one FMA), sum, convert to bf16 (exp on the special unit)
+MAX_SPLITS = 128  # FlashAttention-2's largest KV split
+KV_STAGES = (
+    2  # K/V buffers a flash kernel cycles through: one block loads while one computes (FlashAttention-3's kStages)
+)
+SPLIT_FILL = 0.8  # no split once the items fill this share of the cores
+SPLIT_EFFICIENCY = 0.85  # the smallest split within this share of the best wave efficiency
+
+
+def kv_splits(items: int, cores: int, kv_blocks: int) -> int:
+    """How many ways a decode kernel splits each item's KV range (FlashAttention-2's
+    num_splits_heuristic): wave efficiency n / ceil(n) of n = items x splits / cores."""
+    if items >= SPLIT_FILL * cores:
+        return 1
+    most = min(MAX_SPLITS, cores, kv_blocks)
+
+    def eligible(s: int) -> bool:  # a split that changes the blocks per split
+        return s == 1 or ceil_div(kv_blocks, s) != ceil_div(kv_blocks, s - 1)
+
+    def efficiency(s: int) -> float:
+        waves = items * s / cores
+        return waves / math.ceil(waves)
+
+    best = max(efficiency(s) for s in range(1, most + 1) if eligible(s))
+    return next(s for s in range(1, most + 1) if eligible(s) and efficiency(s) >= SPLIT_EFFICIENCY * best)
+
+
+def block_cycles(op: Op, chip: Chip, qrows: int, bk: int) -> float:
+    """Cycles of one KV block of an item with `qrows` query rows: its QK^T and PV on the matrix
+    units and its softmax on the padded rows, as the kernel's schedule combines them."""
+    core, d = chip.core, op.head_dim
+    matrix = float(matmul_cycles(core, qrows, d, bk, op.dtype) + matmul_cycles(core, qrows, bk, d, op.dtype))
+    rows = max(qrows, core.mma_rows)  # the softmax runs on the whole accumulator tile
+    special = math.ceil(rows * bk / core.vector.special_per_cycle)
+    lanes = math.ceil(rows * bk * SOFTMAX_LANE_OPS / core.vector.issue_per_cycle)
+    if not op.softmax_overlap:
+        return matrix + special + lanes
+    rescale = math.ceil(rows * d / core.vector.issue_per_cycle)
+    return max(matrix, special, lanes) + rescale
 
 
 def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
@@ -58,15 +113,14 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     kv_blocks = math.ceil(op.kv_len / bk)
     past = op.kv_len - op.q_len
     qrows = rows if decode else min(bq, op.q_len)
-    s_cyc = matmul_cycles(chip.core, qrows, d, bk, op.dtype)
-    p_cyc = matmul_cycles(chip.core, qrows, bk, d, op.dtype)
-    sm_cyc = vector_cycles(chip.core, qrows * bk * SOFTMAX_LANE_OPS, qrows * bk)
-    step_cycles = float(s_cyc + p_cyc + sm_cyc)
+    step_cycles = block_cycles(op, chip, qrows, bk)
     kv_block_bytes = 2.0 * bk * d * a
+    last_block_bytes = 2.0 * (op.kv_len - (kv_blocks - 1) * bk) * d * a  # only its valid rows
     q_bytes = qrows * heads_per_item * d * a if not decode else rows * d * a
     splits = 1
     if decode and op.split_kv:
-        splits = max(1, min(kv_blocks, chip.cores // max(1, op.batch * op.kv_heads)))
+        splits = kv_splits(op.batch * op.kv_heads, chip.cores, kv_blocks)
+    per_split = ceil_div(kv_blocks, splits)
     # items: (batch, head or KV head, query block or KV split, KV blocks it streams)
     items = []
     for qb in range(q_blocks):
@@ -74,8 +128,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             last_q = min(op.q_len, (qb + 1) * bq) - 1 + past
             items.append((qb, min(kv_blocks, last_q // bk + 1)))
         else:
-            per = -(-kv_blocks // splits)
-            items += [(sp, min(per, kv_blocks - sp * per)) for sp in range(splits) if kv_blocks > sp * per]
+            items += [
+                (sp, min(per_split, kv_blocks - sp * per_split)) for sp in range(splits) if kv_blocks > sp * per_split
+            ]
     splits = len(items) if decode else 1
     heads_items = op.heads // heads_per_item
     # a head's query blocks are launched together, longest first, so they share its K/V in L2
@@ -84,7 +139,7 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     costs = np.array([n for *_x, n in all_items], dtype=np.float64)
     per_core = deal_items(costs, chip.cores)
     kv_total = 2.0 * op.batch * op.kv_heads * op.kv_len * d * a
-    fits = kv_total <= chip.l2.capacity_bytes
+    fits = kv_total <= reuse_capacity_bytes(chip)
     group = op.heads // op.kv_heads
     seen: set = set()
     # each K/V block is fetched from HBM by the first item to touch it; with GQA the query heads
@@ -97,31 +152,44 @@ def compile_attention(op: Op, chip: Chip) -> Program:
         if key not in seen:
             seen.add(key)
             first_touch[idx] = True
-    blocks: dict[tuple[int, bool], np.ndarray] = {}
+    blocks: dict[tuple[int, bool, bool], np.ndarray] = {}
+    ends = {qb: min(per_split * (qb + 1), kv_blocks) == kv_blocks for qb in range(len(items))} if decode else {}
 
-    def item_entries(n_kv: int, miss: bool) -> np.ndarray:
-        """Entries of one item: a K/V block each, the Q block with the first, the output last."""
-        if (n_kv, miss) not in blocks:
+    def item_entries(n_kv: int, miss: bool, last: bool) -> np.ndarray:
+        """Entries of one item: a K/V block each, the Q block with the first, the output last;
+        an item that reaches the end of the KV cache moves only the valid rows of its last block."""
+        if (n_kv, miss, last) not in blocks:
             seq = entries(n_kv, cycles=step_cycles)
             seq["hbm_bytes" if miss else "l2_bytes"] = kv_block_bytes
+            if last:
+                seq["hbm_bytes" if miss else "l2_bytes"][-1] = last_block_bytes
             seq["hbm_bytes"][0] += q_bytes
             if splits == 1:
                 seq["store_bytes"][-1] = q_bytes
             else:
                 seq["store_l2_bytes"][-1] = q_bytes / a * PARTIAL_BYTES
-            blocks[n_kv, miss] = seq
-        return blocks[n_kv, miss]
+            blocks[n_kv, miss, last] = seq
+        return blocks[n_kv, miss, last]
+
+    def reaches_end(item: tuple) -> bool:
+        """Whether the item streams the KV cache's last block: a decode split that ends there,
+        or a prefill query block whose causal range reaches the last key (every block, unmasked)."""
+        _b, _h, qb, n_kv = item
+        return ends[qb] if decode else n_kv == kv_blocks
 
     # cores that run items of the same kinds in the same order are one weighted sequence
     groups: dict[tuple, list] = {}
     for items_of_core in per_core:
-        sig = tuple((all_items[idx][3], idx in first_touch) for idx in items_of_core)
+        sig = tuple((all_items[idx][3], idx in first_touch, reaches_end(all_items[idx])) for idx in items_of_core)
         if sig:
             groups.setdefault(sig, [sig, 0])[1] += 1
-    sequences = [np.concatenate([item_entries(n, m) for n, m in sig]) for sig, _w in groups.values()]
+    sequences = [np.concatenate([item_entries(*kind) for kind in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
-    stages = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
-    phases = [build_phase(sequences, stages, f"flash attention bq{qrows} bk{bk} kv-splits {splits}", weights=weights)]
+    fit = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
+    stages = min(KV_STAGES, fit)
+    label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
+    inflight = pipeline_bytes(stages, kv_block_bytes)
+    phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight)]
     if splits > 1:  # combine the fp32 partial outputs (and their log-sum-exps) per query row
         phases.append(
             streaming_phase(
@@ -138,4 +206,6 @@ def compile_attention(op: Op, chip: Chip) -> Program:
                 ),
             )
         )
-    return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)
+    pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal)
+    activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=pairs * SOFTMAX_LANE_OPS, special_ops=pairs)
+    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.ATTENTION)

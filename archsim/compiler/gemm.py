@@ -12,19 +12,20 @@ L2 bandwidth), the best are costed for HBM traffic with the L2 model the compile
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
 
-from archsim.compiler.l2reuse import operand_hbm_bytes, wave_hbm_fractions
-from archsim.compiler.program import PARTIAL_BYTES, Phase, Program, build_phase, entries
+from archsim.compiler.l2reuse import Raster, cluster_order, operand_hbm_bytes, rasters, wave_hbm_fractions
+from archsim.compiler.program import PARTIAL_BYTES, Family, Phase, Program, build_phase, entries
 from archsim.compiler.streaming import Stream, streaming_phase
-from archsim.compiler.tiles import matmul_cycles, step_cycles
+from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.chip import MIN_K_STEP, MIN_TILE_EDGE
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
+from archsim.hardware.power import Activity
 from archsim.units import ceil_div
 
 # tile edges and K steps a kernel library offers (powers of two from the smallest the hardware takes)
@@ -43,20 +44,45 @@ class GemmMapping(str, Enum):
 
 @dataclass(frozen=True)
 class Tiling:
-    """A GEMM mapping: tm x tn output tiles computed tk of K per step, as `mapping` forms items."""
+    """A GEMM mapping: tm x tn output tiles computed tk of K per step, as `mapping` forms items,
+    launched in `raster` order (l2reuse.py)."""
 
     tm: int
     tn: int
     tk: int
     mapping: GemmMapping = GemmMapping.DATA_PARALLEL
     split: int = 1  # K slices per tile (SPLIT_K)
+    raster: Raster = Raster.ROW
+    group: int = 1  # row blocks per group of a GROUPED raster
 
     @property
     def label(self) -> str:
         shape = f"{self.tm}x{self.tn}x{self.tk}"
+        order = f"{self.raster.value}{self.group if self.raster is Raster.GROUPED else ''}"
         if self.mapping is GemmMapping.STREAM_K:
-            return f"stream-K {shape}"
-        return f"gemm {shape} split{self.split}"
+            return f"stream-K {shape} {order}"
+        return f"gemm {shape} split{self.split} {order}"
+
+
+def pipeline_bytes(stages: int, stage_bytes: float) -> float:
+    """Bytes a pipelined kernel keeps in flight: a load for every buffer but the one computing."""
+    return max(1, stages - 1) * stage_bytes
+
+
+def operand_shares(op: Op, chip: Chip, tm: int, tn: int) -> tuple[float, float]:
+    """Shares of its A and B blocks each core moves itself: with a cluster of c cores that one
+    transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
+    tiles of one column share the B block (of one row, the A block): the larger of the two
+    that the grid lets c tiles share is moved once per cluster."""
+    c = chip.noc.multicast
+    if c <= 1 or chip.cores < c:
+        return 1.0, 1.0
+    a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
+    # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
+    rows, cols = ceil_div(op.m, tm), ceil_div(op.n, tn)
+    share_b = rows % c == 0 and b_block >= a_block
+    share_a = cols % c == 0 and not share_b
+    return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
 
 
 def _stage_bytes(tm, tn, tk, a: float, b: float):
@@ -88,6 +114,8 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
     if not ok.any():
         ok = stage == stage.min()
     tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
+    shares = np.array([operand_shares(op, chip, int(x), int(y)) for x, y in zip(tm, tn)]).reshape(-1, 2)
+    moved_stage = tm * tk * a * shares[:, 0] + tk * tn * b * shares[:, 1]  # bytes a core loads per step
     em, en = np.minimum(tm, m), np.minimum(tn, n)
     cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype)
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
@@ -108,8 +136,11 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
             items = tiles * split
             waves = ceil_div(items, chip.cores)
         compute_s = waves * per_item * cycles_per_step / chip.clock_hz
-        item_bytes = per_item * stage
-        core_s = waves * (item_bytes / rate + lat)
+        item_bytes = per_item * moved_stage
+        # a step's load: its bytes at the core's rate, but no faster than one access latency
+        # shared by the loads the pipeline keeps in flight
+        step_s = np.maximum(moved_stage / rate, lat / np.maximum(1, stages - 1))
+        core_s = waves * (per_item * step_s + lat)
         if mapping is GemmMapping.STREAM_K:  # the core finishing a split tile reads the others' partials from L2
             shared = tiles % chip.cores
             sharers = np.ceil(chip.cores / np.maximum(1, shared)) * (shared > 0)
@@ -129,14 +160,27 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
                 scored.append((float(est[i]), float(compute_s[i]), tiling))
     scored.sort(key=lambda x: (x[0], x[1]))
     ranked = sorted(
-        ((est, tiling_hbm_bytes(op, chip, t), compute, t) for est, compute, t in scored[: 3 * count]),
-        key=lambda x: x[:3],
+        ((est, *best_raster(op, chip, t), compute) for est, compute, t in scored[: 3 * count]),
+        key=lambda x: (x[0], x[2], x[3]),
     )
     # one K step per tile shape and mapping: the shortlist spans different mappings
     out: dict[tuple, Tiling] = {}
-    for *_cost, t in ranked:
+    for _est, t, _hbm, _compute in ranked:
         out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
     return list(out.values())[:count]
+
+
+def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
+    """The tiling with the raster that reads the least from HBM (the first of equals, row-major
+    first), and those bytes: a raster changes only which loads hit L2. Where tiles launch in
+    clusters, the raster orders the clusters."""
+    sa, sb = operand_shares(op, chip, t.tm, t.tn)
+    c = chip.noc.multicast
+    grid = ceil_div(op.m, t.tm) // (c if sb < 1 else 1), ceil_div(op.n, t.tn) // (c if sa < 1 else 1)
+    options = [replace(t, raster=r, group=g) for r, g in rasters(*grid)]
+    scored = [(tiling_hbm_bytes(op, chip, o), i) for i, o in enumerate(options)]
+    hbm, i = min(scored)
+    return options[i], hbm
 
 
 def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
@@ -148,24 +192,26 @@ def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
         phases = [_gemm_phase(op, chip, tiling)]
         if tiling.split > 1:
             phases.append(_reduce_phase(op, chip, tiling.split))
-    return Program(tuple(phases), op.flops(), op.min_bytes(), matrix=True)
+    reduce_ops = op.groups * op.m * op.n * tiling.split if tiling.split > 1 else 0.0
+    activity = Activity(macs=op.flops() / 2, mac_dtype=compute_dtype(op.dtype, op.b_dtype), lane_ops=reduce_ops)
+    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.GEMM)
 
 
-def _items(op: Op, tm: int, tn: int, tk: int, split: int) -> dict[str, np.ndarray]:
+def _items(op: Op, chip: Chip, t: Tiling) -> dict[str, np.ndarray]:
     """Work items in launch order, as arrays: group, row block, column block and K slice
-    (g, i, j, s) with the item's rows, columns and K length (em, en, kl)."""
-    m, k, n = op.m, op.k, op.n
-    per = ceil_div(ceil_div(k, tk), split) * tk
-    g, i, j, s = (
-        x.ravel()
-        for x in np.meshgrid(
-            np.arange(op.groups),
-            np.arange(ceil_div(m, tm)),
-            np.arange(ceil_div(n, tn)),
-            np.arange(split),
-            indexing="ij",
-        )
-    )
+    (g, i, j, s) with the item's rows, columns and K length (em, en, kl). Groups one after
+    another, each group's tiles in the raster's order (by clusters where they multicast), a
+    tile's K slices together."""
+    m, k, n, tm, tn = op.m, op.k, op.n, t.tm, t.tn
+    per = ceil_div(ceil_div(k, t.tk), t.split) * t.tk
+    sa, sb = operand_shares(op, chip, tm, tn)
+    cm, cn = (chip.noc.multicast if sb < 1 else 1), (chip.noc.multicast if sa < 1 else 1)
+    rows, cols = cluster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group, cm, cn)
+    tiles = len(rows)
+    g = np.repeat(np.arange(op.groups), tiles * t.split)
+    i = np.tile(np.repeat(rows, t.split), op.groups)
+    j = np.tile(np.repeat(cols, t.split), op.groups)
+    s = np.tile(np.arange(t.split), op.groups * tiles)
     kl = np.minimum(k, (s + 1) * per) - s * per
     keep = kl > 0
     g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
@@ -180,16 +226,16 @@ def _items(op: Op, tm: int, tn: int, tk: int, split: int) -> dict[str, np.ndarra
     }
 
 
-def _operands_fit(op: Op, chip: Chip) -> bool:
-    """Whether all of the GEMM's operands fit in L2 at once (panels then stay resident)."""
-    return op.groups * (op.m * op.k * op.dtype.bytes + op.k * op.n * op.b_dtype.bytes) <= chip.l2.capacity_bytes
+def reuse_capacity_bytes(chip: Chip) -> float:
+    """L2 bytes that can hold operand panels every core reads: one partition's worth."""
+    return chip.l2.capacity_bytes / chip.l2.partitions
 
 
 def _schedule(op: Op, chip: Chip, t: Tiling) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """The tiling's work items in launch order, the wave each runs in, and how many of them
     (the first) run data-parallel. Stream-K runs all but the last full wave of tiles
     data-parallel, in waves of one tile per core, and its tail's tiles in flight together."""
-    items = _items(op, t.tm, t.tn, t.tk, t.split)
+    items = _items(op, chip, t)
     count = len(items["kl"])
     wave = np.arange(count) // chip.cores
     if t.mapping is not GemmMapping.STREAM_K:
@@ -204,7 +250,7 @@ def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     the fp32 partials of a split-K GEMM written and read back where they do not fit in L2."""
     items, wave, _dp = _schedule(op, chip, t)
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    total = operand_hbm_bytes(items, wave, a, b, _operands_fit(op, chip))
+    total = operand_hbm_bytes(items, wave, a, b, reuse_capacity_bytes(chip), operand_shares(op, chip, t.tm, t.tn))
     total += op.groups * op.m * op.n * op.c_dtype.bytes
     if t.split > 1 and not _partials_fit(op, chip, t.split):
         total += 2 * t.split * op.groups * op.m * op.n * PARTIAL_BYTES
@@ -224,7 +270,8 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
     items = {key: v[:limit_items] for key, v in items.items()}
     wave = wave[:limit_items]
     cores = chip.cores
-    wave_frac = wave_hbm_fractions(items, wave, a, b, _operands_fit(op, chip))
+    sa, sb = operand_shares(op, chip, t.tm, t.tn)
+    wave_frac = wave_hbm_fractions(items, wave, a, b, reuse_capacity_bytes(chip), (sa, sb))
     fracs, frac_id = np.unique(wave_frac, return_inverse=True)
     frac_id = frac_id[wave]
     out_bytes = PARTIAL_BYTES if t.split > 1 else op.c_dtype.bytes
@@ -237,7 +284,7 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
     for idx in first:
         em, en, kl, f = int(em_[idx]), int(en_[idx]), int(kl_[idx]), float(fracs[frac_id[idx]])
         ks = _k_steps(kl, t.tk)
-        moved = ks * (em * a + en * b)
+        moved = ks * (em * a * sa + en * b * sb)
         seq = entries(len(ks), hbm_bytes=moved * f, l2_bytes=moved * (1.0 - f))
         seq["cycles"] = step_cycles(chip.core, em, t.tk, en, op.dtype, op.b_dtype)
         seq["cycles"][-1] = step_cycles(chip.core, em, int(ks[-1]), en, op.dtype, op.b_dtype)
@@ -251,8 +298,9 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
         entry[1] += 1
     sequences = [np.concatenate([blocks[k] for k in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
-    stages = chip.core.sram.capacity_bytes // _stage_bytes(t.tm, t.tn, t.tk, a, b)
-    return build_phase(sequences, stages, t.label, weights=weights)
+    stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
+    stages = chip.core.sram.capacity_bytes // stage
+    return build_phase(sequences, stages, t.label, weights=weights, inflight_bytes=pipeline_bytes(stages, stage))
 
 
 def _partials_fit(op: Op, chip: Chip, split: int) -> bool:
@@ -291,7 +339,8 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     per = ceil_div(sk_iters, cores)
     tail = {key: v[dp_tiles:] for key, v in items.items()}
     # the tail's tiles are in flight together: the first touch of each operand block misses
-    frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, False)[0])
+    sa, sb = operand_shares(op, chip, t.tm, t.tn)
+    frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0, (sa, sb))[0])
     memo: dict[tuple, int] = {}
 
     def cycles_of(em: int, kk: int, en: int) -> int:
@@ -311,7 +360,7 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
             ks = np.full(s1 - s0, t.tk, dtype=np.int64)
             if s1 == ksteps:
                 ks[-1] = op.k - t.tk * (ksteps - 1)
-            moved = ks * (em * a + en * b)
+            moved = ks * (em * a * sa + en * b * sb)
             seg = entries(len(ks), hbm_bytes=moved * frac, l2_bytes=moved * (1.0 - frac))
             seg["cycles"] = cycles_of(em, t.tk, en)
             seg["cycles"][-1] = cycles_of(em, int(ks[-1]), en)
@@ -325,8 +374,11 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
             i += s1 - s0
         if rows:
             sequences.append(np.concatenate(rows))
-    stages = chip.core.sram.capacity_bytes // _stage_bytes(t.tm, t.tn, t.tk, a, b)
-    phases.append(build_phase(sequences, stages, t.label, new_kernel=not phases))
+    stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
+    stages = chip.core.sram.capacity_bytes // stage
+    phases.append(
+        build_phase(sequences, stages, t.label, new_kernel=not phases, inflight_bytes=pipeline_bytes(stages, stage))
+    )
     return phases
 
 

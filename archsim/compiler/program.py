@@ -8,9 +8,12 @@ reduction), plus the op's ideal work for roofline accounting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
+
+from archsim.hardware.power import Activity
 
 PARTIAL_BYTES = 4  # partial sums (split-K, stream-K, split-KV attention) are kept in fp32
 
@@ -45,14 +48,25 @@ class Phase:
         return int(self.core_weight[np.diff(self.core_start) > 0].sum())
 
 
+class Family(str, Enum):
+    """Which kind of kernel a program's first phase is: it sets the kernel's fixed prologue."""
+
+    GEMM = "gemm"  # a matrix-unit GEMM (descriptors, pipeline barriers before the first load)
+    ATTENTION = "attention"  # a fused attention kernel (its Q/K/V/O descriptors and softmax state)
+    STREAM = "stream"  # a streaming vector kernel or copy: no prologue
+
+
 @dataclass(frozen=True, eq=False)
 class Program:
-    """Phases run back to back; `flops`, `min_bytes` state the op's ideal work."""
+    """Phases run back to back; `flops`, `min_bytes` state the op's ideal work, `activity` the
+    actions its kernels perform (the inputs of its energy; bytes are counted when it is played)."""
 
     phases: tuple[Phase, ...]
     flops: float  # useful floating-point operations (2 per MAC)
     min_bytes: float  # compulsory HBM traffic: every operand read once, every result written once
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
+    activity: Activity = field(default_factory=Activity)
+    family: Family = Family.STREAM
 
 
 # One tile step of a core, by name: bytes loaded from HBM and from L2 (hits) before it computes,

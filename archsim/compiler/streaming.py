@@ -14,6 +14,11 @@ outputs, with no reuse between elements. Its mapping is set by how it meets memo
   entries of about its bytes in flight.
 * A kernel whose input the previous kernel just wrote finds it in L2 when it fits in
   HOT_L2_SHARE of it (`reads_hit_l2`, `writes_hit_l2`).
+* A serving engine's custom per-token kernel (`Op.per_row`: vLLM's and Sarathi's 2023 rms_norm,
+  silu_and_mul and rotary_embedding) gives each row (token) a block of up to PER_ROW_THREADS
+  threads that loop over it with scalar loads, an element per thread per operand and pass: a
+  row-wise chain of that step, with as many rows in flight on a core as its resident threads
+  allow.
 
 `compile_vector`, `compile_copy` and `compile_embedding` turn ops into Streams (graph/ops.py
 holds each vector op's per-element instruction counts).
@@ -30,9 +35,11 @@ from archsim.compiler.program import Phase, Program, build_phase, entries
 from archsim.compiler.tiles import vector_step_cycles
 from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, Op
 from archsim.hardware import Chip
+from archsim.hardware.power import Activity
 from archsim.units import ceil_div
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
+PER_ROW_THREADS = 1024  # threads of a per-token kernel's block: min(row length, 1024) in vLLM's kernels
 # share of the L2 a tensor the previous kernel wrote may take and still be there for the next:
 # the producer's other traffic (its weights and inputs) streams through the rest
 HOT_L2_SHARE = 0.25
@@ -56,6 +63,12 @@ class Stream:
     row_inflight_bytes: float = 0.0  # > 0: a row-wise kernel, that many bytes in flight per row
     inflight_bytes: float = float("inf")  # the kernel's bytes in flight per core
     min_chunk_bytes: float = MIN_CHUNK_BYTES
+    resident_rows: int = 0  # > 0: rows a core works on at once (its resident blocks), else all of its chunk
+
+
+def stream_activity(s: Stream) -> Activity:
+    """The vector-unit work of a streaming kernel (its bytes are counted when it is played)."""
+    return Activity(lane_ops=s.elements * s.lane_ops_per_element, special_ops=s.elements * s.special_ops_per_element)
 
 
 def streaming_phase(chip: Chip, s: Stream) -> Phase:
@@ -74,7 +87,8 @@ def streaming_phase(chip: Chip, s: Stream) -> Phase:
     last_rows = rows - (chunks - 1) * rows_per_chunk
     inflight_bytes = s.inflight_bytes
     if s.row_inflight_bytes > 0:
-        inflight_bytes = min(inflight_bytes, rows_per_chunk * s.row_inflight_bytes)
+        concurrent = min(rows_per_chunk, s.resident_rows) if s.resident_rows else rows_per_chunk
+        inflight_bytes = min(inflight_bytes, concurrent * s.row_inflight_bytes)
     elif inflight_bytes < chip.core.max_inflight_bytes:
         max_rows = min(max_rows, max(min_rows, int(inflight_bytes // row_bytes)))
 
@@ -138,6 +152,9 @@ def compile_vector(op: Op, chip: Chip) -> Program:
     c = op.vector_cost
     a = op.dtype.bytes
     elements = op.m * op.n
+    if op.per_row:
+        per_row = _per_row_stream(op, chip)
+        return Program((streaming_phase(chip, per_row),), op.flops(), op.min_bytes(), False, stream_activity(per_row))
     access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads + c.writes)
     stream = Stream(
         elements,
@@ -151,14 +168,34 @@ def compile_vector(op: Op, chip: Chip) -> Program:
         row_inflight_bytes=min(c.row_step, op.n) * c.reads * a,
         **access,
     )
-    return Program((streaming_phase(chip, stream),), op.flops(), op.min_bytes(), matrix=False)
+    return Program((streaming_phase(chip, stream),), op.flops(), op.min_bytes(), False, stream_activity(stream))
+
+
+def _per_row_stream(op: Op, chip: Chip) -> Stream:
+    """A per-token kernel: a block of min(row, PER_ROW_THREADS) threads per row, scalar loads of
+    one element per thread per operand and pass, as many blocks per core as its threads hold."""
+    c, a = op.vector_cost, op.dtype.bytes
+    threads = min(op.n, PER_ROW_THREADS)
+    return Stream(
+        op.m * op.n,
+        c.reads * a,
+        c.writes * a,
+        c.lane_ops,
+        c.special_ops,
+        f"{op.vop.value if op.vop else 'vector'} per token",
+        row_elements=op.n,
+        l2_rereads_per_element=(c.passes - 1) * c.reads * a,
+        row_inflight_bytes=threads * c.reads * a,
+        inflight_bytes=chip.core.request_inflight_bytes(a),
+        resident_rows=max(1, chip.core.vector.threads // threads),
+    )
 
 
 def compile_embedding(op: Op, chip: Chip) -> Program:
     """Gather `m` rows of `n` elements from the table and write them out."""
     a = op.dtype.bytes
     stream = Stream(op.m * op.n, a, a, 0, 0, "embedding gather", row_elements=op.n)
-    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), matrix=False)
+    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), False, stream_activity(stream))
 
 
 def compile_copy(op: Op, chip: Chip) -> Program:
@@ -168,4 +205,4 @@ def compile_copy(op: Op, chip: Chip) -> Program:
     access, index_ops = _access(op, chip, int(op.bytes // a), a, a, 2)
     label = "strided copy" if op.strided else "copy"
     stream = Stream(int(op.bytes // a), a, a, index_ops, 0, label, **access)
-    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), matrix=False)
+    return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), False, stream_activity(stream))

@@ -1,8 +1,10 @@
 """Cycles of one tile step on a core: its matrix units working together, fed from local SRAM.
 
-A core's `A` arrays split a tile between them along N (or along M when N is too narrow), each
-computing its share with the systolic formula of `archsim.hardware.systolic`; the step takes
-the longer of that and the time the SRAM needs to deliver the operands.
+A core's `A` arrays split a tile between them along N or along M, whichever is faster (or
+along M only where the hardware's matrix instruction does: a Hopper warpgroup MMA gives each
+of the four tensor cores 16 of its 64 rows), each computing its share with the systolic
+formula of `archsim.hardware.systolic`; the step takes the longer of that and the time the
+SRAM needs to deliver the operands.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from functools import cache
 
 import numpy as np
 
-from archsim.hardware import Core, DType
+from archsim.errors import UnsupportedError
+from archsim.hardware import Chip, Core, DType
 from archsim.hardware.systolic import array_cycles
 from archsim.units import ceil_div
 
@@ -20,25 +23,58 @@ def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = N
     """Cycles for one core to compute an m x k x n product (vectorised over arrays of shapes)."""
     b_dtype = b_dtype or a_dtype
     arr = core.array
-    kpc = arr.k_rate(_compute_dtype(a_dtype, b_dtype)) or arr.k_rate(DType.BF16)
+    kpc = arr.k_rate(compute_dtype(a_dtype, b_dtype))
+    if kpc == 0:  # `matrix_format` refuses such ops before they are compiled
+        raise UnsupportedError(f"the matrix units have no {compute_dtype(a_dtype, b_dtype).value} rate")
     units = core.matrix_units
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
-    split_n = array_cycles(m, k, ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
     split_m = array_cycles(ceil_div(m, units), k, n, arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
-    cycles = np.minimum(split_n, split_m)
+    if arr.split_m_only:
+        cycles = split_m
+    else:
+        split_n = array_cycles(m, k, ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc)
+        cycles = np.minimum(split_n, split_m)
     operand_bytes = m * k * a_dtype.bytes + k * n * b_dtype.bytes
     sram_cycles = np.ceil(operand_bytes / core.sram.bandwidth_bytes_per_cycle).astype(np.int64)
     return np.maximum(cycles, sram_cycles)
 
 
-def _compute_dtype(a: DType, b: DType) -> DType:
+def compute_dtype(a: DType, b: DType) -> DType:
     """The MAC format: the wider of the two operands (fp8 x fp8 runs at the fp8 rate)."""
     return a if a.bytes >= b.bytes else b
 
 
+def matrix_format(op, chip: Chip, what: str = "") -> DType | None:
+    """The format an op's matrix products run in (GEMM: the wider operand; attention: its K/V
+    format), or None for ops without them; UnsupportedError, naming the formats the array does
+    have, where it has no rate for it or for a GEMM's activations. archsim never costs one
+    format at another's rate: an fp8 model on a chip without fp8 MMA is a different kernel
+    (weight-only, dequantised in SRAM) that the workload must ask for (`dtypes.activations:
+    bf16`); weights narrower than the activations are such a kernel, activations are never
+    dequantised."""
+    from archsim.graph.ops import OpKind
+
+    array = chip.core.array
+    if op.kind is OpKind.GEMM:
+        fmt = compute_dtype(op.dtype, op.b_dtype)
+        if array.k_rate(op.dtype) == 0:  # activations in a format the MMA does not take
+            fmt = op.dtype
+    elif op.kind is OpKind.ATTENTION:
+        fmt = op.dtype
+    else:
+        return None
+    if array.k_rate(fmt) == 0:
+        rates = ", ".join(name for name, _ in array.k_per_cycle)
+        raise UnsupportedError(
+            f"{what or op.name or op.kind.value}: {chip.name}'s matrix units have no {fmt.value} rate "
+            f"(k_per_cycle has {rates}); choose dtypes it runs"
+        )
+    return fmt
+
+
 def vector_cycles(core: Core, lane_ops, special_ops):
     """Cycles of the vector unit for that many lane and special-function operations."""
-    lane = np.ceil(np.asarray(lane_ops, dtype=np.float64) / core.vector.lanes)
+    lane = np.ceil(np.asarray(lane_ops, dtype=np.float64) / core.vector.issue_per_cycle)
     special = np.ceil(np.asarray(special_ops, dtype=np.float64) / core.vector.special_per_cycle)
     return (lane + special).astype(np.int64)
 

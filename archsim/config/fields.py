@@ -68,6 +68,16 @@ Seconds = Annotated[float, _quantity(Dim.SECONDS, low=MIN_LATENCY, high=MAX_LATE
 SecondsOrZero = Annotated[float, _quantity_or_zero(Dim.SECONDS, high=MAX_LATENCY)]
 BitsPerS = Annotated[float, _quantity(Dim.BITS_PER_S, high=MAX_BITS_PER_S)]
 PinRate = Annotated[float, _quantity(Dim.BITS_PER_S, low=MIN_PIN_RATE, high=MAX_PIN_RATE)]
+# energies of one action (a MAC, a byte moved) are picojoules; a microjoule is a slipped prefix
+MAX_ACTION_ENERGY = (1e-6, "1 uJ")
+Joules = Annotated[float, _quantity(Dim.JOULES, high=MAX_ACTION_ENERGY)]
+JoulesOrZero = Annotated[float, _quantity_or_zero(Dim.JOULES, high=MAX_ACTION_ENERGY)]
+JoulesPerByte = Annotated[float, _quantity_or_zero(Dim.JOULES_PER_BYTE, high=MAX_ACTION_ENERGY)]
+JoulesPerBit = Annotated[float, _quantity_or_zero(Dim.JOULES_PER_BIT, high=MAX_ACTION_ENERGY)]
+MAX_POWER = (1e6, "1 MW")  # a whole wafer draws tens of kW
+Watts = Annotated[float, _quantity(Dim.WATTS, high=MAX_POWER)]
+WattsOrZero = Annotated[float, _quantity_or_zero(Dim.WATTS, high=MAX_POWER)]
+Volts = Annotated[float, _quantity(Dim.VOLTS, low=(0.1, "0.1 V"), high=(10.0, "10 V"))]
 PositiveInt = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 CoreCount = Annotated[StrictInt, Field(gt=0, le=MAX_CORES)]

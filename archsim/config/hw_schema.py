@@ -11,12 +11,19 @@ from archsim.config.fields import (
     BytesPerS,
     ClockHz,
     CoreCount,
+    Joules,
+    JoulesOrZero,
+    JoulesPerBit,
+    JoulesPerByte,
     Name,
     PinRate,
     PositiveInt,
     Seconds,
     SecondsOrZero,
     Strict,
+    Volts,
+    Watts,
+    WattsOrZero,
 )
 from archsim.errors import quote
 from archsim.units import format_seconds
@@ -28,6 +35,9 @@ class ArrayCfg(Strict):
     cols: PositiveInt = Field(description="PE columns")
     dataflow: Literal["ws", "os", "is"] = Field(description="weight-, output- or input-stationary")
     fold_mode: Literal["serial", "pipelined"] = Field("pipelined", description="fold overlap")
+    split: Literal["any", "m"] = Field(
+        "any", description="how a core's arrays share a tile: along rows or columns, or rows only (Hopper wgmma)"
+    )
     k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
         description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)"
     )
@@ -45,6 +55,10 @@ class VectorCfg(Strict):
     special_per_cycle: PositiveInt = Field(description="exp/rsqrt operations per cycle per core")
     access_bytes: Bytes = Field(16, description="widest load one lane issues (a vector load)")
     lanes_per_request: PositiveInt = Field(32, description="lanes whose accesses form one memory request (a GPU warp)")
+    issue_width: PositiveInt | None = Field(
+        None, description="thread-instructions issued per cycle per core over all pipes (default: lanes)"
+    )
+    threads: PositiveInt = Field(2048, description="threads resident on a core at once (occupancy limit)")
 
 
 class SramCfg(Strict):
@@ -77,6 +91,7 @@ class L2Cfg(Strict):
     capacity: Bytes = Field(description="shared L2 / global buffer capacity")
     bandwidth: BytesPerS = Field(description="aggregate L2 bandwidth")
     latency: Seconds = Field(description="L2 hit latency")
+    partitions: PositiveInt = Field(1, description="partitions that each cache what their own cores read")
 
 
 class HbmCfg(Strict):
@@ -85,7 +100,8 @@ class HbmCfg(Strict):
     channel_width_bits: PositiveInt = Field(description="data bus width of one channel")
     data_rate: PinRate = Field(description="per-pin data rate, e.g. '6.4 Gbps'")
     capacity: Bytes = Field(description="usable capacity")
-    latency: Seconds = Field(description="loaded access latency seen by a core")
+    latency: Seconds = Field(description="unloaded access latency seen by a core")
+    queue_latency: SecondsOrZero = Field(0.0, description="latency queueing adds at half the peak bandwidth")
     interleave: Bytes = Field(description="address interleave granularity across channels")
     refresh_interval: Seconds = Field(description="refresh interval")
     refresh_time: SecondsOrZero = Field(description="time a channel is busy refreshing per interval")
@@ -108,14 +124,20 @@ class NocCfg(Strict):
     bandwidth: BytesPerS
     hop_latency: SecondsOrZero
     hops: PositiveInt = Field(description="average hops from a core to an L2 slice")
+    multicast: PositiveInt = Field(1, description="cores one transfer from L2 can feed (TMA multicast in a cluster)")
 
 
 class OverheadsCfg(Strict):
-    kernel: SecondsOrZero = Field(description="fixed cost per op when ops run back to back")
+    kernel: SecondsOrZero = Field(description="fixed part of every kernel's own duration (first blocks to last)")
+    gap: SecondsOrZero = Field(
+        0.0, description="idle time between kernels replayed back to back (graph launch latency)"
+    )
     launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
     matrix_setup: SecondsOrZero = Field(
         0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)"
     )
+    attention_setup: SecondsOrZero = Field(0.0, description="prologue of a fused attention kernel")
+    host: SecondsOrZero = Field(0.0, description="the host's launch-and-synchronize round trip (0: not stated)")
 
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
@@ -141,7 +163,7 @@ class InterconnectCfg(Strict):
     protocols: dict[Name, ProtocolCfg] | None = Field(
         None, description="the collective library's protocols; the fastest is taken (default: bare links)"
     )
-    algorithms: list[Literal["ring", "tree", "in_network"]] | None = Field(
+    algorithms: list[Literal["ring", "tree", "in_network", "one_shot", "two_shot"]] | None = Field(
         None, description="all-reduce algorithms the library runs (default: all the topology allows)"
     )
     in_network_reduction: InNetworkCfg | None = Field(None, description="the switch reduces (NVLink SHARP)")
@@ -158,6 +180,37 @@ class InterconnectCfg(Strict):
 _LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
+class EnergyCfg(Strict):
+    mac: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], Joules] = Field(
+        description="energy of one multiply-accumulate by dtype, at the highest clock's voltage"
+    )
+    lane_op: JoulesOrZero = Field(description="one vector-lane thread-instruction, register traffic included")
+    special_op: JoulesOrZero = Field(description="one special-function instruction (exp, rsqrt)")
+    l2: JoulesPerByte = Field(description="a byte through the L2 and the on-chip network")
+    hbm: JoulesPerBit = Field(description="a bit read from or written to HBM, I/O included")
+    link: JoulesPerBit = Field(0.0, description="a bit over a chip-to-chip link")
+
+
+class PowerCfg(Strict):
+    limit: Watts = Field(description="board power limit the clock is held under")
+    static: WattsOrZero = Field(description="board power that does not scale with the core clock")
+    idle: WattsOrZero = Field(description="clock tree and idle logic of all cores at the highest clock")
+    min_clock: ClockHz = Field(description="lowest clock the power manager sets")
+    voltage: dict[Literal["min_clock", "max_clock"], Volts] = Field(
+        description="core voltage at the lowest and the highest clock"
+    )
+    energy: EnergyCfg
+
+    @field_validator("voltage")
+    @classmethod
+    def _both_ends(cls, v: dict) -> dict:
+        if set(v) != {"min_clock", "max_clock"}:
+            raise ValueError(f"give min_clock and max_clock (got {quote(v)})")
+        if v["min_clock"] > v["max_clock"]:
+            raise ValueError(f"min_clock's voltage must not exceed max_clock's (got {quote(v)})")
+        return v
+
+
 class HardwareCfg(Strict):
     name: Name
     description: str = ""
@@ -168,4 +221,5 @@ class HardwareCfg(Strict):
     hbm: HbmCfg
     noc: NocCfg
     overheads: OverheadsCfg
+    power: PowerCfg | None = None
     interconnect: InterconnectCfg | None = None

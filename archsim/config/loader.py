@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +39,7 @@ from archsim.hardware import (
     VectorUnit,
 )
 from archsim.hardware.chip import min_tile_bytes
+from archsim.hardware.power import Energies, Power
 
 ROOT = Path(__file__).resolve().parents[2]
 Model = TypeVar("Model", bound=BaseModel)
@@ -157,6 +159,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         dataflow=Dataflow(c.matrix_units.dataflow),
         fold_mode=FoldMode(c.matrix_units.fold_mode),
         k_per_cycle=tuple(sorted(c.matrix_units.k_per_cycle.items())),
+        split_m_only=c.matrix_units.split == "m",
     )
     core = Core(
         matrix_units=c.matrix_units.count,
@@ -166,6 +169,8 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             special_per_cycle=c.vector_unit.special_per_cycle,
             access_bytes=max(1, round(c.vector_unit.access_bytes)),
             lanes_per_request=c.vector_unit.lanes_per_request,
+            issue_width=c.vector_unit.issue_width or 0,
+            threads=c.vector_unit.threads,
         ),
         sram=Sram(
             capacity_bytes=round(c.sram.capacity),
@@ -182,7 +187,12 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         clock_hz=cfg.clock,
         cores=c.count,
         core=core,
-        l2=L2(capacity_bytes=round(cfg.l2.capacity), bandwidth_bytes_per_s=cfg.l2.bandwidth, latency_s=cfg.l2.latency),
+        l2=L2(
+            capacity_bytes=round(cfg.l2.capacity),
+            bandwidth_bytes_per_s=cfg.l2.bandwidth,
+            latency_s=cfg.l2.latency,
+            partitions=cfg.l2.partitions,
+        ),
         hbm=Hbm(
             stacks=h.stacks,
             channels_per_stack=h.channels_per_stack,
@@ -195,12 +205,25 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             refresh_interval_s=h.refresh_interval,
             turnaround_s=h.turnaround,
             rw_batch_bytes=round(h.rw_batch),
+            queue_latency_s=h.queue_latency,
         ),
-        noc=Noc(bandwidth_bytes_per_s=cfg.noc.bandwidth, hop_latency_s=cfg.noc.hop_latency, hops=cfg.noc.hops),
+        noc=Noc(
+            bandwidth_bytes_per_s=cfg.noc.bandwidth,
+            hop_latency_s=cfg.noc.hop_latency,
+            hops=cfg.noc.hops,
+            multicast=cfg.noc.multicast,
+        ),
         overheads=Overheads(
-            kernel_s=cfg.overheads.kernel, launch_s=cfg.overheads.launch, matrix_setup_s=cfg.overheads.matrix_setup
+            kernel_s=cfg.overheads.kernel,
+            gap_s=cfg.overheads.gap,
+            launch_s=cfg.overheads.launch,
+            matrix_setup_s=cfg.overheads.matrix_setup,
+            attention_setup_s=cfg.overheads.attention_setup,
+            host_s=cfg.overheads.host,
         ),
     )
+    if cfg.power is not None:
+        chip = replace(chip, power=_power(cfg.power))
     link = None
     if cfg.interconnect is not None:
         i = cfg.interconnect
@@ -212,6 +235,27 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         )
         link = _fabric(link, i, cfg.chips)
     return System(chip=chip, chips=cfg.chips, interconnect=link, source=source)
+
+
+def _power(p) -> Power:
+    e = p.energy
+    energies = Energies(
+        mac_j=tuple(sorted(e.mac.items())),
+        lane_op_j=e.lane_op,
+        special_op_j=e.special_op,
+        l2_j_per_byte=e.l2,
+        hbm_j_per_bit=e.hbm,
+        link_j_per_bit=e.link,
+    )
+    return Power(
+        limit_w=p.limit,
+        static_w=p.static,
+        idle_w=p.idle,
+        min_clock_hz=p.min_clock,
+        voltage_min_v=p.voltage["min_clock"],
+        voltage_max_v=p.voltage["max_clock"],
+        energies=energies,
+    )
 
 
 def _fabric(link: Interconnect, i, chips: int):
@@ -250,6 +294,11 @@ def _check_system(system: System, doc: YamlDoc) -> None:
                 )
             ]
         )
+    p = system.chip.power
+    if p is not None and p.min_clock_hz >= system.chip.clock_hz:
+        raise ConfigError(
+            [doc.problem(("power", "min_clock"), f"must be below clock ({system.chip.clock_hz / 1e9:g} GHz)")]
+        )
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
     if system.interconnect is not None:
@@ -281,6 +330,14 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
     if Algorithm.TREE in f.algorithms and not switch:
         problems.append(
             doc.problem(where + ("algorithms",), f"a tree needs a switch (got topology {f.topology.value!r})")
+        )
+    custom = {Algorithm.ONE_SHOT, Algorithm.TWO_SHOT} & set(f.algorithms)
+    if custom and (not switch or all(p.name != "custom" for p in f.protocols)):
+        problems.append(
+            doc.problem(
+                where + ("algorithms",),
+                f"{', '.join(sorted(a.value for a in custom))} run through a switch with a `custom` protocol",
+            )
         )
     if Algorithm.IN_NETWORK in f.algorithms and f.in_network_efficiency == 0:
         problems.append(doc.problem(where + ("algorithms",), "in_network needs an in_network_reduction section"))

@@ -12,8 +12,9 @@ Each core thus has three flows, one of each kind (LOAD, STORE_HBM, STORE_L2), he
 indexed [kind, sequence]. Every active flow is capped by the memory model
 (archsim/hardware/memory.py: Little's law, the HBM channels a load touches), and HBM and L2 are
 shared between flows max-min fairly (progressive filling). Between events all rates are
-constant, so the timeline is exact for this fluid model. Event times are rounded up to whole
-cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
+constant, so the timeline is exact for this fluid model. A load issued at an event sees the
+HBM latency of the utilisation the rates of the last event set (the queueing delay of a loaded
+controller). Event times are rounded up to whole cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from archsim.jit import njit
 INF = 1.0e300
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
+MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
 
 
@@ -34,8 +36,20 @@ def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
     """Max-min fair rates by progressive filling: every active flow's rate rises together from
     zero until it reaches its own cap (`rate` on entry) or a pool it uses (HBM, L2) is full;
     flows so stopped keep their rate and the rest go on. A flow moves `use_h` bytes of HBM and
-    `use_l` of L2 traffic per byte; `weight` counts the identical cores it stands for."""
+    `use_l` of L2 traffic per byte; `weight` counts the identical cores it stands for. When every
+    flow's cap fits under both pools, the caps are the rates (filling would stop every flow at
+    its cap first), and no filling is needed. Returns the HBM bytes per cycle the rates use."""
     n = rate.shape[0]
+    demand_h = 0.0
+    demand_l = 0.0
+    for i in range(n):
+        if active[i]:
+            demand_h += weight[i] * rate[i] * use_h[i]
+            demand_l += weight[i] * rate[i] * use_l[i]
+        else:
+            rate[i] = 0.0
+    if demand_h <= hbm_cap and demand_l <= l2_cap:
+        return demand_h
     cap = rate.copy()
     frozen = np.empty(n, np.bool_)
     for i in range(n):
@@ -57,7 +71,7 @@ def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
                 inc_h += weight[i] * use_h[i]
                 inc_l += weight[i] * use_l[i]
         if delta >= INF:
-            return
+            return load_h
         if inc_h > 0.0:
             delta = min(delta, max(0.0, hbm_cap - load_h) / inc_h)
         if inc_l > 0.0:
@@ -86,7 +100,9 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes).
 
     Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the phase,
-    and, when `trace`, per entry (load issue, load done, compute end) cycles (else empty arrays).
+    and, when `trace`, per entry (load issue, load done, compute end) cycles and, at every event,
+    its cycle and the HBM bytes per cycle all cores read and write from then on (else empty
+    arrays; the event series stops growing at MAX_TRACE_EVENTS per entry).
     """
     s_count = core_start.shape[0] - 1
     n_total = hbm.shape[0]
@@ -94,6 +110,11 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     comp_end = np.zeros(n_total)
     load_done = np.full(n_total, INF)
     load_issue = np.zeros(n_trace)
+    n_events = MAX_TRACE_EVENTS * n_trace + 2 if trace else 0
+    ev_t = np.zeros(n_events)
+    ev_read = np.zeros(n_events)
+    ev_write = np.zeros(n_events)
+    n_ev = 0
     next_load = np.zeros(s_count, np.int64)  # next entry whose load has not started
     loading = np.full(s_count, -1, np.int64)  # entry whose data is flowing, -1 if none
     ready_at = np.zeros(s_count)  # when the loading entry's data may start flowing
@@ -119,6 +140,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     use_h[STORE_HBM, :] = 1.0
     use_l[STORE_L2, :] = 1.0
     t = 0.0
+    hbm_util = 0.0  # share of the HBM bandwidth the flows use between the last event and the next
     done = 0
     finished = np.zeros(s_count, np.bool_)
     for s in range(s_count):
@@ -151,7 +173,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                         load_done[e] = max(t, slot_free)
                     else:
                         hf = hbm[e] / nbytes
-                        lat = load_latency(p, hf)
+                        lat = load_latency(p, hf, hbm_util)
                         loading[s] = j
                         ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
                         left[LOAD, s] = nbytes
@@ -176,7 +198,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             active[STORE_HBM, s] = left[STORE_HBM, s] > 0.0
             active[STORE_L2, s] = left[STORE_L2, s] > 0.0
         rate[:, :] = cap
-        _fair_share(
+        hbm_load = _fair_share(
             rate.ravel(),
             use_h.ravel(),
             use_l.ravel(),
@@ -185,6 +207,19 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             p.hbm_bytes_per_cycle,
             p.l2_bytes_per_cycle,
         )
+        hbm_util = hbm_load / p.hbm_bytes_per_cycle
+        if trace and n_ev < n_events:
+            read = 0.0
+            write = 0.0
+            for s in range(s_count):
+                if active[LOAD, s]:
+                    read += wflow[LOAD, s] * rate[LOAD, s] * use_h[LOAD, s]
+                if active[STORE_HBM, s]:
+                    write += wflow[STORE_HBM, s] * rate[STORE_HBM, s]
+            ev_t[n_ev] = t
+            ev_read[n_ev] = read
+            ev_write[n_ev] = write
+            n_ev += 1
         # next event: a compute ends, a load's data starts flowing, or a flow drains
         t_next = INF
         for s in range(s_count):
@@ -229,5 +264,5 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                 end[s] = t
                 done += 1
     if not trace:
-        return end, busy, stall, t, load_issue, load_issue, load_issue
-    return end, busy, stall, t, load_issue, load_done, comp_end
+        return end, busy, stall, t, load_issue, load_issue, load_issue, ev_t, ev_read, ev_write
+    return end, busy, stall, t, load_issue, load_done, comp_end, ev_t[:n_ev], ev_read[:n_ev], ev_write[:n_ev]

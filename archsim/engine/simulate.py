@@ -25,6 +25,9 @@ class PhaseTimeline:
     load_done: np.ndarray
     compute_end: np.ndarray
     total_cycles: float
+    event_cycles: np.ndarray  # each event of the phase, and from it on the HBM bytes per cycle
+    hbm_read: np.ndarray  # all cores read
+    hbm_write: np.ndarray  # and write
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,9 +73,9 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
     compute ended."""
     if phase.entries == 0:
         z = np.zeros(0)
-        return PhaseResult(z, z, z, 0.0, PhaseTimeline(z, z, z, 0.0) if trace else None)
+        return PhaseResult(z, z, z, 0.0, PhaseTimeline(z, z, z, 0.0, z, z, z) if trace else None)
     try:
-        end, busy, stall, total, issue, done, comp_end = simulate_phase(
+        end, busy, stall, total, issue, done, comp_end, ev_t, ev_read, ev_write = simulate_phase(
             phase.core_start,
             phase.core_weight,
             phase.hbm_bytes,
@@ -88,7 +91,7 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
         if isinstance(err.__cause__, KeyboardInterrupt):
             raise KeyboardInterrupt from None
         raise
-    timeline = PhaseTimeline(issue, done, comp_end, float(total)) if trace else None
+    timeline = PhaseTimeline(issue, done, comp_end, float(total), ev_t, ev_read, ev_write) if trace else None
     return PhaseResult(end, busy, stall, float(total), timeline)
 
 

@@ -25,7 +25,9 @@ class OpTiming:
 
     `compute_cycles` and `stall_cycles` are those of the critical core (the one finishing last
     in the longest phase, summed over phases): its cycles split into computing, waiting on
-    memory, and the rest (waiting for stores or other cores, fixed overhead).
+    memory, and the rest (waiting for stores or other cores, fixed overhead). Cycles are counted
+    at the chip's clock (its highest), so time_s = cycles / chip clock even for an op that the
+    power limit ran at a lower `clock_hz`.
     """
 
     cycles: int
@@ -42,6 +44,8 @@ class OpTiming:
     kernels: int
     active_cores: int
     bound: Bound
+    clock_hz: float = 0.0  # the clock the op ran at (its power may hold it below the chip's); 0: not stated
+    energy_j: float = 0.0  # energy of its kernels (0 where the chip has no power model)
 
     @property
     def utilisation(self) -> float:

@@ -131,6 +131,7 @@ def build_step(w: Workload, step: Step) -> list[Op]:
             kv_len=step.kv_len,
             causal=step.phase is Phase.PREFILL,
             split_kv=not eager,
+            softmax_overlap=not eager,
         ).named("attention", L)
     )
     ops.append(Op(OpKind.GEMM, act, m=T, k=model.q_dim, n=model.hidden, weight_dtype=wd).named("o_proj", L))

@@ -129,8 +129,10 @@ class Op:
     kv_len: int = 0
     causal: bool = False
     split_kv: bool = False  # decode attention may split the KV length across cores (flash-decoding)
+    softmax_overlap: bool = False  # attention kernel overlaps softmax with the matrix work (FlashAttention-3)
     strided: bool = False  # vector op or copy on strided views (slices of wider tensors): no vector loads
     hot: bool = False  # vector op or copy whose input the previous kernel just wrote (in L2 if it fits)
+    per_row: bool = False  # vector op as a custom serving kernel: one thread block per row (token), scalar loads
     vop: VectorOp | None = None
     bytes: int = 0
     kernels: int = 1  # kernel launches this op stands for (unfused eager code runs several)

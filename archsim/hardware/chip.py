@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
+from archsim.hardware.power import Power
 
 
 class Dataflow(str, Enum):
@@ -64,6 +65,7 @@ class SystolicArray:
     dataflow: Dataflow
     fold_mode: FoldMode
     k_per_cycle: tuple[tuple[str, int], ...]  # (dtype name, products per PE per cycle)
+    split_m_only: bool = False  # a core's arrays share a tile by rows only (Hopper's warpgroup MMA)
 
     def k_rate(self, dtype: DType) -> int:
         """Reduction-dimension products per PE per cycle in `dtype` (0 if unsupported)."""
@@ -75,12 +77,23 @@ class SystolicArray:
 
 @dataclass(frozen=True, kw_only=True)
 class VectorUnit:
-    """SIMD lanes for elementwise work and a slower special-function unit (exp, rsqrt)."""
+    """SIMD lanes for elementwise work and a slower special-function unit (exp, rsqrt).
 
-    lanes: int  # elementwise operations per cycle
+    `lanes` are the FP32 arithmetic lanes; `issue_width` the thread-instructions the core's
+    schedulers issue per cycle over all their pipes (FP32, integer, load/store, conversions): an
+    A100 SM has 64 FP32 lanes but issues 4 warps x 32 threads per cycle. Vector kernels' lane
+    ops count instructions, so they issue at `issue_width`."""
+
+    lanes: int  # FP32 operations per cycle
     special_per_cycle: int  # transcendental operations per cycle
     access_bytes: int = 16  # widest load one lane issues (a vector load)
     lanes_per_request: int = 32  # lanes whose accesses form one memory request (a GPU warp)
+    issue_width: int = 0  # thread-instructions issued per cycle (0: as many as lanes)
+    threads: int = 2048  # threads resident on a core at once (its occupancy limit)
+
+    @property
+    def issue_per_cycle(self) -> int:
+        return self.issue_width or self.lanes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +127,12 @@ class Core:
     def macs_per_cycle(self, dtype: DType) -> int:
         return self.matrix_units * self.array.macs_per_cycle(dtype)
 
+    @property
+    def mma_rows(self) -> int:
+        """Rows of the smallest tile the core's matrix units compute together: with split_m_only
+        every unit takes `rows` rows of it (a Hopper warpgroup MMA is 64 rows); else one array's."""
+        return self.array.rows * (self.matrix_units if self.array.split_m_only else 1)
+
 
 @dataclass(frozen=True, kw_only=True)
 class L2:
@@ -122,6 +141,7 @@ class L2:
     capacity_bytes: int
     bandwidth_bytes_per_s: float
     latency_s: float
+    partitions: int = 1  # partitions that each cache what their own cores read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +151,8 @@ class Hbm:
     Peak bandwidth is stacks x channels x bus width x data rate. Streaming efficiency loses the
     refresh time (`refresh_s` every `refresh_interval_s`) and, when reads and writes mix, a bus
     turnaround of `turnaround_s` each time the controller switches direction after serving
-    `rw_batch_bytes` in one direction.
+    `rw_batch_bytes` in one direction. An access takes `latency_s` unloaded, plus the queueing
+    delay of a loaded controller: `queue_latency_s` x u / (1 - u) at utilisation u.
     """
 
     stacks: int
@@ -145,6 +166,7 @@ class Hbm:
     refresh_interval_s: float
     turnaround_s: float
     rw_batch_bytes: int
+    queue_latency_s: float = 0.0  # latency queueing adds at half the peak bandwidth (grows as u / (1 - u))
 
     @property
     def channels(self) -> int:
@@ -166,6 +188,7 @@ class Noc:
     bandwidth_bytes_per_s: float
     hop_latency_s: float
     hops: int
+    multicast: int = 1  # cores one transfer from L2 can feed (a thread-block cluster's TMA multicast)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,13 +197,12 @@ class Overheads:
     prologue a matrix-unit kernel runs before its first load (tensor-map descriptors, pipeline
     barriers, shared-memory carve-out), which small elementwise kernels do not have."""
 
-    kernel_s: float
-    launch_s: float
-    matrix_setup_s: float = 0.0
-
-    def program_s(self, launches: int, matrix: bool) -> float:
-        """Fixed cost of a program of `launches` kernels, the first on the matrix units or not."""
-        return launches * self.kernel_s + (self.matrix_setup_s if matrix and launches else 0.0)
+    kernel_s: float  # fixed part of every kernel's own duration (dispatching its first blocks, draining its last)
+    launch_s: float  # extra cost of a kernel launched and timed on its own
+    matrix_setup_s: float = 0.0  # prologue of a matrix-unit GEMM kernel
+    attention_setup_s: float = 0.0  # prologue of a fused attention kernel
+    gap_s: float = 0.0  # idle time between kernels replayed back to back (a CUDA graph's launch latency)
+    host_s: float = 0.0  # the host's launch-and-synchronize round trip (0: not stated)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,13 +220,14 @@ class Chip:
     """One accelerator chip."""
 
     name: str
-    clock_hz: float
+    clock_hz: float  # the highest core clock (with a power model, the one the limit may lower)
     cores: int
     core: Core
     l2: L2
     hbm: Hbm
     noc: Noc
     overheads: Overheads
+    power: Power | None = None  # how it draws power; None: it always runs at clock_hz
 
     def peak_flops(self, dtype: DType) -> float:
         """Dense FLOP/s: 2 x MACs per cycle x cores x clock."""

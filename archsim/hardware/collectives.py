@@ -38,6 +38,11 @@ class Algorithm(str, Enum):
     TREE = "tree"  # double binary tree: reduce up, broadcast down (needs a switch)
     IN_NETWORK = "in_network"  # the switch reduces (NVLink SHARP, NCCL's NVLS)
     DIRECT = "direct"  # all-to-all and sends: every pair at once
+    ONE_SHOT = "one_shot"  # custom all-reduce: each rank reads every peer's buffer and reduces (vLLM, TRT-LLM)
+    TWO_SHOT = "two_shot"  # custom all-reduce: reduce-scatter then all-gather by direct reads
+
+
+CUSTOM = "custom"  # the protocol a custom (non-NCCL) all-reduce kernel runs one_shot and two_shot with
 
 
 class CollectiveError(ValueError):
@@ -186,6 +191,19 @@ def in_network_allreduce(
     return extra_s + 2 * alpha_s, (1.0 + 1.0 / n) * nbytes / (efficiency * bw)
 
 
+def one_shot_allreduce(n: int, nbytes: float, alpha_s: float, bw: float) -> tuple[float, float]:
+    """One-shot all-reduce through a switch (a serving engine's custom kernel): a barrier, then
+    every rank reads all n - 1 peers' buffers and reduces them itself: (2 alpha, (n-1) S / B)."""
+    return 2 * alpha_s, (n - 1) * nbytes / bw
+
+
+def two_shot_allreduce(n: int, nbytes: float, alpha_s: float, bw: float) -> tuple[float, float]:
+    """Two-shot all-reduce through a switch: each rank reduces its 1/n of the buffer from the
+    n - 1 peers, a barrier, then gathers the other reduced shards, each step a barrier:
+    (3 alpha, 2 (n-1)/n x S / B)."""
+    return 3 * alpha_s, 2.0 * (n - 1) / n * nbytes / bw
+
+
 def ring_gather(n: int, nbytes: float, alpha_s: float, bw: float) -> tuple[float, float]:
     """Ring all-gather or reduce-scatter: n-1 steps of α moving S/n: ((n-1) α, (n-1)/n x S / B)."""
     return (n - 1) * alpha_s, (n - 1) / n * nbytes / bw
@@ -274,6 +292,11 @@ def _algorithms(
     a = f.link_latency_s + p.step_s
     bw = line_bandwidth_bytes_per_s(f) * p.efficiency
     if f.topology is Topology.SWITCH:
+        if kind is Collective.ALL_REDUCE and p.name == CUSTOM:  # a custom kernel, not NCCL's
+            return [
+                (Algorithm.ONE_SHOT, *one_shot_allreduce(ranks, nbytes, a, bw)),
+                (Algorithm.TWO_SHOT, *two_shot_allreduce(ranks, nbytes, a, bw)),
+            ]
         if kind is Collective.ALL_REDUCE:
             return [
                 (Algorithm.RING, *ring_allreduce(ranks, nbytes, a, bw)),
@@ -305,13 +328,13 @@ def _algorithms(
 
 def _options(f: Fabric, kind: Collective, ranks: int, nbytes: float) -> list[tuple[Algorithm, Protocol, float, float]]:
     """(algorithm, protocol, latency_s with the protocol's overhead, transfer_s) of every option."""
+    library = [p for p in f.protocols if p.name != CUSTOM]  # a custom kernel only all-reduces
+    protocols = f.protocols if kind is Collective.ALL_REDUCE else tuple(library) or (IDEAL,)
     out = [
-        (algo, p, p.overhead_s + lat, tr)
-        for p in f.protocols
-        for algo, lat, tr in _algorithms(f, kind, ranks, nbytes, p)
+        (algo, p, p.overhead_s + lat, tr) for p in protocols for algo, lat, tr in _algorithms(f, kind, ranks, nbytes, p)
     ]
     if kind is Collective.ALL_REDUCE and f.topology is Topology.SWITCH and f.in_network_efficiency > 0:
-        bulk = max(f.protocols, key=lambda p: p.efficiency)  # NCCL's NVLS runs its Simple protocol only
+        bulk = max(library or [IDEAL], key=lambda p: p.efficiency)  # NCCL's NVLS runs its Simple protocol only
         lat, tr = in_network_allreduce(
             ranks,
             nbytes,

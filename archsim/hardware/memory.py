@@ -10,6 +10,9 @@ interactions", SIGMETRICS 2019, for the refresh and turnaround terms):
                        turns 2 * min(w, 1 - w) * bytes / rw_batch_bytes times
   efficiency(w)      = (1 - refresh loss) / (1 + 2 min(w, 1 - w) * turnaround_s * B_chan / rw_batch_bytes)
 
+An HBM access takes the unloaded latency plus the controller's queueing delay, which grows with
+the utilisation u of the HBM bandwidth as in an M/D/1 queue: latency(u) = L0 + Lq x u / (1 - u),
+Lq the delay at u = 1/2 (`Hbm.queue_latency_s`); u is capped at MAX_UTILISATION.
 A transfer's rate is bounded by Little's law, the bytes its core keeps in flight over the
 access latency, and by the HBM channels it touches (its bytes land on channels
 `interleave_bytes` at a time, so a transfer of b bytes uses min(channels, ceil(b / interleave))
@@ -25,6 +28,8 @@ from typing import NamedTuple
 
 from archsim.hardware.chip import Chip, Hbm
 from archsim.jit import njit
+
+MAX_UTILISATION = 0.98  # of the HBM bandwidth, where the queueing delay stops growing (49 x Lq)
 
 
 def hbm_efficiency(hbm: Hbm, write_fraction: float) -> float:
@@ -58,7 +63,8 @@ def hbm_latency_s(chip: Chip) -> float:
 class MemoryParams(NamedTuple):
     """One phase's view of the memory system, in cycles and bytes (what the event loop reads)."""
 
-    hbm_latency: float  # cycles from issue to the first byte of an HBM access
+    hbm_latency: float  # cycles from issue to the first byte of an HBM access, unloaded
+    hbm_queue_latency: float  # cycles queueing adds at half the HBM bandwidth
     l2_latency: float  # cycles to the first byte of an L2 hit
     hbm_bytes_per_cycle: float  # achievable HBM bandwidth for the phase's read/write mix
     l2_bytes_per_cycle: float
@@ -77,6 +83,7 @@ def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float)
     dma = float(chip.core.max_inflight_bytes)
     return MemoryParams(
         hbm_latency=hbm_latency_s(chip) * clock,
+        hbm_queue_latency=hbm.queue_latency_s * clock,
         l2_latency=l2_latency_s(chip) * clock,
         hbm_bytes_per_cycle=hbm.peak_bandwidth_bytes_per_s * eff / clock,
         l2_bytes_per_cycle=l2_bandwidth(chip) / clock,
@@ -89,10 +96,12 @@ def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float)
 
 
 @njit
-def load_latency(p: MemoryParams, hbm_fraction: float) -> float:
-    """Cycles from a load's issue to its first byte: the HBM and L2 latencies weighted by the
-    share of its bytes each serves."""
-    return hbm_fraction * p.hbm_latency + (1.0 - hbm_fraction) * p.l2_latency
+def load_latency(p: MemoryParams, hbm_fraction: float, utilisation: float) -> float:
+    """Cycles from a load's issue to its first byte: the HBM latency at `utilisation` of the HBM
+    bandwidth and the L2 latency, weighted by the share of its bytes each serves."""
+    u = min(utilisation, MAX_UTILISATION)
+    hbm = p.hbm_latency + p.hbm_queue_latency * u / (1.0 - u)
+    return hbm_fraction * hbm + (1.0 - hbm_fraction) * p.l2_latency
 
 
 @njit

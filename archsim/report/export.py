@@ -39,6 +39,8 @@ def timing_dict(t: OpTiming) -> dict:
         "achieved_flops_per_s": t.achieved_flops,
         "achieved_bytes_per_s": t.achieved_bytes_per_s,
         "bound": t.bound.value,
+        "clock_hz": t.clock_hz,
+        "energy_j": t.energy_j,
     }
 
 

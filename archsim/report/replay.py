@@ -27,7 +27,7 @@ class OpReplay:
     @property
     def played_cycles(self) -> int:
         """Cycles of one run of the program, without kernel overheads."""
-        return sum(int(t.total_cycles) for t in self.timelines)
+        return round(sum(t.total_cycles for t in self.timelines))
 
 
 def replay_op(op: Op, chip: Chip) -> OpReplay:

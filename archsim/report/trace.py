@@ -262,8 +262,7 @@ class TraceBuilder:
             "timestamps in microseconds",
             "identical cores are simulated once: a span on core i's tracks stands for the group of "
             "identical cores named in its 'cores' argument (e.g. 'cores 0-119 (120 identical)')",
-            "HBM write counter approximate: stores drawn draining first come first served at the "
-            "achievable HBM bandwidth after each compute (the engine keeps no per-store times)",
+            "HBM read and write counters are the bandwidth the engine's fair sharing gave all cores",
         ]
         if merge > 1:
             notes.append(

@@ -1,18 +1,29 @@
-"""Predict measured timings: each case of a ground-truth file simulated on a chip.
+"""Predict measured timings: each case of a ground-truth file simulated on a chip, under the
+condition it was timed in.
 
-Case schema (see archsim/data/README.md): every case has `id`, `kind`, `dtype` and
-`measured_ms`, plus per-kind fields; an `attention_decode` case may say `split_kv: true` when
-the measured kernel split the KV length across blocks (the default is no split). Single kernels were launched and timed on their own, so
-they pay the chip's standalone launch cost; `model_step` cases were replayed as a CUDA graph,
-so they run through the normal step builder and runner with back-to-back kernels only, in the
-`eager` fusion profile that matches what was measured.
+Case schema (archsim/data/README.md): every case has `id`, `kind`, `dtype` (bf16, fp16 or fp8)
+and `measured_ms`, plus per-kind fields (FIELDS). An `attention_decode` case may say
+`split_kv: true` when the measured kernel split the KV length across blocks; an
+`attention_prefill` case may carry `kv_len`, tokens already cached before its `seq` new ones.
+`allreduce` cases (`ranks` chips, `bytes` per rank) run on a multi-chip system.
+
+How a case was timed is `timing` (per case, or the file's `meta.timing`, whose first word
+counts: "kernel: summed GPU durations ..." is `kernel`), one of archsim.choose.Condition:
+`standalone` (a launch timed on its own after the L2 was flushed by writes: the H200 sets'
+single kernels, the default), `graph` (a CUDA graph replay: the H200 `model_step` cases, their
+default), `kernel` (a profiler's summed kernel durations, inputs just written by the op before)
+or `host`. Which vector kernels ran is the file's `meta.vector_kernels` ({op: style}): `eager`
+(PyTorch's own kernels; SiLU·mul as two kernels on the halves, the default) or `per_token`
+(a serving engine's custom kernel, one thread block per token with scalar loads).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from typing import Any
 
-from archsim.choose import simulate_op
+from archsim.choose import Condition, simulate_collective, simulate_op
 from archsim.graph.builder import Step, silu_mul_ops
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Phase, Scenario, Workload
 from archsim.graph.ops import Op, OpKind, VectorOp
@@ -25,15 +36,20 @@ FIELDS = {
     "attention_decode": ("batch", "heads_q", "heads_kv", "head_dim", "kv_len"),
     "vector": ("op", "M", "N"),
     "copy": ("bytes",),
+    "allreduce": ("ranks", "bytes"),
     "model_step": ("model", "phase", "batch", "new_tokens", "kv_len", "embedding_and_head"),
 }
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
-VECTOR_KERNELS = {  # the one kernel of each measured vector case; silu_mul ran eager SiLU and multiply
-    "rmsnorm": VectorOp.RMSNORM,
-    "silu_mul": None,
-    "add": VectorOp.ADD,
-    "softmax": VectorOp.SOFTMAX,
-}
+DTYPES = ("bf16", "fp16", "fp8")
+VECTOR_OPS = {"rmsnorm": VectorOp.RMSNORM, "silu_mul": VectorOp.SILU_MUL, "add": VectorOp.ADD,
+              "softmax": VectorOp.SOFTMAX, "rotary": VectorOp.ROPE}  # fmt: skip
+VECTOR_STYLES = ("eager", "per_token")
+BOOL_FIELDS = ("causal", "embedding_and_head", "split_kv")
+# Cases beyond these sizes are refused before any work: a case is one kernel or one model step
+# of a real chip, and a shape this large is a typo (and would exhaust memory when mapped).
+MAX_DIM = 1 << 20  # rows, columns, heads, tokens of one case
+MAX_ELEMENTS = 1 << 40  # product of a case's dimensions (elements or attended pairs x heads)
+MAX_BYTES = 1 << 40  # a copy or all-reduce buffer (1 TiB)
 
 
 class CaseError(ValueError):
@@ -52,31 +68,137 @@ class CaseResult:
         return 100.0 * (self.predicted_ms - self.measured_ms) / self.measured_ms
 
 
+@dataclass(frozen=True)
+class CaseFile:
+    """What a case file says of all its cases: how they were timed and which vector kernels ran."""
+
+    timing: Condition | None = None
+    vector_kernels: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_meta(cls, meta: Any) -> CaseFile:
+        if not isinstance(meta, dict):
+            return cls()
+        timing = _condition(meta["timing"], "meta.timing") if "timing" in meta else None
+        styles = meta.get("vector_kernels", {})
+        if not isinstance(styles, dict):
+            raise CaseError(f"meta.vector_kernels must be an object of op: style (got {styles!r:.60})")
+        for op, style in styles.items():
+            if op not in VECTOR_OPS or style not in VECTOR_STYLES:
+                raise CaseError(
+                    f"meta.vector_kernels: {op!r}: {style!r} must map one of {', '.join(VECTOR_OPS)} "
+                    f"to {' or '.join(VECTOR_STYLES)}"
+                )
+        return cls(timing, tuple(sorted(styles.items())))
+
+    def style(self, op: str) -> str:
+        return dict(self.vector_kernels).get(op, "eager")
+
+
+def _condition(value: Any, where: str) -> Condition:
+    """A timing condition from `value`: its first word (`"kernel: summed durations"` is kernel)."""
+    word = value.split(":", 1)[0].strip().lower() if isinstance(value, str) else value
+    try:
+        return Condition(word)
+    except ValueError:
+        raise CaseError(
+            f"{where} must start with one of {', '.join(c.value for c in Condition)} (got {value!r:.60})"
+        ) from None
+
+
+def _whole(case: dict, name: str, low: int = 1, high: int = MAX_DIM) -> int:
+    value = case[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CaseError(f"{name} must be a whole number (got {value!r:.40})")
+    if not low <= value <= high:
+        raise CaseError(f"{name} must be from {low} to {high:,} (got {value:,})")
+    return value
+
+
 def check_case(case: dict) -> None:
-    """Raise CaseError naming what is wrong with the case."""
+    """Raise CaseError naming what is wrong with the case: every field's type and range."""
     kind = case.get("kind")
     if kind not in FIELDS:
-        raise CaseError(f"unknown kind {kind!r}; expected one of {', '.join(FIELDS)}")
+        raise CaseError(f"unknown kind {kind!r:.40}; expected one of {', '.join(FIELDS)}")
     missing = [f for f in ("measured_ms", "dtype", *FIELDS[kind]) if f not in case]
     if kind == "model_step" and isinstance(case.get("model"), dict):
         missing += [f"model.{f}" for f in MODEL_FIELDS if f not in case["model"]]
     if missing:
         raise CaseError(f"missing field(s): {', '.join(missing)}")
-    if case["dtype"] not in ("bf16", "fp8"):
-        raise CaseError(f"dtype must be bf16 or fp8 (got {case['dtype']!r})")
-    if kind == "vector" and case["op"] not in VECTOR_KERNELS:
-        raise CaseError(f"unknown vector op {case['op']!r}; expected one of {', '.join(VECTOR_KERNELS)}")
-    if not isinstance(case["measured_ms"], (int, float)) or case["measured_ms"] <= 0:
-        raise CaseError(f"measured_ms must be a positive number (got {case['measured_ms']!r})")
+    if case["dtype"] not in DTYPES:
+        raise CaseError(f"dtype must be one of {', '.join(DTYPES)} (got {case['dtype']!r:.40})")
+    measured = case["measured_ms"]
+    if isinstance(measured, bool) or not isinstance(measured, (int, float)) or not math.isfinite(measured):
+        raise CaseError(f"measured_ms must be a finite number (got {measured!r:.40})")
+    if measured <= 0:
+        raise CaseError(f"measured_ms must be greater than zero (got {measured!r})")
+    for name in BOOL_FIELDS:
+        if name in case and not isinstance(case[name], bool):
+            raise CaseError(f"{name} must be true or false (got {case[name]!r:.40})")
+    if "timing" in case:
+        _condition(case["timing"], "timing")
+    _check_sizes(case, kind)
 
 
-def _kernels_s(ops: list[Op], system: System) -> float:
-    """A timed region of kernels launched one after another: one standalone launch, then gaps."""
-    chip = system.chip
-    return sum(simulate_op(op, chip, standalone=(i == 0)).time_s for i, op in enumerate(ops))
+def _check_sizes(case: dict, kind: str) -> None:
+    if kind == "gemm":
+        m, _k, n = (_whole(case, f) for f in ("M", "K", "N"))
+        if m * n > MAX_ELEMENTS:
+            raise CaseError(f"M x N = {m * n:,} is more than {MAX_ELEMENTS:,}")
+    elif kind in ("attention_prefill", "attention_decode"):
+        b, hq, hkv, _d = (_whole(case, f) for f in ("batch", "heads_q", "heads_kv", "head_dim"))
+        if hq % hkv:
+            raise CaseError(f"heads_kv ({hkv}) must divide heads_q ({hq})")
+        q = _whole(case, "seq") if kind == "attention_prefill" else 1
+        past = _whole(case, "kv_len", 0) if kind == "attention_prefill" and "kv_len" in case else 0
+        kv = q + past if kind == "attention_prefill" else _whole(case, "kv_len")
+        if b * hq * q * kv > MAX_ELEMENTS:
+            raise CaseError(f"batch x heads_q x queries x keys = {b * hq * q * kv:,} is more than {MAX_ELEMENTS:,}")
+    elif kind == "vector":
+        if case["op"] not in VECTOR_OPS:
+            raise CaseError(f"unknown vector op {case['op']!r:.40}; expected one of {', '.join(VECTOR_OPS)}")
+        if _whole(case, "M") * _whole(case, "N") > MAX_ELEMENTS:
+            raise CaseError(f"M x N is more than {MAX_ELEMENTS:,}")
+    elif kind == "copy":
+        _whole(case, "bytes", 1, MAX_BYTES)
+    elif kind == "allreduce":
+        _whole(case, "ranks", 2, 1 << 16)
+        _whole(case, "bytes", 1, MAX_BYTES)
+    elif kind == "model_step":
+        _check_model_step(case)
 
 
-def case_ops(case: dict) -> list[Op]:
+def _check_model_step(case: dict) -> None:
+    m = case["model"]
+    if not isinstance(m, dict):
+        raise CaseError(f"model must be an object of {', '.join(MODEL_FIELDS)} (got {m!r:.40})")
+    for f in MODEL_FIELDS:
+        try:
+            _whole(m, f)
+        except CaseError as err:
+            raise CaseError(f"model.{err}") from None
+    if m["heads"] % m["kv_heads"]:
+        raise CaseError(f"model.kv_heads ({m['kv_heads']}) must divide model.heads ({m['heads']})")
+    if case["phase"] not in ("prefill", "decode"):
+        raise CaseError(f"phase must be prefill or decode (got {case['phase']!r:.40})")
+    batch, new = _whole(case, "batch"), _whole(case, "new_tokens")
+    _whole(case, "kv_len", 0)
+    if case["phase"] == "decode" and new != 1:
+        raise CaseError(f"a decode step has new_tokens 1 (got {new})")
+    if batch * (new + case["kv_len"]) * m["hidden"] > MAX_ELEMENTS:
+        raise CaseError(f"batch x tokens x hidden is more than {MAX_ELEMENTS:,}")
+
+
+def case_condition(case: dict, meta: CaseFile) -> Condition:
+    """How the case was timed: its own `timing`, the file's, or the kind's default."""
+    if "timing" in case:
+        return _condition(case["timing"], "timing")
+    if meta.timing is not None:
+        return meta.timing
+    return Condition.GRAPH if case["kind"] == "model_step" else Condition.STANDALONE
+
+
+def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
     """The kernel(s) a single-kernel case ran."""
     kind, dt = case["kind"], DType(case["dtype"])
     if kind == "gemm":
@@ -84,7 +206,7 @@ def case_ops(case: dict) -> list[Op]:
     if kind in ("attention_prefill", "attention_decode"):
         prefill = kind == "attention_prefill"
         q = case["seq"] if prefill else 1
-        kv = case["seq"] if prefill else case["kv_len"]
+        kv = case["seq"] + case.get("kv_len", 0) if prefill else case["kv_len"]
         return [
             Op(
                 OpKind.ATTENTION,
@@ -100,11 +222,15 @@ def case_ops(case: dict) -> list[Op]:
             )
         ]
     if kind == "vector":
-        if case["op"] == "silu_mul":  # on the halves of a [M, 2N] tensor, as the eager step runs it
+        op, style = case["op"], meta.style(case["op"])
+        if op == "silu_mul" and style == "eager":  # on the halves of a [M, 2N] tensor, as eager code runs it
             return silu_mul_ops(dt, case["M"], case["N"], eager=True)
-        return [Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=VECTOR_KERNELS[case["op"]])]
+        vector = Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=VECTOR_OPS[op])
+        return [replace(vector, per_row=True) if style == "per_token" else vector]
     if kind == "copy":
         return [Op(OpKind.COPY, dt, bytes=int(case["bytes"]))]
+    if kind == "allreduce":
+        return [Op(OpKind.ALL_REDUCE, dt, bytes=int(case["bytes"]), ranks=case["ranks"], m=1)]
     raise CaseError(f"kind {kind!r} is not a single-kernel case")
 
 
@@ -127,15 +253,33 @@ def model_step_workload(case: dict) -> tuple[Workload, Step]:
     return w, Step(phase, int(case["batch"]), new, past, bool(case["embedding_and_head"]))
 
 
-def predict_ms(case: dict, system: System) -> float:
+def predict_ms(case: dict, system: System, meta: CaseFile = CaseFile(), collectives: System | None = None) -> float:
+    """The case's predicted time on `system` (collectives on `collectives`, or on `system`)."""
     check_case(case)
+    condition = case_condition(case, meta)
     if case["kind"] == "model_step":
+        if condition is not Condition.GRAPH:
+            raise CaseError(f"a model_step is timed as a CUDA graph replay (got timing {condition.value})")
         w, step = model_step_workload(case)
         return 1e3 * simulate_step(w, system, step).time_s
-    return 1e3 * _kernels_s(case_ops(case), system)
+    ops = case_ops(case, meta)
+    if condition is Condition.KERNEL:  # timed inside a running model: the input was just written
+        ops = [replace(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]
+    if case["kind"] == "allreduce":
+        fabric = collectives or system
+        if fabric.interconnect is None or fabric.chips < case["ranks"]:
+            raise CaseError(
+                f"an all-reduce over {case['ranks']} chips needs a multi-chip system "
+                f"({fabric.chip.name} x{fabric.chips}{' has no links' if fabric.interconnect is None else ''})"
+            )
+        return 1e3 * simulate_collective(ops[0], fabric).time_s
+    chip = system.chip
+    return 1e3 * sum(simulate_op(op, chip, condition, first=(i == 0)).time_s for i, op in enumerate(ops))
 
 
-def validate_cases(cases: list[dict], system: System) -> tuple[list[CaseResult], list[tuple[str, str]]]:
+def validate_cases(
+    cases: list, system: System, meta: CaseFile = CaseFile(), collectives: System | None = None
+) -> tuple[list[CaseResult], list[tuple[str, str]]]:
     """Results for every good case and (id, problem) for every bad one; one bad case loses nothing."""
     results, errors = [], []
     for i, case in enumerate(cases):
@@ -143,7 +287,8 @@ def validate_cases(cases: list[dict], system: System) -> tuple[list[CaseResult],
         try:
             if not isinstance(case, dict):
                 raise CaseError("a case must be an object")
-            results.append(CaseResult(cid, case["kind"], float(case["measured_ms"]), predict_ms(case, system)))
+            predicted = predict_ms(case, system, meta, collectives)
+            results.append(CaseResult(cid, case["kind"], float(case["measured_ms"]), predicted))
         except (CaseError, ValueError, TypeError) as err:
             errors.append((cid, str(err)))
     return results, errors

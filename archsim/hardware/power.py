@@ -1,0 +1,118 @@
+"""Power and the clock a power limit holds: energy per action, static power, and DVFS.
+
+Units: joules, watts, volts, hertz, seconds. A kernel's energy is its actions times their
+energies: multiply-accumulates per dtype, vector lane and special-function instructions, L2
+bytes (every byte that moves between the cores and L2 or HBM passes the L2 and the on-chip
+network) and HBM bits. Energies of the core's voltage domain are stated at the highest clock's
+voltage and scale as V^2 (CMOS switching energy C V^2; Horowitz, "Computing's energy problem",
+ISSCC 2014); HBM energy is the memory's own and does not. Power while a kernel runs for T
+seconds at clock f:
+
+    P(f) = P_static + P_idle x (f / f_max) x v(f)^2 + v(f)^2 x E_core / T(f) + E_hbm / T(f)
+
+with v(f) = V(f) / V_max and V linear in f between (f_min, V_min) and (f_max, V_max): the
+board's static floor, the clock tree and idle logic of the cores (dynamic, so f V^2), and the
+kernel's actions. The power manager holds the highest clock in [f_min, f_max] at which
+P <= the power limit (the GPU's boost algorithm against its board power limit), so a dense GEMM
+runs slower than a memory-bound copy, and a lower limit slows what is compute-bound only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from archsim.dtypes import DType
+
+
+@dataclass(frozen=True, kw_only=True)
+class Energies:
+    """Energy of one action at the highest clock's voltage (HBM: at its own voltage)."""
+
+    mac_j: tuple[tuple[str, float], ...]  # (dtype name, joules per multiply-accumulate)
+    lane_op_j: float  # one thread-instruction on the vector lanes, register traffic included
+    special_op_j: float  # one special-function instruction (exp, rsqrt, rcp)
+    l2_j_per_byte: float  # a byte through the L2 and the on-chip network
+    hbm_j_per_bit: float  # a bit read from or written to HBM, I/O included
+    link_j_per_bit: float = 0.0  # a bit over a chip-to-chip link
+
+    def mac(self, dtype: DType) -> float:
+        table = dict(self.mac_j)
+        return table.get(dtype.value, table.get(DType.BF16.value, 0.0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Power:
+    """How the chip draws power and which clock its limit holds."""
+
+    limit_w: float
+    static_w: float  # board power that does not scale with the core clock (regulators, HBM refresh, fans)
+    idle_w: float  # clock tree and idle logic of all cores at the highest clock
+    min_clock_hz: float
+    voltage_min_v: float  # core voltage at min_clock_hz
+    voltage_max_v: float  # core voltage at the highest clock
+    energies: Energies
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What a kernel (or a program of kernels) does, counted: the inputs of its energy."""
+
+    macs: float = 0.0
+    mac_dtype: DType = DType.BF16
+    lane_ops: float = 0.0
+    special_ops: float = 0.0
+    l2_bytes: float = 0.0  # bytes between the cores and L2 (HBM traffic included)
+    hbm_bytes: float = 0.0
+
+
+def relative_voltage(p: Power, clock_hz: float, max_clock_hz: float) -> float:
+    """V(f) / V_max, V linear in f from (f_min, V_min) to (f_max, V_max), clamped to the range."""
+    span = max(max_clock_hz - p.min_clock_hz, 1.0)
+    x = min(1.0, max(0.0, (clock_hz - p.min_clock_hz) / span))
+    return (p.voltage_min_v + (p.voltage_max_v - p.voltage_min_v) * x) / p.voltage_max_v
+
+
+def core_energy_j(p: Power, a: Activity) -> float:
+    """Energy of the core-domain actions at the highest clock's voltage."""
+    e = p.energies
+    return (
+        a.macs * e.mac(a.mac_dtype)
+        + a.lane_ops * e.lane_op_j
+        + a.special_ops * e.special_op_j
+        + (a.l2_bytes * e.l2_j_per_byte)
+    )
+
+
+def energy_j(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> float:
+    """Energy of a kernel that ran `time_s` at `clock_hz`: its actions, and the static and idle
+    power over its time."""
+    v = relative_voltage(p, clock_hz, max_clock_hz)
+    hbm = a.hbm_bytes * 8.0 * p.energies.hbm_j_per_bit
+    floor = (p.static_w + p.idle_w * (clock_hz / max_clock_hz) * v * v) * time_s
+    return v * v * core_energy_j(p, a) + hbm + floor
+
+
+def power_w(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> float:
+    """Average power of a kernel that ran `time_s` at `clock_hz` (energy over time)."""
+    return energy_j(p, a, time_s, clock_hz, max_clock_hz) / time_s if time_s > 0 else p.static_w
+
+
+def held_clock_hz(
+    p: Power, a: Activity, time_at: Callable[[float], float], max_clock_hz: float, tolerance: float = 1e-3
+) -> float:
+    """The highest clock in [f_min, f_max] at which the kernel's power stays under the limit;
+    `time_at(f)` is its time at clock f (non-increasing in f). Power rises with f (more actions
+    per second at a higher voltage), so bisection finds it to `tolerance` of f_max."""
+    if power_w(p, a, time_at(max_clock_hz), max_clock_hz, max_clock_hz) <= p.limit_w:
+        return max_clock_hz
+    lo, hi = p.min_clock_hz, max_clock_hz
+    if power_w(p, a, time_at(lo), lo, max_clock_hz) > p.limit_w:
+        return lo  # over the limit even at the lowest clock: the floor holds
+    while hi - lo > tolerance * max_clock_hz:
+        mid = 0.5 * (lo + hi)
+        if power_w(p, a, time_at(mid), mid, max_clock_hz) <= p.limit_w:
+            lo = mid
+        else:
+            hi = mid
+    return lo

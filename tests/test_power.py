@@ -1,0 +1,64 @@
+"""The power model and the clock a power limit holds, on a made-up power budget computed by hand."""
+
+import pytest
+
+from archsim.dtypes import DType
+from archsim.hardware.power import Activity, Energies, Power, energy_j, held_clock_hz, power_w, relative_voltage
+
+F_MAX = 2.0e9
+P = Power(
+    limit_w=500.0,
+    static_w=100.0,
+    idle_w=50.0,
+    min_clock_hz=0.5e9,
+    voltage_min_v=0.6,
+    voltage_max_v=1.0,
+    energies=Energies(
+        mac_j=(("bf16", 1e-12), ("fp8", 0.5e-12)),
+        lane_op_j=2e-12,
+        special_op_j=4e-12,
+        l2_j_per_byte=5e-12,
+        hbm_j_per_bit=4e-12,
+    ),
+)
+
+
+def test_voltage_is_linear_in_clock_between_its_ends():
+    """0.6 V at 0.5 GHz, 1.0 V at 2 GHz: 1.25 GHz is halfway, 0.8 V, 0.8 of the maximum."""
+    assert relative_voltage(P, 1.25e9, F_MAX) == pytest.approx(0.8)
+    assert relative_voltage(P, 0.1e9, F_MAX) == pytest.approx(0.6)  # clamped below the range
+
+
+def test_energy_is_actions_times_their_energies_plus_the_floor():
+    """1e12 bf16 MACs (1 J), 1e11 lane ops (0.2 J), 1e10 specials (0.04 J), 1e10 L2 bytes (0.05 J):
+    1.29 J of core energy at V_max; 1e10 HBM bytes = 8e10 bits at 4 pJ = 0.32 J; over 10 ms at
+    f_max the static and idle floor is (100 + 50) W x 0.01 s = 1.5 J: 3.11 J. At 1.25 GHz
+    (v = 0.8): 0.64 x 1.29 + 0.32 + (100 + 50 x 0.625 x 0.64) x 0.01 = 2.3656 J."""
+    a = Activity(macs=1e12, lane_ops=1e11, special_ops=1e10, l2_bytes=1e10, hbm_bytes=1e10)
+    assert energy_j(P, a, 0.01, F_MAX, F_MAX) == pytest.approx(3.11)
+    assert energy_j(P, a, 0.01, 1.25e9, F_MAX) == pytest.approx(0.64 * 1.29 + 0.32 + (100 + 50 * 0.625 * 0.64) * 0.01)
+    fp8 = Activity(macs=1e12, mac_dtype=DType.FP8)
+    assert energy_j(P, fp8, 0.0, F_MAX, F_MAX) == pytest.approx(0.5)
+
+
+def test_the_limit_holds_the_highest_clock_under_it():
+    """A compute-bound kernel of 2e12 MACs that takes 4e6 cycles, 4e6 / f seconds (2 ms at 2 GHz): at f_max
+    it draws 150 W + 2 J / 2 ms = 1150 W, over the 500 W limit. Its power at f is
+    150 + v(f)^2 x 2 J / (4e6 / f) (the idle term scaled likewise); the clock found is where that meets 500 W, and the
+    power there is within the bisection's tolerance of the limit."""
+    a = Activity(macs=2e12)
+
+    def time_at(f: float) -> float:
+        return 4e6 / f
+
+    assert power_w(P, a, time_at(F_MAX), F_MAX, F_MAX) == pytest.approx(1150.0)
+    f = held_clock_hz(P, a, time_at, F_MAX)
+    assert P.min_clock_hz < f < F_MAX
+    assert power_w(P, a, time_at(f), f, F_MAX) <= P.limit_w
+    assert power_w(P, a, time_at(f + 0.002 * F_MAX), f + 0.002 * F_MAX, F_MAX) > P.limit_w
+
+
+def test_a_kernel_under_the_limit_keeps_the_highest_clock():
+    """A memory-bound kernel: 1e10 HBM bytes in 3 ms draws 150 + 0.32 / 0.003 = 257 W."""
+    a = Activity(hbm_bytes=1e10)
+    assert held_clock_hz(P, a, lambda f: 3e-3, F_MAX) == F_MAX

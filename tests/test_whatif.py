@@ -1,0 +1,109 @@
+"""What-ifs respond as hardware does: the direction and size of a response to one changed
+parameter of the H200 model, each bound derived in its docstring (not a golden number).
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from archsim.choose import choose, simulate_op
+from archsim.compiler.gemm import best_raster, candidate_tilings
+from archsim.config.loader import load_system, load_workload
+from archsim.graph.ops import Op, OpKind
+from archsim.hardware import Chip
+from archsim.runner.generation import run_generation
+
+
+@pytest.fixture(scope="module")
+def h200() -> Chip:
+    return load_system("h200")[0].chip
+
+
+def _tensor_cores(chip: Chip, factor: int) -> Chip:
+    return replace(chip, core=replace(chip.core, matrix_units=chip.core.matrix_units * factor))
+
+
+def _hbm_rate(chip: Chip, factor: float) -> Chip:
+    return replace(chip, hbm=replace(chip.hbm, data_rate_bits_per_s=chip.hbm.data_rate_bits_per_s * factor))
+
+
+BIG_GEMM = Op(OpKind.GEMM, m=8192, k=8192, n=8192)
+GEMV = Op(OpKind.GEMM, m=1, k=4096, n=128256)  # Llama-3-8B's LM head on one token: 1 GB of weights
+
+
+def _l2_rate(chip: Chip, factor: float) -> Chip:
+    return replace(
+        chip,
+        l2=replace(chip.l2, bandwidth_bytes_per_s=chip.l2.bandwidth_bytes_per_s * factor),
+        noc=replace(chip.noc, bandwidth_bytes_per_s=chip.noc.bandwidth_bytes_per_s * factor),
+    )
+
+
+def test_doubling_matrix_throughput_speeds_a_compute_bound_gemm(h200):
+    """8192^3 needs 2 x 8192^3 / (4 x 8192^2 x 2 B) = 1365 FLOP per HBM byte, far above the
+    H200's ~230 (989 TFLOP/s over 4.3 TB/s): compute-bound. Twice the tensor cores at a fixed
+    clock must speed it by at most 2x, and by at least what operand delivery from L2 leaves: a
+    128 x 256 tile with its 256-wide operand multicast to a pair of SMs loads (128 + 256/2) x 2 B
+    per unit of K for 2 x 128 x 256 FLOP, 128 FLOP per L2 byte, so 10.9 TB/s of L2 feeds at most
+    1.4 PFLOP/s, 1.4x the measured ~1 PFLOP/s. With L2 bandwidth doubled as well, the gain must
+    grow. Under the 700 W limit the extra MACs draw power too: at iso-power the clock falls
+    until f V(f)^2 halves, so the gain is smaller but still a gain (more than 1.1x)."""
+    fixed = replace(h200, power=None)
+    base, doubled = simulate_op(BIG_GEMM, fixed).time_s, simulate_op(BIG_GEMM, _tensor_cores(fixed, 2)).time_s
+    assert 1.4 <= base / doubled <= 2.0
+    fed = simulate_op(BIG_GEMM, _l2_rate(_tensor_cores(fixed, 2), 2)).time_s
+    assert base / fed >= base / doubled + 0.1
+    held, held_doubled = simulate_op(BIG_GEMM, h200).time_s, simulate_op(BIG_GEMM, _tensor_cores(h200, 2)).time_s
+    assert 1.1 < held / held_doubled < base / doubled
+
+
+def test_doubling_matrix_throughput_leaves_memory_bound_work_alone(h200):
+    """A GEMV at one token reads 1 GB for 0.5 GFLOP: bound by HBM, it must not speed up by more
+    than the last percent when the tensor cores double; nor must a 1 GiB copy."""
+    doubled = _tensor_cores(h200, 2)
+    copy = Op(OpKind.COPY, bytes=1 << 30)
+    for op in (GEMV, copy):
+        assert simulate_op(op, doubled).time_s >= 0.98 * simulate_op(op, h200).time_s
+
+
+def test_halving_hbm_bandwidth_slows_a_memory_bound_gemv(h200):
+    """The GEMV streams 1 GB at ~4.5 TB/s, about 230 us, its fixed costs a few us: halving the
+    pin rate must slow it by at least 1.8x (2x on the streaming part)."""
+    assert simulate_op(GEMV, _hbm_rate(h200, 0.5)).time_s >= 1.8 * simulate_op(GEMV, h200).time_s
+
+
+def test_twice_the_flops_half_the_bandwidth_prefills_faster_and_decodes_slower(h200):
+    """Llama-3-8B at batch 1: a 2048-token prefill is compute-bound (GEMMs of M = 2048 and
+    causal attention) and decoding is bound by streaming 16 GB of weights per token. A chip with
+    twice the tensor cores and half the HBM rate, under the same power limit, must prefill faster
+    and decode slower than the H200."""
+    system = load_system("h200")[0]
+    w = load_workload("llama3_8b")[0]
+    w = replace(w, scenario=replace(w.scenario, batch=1, prompt_tokens=2048, output_tokens=4))
+    what_if = replace(system, chip=_hbm_rate(_tensor_cores(system.chip, 2), 0.5))
+    base, other = run_generation(w, system), run_generation(w, what_if)
+    assert other.ttft_s < base.ttft_s
+    assert other.tpot_s > base.tpot_s
+
+
+def test_a_large_gemm_reads_at_most_twice_its_compulsory_bytes_under_the_best_raster(h200):
+    """Llama-3-8B's prefill gate_up, 2048 x 4096 x 28672: 16 MiB of activations, 224 MiB of
+    weights and 112 MiB of output, far above the L2's 30 MiB per partition. Launched row by row,
+    each wave of 132 tiles spans all 4096 / ... row blocks' worth of weights and re-reads them;
+    the raster the kernel picks (column-major or grouped) keeps a wave's panels few enough to be
+    reused, so every tiling on the shortlist reads at most twice the compulsory bytes."""
+    op = Op(OpKind.GEMM, m=2048, k=4096, n=28672)
+    for t in candidate_tilings(op, h200):
+        _tiling, hbm = best_raster(op, h200, t)
+        assert hbm <= 2 * op.min_bytes()
+
+
+def test_a_lower_power_limit_lowers_a_dense_gemm_clock_not_a_copy(h200):
+    """At 700 W the dense 8192^3 GEMM already runs below the 1.98 GHz maximum (its MACs draw
+    the power); at 400 W it must run slower still. A 1 GiB copy draws HBM power only: it keeps the
+    highest clock under both limits."""
+    low = replace(h200, power=replace(h200.power, limit_w=400.0))
+    gemm_700, gemm_400 = choose(BIG_GEMM, h200).clock_hz, choose(BIG_GEMM, low).clock_hz
+    assert gemm_400 < gemm_700 < h200.clock_hz
+    copy = Op(OpKind.COPY, bytes=1 << 30)
+    assert choose(copy, h200).clock_hz == choose(copy, low).clock_hz == h200.clock_hz
