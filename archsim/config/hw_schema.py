@@ -158,6 +158,11 @@ class InterconnectCfg(Strict):
 _LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
+class HostLinkCfg(Strict):
+    bandwidth: BytesPerS = Field(description="chip to host memory, one direction (PCIe, C2C)")
+    latency: Seconds = Field(description="fixed cost of one transfer over it")
+
+
 class HardwareCfg(Strict):
     name: Name
     description: str = ""
@@ -169,3 +174,12 @@ class HardwareCfg(Strict):
     noc: NocCfg
     overheads: OverheadsCfg
     interconnect: InterconnectCfg | None = None
+    host_link: HostLinkCfg | None = Field(None, description="the link to host memory (KV offload, swap)")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_host_link(self, handler):
+        """No host link stays out of the resolved config: files without one keep their hash."""
+        out = handler(self)
+        if out.get("host_link", 0) is None:
+            del out["host_link"]
+        return out
