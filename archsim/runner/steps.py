@@ -251,6 +251,20 @@ class StepModel:
         a = v0[kv_len - l0]
         return a if f == 0.0 else a + (v1[kv_len - l1] - a) * f
 
+    def verify_attention_s(self, batch: int, tokens: int, past: int) -> float:
+        """Attention of `batch` sequences checking `tokens` tokens each after `past` (speculative
+        decoding's verify), linear in the batch and in past between grid points."""
+        b0, b1 = bracket(batch, self.batch_res, knots=True)
+        p0, p1 = bracket(past, self.kv_res)
+        fp = (past - p0) / (p1 - p0) if p1 != p0 else 0.0
+
+        def at(b: int) -> float:
+            a = self._verify(b, tokens, p0)
+            return a if fp == 0.0 else a + (self._verify(b, tokens, p1) - a) * fp
+
+        lo = at(b0)
+        return lo if b1 == b0 else lo + (at(b1) - lo) * (batch - b0) / (b1 - b0)
+
     def decode_attention_series_s(self, batch: int, kv_lens: np.ndarray) -> np.ndarray:
         """decode_attention_s at each of the consecutive KV lengths `kv_lens`."""
         lo, hi = int(kv_lens[0]), int(kv_lens[-1])

@@ -2,9 +2,9 @@
 their mean (kept exactly, as a running sum) and percentiles (from the counts).
 
 Bins are logarithmic, `BINS_PER_DECADE` per factor of ten from `LOW_S` to `HIGH_S`, so a
-percentile is within half a bin, 0.06% of its value: it is read from the cumulative counts as
+percentile is within a bin, 0.05% of its value: it is read from the cumulative counts as
 np.percentile reads sorted samples (linear between the neighbouring ranks), each bin's samples
-spread evenly in log time across the bin and clamped to the smallest and largest gap seen.
+spread evenly in log time across the bin, the smallest and largest gap kept exactly.
 Gaps outside the range fall in the first or last bin. The serving loop's kernels add to the
 same arrays (archsim/serving/kernels.py, `hist_add`).
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 LOW_S = 1e-7
 HIGH_S = 1e5
-BINS_PER_DECADE = 2000
+BINS_PER_DECADE = 5000
 BINS = round(math.log10(HIGH_S / LOW_S) * BINS_PER_DECADE)
 SCALE = BINS_PER_DECADE / math.log(10.0)
 LOG_LOW_S = math.log(LOW_S)
@@ -88,6 +88,10 @@ class GapHistogram:
 
     def _value(self, rank: int, cum: np.ndarray) -> float:
         """The gap of rank `rank` (0-based) in sorted order, spread within its bin."""
+        if rank <= 0:
+            return self.min_s
+        if rank >= self.count - 1:
+            return self.max_s
         b = int(np.searchsorted(cum, rank, "right"))
         before = int(cum[b - 1]) if b else 0
         frac = (rank - before + 0.5) / int(self.counts[b])

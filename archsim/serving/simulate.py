@@ -180,13 +180,16 @@ def instance_for(setup: ServeSetup, system: System, pool: KvPool) -> Instance:
 
 
 def request_limits(reqs: RequestSet, setup: ServeSetup) -> tuple[np.ndarray, np.ndarray]:
-    """(the most tokens each request may generate, whether it is within max_model_len)."""
-    total = reqs.prompt_tokens + reqs.output_tokens
-    max_len = setup.max_model_len or (int(total.max()) if len(reqs) else 1)
-    default = setup.max_tokens if setup.max_tokens is not None else max_len - reqs.prompt_tokens
+    """(the most tokens each request may generate, whether it is within max_model_len). A
+    request's limit is the max_tokens it states, else the setup's, else what max_model_len leaves
+    after its prompt; max_model_len is the setup's, else the longest a request may reach."""
     stated = reqs.max_tokens
-    limit = np.minimum(np.where(stated > 0, stated, default), max_len - reqs.prompt_tokens)
-    return np.maximum(limit, 1), (total <= max_len) & (reqs.output_tokens <= limit)
+    asked = np.where(stated > 0, stated, setup.max_tokens if setup.max_tokens is not None else 0)
+    reach = reqs.prompt_tokens + np.maximum(reqs.output_tokens, asked)
+    max_len = setup.max_model_len or (int(reach.max()) if len(reqs) else 1)
+    limit = np.where(asked > 0, asked, max_len - reqs.prompt_tokens)
+    limit = np.maximum(np.minimum(limit, max_len - reqs.prompt_tokens), 1)
+    return limit, (reqs.prompt_tokens + reqs.output_tokens <= max_len) & (reqs.output_tokens <= limit)
 
 
 def serve(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
@@ -198,7 +201,7 @@ def serve(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
     pool = pool_for(setup, setup.workload, setup.system)
     inst = instance_for(setup, setup.system, pool)
     limit, within = request_limits(reqs, setup)
-    need = _need(reqs, limit, setup.scheduler.policy)
+    need = _need(reqs, limit, setup.scheduler, pool)
     served = _fitting(within & (need <= pool.tokens), need, pool)
     n, ranks = len(served), setup.instances * (layout(setup, setup.workload, setup.system).ep)
     fs, ft, fin = (np.full(n, np.nan) for _ in range(3))
@@ -217,11 +220,18 @@ def serve(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
     return ServeResult(times, served, len(reqs) - n, pre, itl, tuple(runs), None, prompts)
 
 
-def _need(reqs: RequestSet, limit: np.ndarray, policy: Policy) -> np.ndarray:
-    """KV tokens a request must hold at once: its worst case under a reserving policy."""
-    if policy in (Policy.TRTLLM, Policy.ORCA):
+def _need(reqs: RequestSet, limit: np.ndarray, cfg: SchedulerConfig, pool: KvPool) -> np.ndarray:
+    """KV tokens a request must hold at once: its worst case under a reserving policy; under
+    vllm and sarathi its output too, and its prompt with the watermark to spare (else it could
+    never be admitted)."""
+    if cfg.policy in (Policy.TRTLLM, Policy.ORCA):
         return reqs.prompt_tokens + limit - 1
-    return reqs.prompt_tokens + reqs.output_tokens - 1
+    need = reqs.prompt_tokens + reqs.output_tokens - 1
+    if cfg.policy.reserves:
+        return need
+    watermark = int(cfg.watermark * pool.blocks)
+    admits = -(-reqs.prompt_tokens // cfg.block_size) <= pool.blocks - watermark
+    return np.where(admits, need, np.iinfo(np.int64).max)
 
 
 def kv_transfer_s(w: Workload, sender: System, receiver: System, prompt_tokens: np.ndarray) -> np.ndarray:
@@ -250,7 +260,7 @@ def _serve_disaggregated(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
     p_pool, d_pool = pool_for(setup, w, d.prefill_system), pool_for(setup, w, d.decode_system)
     p_inst, d_inst = instance_for(setup, d.prefill_system, p_pool), instance_for(setup, d.decode_system, d_pool)
     limit, within = request_limits(reqs, setup)
-    need = _need(reqs, limit, setup.scheduler.policy)
+    need = _need(reqs, limit, setup.scheduler, d_pool)
     served = _fitting(
         within & (reqs.prompt_tokens <= p_pool.tokens) & (need <= d_pool.tokens),
         need,
@@ -308,8 +318,14 @@ def _serve_disaggregated(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
 def _fitting(fits: np.ndarray, need: np.ndarray, pool: KvPool) -> np.ndarray:
     """Indices of the requests that fit; DoesNotFitError when none does."""
     if len(fits) and not fits.any():
+        smallest = int(need.min())
+        needs = (
+            f"the smallest needs {smallest:,} tokens"
+            if smallest < np.iinfo(np.int64).max
+            else ("no prompt fits it with the admission watermark to spare")
+        )
         raise DoesNotFitError(
             f"none of the {len(fits):,} requests fits a KV cache of {pool.blocks:,} blocks "
-            f"({pool.tokens:,} tokens): the smallest needs {int(need.min()):,} tokens"
+            f"({pool.tokens:,} tokens): {needs}"
         )
     return np.flatnonzero(fits)
