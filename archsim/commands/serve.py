@@ -222,7 +222,8 @@ def _print(args, out, report, title, capacity, data) -> None:
         )
     lat, totals = summary_tables(report.result, report.metrics, report.slo, shown(title))
     tables += [totals] if args.quiet else [lat, totals]
-    emit(args, out, tables, data=data, rows=report.requests())
+    rows = report.requests() if getattr(args, "format", "table") == "csv" else None  # one per request
+    emit(args, out, tables, data=data, rows=rows)
 
 
 def _write(args, report, data, title) -> None:

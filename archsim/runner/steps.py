@@ -163,6 +163,8 @@ class StepModel:
         self._batched_prefill = _Memo(lambda q, b: part(prefill_attention_ops(w, q, 0, b, seq)))
         self._verify = _Memo(lambda b, q, p: part(prefill_attention_ops(w, q, p, b, seq)))
         self._chunk_cache: dict[tuple[int, int], float] = {}
+        self._tokens_at: dict[int, float] = {}  # interpolated values, as asked for
+        self._head_at: dict[int, float] = {}
         self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._tables: dict[int, tuple[int, array]] = {}
         self._fixed: dict[int, float] = {}
@@ -176,10 +178,16 @@ class StepModel:
         return a + (b - a) * (n - lo) / (hi - lo)
 
     def tokens_s(self, tokens: int) -> float:
-        return self._interp1(self._tokens, tokens, self.resolution)
+        v = self._tokens_at.get(tokens)
+        if v is None:
+            v = self._tokens_at[tokens] = self._interp1(self._tokens, tokens, self.resolution)
+        return v
 
     def head_s(self, sequences: int) -> float:
-        return self._interp1(self._head, sequences, self.resolution)
+        v = self._head_at.get(sequences)
+        if v is None:
+            v = self._head_at[sequences] = self._interp1(self._head, sequences, self.resolution)
+        return v
 
     def send_s(self, tokens: int) -> float:
         """The pipeline's send of `tokens` tokens' hidden states to the next stage (0 without)."""

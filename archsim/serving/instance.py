@@ -101,7 +101,7 @@ class Books:
     finish: np.ndarray
     last_token: np.ndarray
     itl: GapHistogram = field(default_factory=GapHistogram)
-    rows: tuple[array, ...] = field(default_factory=lambda: tuple(array("d") for _ in range(9)))
+    rows: array = field(default_factory=lambda: array("d"))  # 9 values an iteration, flat
     steps: int = 0
     computed: int = 0
     busy_s: float = 0.0
@@ -112,9 +112,9 @@ class Books:
     verify_tokens: int = 0
 
     def sample(self, start: float, end: float, steps: int, batch: int, tokens: int, s: InstanceState, done: int):
-        values = (start, end, steps, batch, tokens, s.pool_blocks - s.free, len(s.running), len(s.waiting), done)
-        for col, v in zip(self.rows, values):
-            col.append(v)
+        self.rows.extend(
+            (start, end, steps, batch, tokens, s.pool_blocks - s.free, len(s.running), len(s.waiting), done)
+        )
 
     def stepped(self, wall_s: float, gpu_s: float, emitted: int, steps: int = 1) -> None:
         """Book `steps` steps taking `wall_s` in all, `gpu_s` of it on the GPU, each emitting
@@ -126,7 +126,7 @@ class Books:
         self.steps += steps
 
     def timeline(self, arrival_s: np.ndarray) -> Timeline:
-        start, end, steps, batch, tokens, kv, running, waiting, done = (np.frombuffer(c) for c in self.rows)
+        start, end, steps, batch, tokens, kv, running, waiting, done = np.frombuffer(self.rows).reshape(-1, 9).T
         prefix = np.concatenate([[0.0], np.cumsum(arrival_s)])
         i0, i1 = np.searchsorted(arrival_s, start, "right"), np.searchsorted(arrival_s, end, "right")
         area = (i0 - done) * (end - start) + (i1 - i0) * end - (prefix[i1] - prefix[i0])

@@ -143,7 +143,7 @@ def decode_bounds(ids, target, generated, computed, blocks, bs, free, grows):
     """For a run of decode-only steps of `ids` (the first step's blocks held): the most steps
     before a finish and, when blocks grow, the most the free blocks cover (after j steps a
     request with c computed holds ceil((c + j) / bs) blocks); its KV total and max in step 1."""
-    kmax = 1 << 62
+    kmax = 1 << 62 if len(ids) else 0
     total = 0
     longest = 0
     for r in ids:
@@ -153,7 +153,7 @@ def decode_bounds(ids, target, generated, computed, blocks, bs, free, grows):
     if grows and kmax > 1:
         lo, hi = 1, kmax
         while lo < hi:
-            mid = (lo + hi + 1) // 2
+            mid = lo + (hi - lo + 1) // 2
             need = 0
             for r in ids:
                 g = -(-(computed[r] + mid) // bs) - blocks[r]

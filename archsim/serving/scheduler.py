@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,12 +49,16 @@ class Policy(str, Enum):
     @property
     def reserves(self) -> bool:
         """Whether admission reserves a request's worst case (no preemption)."""
-        return self in (Policy.TRTLLM, Policy.ORCA, Policy.STATIC)
+        return self in _RESERVING
 
     @property
     def paged(self) -> bool:
         """Whether KV is kept in shared blocks a prefix cache can key (all but ORCA and STATIC)."""
-        return self in (Policy.VLLM, Policy.SARATHI, Policy.TRTLLM)
+        return self not in _WHOLE
+
+
+_RESERVING = frozenset({Policy.TRTLLM, Policy.ORCA, Policy.STATIC})
+_WHOLE = frozenset({Policy.ORCA, Policy.STATIC})
 
 
 class Preemption(str, Enum):
@@ -85,8 +90,7 @@ class SchedulerConfig:
     verify_tokens: int = 1  # tokens a decode computes: k + 1 under speculative decoding
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """One step: requests `ids` compute `tokens` tokens each (int64 arrays); the last `admitted`
     joined this step; `preempted`: some request was preempted while it was formed;
     `all_decodes`: every one computes one token of a decode."""
@@ -156,8 +160,9 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
     )  # fmt: skip
     budget = int(budget)
     if total <= s.free:  # the common case: every running request fits
-        s.blocks[ids] += grow
-        s.take_grown(int(total))
+        if total:
+            s.blocks[ids] += grow
+            s.take_grown(int(total))
     else:
         ordered = s.running
         if decodes_first:
@@ -169,6 +174,8 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
         if preempted:
             return Plan(np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), 0, True)
         ids, ntok, all_decodes = np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), False
+    if not s.waiting and not s.swapped:
+        return Plan(ids, ntok, 0, False, all_decodes)
     new_ids: list[int] = []
     new_tok: list[int] = []
     watermark = 0 if cfg.policy.reserves else int(cfg.watermark * s.pool_blocks)

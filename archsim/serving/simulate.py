@@ -189,7 +189,14 @@ def request_limits(reqs: RequestSet, setup: ServeSetup) -> tuple[np.ndarray, np.
     max_len = setup.max_model_len or (int(reach.max()) if len(reqs) else 1)
     limit = np.where(asked > 0, asked, max_len - reqs.prompt_tokens)
     limit = np.maximum(np.minimum(limit, max_len - reqs.prompt_tokens), 1)
-    return limit, (reqs.prompt_tokens + reqs.output_tokens <= max_len) & (reqs.output_tokens <= limit)
+    within = (reqs.prompt_tokens + reqs.output_tokens <= max_len) & (reqs.output_tokens <= limit)
+    if len(reqs) and not within.any():
+        shortest = int((reqs.prompt_tokens + reqs.output_tokens).min())
+        raise DoesNotFitError(
+            f"none of the {len(reqs):,} requests is within the context window of {max_len:,} tokens "
+            f"(max_model_len) and its max_tokens: the shortest has {shortest:,}"
+        )
+    return limit, within
 
 
 def serve(reqs: RequestSet, setup: ServeSetup) -> ServeResult:
