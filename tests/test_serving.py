@@ -18,20 +18,14 @@ from archsim.runner.generation import ops_time_s, run_generation
 from archsim.runner.steps import StepModel, mixed_step_time_s, step_model
 from archsim.serving.arrivals import generate_requests, parse_length
 from archsim.serving.capacity import find_capacity
+from archsim.serving.disaggregated import kv_transfer_s
 from archsim.serving.engine import simulate_instance
 from archsim.serving.host import PROFILES
 from archsim.serving.instance import Instance
 from archsim.serving.metrics import Slo
 from archsim.serving.requests import make_requests
 from archsim.serving.scheduler import Policy, SchedulerConfig
-from archsim.serving.simulate import (
-    Disaggregation,
-    LinkMissingError,
-    ServeSetup,
-    ServeSetupError,
-    kv_transfer_s,
-    serve,
-)
+from archsim.serving.simulate import Disaggregation, LinkMissingError, ServeSetup, ServeSetupError, serve
 
 TINY = Workload(
     ModelSpec("tiny", layers=2, hidden=512, heads=8, kv_heads=2, head_dim=64, ffn=1024, vocab=1000),

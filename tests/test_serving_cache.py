@@ -177,3 +177,31 @@ def test_a_bad_host_link_is_reported_at_its_line(tmp_path):
         load_system(str(bad))
     msgs = [str(p) for p in err.value.problems]
     assert any(m.startswith(f"{bad}:{at + 1}: host_link.bandwidth: unit 'GB' is bytes") for m in msgs), msgs
+
+
+def test_serving_gives_the_same_bytes_from_the_cache_and_without_the_jit(tmp_path):
+    """A busy stream (preemptions, decode runs, shared prefixes) served three times: simulating the
+    step shapes, reading them from the disk cache, and with the serving kernels run as Python."""
+    import os
+    import subprocess
+    import sys
+
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(
+        "name: tiny\nmodel: {layers: 2, hidden: 512, heads: 8, kv_heads: 2, head_dim: 64, ffn: 1024, vocab: 1000}\n"
+        "dtypes: {weights: bf16, activations: bf16, kv_cache: bf16}\nscenario: {batch: 1, prompt_tokens: 128, output_tokens: 16}\n"
+    )
+    args = ["--workload", str(tiny), "--requests", "200", "--rate", "20000", "--prompt", "uniform:16:256"]
+    args += ["--generate", "uniform:1:64", "--kv-blocks", "120", "--shared-prefix", "32", "--prefix-groups", "3"]
+
+    def served(name: str, jit: bool) -> bytes:
+        out = tmp_path / f"{name}.json"
+        env = {**os.environ, "ARCHSIM_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_DISABLE_JIT": "0" if jit else "1"}
+        cmd = [sys.executable, "-m", "archsim", "serve", *args, "--json", str(out), "--quiet"]
+        subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=600)
+        return out.read_bytes()
+
+    cold = served("cold", jit=True)
+    assert json.loads(cold)["preemptions"] > 0 and json.loads(cold)["cached_tokens"] > 0
+    assert served("warm", jit=True) == cold
+    assert served("python", jit=False) == cold
