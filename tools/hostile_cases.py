@@ -1519,6 +1519,7 @@ PATH_FLAGS = {
     "--model",
     "--prefill-hw",
     "--decode-hw",
+    "--draft",
     "--allow-path",
 }
 SKIP_FLAGS = {"--help", "--dask", "--dask-local"}
