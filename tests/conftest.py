@@ -1,3 +1,6 @@
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -5,6 +8,13 @@ import pytest
 from archsim.config.loader import load_system, load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The op-result cache of a test session lives apart from the user's (archsim/opcache.py).
+if "ARCHSIM_CACHE_DIR" not in os.environ:
+    _SESSION_CACHE = os.environ["ARCHSIM_CACHE_DIR"] = tempfile.mkdtemp(prefix="archsim-test-cache-")
+
+    def pytest_sessionfinish(session, exitstatus):
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

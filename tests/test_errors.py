@@ -334,27 +334,29 @@ def _refusal(capsys, argv: list[str]) -> str:
 
 def test_does_not_fit_names_weights_kv_and_capacity(capsys):
     # Llama-3-70B: 70,553,706,496 parameters x 2 B = 141 GB; KV 2304 tokens x 2 x 80 layers x 8 heads
-    # x 128 x 2 B = 755 MB; activations 2048 x (57344 + 2 x 8192) x 2 B + 128256 x 4 B = 303 MB.
+    # x 128 x 2 B = 755 MB; activations of one engine step of 8192 tokens over 256 sequences:
+    # 8192 x (57344 + 2 x 8192) x 2 B + 256 x 128256 x 4 B = 1.34 GB; the engine takes 90% of 16 GB.
     err = _refusal(capsys, ["run", "--hw", "tpu_v5e", "--workload", "llama3_70b"])
     assert err.startswith(
         "archsim: error: Llama-3-70B with batch 1 and context 2304 does not fit on Google TPU v5e: "
-        "weights 141 GB + KV cache 755 MB + activations 303 MB = 142 GB > capacity 16 GB; "
+        "weights 141 GB + KV cache 755 MB + activations 1.34 GB = 143 GB > 90% of capacity 16 GB (14.4 GB); "
         "not even one sequence fits: use a chip with more memory, more chips, or smaller dtypes"
     )
 
 
 def test_does_not_fit_names_the_largest_batch(capsys):
-    # Llama-3-8B, context 8192: per sequence 8192 x 131072 B of KV + 4096 x (28672 + 8192) x 2 B of
-    # activations + 128256 x 4 B of logits; 16,060,522,496 B of weights leave room for 97 in the
-    # 143,771 MiB (150.75 GB) the device reports.
-    per_seq = 8192 * 131072 + 4096 * (28672 + 8192) * 2 + 128256 * 4
-    capacity = 143_771 * 2**20
-    assert 16_060_522_496 + 97 * per_seq <= capacity < 16_060_522_496 + 98 * per_seq
+    # Llama-3-8B, context 8192: per sequence 8192 x 131072 B of KV. As a serving engine plans it, 90%
+    # of the 143,771 MiB (150,754,820,096 B) the device reports, less 16,060,522,496 B of weights,
+    # less one step's activations (8192 x (28672 + 8192) x 2 B + 256 x 128256 x 4 B = 735 MB),
+    # leaves 118,883,501,670 B: room for 110 sequences.
+    per_seq = 8192 * 131072
+    room = 143_771 * 2**20 * 0.9 - 16_060_522_496 - (8192 * (28672 + 8192) * 2 + 256 * 128256 * 4)
+    assert 110 * per_seq <= room < 111 * per_seq
     err = _refusal(capsys, ["run", "--batch", "4096", "--prompt", "4096", "--generate", "4096"])
     assert err.startswith(
         "archsim: error: Llama-3-8B with batch 4096 and context 8192 does not fit on NVIDIA H200 SXM: "
-        "weights 16.1 GB + KV cache 4.4 TB + activations 1.24 TB = 5.65 TB > capacity 151 GB; "
-        "the largest batch that fits is 97"
+        "weights 16.1 GB + KV cache 4.4 TB + activations 735 MB = 4.41 TB > 90% of capacity 151 GB (136 GB); "
+        "the largest batch that fits is 110"
     )
 
 

@@ -18,18 +18,14 @@ from archsim.runner.generation import ops_time_s, run_generation
 from archsim.runner.steps import StepModel, mixed_step_time_s, step_model
 from archsim.serving.arrivals import generate_requests, parse_length
 from archsim.serving.capacity import find_capacity
+from archsim.serving.disaggregated import kv_transfer_s
 from archsim.serving.engine import simulate_instance
+from archsim.serving.host import PROFILES
+from archsim.serving.instance import Instance
 from archsim.serving.metrics import Slo
 from archsim.serving.requests import make_requests
 from archsim.serving.scheduler import Policy, SchedulerConfig
-from archsim.serving.simulate import (
-    Disaggregation,
-    LinkMissingError,
-    ServeSetup,
-    ServeSetupError,
-    kv_transfer_s,
-    serve,
-)
+from archsim.serving.simulate import Disaggregation, LinkMissingError, ServeSetup, ServeSetupError, serve
 
 TINY = Workload(
     ModelSpec("tiny", layers=2, hidden=512, heads=8, kv_heads=2, head_dim=64, ffn=1024, vocab=1000),
@@ -61,9 +57,10 @@ def test_every_request_and_token_is_accounted_for(busy_run):
     assert (run.generated == reqs.output_tokens).all()
     assert np.all(t.arrival_s <= t.first_scheduled_s) and np.all(t.first_scheduled_s < t.first_token_s)
     assert np.all(t.first_token_s <= t.finish_s)
-    assert res.itl_weight.sum() == (reqs.output_tokens - 1).sum()  # one gap per token after the first
+    assert res.itl.count == (reqs.output_tokens - 1).sum()  # one gap per token after the first
     if policy is not Policy.STATIC:  # static pads prompts and keeps finished sequences
         kv = (reqs.prompt_tokens + reqs.output_tokens - 1).sum()
+        assert run.cached_tokens == 0  # no request states a prefix
         assert run.computed_tokens - run.recomputed_tokens == kv
 
 
@@ -94,10 +91,9 @@ def test_same_seed_same_result(h200):
 @pytest.mark.parametrize("policy", [Policy.VLLM, Policy.ORCA])
 def test_runs_of_decode_steps_equal_single_steps(h200, policy):
     reqs = busy(seed=2, n=120)
-    timer = step_model(TINY, h200)
-    cfg = SchedulerConfig(policy, 2048, 64)
-    fast = simulate_instance(reqs, timer, cfg, POOL_BLOCKS)
-    slow = simulate_instance(reqs, timer, cfg, POOL_BLOCKS, decode_runs=False)
+    inst = Instance(step_model(TINY, h200), SchedulerConfig(policy, 2048, 64), POOL_BLOCKS, host=PROFILES["vllm"])
+    fast = simulate_instance(reqs, inst)
+    slow = simulate_instance(reqs, inst, decode_runs=False)
     assert fast.steps == slow.steps and (fast.preemptions == slow.preemptions).all()
     np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9)
     np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=1e-9)
@@ -124,16 +120,18 @@ def test_mixed_step_ops_are_those_of_archsim_run(llama8b):
 def test_exact_timer_is_the_mixed_step_definition(h200):
     batch = MixedBatch((33, 70, 129), (PrefillChunk(40, 0), PrefillChunk(17, 200)))
     exact = StepModel(TINY, h200, resolution=0)
-    got = exact.step_s(np.array(batch.decode_kv_lens), [(c.new_tokens, c.past) for c in batch.prefill_chunks])
+    kv = batch.decode_kv_lens
+    got = exact.step_s(len(kv), sum(kv), max(kv), [(c.new_tokens, c.past) for c in batch.prefill_chunks])
     assert got == pytest.approx(mixed_step_time_s(TINY, h200, batch), rel=1e-12)
     grid = step_model(TINY, h200)
     # on the grid: 64 tokens, 9 sequences, 8 decodes at KV 64, a chunk of 56 new tokens
-    assert grid.step_s(np.array([64] * 8), [(56, 0)]) == pytest.approx(
+    assert grid.step_s(8, 8 * 64, 64, [(56, 0)]) == pytest.approx(
         mixed_step_time_s(TINY, h200, MixedBatch((64,) * 8, (PrefillChunk(56, 0),))), rel=1e-12
     )
     run = grid.decode_run_s(3, 3 * 40 + 30, 70, 50)
-    one = [grid.step_s(np.array([40 + j, 40 + j, 70 + j]), []) for j in range(50)]
+    one = [grid.step_s(3, 3 * (40 + j) + 30, 70 + j) for j in range(50)]
     np.testing.assert_allclose(run, one, rtol=1e-12)
+    np.testing.assert_allclose(grid.decode_steps_s(3, 3 * 40 + 30, 70, 50), one, rtol=1e-12)
 
 
 def _alone(prompt, output, n=3):
@@ -212,8 +210,7 @@ def test_a_multi_chip_instance_runs_tensor_parallel():
         StepModel(w, replace(eight, chips=1, interconnect=None), 0),
         StepModel(w, eight, 0, Parallelism(tp=8)),
     )
-    kv = np.array([1024] * 8)
-    assert tp.step_s(kv, []) < one_chip.step_s(kv, []) / 3  # weights and KV streamed 8 ways
+    assert tp.step_s(8, 8 * 1024, 1024) < one_chip.step_s(8, 8 * 1024, 1024) / 3  # weights and KV streamed 8 ways
     local = replace(w, model=shard_model(w.model, Parallelism(tp=8)))
     sharded = ops_time_s(token_ops(local, 8), eight)
     assert tp.tokens_s(8) > sharded  # the all-reduces after attention and FFN come on top

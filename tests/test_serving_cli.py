@@ -44,6 +44,8 @@ def test_serve_json_has_the_promised_fields(tmp_path, tiny):
         "1ms",
         "--slo-tpot",
         "0.2 ms",
+        "--host",
+        "none",  # the tiny model's steps take microseconds: the SLOs are set for the bare GPU
     )
     assert data["requests"] == 40
     for key in ("ttft_s", "tpot_s", "e2e_s", "itl_s", "queue_s"):
@@ -124,7 +126,9 @@ def test_disaggregated_and_capacity(tmp_path, tiny):
     assert [i["role"] for i in data["instances"]] == ["prefill", "decode", "decode"]
     assert data["instances"][1]["chip_name"] != data["instances"][0]["chip_name"]
     data = serve_json(
-        tmp_path, "--workload", tiny, "--requests", "60", "--rate", "200", "--slo-ttft", "0.5ms", "--find-capacity"
+        tmp_path,
+        *("--workload", tiny, "--requests", "60", "--rate", "200", "--slo-ttft", "0.5ms", "--find-capacity"),
+        *("--host", "none"),
     )
     assert data["capacity"]["rate_per_s"] > 0 and data["capacity"]["attainment"] >= 0.9
 

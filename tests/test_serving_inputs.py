@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from archsim.errors import ConfigError
 from archsim.runner.steps import bracket, grid_points, grid_step
 from archsim.serving.arrivals import ArrivalProcess, LengthKind, generate_requests, parse_length, unit_arrivals
+from archsim.serving.histogram import GapHistogram
 from archsim.serving.kvpool import blocks_for, size_pool
 from archsim.serving.metrics import RequestTimes, Slo, request_metrics, stats, weighted_percentiles
 from archsim.serving.requests import load_trace, make_requests
@@ -123,8 +124,11 @@ def test_blocks_and_pool_sizing(h200, llama8b):
     pool = size_pool(llama8b, h200, 16, 0.9, 8192, 256)
     kv_per_token = 2 * 32 * 8 * 128 * 2  # K and V, layers, KV heads x head_dim, bf16: 131072 bytes
     assert pool.block_bytes == 16 * kv_per_token
-    free = (h200.chip.hbm.capacity_bytes - llama8b.model.params() * 2 - pool.activations_bytes) * 0.9
-    assert pool.blocks == int(free // (16 * kv_per_token))
+    # vLLM's rule: 90% of the 141 GB, less 16,060,522,496 B of bf16 weights, less the activations of
+    # one step of 8192 tokens over 256 sequences: 8192 x (2 x 14336 + 2 x 4096) x 2 B + 256 x 128256 x 4 B
+    # = 735,313,920 B; 110,104,163,584 B / 2,097,152 B a block = 52,501.6
+    assert pool.activations_bytes == 735_313_920
+    assert pool.blocks == 52_501
     assert size_pool(llama8b, h200, 16, 0.9, 8192, 256, blocks_override=7).blocks == 7
 
 
@@ -158,9 +162,10 @@ def test_metrics_by_hand():
         np.array([10, 20]),
         np.array([5, 1]),
     )
-    m = request_metrics(
-        t, np.array([0.5, 0.25]), np.array([2, 2]), Slo(ttft_s=0.3), rejected=1, preemptions=0, in_system_s=None
-    )
+    gaps = GapHistogram()
+    gaps.add(0.5, 2)
+    gaps.add(0.25, 2)
+    m = request_metrics(t, gaps, Slo(ttft_s=0.3), rejected=1, preemptions=0, in_system_s=None)
     assert t.tpot_s[0] == pytest.approx((2.5 - 0.5) / 4) and np.isnan(t.tpot_s[1])
     assert m.ttft_s.mean == pytest.approx(0.35) and m.tpot_s.p50 == pytest.approx(0.5)
     assert m.e2e_s.mean == pytest.approx((2.5 + 0.2) / 2) and m.queue_s.mean == pytest.approx(0.05)
@@ -168,6 +173,7 @@ def test_metrics_by_hand():
     assert m.throughput_tokens_per_s == pytest.approx(6 / 2.5) and m.requests_per_s == pytest.approx(2 / 2.5)
     assert m.goodput_requests_per_s == pytest.approx(1 / 2.5)  # only the second meets TTFT <= 0.3 s
     assert m.slo_attainment == pytest.approx(1 / 3)  # the refused request misses
+    assert m.ttft_attainment == pytest.approx(1 / 3) and m.tpot_attainment is None  # no TPOT SLO
     assert m.littles_law_in_system == pytest.approx(2 / 2.5 * 1.35)
     assert stats(np.array([])).mean != stats(np.array([])).mean  # NaN when empty
     json.dumps(m.as_dict(), default=float)

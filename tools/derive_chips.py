@@ -95,11 +95,20 @@ def system_text(name: str) -> str:
     chip, description = SYSTEMS[name]
     current = (HW / f"{name}.yaml").read_text()
     header = current[: current.index("\nname:") + 1]
-    link = current[current.index("\ninterconnect:") + 1 :]
-    chip_text = body((HW / f"{chip}.yaml").read_text())
-    chip_text = chip_text[: chip_text.index("\ninterconnect:") + 1] if "\ninterconnect:" in chip_text else chip_text
+    _, link = split_section(current, "interconnect")
+    chip_text, _ = split_section(body((HW / f"{chip}.yaml").read_text()), "interconnect")
     chip_text = replace_key(chip_text, "description", f"description: {description}\nchips: 8")
     return header + chip_text.rstrip("\n") + "\n" + link
+
+
+def split_section(text: str, key: str) -> tuple[str, str]:
+    """(the text without its top-level `key:` section, that section)."""
+    start = text.find(f"\n{key}:")
+    if start < 0:
+        return text, ""
+    match = re.search(r"\n\S", text[start + 1 :])
+    end = len(text) if match is None else start + 1 + match.start() + 1
+    return text[: start + 1] + text[end:], text[start + 1 : end]
 
 
 def main() -> None:

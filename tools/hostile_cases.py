@@ -1491,6 +1491,7 @@ PATH_FLAGS = {
     "--model",
     "--prefill-hw",
     "--decode-hw",
+    "--draft",
     "--allow-path",
 }
 SKIP_FLAGS = {"--help", "--dask", "--dask-local"}

@@ -105,15 +105,28 @@ def serve_setup(
     decode_hardware: Hardware | str | None = None,
     prefill_instances: int | None = None,
     decode_instances: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    host: str = "vllm",
+    preemption: str = "recompute",
+    swap_space_bytes: float | None = None,
+    kv_offload_bytes: float = 0.0,
+    prefix_caching: bool = True,
+    max_model_len: int | None = None,
+    max_tokens: int | None = None,
+    draft: Workload | str | None = None,
+    mtp_layers: int | None = None,
+    spec_tokens: int = 3,
+    spec_acceptance: float | None = None,
 ):
     """The serving setup and its part of the resolved configuration; ServeSetupError for a
-    setup the simulator cannot model. Disaggregated when any prefill/decode argument is given."""
-    from archsim.serving.scheduler import DEFAULT_MAX_BATCHED_TOKENS, Policy, SchedulerConfig
-    from archsim.serving.simulate import Disaggregation, ServeSetup, ServeSetupError
-
-    pol = Policy(policy)
-    sched = SchedulerConfig(pol, max_batched_tokens or DEFAULT_MAX_BATCHED_TOKENS[pol], max_num_seqs, block_size)
+    setup the simulator cannot model. Disaggregated when any prefill/decode argument is given;
+    `tp`, `pp`, `ep`: the layout of an instance (default: tensor parallel over all chips);
+    `draft` (a workload) or `mtp_layers`: speculative decoding of `spec_tokens` tokens."""
     from archsim import limits
+    from archsim.serving.options import build_setup
+    from archsim.serving.simulate import ServeSetupError
 
     if not 0 <= step_resolution <= limits.MAX_STEP_RESOLUTION:
         raise ServeSetupError(f"step resolution: must be 0 to {limits.MAX_STEP_RESOLUTION} (got {step_resolution})")
@@ -124,50 +137,36 @@ def serve_setup(
     ):
         if n is not None and not 1 <= n <= limits.MAX_INSTANCES:
             raise ServeSetupError(f"{name}: must be 1 to {limits.MAX_INSTANCES:,} (got {n})")
-    disagg, extra = None, {}
+    disagg = None
     if any(v is not None for v in (prefill_hardware, decode_hardware, prefill_instances, decode_instances)):
-        if pol is Policy.STATIC:
-            raise ServeSetupError("static batching cannot be disaggregated; use the vllm, sarathi or orca policy")
-        if instances != 1:
-            raise ServeSetupError("instances are for co-located serving; give prefill and decode instances instead")
         p_hw = as_hardware(prefill_hardware) if prefill_hardware is not None else None
         d_hw = as_hardware(decode_hardware) if decode_hardware is not None else None
-        disagg = Disaggregation(
-            p_hw.system if p_hw else hardware.system,
-            d_hw.system if d_hw else hardware.system,
-            prefill_instances or 1,
-            decode_instances or 1,
-        )
-        extra = {"prefill_hardware": p_hw.config if p_hw else None, "decode_hardware": d_hw.config if d_hw else None}
-    setup = ServeSetup(
-        workload.workload,
-        hardware.system,
-        sched,
-        gpu_memory_utilization,
-        kv_blocks,
-        instances,
-        step_resolution,
-        disagg,
+        disagg = (p_hw, d_hw, prefill_instances or 1, decode_instances or 1)
+    return build_setup(
+        hardware,
+        workload,
+        policy=policy,
+        max_batched_tokens=max_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_blocks=kv_blocks,
+        instances=instances,
+        step_resolution=step_resolution,
+        disaggregation=disagg,
+        layout=(tp, pp, ep),
+        host=host,
+        preemption=preemption,
+        swap_space_bytes=swap_space_bytes,
+        kv_offload_bytes=kv_offload_bytes,
+        prefix_caching=prefix_caching,
+        max_model_len=max_model_len,
+        max_tokens=max_tokens,
+        draft=as_workload(draft) if draft is not None else None,
+        mtp_layers=mtp_layers,
+        spec_tokens=spec_tokens,
+        spec_acceptance=spec_acceptance,
     )
-    serving = {
-        "policy": pol.value,
-        "max_batched_tokens": sched.max_batched_tokens,
-        "max_num_seqs": sched.max_num_seqs,
-        "block_size": sched.block_size,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        "kv_blocks": kv_blocks,
-        "instances": instances,
-        "step_resolution": step_resolution,
-        "disaggregation": None
-        if disagg is None
-        else {
-            "prefill_instances": disagg.prefill_instances,
-            "decode_instances": disagg.decode_instances,
-            "prefill_chip": disagg.prefill_system.chip.name,
-            "decode_chip": disagg.decode_system.chip.name,
-        },
-    }
-    return setup, {**serving, **extra}
 
 
 def serve_config(

@@ -211,6 +211,11 @@ class PowerCfg(Strict):
         return v
 
 
+class HostLinkCfg(Strict):
+    bandwidth: BytesPerS = Field(description="chip to host memory, one direction (PCIe, C2C)")
+    latency: Seconds = Field(description="fixed cost of one transfer over it")
+
+
 class HardwareCfg(Strict):
     name: Name
     description: str = ""
@@ -223,3 +228,12 @@ class HardwareCfg(Strict):
     overheads: OverheadsCfg
     power: PowerCfg | None = None
     interconnect: InterconnectCfg | None = None
+    host_link: HostLinkCfg | None = Field(None, description="the link to host memory (KV offload, swap)")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_host_link(self, handler):
+        """No host link stays out of the resolved config: files without one keep their hash."""
+        out = handler(self)
+        if out.get("host_link", 0) is None:
+            del out["host_link"]
+        return out

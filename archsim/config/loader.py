@@ -38,7 +38,7 @@ from archsim.hardware import (
     Topology,
     VectorUnit,
 )
-from archsim.hardware.chip import min_tile_bytes
+from archsim.hardware.chip import HostLink, min_tile_bytes
 from archsim.hardware.power import Energies, Power
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,7 +234,9 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             topology=Topology(i.topology),
         )
         link = _fabric(link, i, cfg.chips)
-    return System(chip=chip, chips=cfg.chips, interconnect=link, source=source)
+    host = cfg.host_link
+    host_link = None if host is None else HostLink(bandwidth_bytes_per_s=host.bandwidth, latency_s=host.latency)
+    return System(chip=chip, chips=cfg.chips, interconnect=link, host_link=host_link, source=source)
 
 
 def _power(p) -> Power:

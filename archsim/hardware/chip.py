@@ -238,10 +238,20 @@ class Chip:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HostLink:
+    """Each chip's link to host memory (PCIe, NVLink-C2C): a transfer of n bytes takes
+    latency_s + n / bandwidth_bytes_per_s."""
+
+    bandwidth_bytes_per_s: float  # one direction
+    latency_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class System:
-    """`chips` identical chips joined by an interconnect."""
+    """`chips` identical chips joined by an interconnect, each with its link to host memory."""
 
     chip: Chip
     chips: int = 1
     interconnect: Interconnect | None = None
+    host_link: HostLink | None = None
     source: str = field(default="", compare=False)

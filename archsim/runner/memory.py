@@ -1,4 +1,21 @@
-"""Memory footprint of a workload on a system: weights, KV cache and activations vs capacity."""
+"""Memory per chip, as a serving engine plans it: weights, the activation peak of one step, and
+the KV cache in what is left of the share of device memory the engine may take. Bytes.
+
+The rule is vLLM's (vllm/v1/worker/gpu_worker.py, determine_available_memory): the engine takes
+`gpu_memory_utilization` of the device memory (the capacity the device reports, which the chip
+file's `hbm.capacity` states), loads the weights, profiles one forward step of
+`max_num_batched_tokens` tokens over `max_num_seqs` sequences for its activation peak, and gives
+the rest to the KV cache:
+
+    KV budget = capacity x utilisation - weights - activations(max_num_batched_tokens).
+
+Serving sizes its KV pool by it (archsim/serving/kvpool.py) and `archsim run` fits its batch in
+it: a scenario fits when its KV cache at the longest context is within the budget, so the
+largest batch is the budget over one sequence's KV (a run prefills in chunks of the step budget,
+as the engine does; its prefill step is still timed whole). Under a parallel layout the numbers
+are the busiest chip's: its share of the weights, of the KV heads and layers, and the
+activations of its rank's step with the widest tensors split tp ways.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +28,10 @@ from archsim.graph.parallel import Parallelism, ParallelismError, check_parallel
 from archsim.hardware import System
 from archsim.units import format_bytes
 
+GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default --gpu-memory-utilization
+MAX_BATCHED_TOKENS = 8192  # vLLM's default max_num_batched_tokens for an online server
+MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
+
 
 @dataclass(frozen=True)
 class Footprint:
@@ -18,71 +39,108 @@ class Footprint:
     kv_cache_bytes: float
     activations_bytes: float
     capacity_bytes: float
+    utilization: float = 1.0  # share of the capacity the engine takes
 
     @property
     def total_bytes(self) -> float:
         return self.weights_bytes + self.kv_cache_bytes + self.activations_bytes
 
     @property
+    def usable_bytes(self) -> float:
+        return self.capacity_bytes * self.utilization
+
+    @property
+    def kv_room_bytes(self) -> float:
+        """What the KV cache may take: usable memory less weights and activations."""
+        return self.usable_bytes - self.weights_bytes - self.activations_bytes
+
+    @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        return self.total_bytes <= self.usable_bytes
 
 
-def activation_bytes(w: Workload, batch: int, tokens_per_seq: int) -> float:
-    """Peak live activations of one step: the widest intermediate plus the residual stream and
-    the logits of the last tokens (fp32)."""
+@dataclass(frozen=True)
+class MemoryBudget:
+    """One chip's memory plan: capacity, the share taken, weights, the activation peak of one
+    step and the KV bytes of one token on this chip."""
+
+    capacity_bytes: float
+    utilization: float
+    weights_bytes: float
+    activations_bytes: float
+    kv_bytes_per_token: float
+    sequences_per_chip: float  # of a batch, the share whose KV this chip holds (1/ep, or 1)
+
+    @property
+    def kv_budget_bytes(self) -> float:
+        return self.capacity_bytes * self.utilization - self.weights_bytes - self.activations_bytes
+
+
+def step_activation_bytes(w: Workload, tokens: int, sequences: int) -> float:
+    """Peak live activations of one step of `tokens` tokens over `sequences` sequences: per token
+    the widest intermediate plus the residual stream (activation dtype), per sequence its logits
+    (fp32)."""
     m = w.model
     widest = max(2 * m.ffn * (m.top_k if m.is_moe else 1), m.q_dim + 2 * m.kv_dim, m.hidden)
-    tokens = batch * tokens_per_seq
-    return tokens * (widest + 2 * m.hidden) * w.dtypes.activations.bytes + batch * m.vocab * 4.0
+    return tokens * (widest + 2 * m.hidden) * w.dtypes.activations.bytes + sequences * m.vocab * 4.0
+
+
+def memory_budget(
+    w: Workload,
+    system: System,
+    parallelism: Parallelism | None = None,
+    utilization: float = GPU_MEMORY_UTILIZATION,
+    max_batched_tokens: int = MAX_BATCHED_TOKENS,
+    max_num_seqs: int = MAX_NUM_SEQS,
+) -> MemoryBudget:
+    """The memory plan of one chip: without a layout, weights and KV split evenly over the
+    system's chips; under `parallelism`, the busiest chip's (`chip_params`, its KV heads and
+    layers, its rank's activations)."""
+    sequences = max(1, min(max_num_seqs, max_batched_tokens))
+    if parallelism is None:
+        chips = system.chips
+        weights = w.model.params() * w.dtypes.weights.bytes / chips
+        kv = w.model.kv_bytes_per_token(w.dtypes.kv_cache) / chips
+        local, share = w, 1.0
+    else:
+        local = replace(w, model=shard_model(w.model, parallelism))
+        weights = chip_params(w.model, parallelism) * w.dtypes.weights.bytes
+        kv = 2.0 * local.model.layers * local.model.kv_dim * w.dtypes.kv_cache.bytes
+        share = 1.0 / parallelism.ep
+    return MemoryBudget(
+        capacity_bytes=float(system.chip.hbm.capacity_bytes),
+        utilization=utilization,
+        weights_bytes=weights,
+        activations_bytes=step_activation_bytes(local, max_batched_tokens, sequences),
+        kv_bytes_per_token=kv,
+        sequences_per_chip=share,
+    )
 
 
 def footprint(
     w: Workload, system: System, batch: int | None = None, parallelism: Parallelism | None = None
 ) -> Footprint:
-    """Footprint per chip of the scenario (or of `batch` sequences) at its longest context: split
-    evenly over the system's chips, or on the busiest chip of `parallelism`."""
+    """Footprint per chip of the scenario (or of `batch` sequences) at its longest context."""
     s = w.scenario
     batch = s.batch if batch is None else batch
-    context = s.prompt_tokens + s.output_tokens
-    if parallelism is not None:
-        return sharded_footprint(w, system, batch, parallelism)
-    chips = system.chips
+    b = memory_budget(w, system, parallelism)
+    group = math.ceil(batch * b.sequences_per_chip)
     return Footprint(
-        weights_bytes=w.model.params() * w.dtypes.weights.bytes / chips,
-        kv_cache_bytes=batch * context * w.model.kv_bytes_per_token(w.dtypes.kv_cache) / chips,
-        activations_bytes=activation_bytes(w, batch, s.prompt_tokens),
-        capacity_bytes=float(system.chip.hbm.capacity_bytes),
-    )
-
-
-def sharded_footprint(w: Workload, system: System, batch: int, par: Parallelism) -> Footprint:
-    """The busiest chip's footprint under `par`: its share of the weights (`chip_params`), the KV
-    cache of its expert-parallel group's sequences over its layers and KV heads, and the peak
-    activations of that group's prefill with the widest tensors split tp ways. Nothing is split
-    when `par` is single (the numbers are then those of one chip)."""
-    s = w.scenario
-    context = s.prompt_tokens + s.output_tokens
-    local = shard_model(w.model, par)
-    group = math.ceil(batch / par.ep)
-    kv_per_token = 2.0 * local.layers * local.kv_dim * w.dtypes.kv_cache.bytes
-    return Footprint(
-        weights_bytes=chip_params(w.model, par) * w.dtypes.weights.bytes,
-        kv_cache_bytes=group * context * kv_per_token,
-        activations_bytes=activation_bytes(replace(w, model=local), group, s.prompt_tokens),
-        capacity_bytes=float(system.chip.hbm.capacity_bytes),
+        weights_bytes=b.weights_bytes,
+        kv_cache_bytes=group * (s.prompt_tokens + s.output_tokens) * b.kv_bytes_per_token,
+        activations_bytes=b.activations_bytes,
+        capacity_bytes=b.capacity_bytes,
+        utilization=b.utilization,
     )
 
 
 def largest_batch(w: Workload, system: System, parallelism: Parallelism | None = None) -> int:
-    """The largest batch whose footprint fits (0 if not even one sequence does)."""
-    lo, hi = 0, 1
-    while footprint(w, system, hi, parallelism).fits and hi < 1 << 24:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if footprint(w, system, mid, parallelism).fits else (lo, mid)
-    return lo
+    """The largest batch whose KV cache at the longest context fits the budget (0 if none)."""
+    b = memory_budget(w, system, parallelism)
+    per_sequence = (w.scenario.prompt_tokens + w.scenario.output_tokens) * b.kv_bytes_per_token
+    if b.kv_budget_bytes < per_sequence:
+        return 0
+    return int(b.kv_budget_bytes // per_sequence) * round(1.0 / b.sequences_per_chip)
 
 
 def fewest_chips(w: Workload, system: System, par: Parallelism, limit: int = 1 << 12) -> Parallelism | None:
@@ -133,5 +191,6 @@ def check_fits(w: Workload, system: System, parallelism: Parallelism | None = No
         f"{w.scenario.prompt_tokens + w.scenario.output_tokens} does not fit on {where}: "
         f"weights {format_bytes(fp.weights_bytes)} + KV cache {format_bytes(fp.kv_cache_bytes)} + "
         f"activations {format_bytes(fp.activations_bytes)} = {format_bytes(fp.total_bytes)} > "
-        f"capacity {format_bytes(fp.capacity_bytes)}; {hint}"
+        f"{100 * fp.utilization:.0f}% of capacity {format_bytes(fp.capacity_bytes)} "
+        f"({format_bytes(fp.usable_bytes)}); {hint}"
     )

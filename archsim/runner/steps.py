@@ -1,12 +1,18 @@
 """The step-time model: times of any step (prefill chunks and decodes mixed) from the hardware
-model, memoised, for `archsim run` and serving alike.
+model, memoised, for `archsim run` and serving alike. Seconds throughout.
 
 A step's time is composed as `archsim.graph.mixed` defines it: ops on the total tokens T, the
-LM head on one row per sequence, attention per prefill chunk at its own (new tokens, past), and
-the batched decode attention: max(B decodes at their mean KV length, the longest decode alone).
-Each part is its ops timed by `time_ops` (archsim/runner/generation.py): every op as `choose`
-times it, and collectives on the links, overlapping the op that produces them where the fabric
-allows. Under tensor parallelism the ops are the busiest chip's, with their collectives.
+LM head on one row per sequence (one per token checked in a speculative verify step), attention
+per prefill chunk at its own (new tokens, past), and the batched decode attention: max(B
+decodes at their mean KV length, the longest decode alone). Each part is its ops timed by
+`time_ops` (archsim/runner/generation.py): every op as `choose` times it, and collectives on
+the links, overlapping the op that produces them where the fabric allows. Under a parallel
+layout the ops are the busiest chip's with their collectives: tensor parallel splits every op;
+expert parallel runs one data-parallel rank's tokens through the routed experts (the caller
+gives each rank its share of the requests); pipeline parallel cuts the step's sequences into
+m = min(sequences, stages) micro-batches, each taking time `stage` on the busiest stage and
+`send` to the next, and the step, micro-batches in flight from step to step, takes
+max(m x stage, stages x (stage + send)), as `archsim run` times a decode step.
 
 Simulating a GEMM on a new shape costs 0.1-2 s, so each part is simulated on a grid of shapes
 and interpolated linearly between them. A grid has `resolution` points g per doubling of the
@@ -16,29 +22,33 @@ at g and at g + 1. GEMM time climbs in stairs as output tiles fill waves of core
 are powers of two, so a round g is often the last token of a stair and g + 1 the first of the
 next: interpolating from g + 1 to the next g keeps the stairs' mean (interpolating from g to g
 would sit on their lower edge, 5% low on the H200 model). KV lengths (attention time is affine
-in the KV blocks it streams) take `resolution` plain points per doubling. A batched prefill of
-equal prompts (static batching) interpolates its attention over (prompt, batch) the same way.
-Values below the first spacing of 4 and the knots themselves are exact; `resolution = 0`
-simulates every shape.
+in the KV blocks it streams) take `resolution` plain points per doubling. Values below the
+first spacing of 4 and the knots themselves are exact; `resolution = 0` simulates every shape.
+Each simulated part is also kept on disk (archsim/opcache.py), so a later process finds it.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 
+from archsim import opcache
+from archsim.graph.builder import Step
 from archsim.graph.mixed import (
+    PIPELINE_OPS,
     MixedBatch,
     build_mixed_step,
     decode_attention_ops,
     head_ops,
     prefill_attention_ops,
+    step_ops,
     token_ops,
 )
-from archsim.graph.model import Scenario, Workload
+from archsim.graph.model import Phase, Scenario, Workload
 from archsim.graph.ops import Op
 from archsim.graph.parallel import Parallelism
 from archsim.hardware import System
@@ -47,6 +57,7 @@ from archsim.runner.generation import ops_time_s
 DEFAULT_RESOLUTION = 2
 QUERY_FACTOR = 2  # finer grid over a chunk's query tokens than over the step's tokens
 DECODE_BATCH_FACTOR = 4  # and finer still over the decode batch
+Chunks = Sequence[tuple[int, int]]  # prefill chunks: (new tokens, past tokens)
 
 
 def mixed_step_time_s(w: Workload, system: System, batch: MixedBatch) -> float:
@@ -108,8 +119,8 @@ class _Memo:
 
 
 class StepModel:
-    """Memoised, interpolated step times of one workload on one instance: a chip, or the chips
-    of a system running it tensor-parallel (the busiest chip's ops and their collectives)."""
+    """Memoised, interpolated step times of one workload on one instance: a chip, or the busiest
+    chip of a parallel layout over a system's chips (its ops, collectives and pipeline)."""
 
     def __init__(
         self,
@@ -124,20 +135,38 @@ class StepModel:
         self.query_res = resolution * QUERY_FACTOR
         self.batch_res = resolution * DECODE_BATCH_FACTOR
         par = parallelism if parallelism is not None and not parallelism.is_single else None
-        if par is not None and (par.pp > 1 or par.ep > 1):
-            raise ValueError(f"a step model takes tensor parallelism only (got {par.label()})")
         self.parallelism = par
+        self.stages = par.pp if par is not None else 1
+        # parts are timed at the sizes given: one micro-batch; attention and the LM head of one rank
+        tok = replace(par, micro_batches=1) if par is not None else None
+        seq = replace(par, ep=1, micro_batches=1) if par is not None else None
+        cache = opcache.cache_for(system)
 
         def part(ops: Sequence[Op]) -> float:
-            return ops_time_s(ops, system)
+            key = opcache.ops_key(ops, "ops_time_s") if cache is not None else ""
+            hit = cache.get(key) if cache is not None else None
+            if hit is not None:
+                return float(hit)
+            t = ops_time_s(ops, system)
+            if cache is not None:
+                cache.put(key, t)
+            return t
 
-        self._tokens = _Memo(lambda t: part(token_ops(w, t, par)))
-        self._head = _Memo(lambda s: part(head_ops(w, s, par)))
-        self._decode = _Memo(lambda b, k: part(decode_attention_ops(w, b, k, par)))
-        self._prefill = _Memo(lambda q, p: part(prefill_attention_ops(w, q, p, 1, par)))
-        self._batched_prefill = _Memo(lambda q, b: part(prefill_attention_ops(w, q, 0, b, par)))
+        def send(t: int) -> list[Op]:
+            return [op for op in step_ops(w, Step(Phase.PREFILL, 1, t, 0), tok) if op.name in PIPELINE_OPS]
+
+        self._tokens = _Memo(lambda t: part(token_ops(w, t, tok)))
+        self._head = _Memo(lambda s: part(head_ops(w, s, seq)))
+        self._send = _Memo(lambda t: part(send(t)))
+        self._decode = _Memo(lambda b, k: part(decode_attention_ops(w, b, k, seq)))
+        self._prefill = _Memo(lambda q, p: part(prefill_attention_ops(w, q, p, 1, seq)))
+        self._batched_prefill = _Memo(lambda q, b: part(prefill_attention_ops(w, q, 0, b, seq)))
+        self._verify = _Memo(lambda b, q, p: part(prefill_attention_ops(w, q, p, b, seq)))
         self._chunk_cache: dict[tuple[int, int], float] = {}
+        self._tokens_at: dict[int, float] = {}  # interpolated values, as asked for
+        self._head_at: dict[int, float] = {}
         self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._tables: dict[int, tuple[int, array]] = {}
         self._fixed: dict[int, float] = {}
 
     # --- parts, interpolated on their grids ---
@@ -149,10 +178,20 @@ class StepModel:
         return a + (b - a) * (n - lo) / (hi - lo)
 
     def tokens_s(self, tokens: int) -> float:
-        return self._interp1(self._tokens, tokens, self.resolution)
+        v = self._tokens_at.get(tokens)
+        if v is None:
+            v = self._tokens_at[tokens] = self._interp1(self._tokens, tokens, self.resolution)
+        return v
 
     def head_s(self, sequences: int) -> float:
-        return self._interp1(self._head, sequences, self.resolution)
+        v = self._head_at.get(sequences)
+        if v is None:
+            v = self._head_at[sequences] = self._interp1(self._head, sequences, self.resolution)
+        return v
+
+    def send_s(self, tokens: int) -> float:
+        """The pipeline's send of `tokens` tokens' hidden states to the next stage (0 without)."""
+        return self._interp1(self._send, tokens, self.resolution) if self.stages > 1 else 0.0
 
     def prefill_chunk_s(self, new_tokens: int, past: int) -> float:
         """Attention of one prefill chunk, bilinear in (new tokens, past)."""
@@ -190,42 +229,118 @@ class StepModel:
             )
         return col
 
-    def decode_attention_series_s(self, batch: int, kv_lens: np.ndarray) -> np.ndarray:
-        """Attention of `batch` decodes at each of the increasing KV lengths `kv_lens`:
-        linear in the KV length between grid points, and in the batch between grid batches."""
-        lo, hi = int(kv_lens[0]), int(kv_lens[-1])
+    def _dense(self, batch: int, lo: int, hi: int) -> tuple[int, array]:
+        """Decode attention of `batch` (a grid batch) decodes at every KV length from the table's
+        first to at least [lo, hi]: (first KV length, values), linear between KV grid points.
+        A side the table must grow on grows by half its span again (fewer rebuilds)."""
+        table = self._tables.get(batch)
+        if table is None or lo < table[0] or hi >= table[0] + len(table[1]):
+            if table is not None:
+                first, last = table[0], table[0] + len(table[1]) - 1
+                span = last - first
+                lo = first if lo >= first else max(1, min(lo, first - span // 2))
+                hi = last if hi <= last else max(hi, last + span // 2)
+            ks, vs = self._decode_column(batch, lo, hi + 16)
+            table = self._tables[batch] = (lo, array("d", np.interp(np.arange(lo, hi + 17), ks, vs).tobytes()))
+        return table
+
+    def _decode_pair(self, batch: int, lo: int, hi: int):
+        """The tables of the grid batches around `batch` and the weight of the upper one."""
         b0, b1 = bracket(batch, self.batch_res, knots=True)
-        ks, vs = self._decode_column(b0, lo, hi)
-        col0 = np.interp(kv_lens, ks, vs)
+        t0 = self._dense(b0, lo, hi)
         if b1 == b0:
-            return col0
-        ks, vs = self._decode_column(b1, lo, hi)
-        return col0 + (np.interp(kv_lens, ks, vs) - col0) * ((batch - b0) / (b1 - b0))
+            return t0, t0, 0.0
+        return t0, self._dense(b1, lo, hi), (batch - b0) / (b1 - b0)
 
     def decode_attention_s(self, batch: int, kv_len: int) -> float:
-        """Attention of `batch` decodes at `kv_len` (as decode_attention_series_s)."""
-        return float(self.decode_attention_series_s(batch, np.array([kv_len]))[0])
+        """Attention of `batch` decodes at `kv_len`: linear in the KV length between grid points,
+        and in the batch between grid batches."""
+        (l0, v0), (l1, v1), f = self._decode_pair(batch, kv_len, kv_len)
+        a = v0[kv_len - l0]
+        return a if f == 0.0 else a + (v1[kv_len - l1] - a) * f
+
+    def verify_attention_s(self, batch: int, tokens: int, past: int) -> float:
+        """Attention of `batch` sequences checking `tokens` tokens each after `past` (speculative
+        decoding's verify), linear in the batch and in past between grid points."""
+        b0, b1 = bracket(batch, self.batch_res, knots=True)
+        p0, p1 = bracket(past, self.kv_res)
+        fp = (past - p0) / (p1 - p0) if p1 != p0 else 0.0
+
+        def at(b: int) -> float:
+            a = self._verify(b, tokens, p0)
+            return a if fp == 0.0 else a + (self._verify(b, tokens, p1) - a) * fp
+
+        lo = at(b0)
+        return lo if b1 == b0 else lo + (at(b1) - lo) * (batch - b0) / (b1 - b0)
+
+    def decode_attention_series_s(self, batch: int, kv_lens: np.ndarray) -> np.ndarray:
+        """decode_attention_s at each of the consecutive KV lengths `kv_lens`."""
+        lo, hi = int(kv_lens[0]), int(kv_lens[-1])
+        (l0, v0), (l1, v1), f = self._decode_pair(batch, lo, hi)
+        a = np.frombuffer(v0)[lo - l0 : hi - l0 + 1]
+        return a if f == 0.0 else a + (np.frombuffer(v1)[lo - l1 : hi - l1 + 1] - a) * f
+
+    def decode_steps_s(self, batch: int, total_kv: int, max_kv: int, steps: int) -> list[float]:
+        """decode_step_s of `steps` consecutive decode-only steps (as decode_run_s), as floats:
+        the serving loop's short runs."""
+        m = min(batch, self.stages)
+        b = -(-batch // m)
+        mean = -(-total_kv // batch)
+        (l0, v0), (l1, v1), f = self._decode_pair(b, mean, mean + steps)
+        lo_l, vl = self._dense(1, max_kv, max_kv + steps)
+        fixed, i0, i1, il = self.decode_fixed_s(b), mean - l0, mean - l1, max_kv - lo_l
+        out = []
+        for j in range(steps):
+            a = v0[i0 + j]
+            if f:
+                a += (v1[i1 + j] - a) * f
+            longest = vl[il + j]
+            out.append(fixed + (a if a > longest else longest))
+        if self.stages > 1:
+            send = self.send_s(b)
+            out = [max(m * x, self.stages * (x + send)) for x in out]
+        return out
 
     # --- whole steps ---
-    def step_s(self, decode_kv_lens: np.ndarray, chunks: Sequence[tuple[int, int]]) -> float:
-        """One step: decodes at their KV lengths (new token included), prefill (new, past) chunks."""
-        b = len(decode_kv_lens)
-        tokens = b + sum(n for n, _ in chunks)
-        t = self.tokens_s(tokens) + self.head_s(b + len(chunks))
-        for n, past in chunks:
-            t += self.prefill_chunk_s(n, past)
-        if b:
-            total = int(np.sum(decode_kv_lens))
-            t += max(
-                self.decode_attention_s(b, -(-total // b)), self.decode_attention_s(1, int(np.max(decode_kv_lens)))
-            )
+    def _stage_s(self, decodes: int, total_kv: int, max_kv: int, chunks: Chunks, verify: int, m: int) -> float:
+        """One of m micro-batches on the busiest stage (the whole step when m = 1)."""
+        b = -(-decodes // m)
+        t = self.tokens_s(b * verify + -(-sum(n for n, _ in chunks) // m))
+        t += self.head_s(b * verify + -(-len(chunks) // m))
+        if chunks:
+            t += sum(self.prefill_chunk_s(n, past) for n, past in chunks) / m
+        if decodes:
+            mean = -(-total_kv // decodes)
+            if verify == 1:
+                t += max(self.decode_attention_s(b, mean), self.decode_attention_s(1, max_kv))
+            else:
+                batched = self.verify_attention_s(b, verify, mean - verify)
+                t += max(batched, self.verify_attention_s(1, verify, max_kv - verify))
         return t
+
+    def step_s(self, decodes: int, total_kv: int, max_kv: int, chunks: Chunks = (), verify: int = 1) -> float:
+        """One step: `decodes` decoding sequences whose KV lengths (this step's tokens included)
+        sum to `total_kv` and peak at `max_kv`, each computing `verify` tokens (1, or the k + 1
+        of a speculative verify), and the prefill (new, past) chunks."""
+        if self.stages == 1:
+            return self._stage_s(decodes, total_kv, max_kv, chunks, verify, 1)
+        m = max(1, min(decodes + len(chunks), self.stages))
+        stage = self._stage_s(decodes, total_kv, max_kv, chunks, verify, m)
+        tokens = -(-(decodes * verify + sum(n for n, _ in chunks)) // m)
+        return max(m * stage, self.stages * (stage + self.send_s(tokens)))
+
+    def decode_step_s(self, decodes: int, total_kv: int, max_kv: int) -> float:
+        """A decode-only step (as step_s with no chunks)."""
+        return self.decode_steps_s(decodes, total_kv, max_kv, 1)[0]
 
     def uniform_prefill_s(self, batch: int, prompt_tokens: int) -> float:
         """A prefill of `batch` equal prompts as one batched attention op (as `archsim run` and
         static batching run it)."""
         attention = self._bilinear(self._batched_prefill, prompt_tokens, self.query_res, batch, self.batch_res)
-        return self.tokens_s(batch * prompt_tokens) + self.head_s(batch) + attention
+        stage = self.tokens_s(batch * prompt_tokens) + self.head_s(batch) + attention
+        if self.stages == 1:
+            return stage
+        return self.stages * (stage + self.send_s(batch * prompt_tokens))
 
     def decode_fixed_s(self, batch: int) -> float:
         """The part of a decode-only step of `batch` sequences that is not attention (a lower
@@ -238,20 +353,24 @@ class StepModel:
     def decode_run_s(self, batch: int, total_kv: int, max_kv: int, steps: int) -> np.ndarray:
         """Times of `steps` consecutive decode-only steps of `batch` sequences whose KV lengths
         (new token included) sum to `total_kv` and peak at `max_kv` in the first step."""
-        fixed = self.decode_fixed_s(batch)
+        m = min(batch, self.stages)
+        b = -(-batch // m)
         j = np.arange(steps, dtype=np.int64)
-        mean = self.decode_attention_series_s(batch, -(-total_kv // batch) + j)
+        mean = self.decode_attention_series_s(b, -(-total_kv // batch) + j)
         longest = self.decode_attention_series_s(1, max_kv + j)
-        return fixed + np.maximum(mean, longest)
+        stage = self.decode_fixed_s(b) + np.maximum(mean, longest)
+        if self.stages == 1:
+            return stage
+        return np.maximum(m * stage, self.stages * (stage + self.send_s(b)))
 
 
-def _normalised(w: Workload) -> Workload:
+def normalised(w: Workload) -> Workload:
     """The workload without its scenario (step times do not depend on it)."""
     return replace(w, scenario=Scenario(1, 1, 1), source="")
 
 
 @lru_cache(maxsize=16)
-def _model(w: Workload, system: System, resolution: int, parallelism: Parallelism | None) -> StepModel:
+def _model(w: Workload, system: System, resolution: int, parallelism: Parallelism | None, cached: bool) -> StepModel:
     return StepModel(w, system, resolution, parallelism)
 
 
@@ -261,4 +380,4 @@ def step_model(
     """The shared step model of (workload, system, resolution, layout): its memo lives as long as
     the process."""
     par = parallelism if parallelism is not None and not parallelism.is_single else None
-    return _model(_normalised(w), system, resolution, par)
+    return _model(normalised(w), system, resolution, par, opcache.enabled())

@@ -1,8 +1,13 @@
-"""Serving: a stream of requests (a trace or generated) on one or more instances of a chip.
+"""Serving: a stream of requests (a trace or generated) on one or more instances of a chip or of
+a layout of chips, as serving engines run it.
 
-requests.py and arrivals.py make the stream, kvpool.py sizes the paged KV cache, scheduler.py
-(vllm, sarathi, orca) and static.py decide each step's batch, the runner's step model
-(archsim/runner/steps.py) times each step, engine.py runs one instance, simulate.py co-locates or
-disaggregates instances, metrics.py and capacity.py judge the run, report.py and plots.py
+requests.py, request_fields.py and arrivals.py make the stream; kvpool.py sizes the paged KV cache
+(by runner/memory.py's rule); scheduler.py (vllm, sarathi, trtllm, orca) and static.py decide each
+step's batch over state.py's counters and blocks, prefix.py caches blocks by prefix (with a host
+tier); the runner's step model (archsim/runner/steps.py) times each step's GPU work, host.py the
+host's, speculative.py the draft's proposals and their verify; stepping.py and kernels.py play
+the steps, engine.py runs one instance (instance.py: what it serves with and records),
+simulate.py lays out, co-locates or disaggregates instances, options.py builds a setup from the
+command's options; metrics.py, histogram.py and capacity.py judge the run, report.py and plots.py
 present it.
 """

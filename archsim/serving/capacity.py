@@ -4,7 +4,9 @@ the largest rate at which at least `attainment` of the requests meet every SLO).
 Requests at rate r come from `requests_at(r)`: the same arrivals rescaled (a generated stream
 with common random numbers, or a trace replayed faster or slower), so attainment falls with the
 rate and the search brackets the capacity, then halves the bracket geometrically until it is
-within `tolerance` (relative).
+within `tolerance` (relative). Each probe records the attainment of every SLO alone too, so the
+search says where each breaks: the highest rate probed at which it alone held for `attainment` of
+the requests, and the lowest at which it did not.
 """
 
 from __future__ import annotations
@@ -25,6 +27,18 @@ DEFAULT_TOLERANCE = 0.02
 class Probe:
     rate_per_s: float
     attainment: float
+    ttft_attainment: float | None = None  # None: no TTFT SLO
+    tpot_attainment: float | None = None
+
+
+@dataclass(frozen=True)
+class SloBreak:
+    """Where one SLO breaks: the highest rate probed at which it alone held, and the lowest at
+    which it did not (None: no probe)."""
+
+    name: str
+    holds_to_per_s: float | None
+    breaks_at_per_s: float | None
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,18 @@ class Capacity:
     target_attainment: float
     metrics: ServeMetrics | None  # the run at that rate
     probes: tuple[Probe, ...]
+
+    def breaks(self) -> list[SloBreak]:
+        """Each SLO's break point among the probes."""
+        out = []
+        for name, key in (("TTFT", "ttft_attainment"), ("TPOT", "tpot_attainment")):
+            seen = [(p.rate_per_s, getattr(p, key)) for p in self.probes if getattr(p, key) is not None]
+            if not seen:
+                continue
+            held = [r for r, a in seen if a >= self.target_attainment]
+            failed = [r for r, a in seen if a < self.target_attainment]
+            out.append(SloBreak(name, max(held) if held else None, min(failed) if failed else None))
+        return out
 
 
 def find_capacity(
@@ -53,7 +79,7 @@ def find_capacity(
     def ok(rate: float) -> bool:
         m = serve(requests_at(rate), setup).metrics(slo)
         runs[rate] = m
-        probe = Probe(rate, m.slo_attainment)
+        probe = Probe(rate, m.slo_attainment, m.ttft_attainment, m.tpot_attainment)
         probes.append(probe)
         if progress:
             progress(probe)

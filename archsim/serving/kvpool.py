@@ -1,33 +1,35 @@
-"""The KV cache as a pool of fixed-size blocks (paged attention), sized from the chip's HBM.
+"""The KV cache as a pool of fixed-size blocks (paged attention), sized as vLLM sizes it.
 
-blocks = floor((HBM capacity - weights - peak activations) x utilisation
-               / (block_size x KV bytes per token)),
-per chip of the system (weights and KV are split over its chips). Peak activations are those of
-the largest step the scheduler can form: `max_batched_tokens` tokens over `max_num_seqs`
-sequences. (vLLM's --gpu-memory-utilization caps capacity x utilisation instead; the two differ
-by a few percent of the KV pool.) A request holding `tokens` tokens of KV holds
-ceil(tokens / block_size) blocks.
+    blocks = floor((capacity x gpu_memory_utilization - weights - activations)
+                   / (block_size x KV bytes per token)),
+
+per chip (archsim/runner/memory.py: the capacity the device reports, the chip's share of the
+weights, the activation peak of one step of `max_batched_tokens` tokens over `max_num_seqs`
+sequences). A speculative decoding draft (another model, or MTP heads) adds its weights and its
+KV bytes per token, as the engine keeps both caches in the same blocks. A request holding
+`tokens` tokens of KV holds ceil(tokens / block_size) blocks.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
+from archsim.graph.parallel import Parallelism
 from archsim.hardware import System
-from archsim.runner.memory import activation_bytes
+from archsim.runner.memory import memory_budget
 from archsim.units import format_bytes
 
 
 @dataclass(frozen=True)
 class KvPool:
-    """The block pool of one serving instance and the memory it was carved from, in bytes."""
+    """The block pool of one serving instance (one chip's share) and the memory it was carved
+    from, in bytes."""
 
     blocks: int
     block_size: int  # tokens per block
-    block_bytes: float
+    block_bytes: float  # on each chip
     capacity_bytes: float
     weights_bytes: float
     activations_bytes: float
@@ -55,21 +57,24 @@ def size_pool(
     max_batched_tokens: int,
     max_num_seqs: int,
     blocks_override: int | None = None,
+    parallelism: Parallelism | None = None,
+    extra_weights_bytes: float = 0.0,
+    extra_kv_bytes_per_token: float = 0.0,
 ) -> KvPool:
-    """The KV pool of `w` on `system`; DoesNotFitError when not one block fits."""
-    chips = system.chips
-    capacity = float(system.chip.hbm.capacity_bytes)
-    weights = w.model.params() * w.dtypes.weights.bytes / chips
-    seqs = max(1, min(max_num_seqs, max_batched_tokens))
-    activations = activation_bytes(w, seqs, math.ceil(max_batched_tokens / seqs))
-    block_bytes = block_size * w.model.kv_bytes_per_token(w.dtypes.kv_cache) / chips
-    free = (capacity - weights - activations) * utilisation
+    """The KV pool of `w` on `system` (per chip of `parallelism`); DoesNotFitError when not one
+    block fits. `extra_*`: a speculative draft's weights and KV bytes per token on each chip."""
+    b = memory_budget(w, system, parallelism, utilisation, max_batched_tokens, max_num_seqs)
+    weights = b.weights_bytes + extra_weights_bytes
+    block_bytes = block_size * (b.kv_bytes_per_token + extra_kv_bytes_per_token)
+    free = b.kv_budget_bytes - extra_weights_bytes
     blocks = blocks_override if blocks_override is not None else int(max(0.0, free) // block_bytes)
     if blocks < 1:
         raise DoesNotFitError(
-            f"{w.model.name} leaves no room for a KV cache on {system.chip.name}: capacity "
-            f"{format_bytes(capacity)} - weights {format_bytes(weights)} - activations "
-            f"{format_bytes(activations)} = {format_bytes(capacity - weights - activations)}; "
-            f"use a chip with more memory, more chips, smaller dtypes or a smaller --max-batched-tokens"
+            f"{w.model.name} leaves no room for a KV cache on {system.chip.name}: "
+            f"{100 * utilisation:.0f}% of capacity {format_bytes(b.capacity_bytes)} - weights "
+            f"{format_bytes(weights)} - activations {format_bytes(b.activations_bytes)} = "
+            f"{format_bytes(b.capacity_bytes * utilisation - weights - b.activations_bytes)}; use a chip with "
+            f"more memory, more chips, smaller dtypes, a higher --gpu-memory-utilization or a smaller "
+            f"--max-batched-tokens"
         )
-    return KvPool(blocks, block_size, block_bytes, capacity, weights, activations, utilisation)
+    return KvPool(blocks, block_size, block_bytes, b.capacity_bytes, weights, b.activations_bytes, utilisation)

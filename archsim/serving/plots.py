@@ -65,7 +65,7 @@ def latency_cdfs(result: ServeResult, title: str, slo: Slo | None = None):
     t = result.times
     _cdf(axes[0, 0], t.ttft_s, None, "time to first token", "requests", slo.ttft_s)
     _cdf(axes[0, 1], t.tpot_s, None, "time per output token", "requests", slo.tpot_s)
-    _cdf(axes[1, 0], result.itl_s, result.itl_weight, "inter-token latency", "tokens", None)
+    _cdf(axes[1, 0], *result.itl.samples(), "inter-token latency", "tokens", None)
     _cdf(axes[1, 1], t.e2e_s, None, "end-to-end latency", "requests", None)
     fig.suptitle(title, fontsize=11)
     return fig

@@ -27,6 +27,9 @@ class InstanceStats:
     batch_mean: float  # sequences per step, averaged over steps
     batch_max: int
     preemptions: int
+    busy_share: float  # of the instance's span, time in steps
+    queued_share: float  # of its span, time with requests waiting to be admitted
+    running_mean: float  # time-averaged requests running
 
 
 def instance_stats(run: InstanceRun) -> InstanceStats:
@@ -45,6 +48,9 @@ def instance_stats(run: InstanceRun) -> InstanceStats:
         float(np.sum(tl.batch * tl.steps) / np.sum(tl.steps)) if busy.any() else 0.0,
         int(tl.batch.max()) if len(tl.batch) else 0,
         int(r.preemptions.sum()),
+        r.busy_s / float(np.sum(span)) if np.sum(span) > 0 else 0.0,
+        float(np.sum(span * (tl.waiting > 0)) / np.sum(span)) if np.sum(span) > 0 else 0.0,
+        float(np.sum(span * tl.running) / np.sum(span)) if np.sum(span) > 0 else 0.0,
     )
 
 
@@ -130,7 +136,16 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
         or "none set"
     )
     t.add_row(f"goodput ({slos})", f"{m.goodput_requests_per_s:,.2f} requests/s ({100 * m.slo_attainment:.1f}% attain)")
-    t.add_row("preemptions", f"{m.preemptions:,}")
+    t.add_row("preemptions", f"{m.preemptions:,}" + (f" ({m.swaps:,} by swap)" if m.swaps else ""))
+    t.add_row("host share of the time between tokens", f"{100 * m.host_share:.1f}%")
+    if m.cached_tokens or m.offload_hit_tokens:
+        host = f", {m.offload_hit_tokens:,} of them from host memory" if m.offload_hit_tokens else ""
+        t.add_row(
+            "prefix cache: prompt tokens found",
+            f"{100 * m.prefix_hit_rate:.1f}% ({m.cached_tokens + m.offload_hit_tokens:,} tokens{host})",
+        )
+    if m.tokens_per_verify is not None:
+        t.add_row("speculative decoding: tokens per verify", f"{m.tokens_per_verify:.2f}")
     if np.isfinite(m.mean_in_system):
         t.add_row(
             "requests in system: mean / rate x mean e2e", f"{m.mean_in_system:.2f} / {m.littles_law_in_system:.2f}"
@@ -144,6 +159,10 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
             f"{100 * st.kv_use_mean:.0f}% / {100 * st.kv_use_max:.0f}% of {st.pool_blocks:,} blocks",
         )
         t.add_row(f"{name}sequences per step mean / max", f"{st.batch_mean:.1f} / {st.batch_max} ({st.steps:,} steps)")
+        t.add_row(
+            f"{name}utilisation: in steps / requests queued",
+            f"{100 * st.busy_share:.0f}% / {100 * st.queued_share:.0f}% of the time",
+        )
     return lat, t
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from archsim.errors import ConfigError, Problem
 from archsim.limits import MAX_ARRIVAL_S, MAX_TRACE_BYTES
+from archsim.serving.request_fields import RequestFields, read_fields
 from archsim.serving.tracefile import AZURE_COLUMNS, MAX_PROBLEMS, PLAIN_COLUMNS, TraceReader
 
 TRACES_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -31,12 +32,14 @@ TRACES_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
 
 @dataclass(frozen=True, eq=False)
 class RequestSet:
-    """Requests sorted by arrival: `arrival_s` (float64), `prompt_tokens` and `output_tokens` (int64)."""
+    """Requests sorted by arrival: `arrival_s` (float64), `prompt_tokens` and `output_tokens`
+    (int64), and what they state of themselves (archsim/serving/request_fields.py), if anything."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     source: str = field(default="")
+    fields: RequestFields | None = None
 
     def __post_init__(self):
         n = len(self.arrival_s)
@@ -46,20 +49,63 @@ class RequestSet:
             raise ValueError("arrivals must be sorted and not negative")
         if n and (self.prompt_tokens.min() < 1 or self.output_tokens.min() < 1):
             raise ValueError("every request needs at least one prompt and one output token")
+        if self.fields is not None and any(len(a) != n for a in self.fields.arrays()):
+            raise ValueError("the requests' fields differ in length from the requests")
 
     def __len__(self) -> int:
         return len(self.arrival_s)
 
+    def _fields(self) -> RequestFields:
+        return self.fields if self.fields is not None else RequestFields.unstated(len(self))
+
+    @property
+    def max_tokens(self) -> np.ndarray:
+        """Each request's stated max_tokens (0: not stated)."""
+        return self._fields().max_tokens
+
+    @property
+    def prefix_id(self) -> np.ndarray:
+        """Each request's prefix group (-1: none)."""
+        return self._fields().prefix_id
+
+    @property
+    def prefix_tokens(self) -> np.ndarray:
+        return self._fields().prefix_tokens
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        """Each request's speculative acceptance rate (NaN: not stated)."""
+        return self._fields().acceptance
+
+    def acceptance_or(self, default: float) -> np.ndarray:
+        a = self.acceptance
+        return np.where(np.isnan(a), default, a)
+
     def scaled(self, time_scale: float) -> RequestSet:
         """Arrival times multiplied by `time_scale` (0.5 replays twice as fast)."""
-        return RequestSet(self.arrival_s * time_scale, self.prompt_tokens, self.output_tokens, self.source)
+        return RequestSet(self.arrival_s * time_scale, self.prompt_tokens, self.output_tokens, self.source, self.fields)
+
+    def at_once(self) -> RequestSet:
+        """Every request arriving at 0 (an offline batch)."""
+        return RequestSet(np.zeros(len(self)), self.prompt_tokens, self.output_tokens, self.source, self.fields)
+
+    def with_shared_prefix(self, tokens: int, groups: int = 1) -> RequestSet:
+        """Request i's first min(tokens, prompt) tokens are prompt template i mod `groups`."""
+        f = self._fields()
+        prefix_id = np.arange(len(self), dtype=np.int64) % groups
+        prefix_tokens = np.minimum(tokens, self.prompt_tokens)
+        shared = RequestFields(f.max_tokens, prefix_id, prefix_tokens, f.acceptance)
+        return RequestSet(self.arrival_s, self.prompt_tokens, self.output_tokens, self.source, shared)
 
     def head(self, n: int) -> RequestSet:
         """The first `n` requests."""
         return self.subset(np.arange(min(n, len(self))))
 
     def subset(self, index: np.ndarray) -> RequestSet:
-        return RequestSet(self.arrival_s[index], self.prompt_tokens[index], self.output_tokens[index], self.source)
+        fields = self.fields.take(index) if self.fields is not None else None
+        return RequestSet(
+            self.arrival_s[index], self.prompt_tokens[index], self.output_tokens[index], self.source, fields
+        )
 
     @property
     def rate_per_s(self) -> float:
@@ -68,18 +114,24 @@ class RequestSet:
         return (len(self) - 1) / span if span > 0 else float("inf")
 
     def digest(self) -> str:
-        """SHA-256 of the arrays: names the requests in a config hash."""
+        """SHA-256 of the arrays (and of the fields the requests state): names the requests in a
+        config hash."""
         h = hashlib.sha256()
-        for a in (
+        arrays = [
             self.arrival_s.astype(np.float64),
             self.prompt_tokens.astype(np.int64),
             self.output_tokens.astype(np.int64),
-        ):
+        ]
+        if self.fields is not None and self.fields.stated():
+            arrays += list(self.fields.arrays())
+        for a in arrays:
             h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()
 
 
-def make_requests(arrival_s, prompt_tokens, output_tokens, source: str = "") -> RequestSet:
+def make_requests(
+    arrival_s, prompt_tokens, output_tokens, source: str = "", fields: RequestFields | None = None
+) -> RequestSet:
     """A RequestSet from any sequences, sorted by arrival (stably)."""
     arrival = np.asarray(arrival_s, dtype=np.float64)
     order = np.argsort(arrival, kind="stable")
@@ -88,6 +140,7 @@ def make_requests(arrival_s, prompt_tokens, output_tokens, source: str = "") -> 
         np.asarray(prompt_tokens, dtype=np.int64)[order],
         np.asarray(output_tokens, dtype=np.int64)[order],
         source,
+        fields.take(order) if fields is not None else None,
     )
 
 
@@ -149,12 +202,10 @@ def load_trace(name_or_path: str, limit: int | None = None) -> RequestSet:
                 str(path), "", f"arrivals span more than {MAX_ARRIVAL_S:,.0f} s (31 years): check the timestamps"
             )
         arrival = np.array([(t - first) / 1e9 for t in stamps], dtype=np.float64)
-    return make_requests(
-        arrival,
-        np.frombuffer(reader.prompt, dtype=np.int64),
-        np.frombuffer(reader.output, dtype=np.int64),
-        source=path.stem,
-    )
+    prompt = np.frombuffer(reader.prompt, dtype=np.int64)
+    output = np.frombuffer(reader.output, dtype=np.int64)
+    fields = None if reader.azure else read_fields(path, prompt, output)
+    return make_requests(arrival, prompt, output, source=path.stem, fields=fields)
 
 
 __all__ = ["AZURE_COLUMNS", "PLAIN_COLUMNS", "RequestSet", "load_trace", "make_requests"]

@@ -1,45 +1,81 @@
-"""Schedulers: which requests run in the next step, with how many tokens, and their KV blocks.
+"""Schedulers: which requests run in the next step, with how many tokens, and their KV blocks,
+as the engines they are named after decide it (`--policy`). A decode is a request with one
+known token left to compute; under speculative decoding it computes the k + 1 tokens of a
+verify instead (`verify_tokens`).
 
-A request holds `prompt + generated` known tokens, of which `computed` have KV in the cache; a
-step computes `n` more for it, and when all are computed it emits a new token. A decode is a
-request with one token left to compute. Policies (`--policy`):
-
-* VLLM (vLLM's scheduler): running requests first, in admission order, each its remaining
-  tokens (1 for a decode, a prompt chunk otherwise) within the step's token budget; KV blocks
-  allocated as tokens are computed; when blocks run out the newest running request is
-  preempted (its blocks freed, recomputed later from the front of the queue). Waiting requests
-  are admitted, first come first served, only in steps without preemption, while the budget,
-  `max_num_seqs` and free blocks allow.
+* VLLM (vLLM's scheduler, vllm/v1/core/sched/scheduler.py): running requests first, in admission
+  order, each its remaining tokens (1 for a decode, a prompt chunk otherwise) within the step's
+  token budget (`max_num_batched_tokens`: chunked prefill); when blocks run out the newest
+  running request is preempted, by recompute (its blocks freed, its tokens computed again from
+  the front of the queue; blocks still cached are found again) or by swap (its KV copied to host
+  memory over the host link, and back before it runs again; vLLM V0's other mode, within
+  `--swap-space`, recompute when that is full). Waiting requests are admitted, first come first
+  served, only in steps without preemption, while the budget, `max_num_seqs` and the free blocks
+  allow: a request is admitted when the free blocks cover its whole prompt with the watermark
+  (1% of the pool, vLLM's BlockSpaceManager) to spare, and it takes those blocks at once. The
+  watermark and whole-prompt admission keep a KV-bound run from admitting requests it would
+  preempt a step later.
 * SARATHI (Sarathi-Serve): as VLLM, but decodes first, then ongoing prefills, then new ones,
   with a small budget (stall-free batching).
-* ORCA: iteration-level batching with whole prompts; the worst case (prompt + output) of KV is
-  reserved at admission, so it never preempts. A prompt larger than the remaining budget waits
-  for the next step unless it is the first admitted in the step.
-* STATIC: whole batches run to completion, padded (archsim/serving/static.py; the serving loop
-  runs a batch at a time).
+* TRTLLM (TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler with chunked context): a request
+  is admitted only when the free blocks cover its prompt and all `max_tokens` it may generate,
+  which it reserves; it is never preempted. Decodes first, prompts chunked within the budget.
+* ORCA: iteration-level batching with whole prompts and no preemption; each request reserves
+  its prompt and its `max_tokens` (the limit it states, or what the context window leaves), as
+  no server knows the true output length. A prompt larger than the remaining budget waits for
+  the next step unless it is the first admitted in the step.
+* STATIC: whole batches run to completion, padded (archsim/serving/static.py).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
 from archsim.serving.kvpool import blocks_for
+from archsim.serving.state import InstanceState
 
 
 class Policy(str, Enum):
     VLLM = "vllm"
     SARATHI = "sarathi"
+    TRTLLM = "trtllm"
     ORCA = "orca"
     STATIC = "static"
 
+    @property
+    def reserves(self) -> bool:
+        """Whether admission reserves a request's worst case (no preemption)."""
+        return self in _RESERVING
 
-DEFAULT_MAX_BATCHED_TOKENS = {Policy.VLLM: 8192, Policy.SARATHI: 512, Policy.ORCA: 8192, Policy.STATIC: 8192}
+    @property
+    def paged(self) -> bool:
+        """Whether KV is kept in shared blocks a prefix cache can key (all but ORCA and STATIC)."""
+        return self not in _WHOLE
+
+
+_RESERVING = frozenset({Policy.TRTLLM, Policy.ORCA, Policy.STATIC})
+_WHOLE = frozenset({Policy.ORCA, Policy.STATIC})
+
+
+class Preemption(str, Enum):
+    RECOMPUTE = "recompute"
+    SWAP = "swap"
+
+
+DEFAULT_MAX_BATCHED_TOKENS = {
+    Policy.VLLM: 8192,
+    Policy.SARATHI: 512,
+    Policy.TRTLLM: 8192,  # TensorRT-LLM's default max_num_tokens
+    Policy.ORCA: 8192,
+    Policy.STATIC: 8192,
+}
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default
 DEFAULT_BLOCK_SIZE = 16  # tokens per KV block, vLLM's default
+VLLM_WATERMARK = 0.01  # share of the pool vLLM keeps free when admitting (BlockSpaceManager)
 
 
 @dataclass(frozen=True)
@@ -48,169 +84,159 @@ class SchedulerConfig:
     max_batched_tokens: int = 8192  # tokens computed per step, all requests together
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS  # requests running at once
     block_size: int = DEFAULT_BLOCK_SIZE
+    preemption: Preemption = Preemption.RECOMPUTE
+    watermark: float = VLLM_WATERMARK  # VLLM and SARATHI only
+    prefix_caching: bool = True  # paged policies only
+    verify_tokens: int = 1  # tokens a decode computes: k + 1 under speculative decoding
 
 
-class InstanceState:
-    """Mutable state of one serving instance: per-request counters and the queues."""
-
-    def __init__(
-        self,
-        prompt: np.ndarray,
-        target: np.ndarray,
-        computed: np.ndarray,
-        generated: np.ndarray,
-        pool_blocks: int,
-        block_size: int,
-    ):
-        n = len(prompt)
-        self.prompt, self.target = prompt, target
-        self.computed, self.generated = computed.copy(), generated.copy()
-        self.blocks = np.zeros(n, dtype=np.int64)
-        self.preemptions = np.zeros(n, dtype=np.int64)
-        self.pool_blocks, self.free, self.bs = pool_blocks, pool_blocks, block_size
-        self.running: list[int] = []
-        self.waiting: deque[int] = deque()
-        self.recomputed_tokens = 0
-
-    def need(self, r: int) -> int:
-        return int(self.prompt[r] + self.generated[r] - self.computed[r])
-
-    def grow(self, r: int, tokens: int) -> int:
-        """Blocks request r lacks to hold `tokens` tokens of KV."""
-        return max(0, blocks_for(tokens, self.bs) - int(self.blocks[r]))
-
-    def take(self, r: int, blocks: int) -> None:
-        self.blocks[r] += blocks
-        self.free -= blocks
-        assert self.free >= 0, "KV blocks in use exceed the pool"
-
-    def release(self, r: int) -> None:
-        self.free += int(self.blocks[r])
-        self.blocks[r] = 0
-
-    def preempt_newest(self) -> int:
-        """Preempt the newest running request: free its KV, queue it first for recompute."""
-        r = self.running.pop()
-        self.release(r)
-        self.recomputed_tokens += int(self.computed[r])
-        self.computed[r] = 0
-        self.preemptions[r] += 1
-        self.waiting.appendleft(r)
-        return r
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One step: requests `ids` compute `tokens` tokens each; the last `admitted` joined this step."""
+class Plan(NamedTuple):
+    """One step: requests `ids` compute `tokens` tokens each (int64 arrays); the last `admitted`
+    joined this step; `preempted`: some request was preempted while it was formed;
+    `all_decodes`: every one computes one token of a decode."""
 
     ids: np.ndarray
     tokens: np.ndarray
     admitted: int
     preempted: bool
+    all_decodes: bool = False
 
 
 def schedule(s: InstanceState, cfg: SchedulerConfig) -> Plan:
     if cfg.policy is Policy.ORCA:
-        return _schedule_reserved(s, cfg)
-    return _schedule_paged(s, cfg, decodes_first=cfg.policy is Policy.SARATHI)
+        return _schedule_whole_prompts(s, cfg)
+    return _schedule_paged(s, cfg)
 
 
-def _schedule_paged(s: InstanceState, cfg: SchedulerConfig, decodes_first: bool) -> Plan:
-    budget = cfg.max_batched_tokens
-    ids = np.array(s.running, dtype=np.int64)
-    need = s.prompt[ids] + s.generated[ids] - s.computed[ids]
-    if decodes_first and len(ids):
-        order = np.argsort(~((need == 1) & (s.generated[ids] > 0)), kind="stable")
-        ids, need = ids[order], need[order]
-    total = int(need.sum())
-    n = need if total <= budget else np.minimum(need, np.maximum(budget - (np.cumsum(need) - need), 0))
-    grow = np.maximum(-(-(s.computed[ids] + n) // s.bs) - s.blocks[ids], 0)
-    grown = int(grow.sum())
-    if grown <= s.free:  # common case: every running request fits
-        s.blocks[ids] += grow
-        s.free -= grown
-        if total > budget:
-            keep = n > 0
-            ids, n = ids[keep], n[keep]
-        left, preempted = budget - int(n.sum()), False
-    else:
-        sched, preempted = _running_with_preemption(s, ids.tolist(), budget)
-        ids, n = _arrays(sched)
-        left = budget - int(n.sum())
-    if preempted:
-        return Plan(ids, n, 0, True)
-
-    def chunk(r: int, left: int) -> tuple[int, int] | None:  # a prompt chunk, blocks as computed
-        k = min(s.need(r), left)
-        return k, s.grow(r, int(s.computed[r]) + k)
-
-    return _admit(s, cfg, ids, n, left, chunk)
+def _decode_tokens(s: InstanceState, r: int, verify: int) -> int:
+    """Tokens r computes this step: its remaining known ones, or a verify's when it decodes."""
+    need = int(s.prompt[r] + s.generated[r] - s.computed[r])
+    if need == 1 and verify > 1 and s.generated[r] > 0:
+        return min(verify, int(s.target[r] - s.generated[r]))
+    return need
 
 
-def _admit(s: InstanceState, cfg: SchedulerConfig, ids: np.ndarray, n: np.ndarray, left: int, plan) -> Plan:
-    """Admit waiting requests in order while the token budget, the sequence limit and the free
-    KV blocks allow; `plan(r, left)` gives (tokens this step, blocks to take) or None to stop."""
-    new_ids, new_n = [], []
-    while s.waiting and left > 0 and len(s.running) < cfg.max_num_seqs:
-        r = s.waiting[0]
-        planned = plan(r, left)
-        if planned is None or planned[1] > s.free:
-            break
-        k, blocks = planned
-        s.waiting.popleft()
-        s.running.append(r)
-        s.take(r, blocks)
-        new_ids.append(r)
-        new_n.append(k)
-        left -= k
-    if new_ids:
-        ids, n = np.concatenate([ids, new_ids]), np.concatenate([n, new_n])
-    return Plan(ids, n, len(new_ids), False)
-
-
-def _arrays(sched: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    return (
-        np.fromiter(sched.keys(), dtype=np.int64, count=len(sched)),
-        np.fromiter(sched.values(), dtype=np.int64, count=len(sched)),
-    )
-
-
-def _running_with_preemption(s: InstanceState, order: list[int], budget: int) -> tuple[dict, bool]:
-    """vLLM's loop over running requests when blocks run short: preempt the newest until the
+def _running_with_preemption(s: InstanceState, cfg: SchedulerConfig, order: list[int]):
+    """vLLM's pass over the running requests when blocks run short: preempt the newest until the
     current request fits; stop if the current request is itself preempted."""
-    sched: dict[int, int] = {}
+    budget, verify = cfg.max_batched_tokens, cfg.verify_tokens
+    ids: list[int] = []
+    ntok: list[int] = []
     gone: set[int] = set()
     for r in order:
         if r in gone:
             continue
         if budget <= 0:
             break
-        k = min(s.need(r), budget)
-        grow = s.grow(r, int(s.computed[r]) + k)
-        while grow > s.free:
-            victim = s.preempt_newest()
-            gone.add(victim)
-            budget += sched.pop(victim, 0)
-            if victim == r:
+        k = min(_decode_tokens(s, r, verify), budget)
+        grow = blocks_for(int(s.computed[r]) + k, s.bs) - int(s.blocks[r])
+        if grow > 0:
+            while grow > s.free:
+                victim = s.preempt_newest(cfg.preemption is Preemption.SWAP)
+                gone.add(victim)
+                if victim in ids:
+                    j = ids.index(victim)
+                    budget += ntok.pop(j)
+                    ids.pop(j)
+                if victim == r:
+                    break
+            if r in gone:
                 break
-        if r in gone:
-            break
-        s.take(r, grow)
-        sched[r] = k
+            s.take(r, grow)
+        ids.append(r)
+        ntok.append(k)
         budget -= k
-    return sched, bool(gone)
+    return ids, ntok, budget, bool(gone)
 
 
-def _schedule_reserved(s: InstanceState, cfg: SchedulerConfig) -> Plan:
-    ids = np.array(s.running, dtype=np.int64)
-    n = s.prompt[ids] + s.generated[ids] - s.computed[ids]
-    left = cfg.max_batched_tokens - int(n.sum())
-    admitted = len(s.running)
+def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
+    from archsim.serving.kernels import plan_running
 
-    def whole(r: int, left: int) -> tuple[int, int] | None:  # the whole prompt, worst-case blocks
-        k = s.need(r)
-        if k > left and len(s.running) > admitted:
-            return None
-        return k, s.grow(r, int(s.prompt[r] + s.target[r] - 1))
+    order = np.array(s.running, dtype=np.int64)
+    decodes_first = cfg.policy is not Policy.VLLM
+    ids, ntok, grow, total, budget, all_decodes = plan_running(
+        order, s.prompt, s.generated, s.computed, s.blocks, s.target, s.bs, cfg.max_batched_tokens,
+        cfg.verify_tokens, decodes_first,
+    )  # fmt: skip
+    budget = int(budget)
+    if total <= s.free:  # the common case: every running request fits
+        if total:
+            s.blocks[ids] += grow
+            s.take_grown(int(total))
+    else:
+        ordered = s.running
+        if decodes_first:
+            p, g, c = s.prompt, s.generated, s.computed
+            dec = [r for r in ordered if g[r] > 0 and c[r] + 1 == p[r] + g[r]]
+            rest = set(dec)
+            ordered = dec + [r for r in ordered if r not in rest]
+        id_list, tok_list, budget, preempted = _running_with_preemption(s, cfg, list(ordered))
+        if preempted:
+            return Plan(np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), 0, True)
+        ids, ntok, all_decodes = np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), False
+    if not s.waiting and not s.swapped:
+        return Plan(ids, ntok, 0, False, all_decodes)
+    new_ids: list[int] = []
+    new_tok: list[int] = []
+    watermark = 0 if cfg.policy.reserves else int(cfg.watermark * s.pool_blocks)
+    verify = cfg.verify_tokens
+    while s.swapped and budget > 0 and len(s.running) < cfg.max_num_seqs:  # swapped-out requests come back first
+        r = s.swapped[0]
+        k = min(_decode_tokens(s, r, verify), budget)
+        held = s.swapped_blocks[r]
+        if max(held, blocks_for(int(s.computed[r]) + k, s.bs)) > s.free - watermark:
+            break
+        s.swapped.popleft()
+        s.swap_in(r)
+        s.take(r, blocks_for(int(s.computed[r]) + k, s.bs) - int(s.blocks[r]))
+        new_ids.append(r)
+        new_tok.append(k)
+        budget -= k
+    swapped_in = len(new_ids)
+    while s.waiting and budget > 0 and len(s.running) < cfg.max_num_seqs:
+        r = s.waiting[0]
+        device, unreferenced, host = s.lookup(r)
+        known = int(s.prompt[r] + s.generated[r])
+        whole = s.reserve_tokens(r) if cfg.policy.reserves else known
+        blocks = blocks_for(whole, s.bs) - device
+        if blocks + unreferenced > s.free - watermark:
+            break
+        s.waiting.popleft()
+        s.running.append(r)
+        s.claim(r, device, host)
+        s.take(r, blocks - host)
+        k = min(known - int(s.computed[r]), budget)
+        new_ids.append(r)
+        new_tok.append(k)
+        budget -= k
+    if new_ids:
+        ids = np.concatenate([ids, np.array(new_ids, dtype=np.int64)])
+        ntok = np.concatenate([ntok, np.array(new_tok, dtype=np.int64)])
+        all_decodes = False
+    return Plan(ids, ntok, len(new_ids) - swapped_in, False, all_decodes)
 
-    return _admit(s, cfg, ids, n, left, whole)
+
+def _schedule_whole_prompts(s: InstanceState, cfg: SchedulerConfig) -> Plan:
+    ids = list(s.running)
+    ntok = [int(s.prompt[r] + s.generated[r] - s.computed[r]) for r in ids]
+    all_decodes = all(k == 1 for k in ntok) and all(s.generated[r] > 0 for r in ids)
+    left = cfg.max_batched_tokens - sum(ntok)
+    admitted = 0
+    while s.waiting and left > 0 and len(s.running) < cfg.max_num_seqs:
+        r = s.waiting[0]
+        k = int(s.prompt[r] + s.generated[r] - s.computed[r])
+        if k > left and admitted:
+            break
+        blocks = blocks_for(s.reserve_tokens(r), s.bs)
+        if blocks > s.free:
+            break
+        s.waiting.popleft()
+        s.running.append(r)
+        s.take(r, blocks)
+        ids.append(r)
+        ntok.append(k)
+        left -= k
+        admitted += 1
+    return Plan(
+        np.array(ids, dtype=np.int64), np.array(ntok, dtype=np.int64), admitted, False, all_decodes and not admitted
+    )

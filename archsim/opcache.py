@@ -1,0 +1,128 @@
+"""A memo of op results on disk, so that repeated serves, runs and sweep points do not simulate
+again the shapes they timed before (beside Numba's cache of compiled kernels).
+
+An entry is keyed by three digests (SHA-256): of the ops (a sequence of frozen `Op` records, by
+their repr: kind, dtype, shape, repeat), of the resolved chip (the frozen `System` record: chip,
+chip count, interconnect and host link, by repr; where the file was read from is left out), and
+of archsim's version (its version number and the text of its source files, so that a changed
+model never reads what the old one computed). A value is a JSON number, or a list of them.
+
+Layout: DIR/<version digest>/<system digest>.jsonl, one `{"k": KEY, "v": VALUE}` a line, each
+appended by a single write(2) on a file opened O_APPEND. Writers of several processes (sweep
+workers, two serves at once) thus add whole lines; a reader skips a line it cannot parse (a
+writer killed mid-line) and a key written twice holds the same value. DIR is $ARCHSIM_CACHE_DIR,
+else $XDG_CACHE_HOME/archsim, else ~/.cache/archsim. ARCHSIM_NO_CACHE=1, `set_enabled(False)`
+or the commands' `--no-cache` turn it off; a cache that cannot be written is read-only, and one
+that cannot be read is empty: the cache never fails a simulation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from archsim.hardware import System
+
+SOURCE_ROOT = Path(__file__).resolve().parent
+_enabled: list[bool] = [os.environ.get("ARCHSIM_NO_CACHE", "") in ("", "0")]
+
+
+def set_enabled(flag: bool) -> None:
+    """Turn the disk cache on or off for this process (`--no-cache`)."""
+    _enabled[0] = flag
+    _open.cache_clear()
+
+
+def enabled() -> bool:
+    return _enabled[0]
+
+
+def cache_dir() -> Path:
+    """Where the cache lives: $ARCHSIM_CACHE_DIR, $XDG_CACHE_HOME/archsim or ~/.cache/archsim."""
+    if os.environ.get("ARCHSIM_CACHE_DIR"):
+        return Path(os.environ["ARCHSIM_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "archsim"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """archsim's version number and a digest of every source file of the package."""
+    from archsim import __version__
+
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted(SOURCE_ROOT.rglob("*.py")):
+        h.update(str(path.relative_to(SOURCE_ROOT)).encode())
+        h.update(path.read_bytes())
+    return f"{__version__}-{h.hexdigest()[:16]}"
+
+
+def system_digest(system: System) -> str:
+    """The resolved chip, its count, interconnect and host link (not the file it came from)."""
+    return digest(repr(replace(system, source="")))
+
+
+def ops_key(ops: Sequence[object], tag: str = "") -> str:
+    """The key of a sequence of ops (and of what is computed from them, `tag`)."""
+    return digest(tag + "|" + repr(tuple(ops)))
+
+
+class OpCache:
+    """The entries of one resolved system under this version of archsim."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.values: dict[str, object] = {}
+        self.writable = True
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+                self.values[str(entry["k"])] = entry["v"]
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a writer that died
+
+    def get(self, key: str):
+        return self.values.get(key)
+
+    def put(self, key: str, value) -> None:
+        """Record `value` (a JSON number or list) under `key`, appended as one line."""
+        if key in self.values:
+            return
+        self.values[key] = value
+        if not self.writable:
+            return
+        line = (json.dumps({"k": key, "v": value}, separators=(",", ":")) + "\n").encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError:
+            self.writable = False  # a read-only or full disk: keep the values in memory
+
+
+@lru_cache(maxsize=64)
+def _open(directory: str, version: str, system_key: str) -> OpCache:
+    return OpCache(Path(directory) / version / f"{system_key}.jsonl")
+
+
+def cache_for(system: System) -> OpCache | None:
+    """The cache of `system` (None when the cache is off)."""
+    if not enabled():
+        return None
+    return _open(str(cache_dir()), code_version(), system_digest(system))

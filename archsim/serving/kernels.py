@@ -1,0 +1,186 @@
+"""The serving loop's per-request inner loops as Numba leaf kernels on arrays (archsim.jit: plain
+Python under NUMBA_DISABLE_JIT=1, with the same results): a step touches every running request,
+tens to hundreds of them, and one Python iteration per request per step would dominate a long
+trace. Each kernel is the loop the docstring of its caller states; request counters are int64
+arrays indexed by request, times float64 seconds.
+
+The inter-token gap histogram (archsim/serving/histogram.py) is updated here too: `counts` per
+log bin and `stats` = [count, sum, min, max].
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from archsim.jit import njit
+from archsim.serving.histogram import BINS, LOG_LOW_S, LOW_S, SCALE
+
+
+@njit
+def hist_add(counts, stats, gap_s, weight):
+    """`weight` gaps of `gap_s` seconds."""
+    if weight <= 0:
+        return
+    b = 0
+    if gap_s > LOW_S:
+        b = int((math.log(gap_s) - LOG_LOW_S) * SCALE)
+        if b >= BINS:
+            b = BINS - 1
+    counts[b] += weight
+    stats[0] += weight
+    stats[1] += gap_s * weight
+    if gap_s < stats[2]:
+        stats[2] = gap_s
+    if gap_s > stats[3]:
+        stats[3] = gap_s
+
+
+@njit
+def hist_add_many(counts, stats, gaps_s, weight):
+    for i in range(len(gaps_s)):
+        hist_add(counts, stats, gaps_s[i], weight)
+
+
+@njit
+def hist_add_steps(counts, stats, ends_s, k, weight):
+    """The gaps between the first `k` consecutive step ends, each `weight` times."""
+    for j in range(1, k):
+        hist_add(counts, stats, ends_s[j] - ends_s[j - 1], weight)
+
+
+@njit
+def plan_running(order, prompt, generated, computed, blocks, target, bs, budget, verify, decodes_first):
+    """The running requests' part of a step, in order (decodes first if asked), each its known
+    tokens left to compute (a decode: 1, or a verify's `verify` capped by what it has left to
+    generate) within `budget`: (ids, tokens, blocks to grow each, total growth, budget left,
+    whether every one is a one-token decode)."""
+    n = len(order)
+    ids = np.empty(n, np.int64)
+    ntok = np.empty(n, np.int64)
+    grow = np.empty(n, np.int64)
+    m = 0
+    total = 0
+    all_decodes = True
+    for rnd in range(2 if decodes_first else 1):
+        for i in range(n):
+            r = order[i]
+            need = prompt[r] + generated[r] - computed[r]
+            is_decode = need == 1 and generated[r] > 0
+            if decodes_first and (rnd == 0) != is_decode:
+                continue
+            if budget <= 0:
+                break
+            k = need
+            if is_decode and verify > 1:
+                k = min(verify, target[r] - generated[r])
+            if k > budget:
+                k = budget
+            g = -(-(computed[r] + k) // bs) - blocks[r]
+            if g < 0:
+                g = 0
+            ids[m] = r
+            ntok[m] = k
+            grow[m] = g
+            m += 1
+            total += g
+            budget -= k
+            if not (is_decode and k == 1):
+                all_decodes = False
+    return ids[:m], ntok[:m], grow[:m], total, budget, all_decodes
+
+
+@njit
+def step_shape(ids, ntok, prompt, generated, computed):
+    """What a step computes: (decodes, their KV total and max with this step's tokens, their KV
+    before it, which entries are prefill chunks, how many one-token emissions it makes)."""
+    decodes = 0
+    total = 0
+    longest = 0
+    before = 0
+    emits = 0
+    chunk = np.zeros(len(ids), np.bool_)
+    for i in range(len(ids)):
+        r, k = ids[i], ntok[i]
+        known = prompt[r] + generated[r]
+        if generated[r] > 0 and computed[r] + 1 == known:
+            decodes += 1
+            total += computed[r] + k
+            longest = max(longest, computed[r] + k)
+            before += computed[r] + 1
+        else:
+            chunk[i] = True
+        if computed[r] + k == known:
+            emits += 1
+    return decodes, total, longest, before, chunk, emits
+
+
+@njit
+def apply_tokens(ids, ntok, prompt, generated, computed, first_token, last_token, end_s, counts, stats):
+    """Book a step ending at `end_s`: each request computes its tokens and, when all its known
+    tokens are computed, emits one (its first token, or a gap since its last). Returns those
+    that emitted."""
+    emit = np.empty(len(ids), np.int64)
+    m = 0
+    for i in range(len(ids)):
+        r = ids[i]
+        computed[r] += ntok[i]
+        if computed[r] == prompt[r] + generated[r]:
+            if generated[r] == 0:
+                first_token[r] = end_s
+            else:
+                hist_add(counts, stats, end_s - last_token[r], 1)
+            generated[r] += 1
+            last_token[r] = end_s
+            emit[m] = r
+            m += 1
+    return emit[:m]
+
+
+@njit
+def decode_bounds(ids, target, generated, computed, blocks, bs, free, grows):
+    """For a run of decode-only steps of `ids` (the first step's blocks held): the most steps
+    before a finish and, when blocks grow, the most the free blocks cover (after j steps a
+    request with c computed holds ceil((c + j) / bs) blocks); its KV total and max in step 1."""
+    kmax = 1 << 62 if len(ids) else 0
+    total = 0
+    longest = 0
+    for r in ids:
+        kmax = min(kmax, target[r] - generated[r])
+        total += computed[r] + 1
+        longest = max(longest, computed[r] + 1)
+    if grows and kmax > 1:
+        lo, hi = 1, kmax
+        while lo < hi:
+            mid = lo + (hi - lo + 1) // 2
+            need = 0
+            for r in ids:
+                g = -(-(computed[r] + mid) // bs) - blocks[r]
+                if g > 0:
+                    need += g
+            if need <= free:
+                lo = mid
+            else:
+                hi = mid - 1
+        kmax = lo
+    return kmax, total, longest
+
+
+@njit
+def apply_decodes(ids, k, computed, generated, blocks, bs, last_token, first_end_s, end_s, counts, stats, grows):
+    """Book k decode-only steps of `ids`, the first ending at `first_end_s`, the last at `end_s`:
+    each request's gap to its first token of the run, k more tokens each, and the blocks they
+    grow into (returned)."""
+    taken = 0
+    for r in ids:
+        hist_add(counts, stats, first_end_s - last_token[r], 1)
+        last_token[r] = end_s
+        computed[r] += k
+        generated[r] += k
+        if grows:
+            g = -(-computed[r] // bs) - blocks[r]
+            if g > 0:
+                blocks[r] += g
+                taken += g
+    return taken
