@@ -124,11 +124,12 @@ def test_blocks_and_pool_sizing(h200, llama8b):
     pool = size_pool(llama8b, h200, 16, 0.9, 8192, 256)
     kv_per_token = 2 * 32 * 8 * 128 * 2  # K and V, layers, KV heads x head_dim, bf16: 131072 bytes
     assert pool.block_bytes == 16 * kv_per_token
-    # vLLM's rule: 90% of the 141 GB, less 16,060,522,496 B of bf16 weights, less the activations of
-    # one step of 8192 tokens over 256 sequences: 8192 x (2 x 14336 + 2 x 4096) x 2 B + 256 x 128256 x 4 B
-    # = 735,313,920 B; 110,104,163,584 B / 2,097,152 B a block = 52,501.6
+    # vLLM's rule: 90% of the 143,771 MiB (150,754,820,096 B) the device reports, less 16,060,522,496 B
+    # of bf16 weights, less the activations of one step of 8192 tokens over 256 sequences:
+    # 8192 x (2 x 14336 + 2 x 4096) x 2 B + 256 x 128256 x 4 B = 735,313,920 B;
+    # 118,883,501,670 B / 2,097,152 B a block = 56,688.3
     assert pool.activations_bytes == 735_313_920
-    assert pool.blocks == 52_501
+    assert pool.blocks == 56_688
     assert size_pool(llama8b, h200, 16, 0.9, 8192, 256, blocks_override=7).blocks == 7
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from archsim.api import load_system, with_params
+from archsim.api import load_system
 from archsim.cli import main
 from archsim.config.loader import load_workload
 from archsim.graph.model import Scenario
@@ -17,30 +17,25 @@ from archsim.serving.kvpool import size_pool
 from archsim.serving.requests import make_requests
 from archsim.serving.simulate import ServeSetup, ServeSetupError, serve
 
-REPORTED_H200 = "143771 MiB"  # what nvidia-smi reports for an H200 SXM: 150,754,361,344 B
-
 
 def test_largest_batch_as_an_engine_plans_memory(h200, llama8b):
-    # context 2048 + 256 = 2304 tokens x 131,072 B = 301,989,888 B a sequence. 90% of 141 GB less
-    # 16,060,522,496 B of weights less 735,313,920 B of one step's activations = 110,104,163,584 B:
-    # 364 sequences (the whole batch prefilling at once gave 275)
-    assert largest_batch(llama8b, h200) == 364
-    # with the capacity the device reports, 150,754,361,344 x 0.9 - 16,795,836,416 = 118,883,088,793 B:
-    # 393 sequences (about 390, as a vLLM-style budget gives)
-    reported = with_params(load_system("h200"), {"hbm.capacity": REPORTED_H200}).system
-    assert largest_batch(llama8b, reported) == 393
+    # context 2048 + 256 = 2304 tokens x 131,072 B = 301,989,888 B a sequence. 90% of the 143,771 MiB
+    # (150,754,820,096 B) the device reports, less 16,060,522,496 B of weights, less 735,313,920 B of
+    # one step's activations = 118,883,501,670 B: 393 sequences (the whole batch prefilling at once
+    # would leave room for far fewer)
+    assert largest_batch(llama8b, h200) == 393
 
 
 def test_llama3_70b_bf16_serves_on_one_h200_as_engines_run_it():
     w = load_workload("llama3_70b")[0]
-    reported = with_params(load_system("h200"), {"hbm.capacity": REPORTED_H200}).system
-    # 150,754,361,344 B x 0.95 = 143,216,643,276.8 B less 141,107,412,992 B of weights less
+    h200 = load_system("h200").system
+    # 150,754,820,096 B x 0.95 = 143,217,079,091.2 B less 141,107,412,992 B of weights less
     # 8192 x (2 x 28672 + 2 x 8192) x 2 B + 256 x 128256 x 4 B = 1,339,293,696 B of activations leaves
-    # 769,936,588.8 B of KV: 146 blocks of 16 x 327,680 B (2,336 tokens)
-    pool = size_pool(w, reported, 16, 0.95, 8192, 256)
+    # 770,372,403.2 B of KV: 146 blocks of 16 x 327,680 B (2,336 tokens)
+    pool = size_pool(w, h200, 16, 0.95, 8192, 256)
     assert pool.blocks == 146
     with pytest.raises(Exception, match="leaves no room for a KV cache"):
-        size_pool(w, reported, 16, 0.9, 8192, 256)  # at vLLM's default 0.9 it does not fit
+        size_pool(w, h200, 16, 0.9, 8192, 256)  # at vLLM's default 0.9 it does not fit
 
 
 def test_a_request_at_low_load_sees_the_pipeline_steps_of_archsim_run(llama8b):

@@ -221,9 +221,10 @@ def request_metrics(
     extra = {}
     if totals is not None:
         span = duration * instances
+        # busy time is summed step by step, so it can pass the span by a rounding error
         extra = {
-            "utilisation": totals.busy_s / span if span > 0 else float("nan"),
-            "gpu_utilisation": totals.gpu_s / span if span > 0 else float("nan"),
+            "utilisation": min(1.0, totals.busy_s / span) if span > 0 else float("nan"),
+            "gpu_utilisation": min(1.0, totals.gpu_s / span) if span > 0 else float("nan"),
             "host_share": totals.host_share,
             "prefix_hit_rate": totals.prefix_hit_rate,
             "cached_tokens": totals.cached_tokens,
