@@ -56,8 +56,12 @@ def test_error_per_kind(sets, name, role):
     assert set(summary) == set(BOUNDS[name, role]), "every kind of the set is bounded"
     for kind, (mean, worst) in BOUNDS[name, role].items():
         got = summary[kind]
-        assert got["mean_abs_error_pct"] <= mean, f"{name} {role} {kind}: mean {got['mean_abs_error_pct']:.1f}% > {mean}%"
-        assert got["max_abs_error_pct"] <= worst, f"{name} {role} {kind}: worst {got['max_abs_error_pct']:.1f}% > {worst}%"
+        assert got["mean_abs_error_pct"] <= mean, (
+            f"{name} {role} {kind}: mean {got['mean_abs_error_pct']:.1f}% > {mean}%"
+        )
+        assert got["max_abs_error_pct"] <= worst, (
+            f"{name} {role} {kind}: worst {got['max_abs_error_pct']:.1f}% > {worst}%"
+        )
 
 
 def test_every_shipped_set_is_bounded(sets):
