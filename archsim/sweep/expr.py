@@ -72,7 +72,7 @@ def _power(left: Value, right: Value) -> Value:
     if isinstance(right, str):
         raise TypeError(_no_power(left, right))
     if abs(right) > MAX_EXPONENT:
-        raise ValueError(f"exponent {right} is larger than {MAX_EXPONENT}")
+        raise ValueError(f"exponent {right} is beyond +-{MAX_EXPONENT}")
     if isinstance(left, str):
         raise TypeError(_no_power(left, right))
     if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
@@ -244,6 +244,11 @@ def _eval(node: ast.AST, env: Mapping[str, Value]) -> Value:
         raise ExprError(f"{name} is not known for this point")
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env), _eval(node.right, env)
+        if isinstance(left, str) or isinstance(right, str):  # names are joined by + at most
+            if not (isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str)):
+                raise TypeError(f"a name (text) cannot be an operand of {type(node.op).__name__.lower()}")
+            if len(left) + len(right) > MAX_EXPR_CHARS:
+                raise ValueError(f"the joined name would have {len(left) + len(right):,} characters")
         return _sized(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp):
         operand = _eval(node.operand, env)
