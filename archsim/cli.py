@@ -160,10 +160,11 @@ class _CtrlC:
 def _caused_by_interrupt(err: BaseException) -> bool:
     """Whether a KeyboardInterrupt is among the causes of `err` (a C extension that was running
     when Ctrl-C came reports it as 'returned a result with an exception set')."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, KeyboardInterrupt):
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
             return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
     return False

@@ -284,6 +284,19 @@ def test_expression_values_are_bounded(text, why):
     assert why in str(err.value)
 
 
+def test_a_name_is_never_repeated_or_grown_by_arithmetic():
+    # "abc" * 10**9 would build a 3 GB string before anything checked it: text takes part in no
+    # arithmetic but joining two names, and a join is bounded like an expression (4,096 chars)
+    from archsim.sweep.expr import parse_expr
+
+    e = parse_expr("name * 10**9", {"name"})
+    with pytest.raises(TypeError, match="cannot be an operand of mult"):
+        e.evaluate({"name": "abc"})
+    assert parse_expr("a + b", {"a", "b"}).evaluate({"a": "h2", "b": "00"}) == "h200"
+    with pytest.raises(ValueError, match="5,000 characters"):
+        parse_expr("a + a", {"a"}).evaluate({"a": "x" * 2500})
+
+
 def test_expressions_are_bounded_in_length_and_depth():
     from archsim.sweep.expr import ExprError, parse_expr
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from archsim.config.loader import resolve_path, system_from_doc, validate_doc, workload_from_cfg
 from archsim.config.resolved import config_hash
@@ -50,7 +50,7 @@ class _Validated:
         """The file it was read from (`<python>` for a mapping)."""
         return self._doc.path
 
-    def with_params(self, params: Mapping[str, Any], where: str = "with_params"):
+    def with_params(self, params: Mapping[str, Any], where: str = "with_params") -> Self:
         """A copy with values set at dotted paths, validated again (see `with_params`)."""
         return with_params(self, params, where)
 
@@ -59,6 +59,9 @@ class _Validated:
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.config_hash))
+
+
+_V = TypeVar("_V", bound=_Validated)  # Hardware or Workload: what goes in comes out
 
 
 class Hardware(_Validated):
@@ -134,7 +137,9 @@ def _overridden(key: str, paths: set[str]) -> bool:
     return any(key == p or key.startswith(p + ".") or p.startswith(key + ".") for p in paths)
 
 
-def _build(cls: type[_Validated], doc: YamlDoc, params: list[tuple[KeyPath, Any]], where: str, warnings=()):
+def _build(
+    cls: type[_V], doc: YamlDoc, params: list[tuple[KeyPath, Any]], where: str, warnings: tuple[str, ...] = ()
+) -> _V:
     """Apply `params` to `doc`, validate, and build; ConfigError with every problem."""
     problems = [
         Problem(where, None, dotted(path), why)
@@ -145,6 +150,7 @@ def _build(cls: type[_Validated], doc: YamlDoc, params: list[tuple[KeyPath, Any]
         raise ConfigError(problems)
     edited = YamlDoc(doc.path, with_overrides(doc.data, params), doc.lines) if params else doc
     given = {dotted(path) for path, _ in params}
+    value: System | FrozenWorkload
     try:
         if cls is Hardware:
             value, config = system_from_doc(edited)
@@ -193,7 +199,7 @@ def load_workload(
     return _build(Workload, doc, given, "load_workload", warnings)
 
 
-def with_params(obj: Hardware | Workload, params: Mapping[str, Any], where: str = "with_params"):
+def with_params(obj: _V, params: Mapping[str, Any], where: str = "with_params") -> _V:
     """A copy of `obj` with each value set at its dotted path (`{"hbm.data_rate": "8 Gbps"}`,
     `{"scenario.batch": 8}`), validated again as a file would be; ConfigError naming every bad
     path or value, located at `where`."""

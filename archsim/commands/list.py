@@ -115,7 +115,8 @@ def workloads_table(records: list | None = None):
 def run(args) -> int:
     from archsim.commands.output import console, emit
 
-    chips, workloads = [], []
+    chips: list[dict[str, object]] = []
+    workloads: list[dict[str, object]] = []
     tables = [chips_table(chips), workloads_table(workloads)]
     emit(args, console(args), tables, data={"chips": chips, "workloads": workloads})
     return 0

@@ -84,12 +84,13 @@ def run(args) -> int:
         raise UsageError(f"{flag}: {err}" if flag else str(err)) from None
     except StoreError as err:
         raise UsageError(str(err)) from None
+    front_rows = front.front_rows()
     data = {
         "goals": [{"column": g.column, "maximize": g.maximize} for g in goals],
         "designs": len(front.rows),
-        "front": front.front_rows(),
+        "front": front_rows,
     }
-    emit(args, console(args), [front_table(front, args.top)], data=data, rows=data["front"][: args.top])
+    emit(args, console(args), [front_table(front, args.top)], data=data, rows=front_rows[: args.top])
     if args.json:
         from archsim.report.export import write_json
 

@@ -16,6 +16,7 @@ config file, and the error never quotes its content.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ class YamlDoc:
 
     path: str
     data: Any
-    lines: dict[KeyPath, int] = field(default_factory=dict)
+    lines: Mapping[KeyPath, int | None] = field(default_factory=dict)  # None: no line (a document given as data)
 
     def line_of(self, key: KeyPath) -> int | None:
         """Line of `key`, or of its nearest parent that has one."""
@@ -235,8 +236,9 @@ def _what(exc: yaml.YAMLError) -> str:
 
 def _line_at(text: str | bytes, offset: int) -> int:
     """1-based line of the character (or byte) at `offset`."""
-    newline = b"\n" if isinstance(text, bytes) else "\n"
-    return text[:offset].count(newline) + 1
+    if isinstance(text, bytes):
+        return text[:offset].count(b"\n") + 1
+    return text[:offset].count("\n") + 1
 
 
 def read_yaml(path: str | Path) -> YamlDoc:

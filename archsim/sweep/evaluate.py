@@ -9,12 +9,14 @@ objectives (null unless ok). A point that fails never stops the others.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from archsim.errors import DoesNotFitError
 from archsim.sweep.expr import Expr
 from archsim.sweep.metrics import design_facts, run_metrics
 from archsim.sweep.points import PointTask
+from archsim.sweep.sampling import Value
 from archsim.sweep.spec import Objective, SweepSpec
 
 OK, INFEASIBLE, FAILED = "ok", "infeasible", "failed"
@@ -37,7 +39,7 @@ def _show(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def unmet_constraint(constraints: tuple[Expr, ...], env: dict) -> str | None:
+def unmet_constraint(constraints: tuple[Expr, ...], env: Mapping[str, Value]) -> str | None:
     """The first constraint `env` does not meet, with the values it read; None if all are met."""
     for c in constraints:
         if not c.evaluate(env):
@@ -56,7 +58,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         return row
     system, w = task.design.system, task.design.workload
     try:
-        env = {**design_facts(system, w), **dict(task.values)}
+        env: dict[str, Value] = {**design_facts(system, w), **task.known_values()}
         unmet = unmet_constraint(ev.constraints, env)
         if unmet:
             return {**row, "status": INFEASIBLE, "error": unmet}

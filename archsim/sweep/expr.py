@@ -19,11 +19,12 @@ import ast
 import difflib
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 from archsim.limits import MAX_EXPR_CHARS, MAX_EXPR_DEPTH, MAX_EXPR_INT_BITS
+from archsim.sweep.sampling import Value  # what a name stands for: a number, a flag, or a name
 
 MAX_EXPONENT = 1024  # `2 ** 10 ** 10` would hang the worker; no design quantity needs more
 MAX_ROUND_DIGITS = 400  # beyond a float's range either way
@@ -60,16 +61,40 @@ FUNCTIONS: dict[str, Callable] = {
     "exp": math.exp,
 }
 
-_BINARY = {
+
+def _no_power(left: Value, right: Value) -> str:
+    """Python's own complaint about a power with a name (text) for an operand."""
+    return f"unsupported operand type(s) for ** or pow(): {type(left).__name__!r} and {type(right).__name__!r}"
+
+
+def _power(left: Value, right: Value) -> Value:
+    """`left ** right`, refused before it is computed if the result would be too large or not real."""
+    if isinstance(right, str):
+        raise TypeError(_no_power(left, right))
+    if abs(right) > MAX_EXPONENT:
+        raise ValueError(f"exponent {right} is beyond +-{MAX_EXPONENT}")
+    if isinstance(left, str):
+        raise TypeError(_no_power(left, right))
+    if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
+        bits = (abs(left).bit_length() - 1) * right
+        if bits > MAX_EXPR_INT_BITS:
+            raise ValueError(f"the power would have about {bits:,} bits (more than {MAX_EXPR_INT_BITS:,})")
+    out = left**right
+    if isinstance(out, complex):
+        raise ValueError(f"{left!r} ** {right!r} is not a real number")
+    return out
+
+
+_BINARY: dict[type[ast.operator], Callable[[Value, Value], Value]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
-    ast.Pow: None,
+    ast.Pow: _power,
 }
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
+_UNARY = (ast.USub, ast.UAdd, ast.Not)
 _COMPARE = {
     ast.Lt: operator.lt,
     ast.LtE: operator.le,
@@ -91,7 +116,7 @@ class Expr:
     text: str
     names: frozenset[str]
 
-    def evaluate(self, env: dict[str, object]) -> object:
+    def evaluate(self, env: Mapping[str, Value]) -> Value:
         """The value with `env` (plus unit constants and functions) for its names."""
         return _eval(_tree(self.text), env)
 
@@ -143,7 +168,7 @@ _ALLOWED = (
         ast.Or,
     )
     + tuple(_BINARY)
-    + tuple(_UNARY)
+    + _UNARY
     + tuple(_COMPARE)
 )
 
@@ -194,49 +219,45 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
-def _sized(value: object) -> object:
+def _sized(value: Value) -> Value:
     """`value`, or ValueError if it is a whole number of more than MAX_EXPR_INT_BITS bits."""
     if isinstance(value, int) and value.bit_length() > MAX_EXPR_INT_BITS:
         raise ValueError(f"a whole number of {value.bit_length():,} bits (more than {MAX_EXPR_INT_BITS:,})")
     return value
 
 
-def _power(left, right):
-    if abs(right) > MAX_EXPONENT:
-        raise ValueError(f"exponent {right} is larger than {MAX_EXPONENT}")
-    if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
-        bits = (abs(left).bit_length() - 1) * right
-        if bits > MAX_EXPR_INT_BITS:
-            raise ValueError(f"the power would have about {bits:,} bits (more than {MAX_EXPR_INT_BITS:,})")
-    out = left**right
-    if isinstance(out, complex):
-        raise ValueError(f"{left!r} ** {right!r} is not a real number")
-    return out
-
-
-def _call(name: str, args: list) -> object:
+def _call(name: str, args: list[Value]) -> Value:
     if name == "round" and len(args) > 1 and isinstance(args[1], int) and abs(args[1]) > MAX_ROUND_DIGITS:
         raise ValueError(f"round takes at most {MAX_ROUND_DIGITS} digits (got {args[1]})")
     return FUNCTIONS[name](*args)
 
 
-def _eval(node: ast.AST, env: dict[str, object]) -> object:
-    if isinstance(node, ast.Constant):
+def _eval(node: ast.AST, env: Mapping[str, Value]) -> Value:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):  # the only constants allowed
         return node.value
     if isinstance(node, (ast.Name, ast.Attribute)):
         name = dotted_name(node)
-        if name in env:
+        if name is not None and name in env:
             return env[name]
-        if name in UNIT_CONSTANTS:
+        if name is not None and name in UNIT_CONSTANTS:
             return UNIT_CONSTANTS[name]
         raise ExprError(f"{name} is not known for this point")
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env), _eval(node.right, env)
-        if isinstance(node.op, ast.Pow):
-            return _sized(_power(left, right))
+        if isinstance(left, str) or isinstance(right, str):  # names are joined by + at most
+            if not (isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str)):
+                raise TypeError(f"a name (text) cannot be an operand of {type(node.op).__name__.lower()}")
+            if len(left) + len(right) > MAX_EXPR_CHARS:
+                raise ValueError(f"the joined name would have {len(left) + len(right):,} characters")
         return _sized(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](_eval(node.operand, env))
+        operand = _eval(node.operand, env)
+        if isinstance(node.op, ast.Not):
+            return not operand
+        sign = "-" if isinstance(node.op, ast.USub) else "+"
+        if isinstance(operand, str):  # a name standing for a name (a file, a mode), not a number
+            raise TypeError(f"bad operand type for unary {sign}: 'str'")
+        return -operand if sign == "-" else +operand
     if isinstance(node, ast.BoolOp):
         values = (_eval(v, env) for v in node.values)
         return all(values) if isinstance(node.op, ast.And) else any(values)
@@ -250,6 +271,6 @@ def _eval(node: ast.AST, env: dict[str, object]) -> object:
         return True
     if isinstance(node, ast.IfExp):
         return _eval(node.body, env) if _eval(node.test, env) else _eval(node.orelse, env)
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # a call of a listed function: checked
         return _sized(_call(node.func.id, [_eval(a, env) for a in node.args]))
     raise ExprError(f"{type(node).__name__} is not allowed")  # unreachable: checked at parse time

@@ -29,9 +29,15 @@ class PointTask:
     """One point as a worker gets it: its key, its column values, and the design or its error."""
 
     config_hash: str
-    values: tuple[tuple[str, Value], ...]  # parameters and derived values, in column order
+    # parameters and derived values, in column order; None where a failed point has no value
+    # (a derived value it could not compute, a whole number too wide to store)
+    values: tuple[tuple[str, Value | None], ...]
     design: Design | None
     error: str | None = None
+
+    def known_values(self) -> dict[str, Value]:
+        """The values the point has (all of them when it has a design)."""
+        return {name: value for name, value in self.values if value is not None}
 
 
 def derived_values(spec: SweepSpec, values: dict[str, Value]) -> dict[str, Value]:
@@ -69,8 +75,9 @@ def _too_wide(spec: SweepSpec, row: tuple[tuple[str, Value], ...]) -> str | None
     """Why a column value cannot be stored (a whole number beyond 64 bits), or None."""
     types = {name: kind for name, kind, _ in spec.columns()}
     for name, value in row:
-        whole = isinstance(value, int) and not isinstance(value, bool)
-        if whole and not INT64[0] <= value <= INT64[1] and types.get(name) in ("int", "float"):
+        if isinstance(value, bool) or not isinstance(value, int):  # only whole numbers can be too wide
+            continue
+        if not INT64[0] <= value <= INT64[1] and types.get(name) in ("int", "float"):
             return f"{name}: a {value.bit_length()}-bit whole number does not fit a 64-bit column"
     return None
 
@@ -84,9 +91,10 @@ def overrides(spec: SweepSpec, values: dict[str, Value]) -> tuple[dict[str, str]
     files = {"hardware": spec.hardware, "workload": spec.workload}
     over: dict[str, list[tuple[KeyPath, Any]]] = {"hardware": [], "workload": []}
     spec_dir = str(Path(spec.source).parent)
-    for path, value in spec.fixed:
-        over[path[0]].append((path[1:], value))
-    units = {p.name: (p.path, p.unit) for p in spec.parameters} | {d.name: (d.path, d.unit) for d in spec.derived}
+    for fixed_path, value in spec.fixed:
+        over[fixed_path[0]].append((fixed_path[1:], value))
+    units: dict[str, tuple[KeyPath | None, str | None]] = {p.name: (p.path, p.unit) for p in spec.parameters}
+    units |= {d.name: (d.path, d.unit) for d in spec.derived}
     for name, (path, unit) in units.items():
         if path is None:
             continue
@@ -102,10 +110,10 @@ def resolve_point(spec: SweepSpec, values: dict[str, Value], cache: DesignCache)
     try:
         full = derived_values(spec, values)
     except (ArithmeticError, ValueError, TypeError) as err:
-        row = tuple((n, values.get(n)) for n, _, role in spec.columns() if role != "objective")
+        given = tuple((n, values.get(n)) for n, _, role in spec.columns() if role != "objective")
         return PointTask(
             config_hash({"invalid": {k: repr(v) for k, v in values.items()}}),
-            row,
+            given,
             None,
             f"derived values: {type(err).__name__}: {err}",
         )
@@ -118,8 +126,8 @@ def resolve_point(spec: SweepSpec, values: dict[str, Value], cache: DesignCache)
     try:
         files, over = overrides(spec, full)
     except ConfigError as err:  # a file the point names cannot be used
-        asked = {k: repr(v) for k, v in full.items()}
-        return PointTask(config_hash({"invalid": asked}), row, None, f"invalid design: {_reason(err)}")
+        named = {k: repr(v) for k, v in full.items()}
+        return PointTask(config_hash({"invalid": named}), row, None, f"invalid design: {_reason(err)}")
     try:
         design = cache.design(
             files["hardware"],
@@ -129,9 +137,10 @@ def resolve_point(spec: SweepSpec, values: dict[str, Value], cache: DesignCache)
             run_options(spec.kv_stride),
         )
     except ConfigError as err:
-        asked = {"files": files, **{k: [[".".join(p), repr(v)] for p, v in o] for k, o in over.items()}}
-        key = {"invalid": asked, "inputs": inputs} if inputs else {"invalid": asked}
-        return PointTask(config_hash(key), row, None, f"invalid design: {_reason(err)}")
+        asked: dict[str, object] = {"files": files}
+        asked |= {k: [[".".join(p), repr(v)] for p, v in o] for k, o in over.items()}
+        invalid = {"invalid": asked, "inputs": inputs} if inputs else {"invalid": asked}
+        return PointTask(config_hash(invalid), row, None, f"invalid design: {_reason(err)}")
     key = config_hash({"config_hash": design.config_hash, "inputs": inputs}) if inputs else design.config_hash
     return PointTask(key, row, design)
 

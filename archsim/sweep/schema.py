@@ -19,6 +19,7 @@ from archsim.errors import quote
 
 Scalar = StrictBool | StrictInt | StrictFloat | StrictStr
 Number = StrictInt | StrictFloat
+Strategy = Literal["grid", "random", "halton"]
 MAX_POINTS = limits.MAX_SWEEP_POINTS  # points are resolved as they run, but each is simulated
 MAX_RANGE = 1e300  # ends of a numeric range (their logarithms and differences stay finite)
 
@@ -51,7 +52,7 @@ class ParameterCfg(Strict):
                 raise ValueError(f"values are repeated (got {quote(self.values)})")
             if self.unit is not None and kinds != {"number"}:
                 raise ValueError("a unit goes with numeric values only")
-        else:
+        elif self.range is not None:  # the check above leaves one of values and range
             if len(self.range) != 2 or not self.range[0] < self.range[1]:
                 raise ValueError(f"range must be [low, high] with low < high (got {quote(self.range)})")
             if not all(math.isfinite(v) and abs(v) <= MAX_RANGE for v in self.range):
@@ -75,7 +76,7 @@ class DerivedCfg(Strict):
 
 
 class StrategyCfg(Strict):
-    kind: Literal["grid", "random", "halton"] = Field(
+    kind: Strategy = Field(
         description="every combination, seeded uniform random or scrambled Halton (low-discrepancy) samples"
     )
     points: PositiveInt | None = Field(None, le=MAX_POINTS, description="samples to draw (random and halton)")

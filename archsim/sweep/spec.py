@@ -23,7 +23,7 @@ from archsim.sweep.design import DesignCache, KeyPath, config_value, path_proble
 from archsim.sweep.expr import FUNCTIONS, UNIT_CONSTANTS, Expr, ExprError, parse_expr
 from archsim.sweep.metrics import FACT_NAMES, metric_names
 from archsim.sweep.sampling import Domain, Scale, Value, grid_size, iter_grid, iter_sampled
-from archsim.sweep.schema import MAX_POINTS, SweepCfg
+from archsim.sweep.schema import MAX_POINTS, Strategy, SweepCfg
 
 RESERVED = frozenset({"config_hash", "status", "error"})  # columns every result row has
 
@@ -68,7 +68,7 @@ class SweepSpec:
     derived: tuple[Derived, ...]
     constraints: tuple[Expr, ...]
     objectives: tuple[Objective, ...]
-    strategy: str  # 'grid', 'random' or 'halton'
+    strategy: Strategy
     points: int | None
     seed: int
     kv_stride: int
@@ -88,6 +88,8 @@ class SweepSpec:
         domains = {p.name: p.domain for p in self.parameters}
         if self.strategy == "grid":
             return iter_grid(domains)
+        if self.points is None:
+            raise ValueError(f"{self.strategy} sampling needs a number of points")
         return iter_sampled(domains, self.points, self.seed, self.strategy)
 
     def sample(self) -> list[dict[str, Value]]:
@@ -234,12 +236,13 @@ def _parameters(
         if path is not None and (why := path_problem(path)):
             problems.append(doc.problem(where + ("path",), why))
         if path is not None and len(path) == 1:
-            if p.values is None or not all(isinstance(v, str) for v in p.values):
+            files = [v for v in p.values or () if isinstance(v, str)]
+            if p.values is None or len(files) < len(p.values):
                 problems.append(
                     doc.problem(where + ("values",), f"{path[0]} alone picks a file: values are file names or paths")
                 )
             else:
-                for i, v in enumerate(p.values):
+                for i, v in enumerate(files):
                     try:
                         resolve_file(v, "hw_configs" if path[0] == "hardware" else "workloads", spec_dir, allowed)
                     except ConfigError as err:
@@ -250,6 +253,7 @@ def _parameters(
             domain = Domain(choices=tuple(p.values))
             column = _values_type(p.values)
         else:
+            assert p.range is not None, "the schema gives a parameter values or a range"
             domain = Domain(
                 low=float(p.range[0]), high=float(p.range[1]), steps=p.steps, scale=Scale(p.scale), integer=p.integer
             )
