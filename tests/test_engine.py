@@ -34,6 +34,17 @@ def test_one_entry_latency_transfer_compute(h200):
     assert busy[0] == 1000 and stall[0] == pytest.approx(expected - 1000, abs=2)
 
 
+def test_a_deadlocked_phase_is_an_error_not_a_hang(h200):
+    """A phase no state can leave (no SRAM buffer at all, stages = 0: the first load waits for a
+    buffer that only a computed entry frees) would keep time at 0 forever; the loop's guard
+    refuses after a bounded number of zero-time iterations, and play_phase names the phase and
+    the chip."""
+    chip = h200.chip
+    phase = replace(build_phase([entries(2, hbm_bytes=4096, cycles=10)], stages=2), stages=0, label="stuck")
+    with pytest.raises(RuntimeError, match="stuck on NVIDIA H200 SXM: the event loop made no progress"):
+        play_phase(phase, chip)
+
+
 def test_double_buffering_hides_loads_behind_compute(h200):
     """Compute-heavy entries: after the first load, every load overlaps the previous compute."""
     seq = entries(5, hbm_bytes=4096, cycles=100_000)

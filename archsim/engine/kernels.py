@@ -147,6 +147,9 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
         if core_start[s + 1] == core_start[s]:
             finished[s] = True
             done += 1
+    # zero-time iterations each start or finish at least one entry's load, compute or store, so
+    # more of them in a row than that means nothing can move: refuse rather than spin
+    stuck, stuck_limit = 0, 4 * (core_start[s_count] + s_count) + 16
     while done < s_count:
         # start whatever can start at time t
         for s in range(s_count):
@@ -239,6 +242,9 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
         # the (sub-EPS) distance to their exact completion so that no flow is left a hair short
         t_exact = t_next
         t_next = max(t, np.ceil(t_next - EPS))
+        stuck = stuck + 1 if t_exact <= t else 0
+        if stuck > stuck_limit:
+            raise ValueError("the event loop made no progress: no load, compute or transfer can proceed")
         dt = max(t_next, t_exact) - t
         for k in range(FLOW_KINDS):
             for s in range(s_count):

@@ -91,6 +91,8 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
         if isinstance(err.__cause__, KeyboardInterrupt):
             raise KeyboardInterrupt from None
         raise
+    except ValueError as err:  # the loop's guard: time stopped advancing
+        raise RuntimeError(f"{phase.label} on {chip.name}: {err}") from None
     timeline = PhaseTimeline(issue, done, comp_end, float(total), ev_t, ev_read, ev_write) if trace else None
     return PhaseResult(end, busy, stall, float(total), timeline)
 
