@@ -28,6 +28,9 @@ from archsim.config.fields import (
 from archsim.errors import quote
 from archsim.units import format_seconds
 
+# formats a matrix unit may take natively (archsim/dtypes.py: block-scaled MX and NVFP4 included)
+MacFormat = Literal["bf16", "fp16", "fp8", "int8", "fp32", "int4", "mxfp8", "mxfp4", "nvfp4"]
+
 
 class ArrayCfg(Strict):
     count: PositiveInt = Field(description="systolic matrix units per core")
@@ -38,7 +41,7 @@ class ArrayCfg(Strict):
     split: Literal["any", "m"] = Field(
         "any", description="how a core's arrays share a tile: along rows or columns, or rows only (Hopper wgmma)"
     )
-    k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
+    k_per_cycle: dict[MacFormat, PositiveInt] = Field(
         description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)"
     )
 
@@ -181,7 +184,7 @@ _LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
 class EnergyCfg(Strict):
-    mac: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], Joules] = Field(
+    mac: dict[MacFormat, Joules] = Field(
         description="energy of one multiply-accumulate by dtype, at the highest clock's voltage"
     )
     lane_op: JoulesOrZero = Field(description="one vector-lane thread-instruction, register traffic included")
