@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_serializer
+from pydantic import Field, ValidationInfo, field_validator, model_serializer, model_validator
 
 from archsim.config.fields import (
     Bytes,
@@ -123,6 +123,17 @@ class HbmCfg(Strict):
         return refresh_s
 
 
+class SramMemoryCfg(Strict):
+    """Main memory that is on-chip SRAM (no HBM: a Groq LPU, a wafer-scale chip): weights and KV
+    cache live in it. It streams at its bandwidth with no refresh and no bus turnaround."""
+
+    capacity: Bytes = Field(description="on-chip SRAM that holds weights and KV cache")
+    bandwidth: BytesPerS = Field(description="aggregate bandwidth of the SRAM to the compute units")
+    latency: Seconds = Field(description="access latency seen by a core")
+    banks: PositiveInt = Field(description="independent SRAM slices that serve requests in parallel")
+    interleave: Bytes = Field(64.0, description="address interleave across the slices")
+
+
 class NocCfg(Strict):
     bandwidth: BytesPerS
     hop_latency: SecondsOrZero
@@ -226,17 +237,22 @@ class HardwareCfg(Strict):
     clock: ClockHz
     cores: CoresCfg
     l2: L2Cfg
-    hbm: HbmCfg
+    hbm: HbmCfg | None = Field(None, description="high-bandwidth memory (or `memory` for an SRAM-only chip)")
+    memory: SramMemoryCfg | None = Field(None, description="on-chip SRAM as the main memory, instead of hbm")
     noc: NocCfg
     overheads: OverheadsCfg
     power: PowerCfg | None = None
     interconnect: InterconnectCfg | None = None
     host_link: HostLinkCfg | None = Field(None, description="the link to host memory (KV offload, swap)")
 
+    @model_validator(mode="after")
+    def _one_memory(self) -> HardwareCfg:
+        if (self.hbm is None) == (self.memory is None):
+            raise ValueError("give the main memory once: an `hbm` section, or `memory` for an SRAM-only chip")
+        return self
+
     @model_serializer(mode="wrap")
-    def _omit_no_host_link(self, handler):
-        """No host link stays out of the resolved config: files without one keep their hash."""
-        out = handler(self)
-        if out.get("host_link", 0) is None:
-            del out["host_link"]
-        return out
+    def _omit_absent(self, handler):
+        """No host link, and the memory section not given, stay out of the resolved config: files
+        written before either existed keep their hash."""
+        return {k: v for k, v in handler(self).items() if v is not None or k not in ("host_link", "hbm", "memory")}
