@@ -14,17 +14,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from archsim.dtypes import DType
 from archsim.graph.attention import attention_block_ops
-from archsim.graph.ffn import ffn_ops
-from archsim.graph.model import Positions, Workload
+from archsim.graph.ffn import activation_ops, ffn_ops
+from archsim.graph.model import Activation, Positions, Workload
 from archsim.graph.moe import expected_active_experts
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 from archsim.graph.step import Step
 
-__all__ = ["Step", "build_step", "expected_active_experts"]
+__all__ = ["Step", "build_step", "expected_active_experts", "silu_mul_ops"]
 
 MTP_PREFIX = "mtp_"  # names of the multi-token prediction layers' ops
+
+
+def silu_mul_ops(act: DType, rows: int, ffn: int, eager: bool, layers: int = 1) -> list[Op]:
+    """SiLU of the first half of a [rows, 2 ffn] gate_up output times its second half, as a
+    Llama's FFN runs it (one fused kernel, or two eager kernels on the halves)."""
+    return activation_ops(act, rows, ffn, Activation.SILU, True, eager, "", layers)
 
 
 def layer_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:

@@ -36,23 +36,29 @@ def whole(x: float) -> int:
     return max(1, math.ceil(x * (1.0 - 1e-6)))
 
 
-def act_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> list[Op]:
+def activation_ops(
+    act: DType, rows: int, width: int, activation: Activation, gated: bool, eager: bool, prefix: str, layers: int
+) -> list[Op]:
     """The activation of an MLP's `rows` x `width` output: fused act(gate) * up, or in eager code
     act and multiply as two kernels on the halves (strided views unless there is one row); a
     non-gated MLP's act alone."""
-    m, act = w.model, w.dtypes.activations
-    name = m.activation.value
-    if not m.gated:
-        return [Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[m.activation]).named(prefix + name, layers)]
-    if w.fusion is Fusion.EAGER:
+    name = activation.value
+    if not gated:
+        return [Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[activation]).named(prefix + name, layers)]
+    if eager:
         strided = rows > 1
         return [
-            Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[m.activation], strided=strided).named(
-                prefix + name, layers
-            ),
+            Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[activation], strided=strided).named(prefix + name, layers),
             Op(OpKind.VECTOR, act, m=rows, n=width, vop=VectorOp.MUL, strided=strided).named(prefix + "mul", layers),
         ]
-    return [Op(OpKind.VECTOR, act, m=rows, n=width, vop=_GATED[m.activation]).named(f"{prefix}{name}_mul", layers)]
+    return [Op(OpKind.VECTOR, act, m=rows, n=width, vop=_GATED[activation]).named(f"{prefix}{name}_mul", layers)]
+
+
+def act_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> list[Op]:
+    """The model's activation (`activation_ops`) on `rows` x `width`."""
+    m = w.model
+    eager = w.fusion is Fusion.EAGER
+    return activation_ops(w.dtypes.activations, rows, width, m.activation, m.gated, eager, prefix, layers)
 
 
 def mlp_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> list[Op]:
