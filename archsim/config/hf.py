@@ -69,6 +69,14 @@ NO_COST = frozenset(
         "eoi_token_index",
         "mm_tokens_per_image",
         "vision_feature_layer",
+        # training only
+        "router_aux_loss_coef",
+        "router_jitter_noise",
+        "output_router_logits",
+        "aux_loss_alpha",
+        "seq_aux",
+        "pretraining_tp",
+        "gradient_checkpointing",
     }
 )
 
@@ -259,6 +267,8 @@ def load_hf_config(path: str) -> HfModel:
         raise ConfigError(problems)
     if spec.get("local_layers", 0) > spec["layers"]:
         spec["local_layers"] = spec["layers"]
+    if not spec.get("dense_layers"):  # a dense width with no dense layer to use it
+        spec.pop("dense_ffn", None)
     model = _spec(model_name(data, path), spec)
     dtypes, notes = checkpoint_dtypes(data, dtype)
     unmodelled = tuple(unread_fields(fields_data, f.used) + f.notes + notes)
