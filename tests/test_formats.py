@@ -7,10 +7,11 @@ from dataclasses import replace
 import pytest
 
 from archsim.choose import simulate_op
-from archsim.compiler.formats import convert_lane_ops, mac_format
-from archsim.compiler.tiles import matmul_cycles
+from archsim.compiler.formats import convert_lane_ops
+from archsim.compiler.tiles import compute_dtype, matmul_cycles, matrix_format
 from archsim.config.loader import load_system, load_workload
 from archsim.dtypes import DType
+from archsim.errors import UnsupportedError
 from archsim.graph.builder import Step, build_step
 from archsim.graph.model import DTypes, Phase
 from archsim.graph.ops import Op, OpKind
@@ -28,16 +29,18 @@ def b200():
 
 def test_mac_format_and_what_is_converted(h200, b200):
     a = h200.core.array
-    assert mac_format(a, DType.BF16, DType.INT4) is DType.BF16  # W4A16: the weights convert
+    assert compute_dtype(DType.BF16, DType.INT4) is DType.BF16  # W4A16: the weights convert
     assert convert_lane_ops(a, DType.BF16, DType.INT4) == (0.0, 2.0)
     assert convert_lane_ops(a, DType.FP8, DType.FP8) == (0.0, 0.0)  # W8A8 runs natively
     assert convert_lane_ops(a, DType.BF16, DType.BF16) == (0.0, 0.0)
-    # the H200 lists no MX format: MXFP4 weights times MXFP8 activations both convert to bf16
-    assert mac_format(a, DType.MXFP8, DType.MXFP4) is DType.BF16
-    assert convert_lane_ops(a, DType.MXFP8, DType.MXFP4) == (1.0, 1.5)
+    # the H200 lists no MX format: MXFP4 weights times MXFP8 activations are refused, not costed
+    # as something else; MXFP4 weights under bf16 activations are a weight-only kernel
+    with pytest.raises(UnsupportedError, match="no mxfp8 rate"):
+        matrix_format(Op(OpKind.GEMM, DType.MXFP8, m=1, k=64, n=64, weight_dtype=DType.MXFP4), h200)
+    assert matrix_format(Op(OpKind.GEMM, DType.BF16, m=1, k=64, n=64, weight_dtype=DType.MXFP4), h200) is DType.BF16
     # Blackwell mixes them natively (f8f6f4): nothing converts; bf16 activations still convert MXFP4
     bb = b200.core.array
-    assert mac_format(bb, DType.MXFP8, DType.MXFP4) is DType.MXFP8
+    assert compute_dtype(DType.MXFP8, DType.MXFP4) is DType.MXFP8
     assert convert_lane_ops(bb, DType.MXFP8, DType.MXFP4) == (0.0, 0.0)
     assert convert_lane_ops(bb, DType.NVFP4, DType.NVFP4) == (0.0, 0.0)
     assert convert_lane_ops(bb, DType.BF16, DType.MXFP4) == (0.0, 1.5)
@@ -56,13 +59,14 @@ def test_w4a16_dequant_work_per_weight_in_a_tile_step(h200):
 
 def test_w4a16_is_not_faster_than_bf16_where_compute_bounds(h200):
     """Batch 1: a quarter of the bytes makes W4A16 faster; batch 256 (compute-bound): at par
-    (within 3%), the conversion costing what the narrower weights save."""
+    (within 5%: the conversion costs about what the narrower weights save), not the 25% a
+    model that only shrinks the bytes would give."""
 
     def t(m, wd):
         return simulate_op(Op(OpKind.GEMM, DType.BF16, m=m, k=4096, n=14336, weight_dtype=wd), h200).time_s
 
     assert t(1, DType.INT4) < 0.7 * t(1, DType.BF16)
-    assert t(256, DType.INT4) >= 0.97 * t(256, DType.BF16)
+    assert t(256, DType.INT4) >= 0.95 * t(256, DType.BF16)
 
 
 def test_fp8_kv_cache_with_bf16_maths(h200):
