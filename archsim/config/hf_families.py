@@ -123,7 +123,7 @@ class Fields:
         value = self.data.get(key, default)
         if value is None:
             return default
-        if value not in ACTIVATIONS:
+        if not isinstance(value, str) or value not in ACTIVATIONS:
             self.problems.append(
                 (key, f"archsim models the SiLU and GELU activations ({', '.join(ACTIVATIONS)}) (got {quote(value)})")
             )
