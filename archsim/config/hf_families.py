@@ -423,7 +423,7 @@ def read_falcon(f: Fields) -> dict:
 # the families that read it, what they are); hf.py refuses them in a config of another family
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 _QWEN_MOE = ("qwen2_moe", "qwen3_moe")
-STRUCTURAL = {
+STRUCTURAL: dict[str, tuple[object, tuple[str, ...], str]] = {
     "kv_lora_rank": (None, _DEEPSEEK, "latent attention (MLA) fields"),
     "q_lora_rank": (None, _DEEPSEEK, "latent attention (MLA) fields"),
     "qk_rope_head_dim": (None, _DEEPSEEK, "latent attention (MLA) fields"),

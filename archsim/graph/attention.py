@@ -38,7 +38,9 @@ def _eager_rope(act: DType, rows: int, width: int, name: str, layers: int) -> li
     return [
         Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.MUL, strided=True, kernels=4).named(f"{name}_mul", layers),
         Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.ADD, kernels=2).named(f"{name}_add", layers),
-        Op(OpKind.COPY, act, bytes=rows * width * act.bytes, strided=True, kernels=2).named(f"{name}_copy", layers),
+        Op(OpKind.COPY, act, bytes=int(rows * width * act.bytes), strided=True, kernels=2).named(
+            f"{name}_copy", layers
+        ),
     ]
 
 
