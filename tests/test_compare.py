@@ -28,13 +28,13 @@ def test_compare_two_chips(tmp_path, capsys):
 
 
 def test_compare_multi_chip_systems_under_one_layout(tmp_path, capsys):
-    """--tp spreads the model over each system's chips; a system too small for the layout is
-    reported, the others still run."""
+    """--tp spreads the model over each system's chips; a lone chip runs on the shipped system of
+    that chip (h200: h200x8); a chip without one is reported, the others still run."""
     out = tmp_path / "c.json"
     args = [
         "compare",
-        "h200x8",
         "h200",
+        "dataflow_2stack",
         "--workload",
         "llama3_70b",
         "--tp",
@@ -49,8 +49,11 @@ def test_compare_multi_chip_systems_under_one_layout(tmp_path, capsys):
         str(out),
     ]
     assert main(args) == 0
-    assert "TP 4 needs 4 chips" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "note: h200: 4 chips for the layout: h200x8" in captured.out + captured.err
+    assert "TP 4 needs 4 chips" in captured.err
     eight, one = json.loads(out.read_text())["chips"]
+    assert eight["hw"] == "h200x8"
     assert eight["tpot_s"] > 0 and "communication" in eight["time_by_bound_s"]
     assert one["error"] == "layout does not apply"
 

@@ -128,7 +128,7 @@ HW_CASES = [
         "k_per_cycle: {bf16: 1,",
         "k_per_cycle: {bf61: 1,",
         "cores.matrix_units.k_per_cycle.bf61",
-        "expected 'bf16', 'fp16', 'fp8', 'int8' or 'fp32' (got 'bf61'); did you mean 'bf16'?",
+        "expected 'bf16', 'fp16', 'fp8', 'int8', 'fp32', 'int4', 'mxfp8', 'mxfp4' or 'nvfp4' (got 'bf61'); did you mean 'bf16'?",
     ),
     (
         "k_per_cycle: {bf16: 1,",
@@ -189,7 +189,7 @@ WORKLOAD_CASES = [
         "  weights: bf16",
         "  weights: bf15",
         "dtypes.weights",
-        "expected 'fp32', 'bf16', 'fp16', 'fp8', 'int8' or 'int4' (got 'bf15'); did you mean 'bf16'?",
+        "expected 'fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4', 'mxfp8', 'mxfp4' or 'nvfp4' (got 'bf15'); did you mean 'bf16'?",
     ),
     (
         LLAMA,

@@ -69,32 +69,25 @@ def test_mixtral_config_gives_the_shipped_moe_model(tmp_path):
 
 
 def test_fields_archsim_cannot_model_are_named(tmp_path):
-    mistral = {
-        **MIXTRAL,
-        "model_type": "mistral",
-        "sliding_window": 4096,
-        "attention_bias": True,
-        "rope_scaling": {"type": "linear", "factor": 2.0},
+    llama = {
+        "architectures": ["LlamaForCausalLM"],
+        **{k: v for k, v in MIXTRAL.items() if k not in ("architectures", "num_local_experts", "num_experts_per_tok")},
+        "model_type": "llama",
+        "rope_scaling": {"type": "linear", "factor": 2.0},  # positions only: nothing to cost
         "new_thing": 3,
+        "empty_thing": None,
     }
-    for key in ("num_local_experts", "num_experts_per_tok"):
-        del mistral[key]
-    hf = load_hf_config(str(_write(tmp_path, mistral)))
-    text = "; ".join(hf.unmodelled)
-    for name in ("sliding_window=4096", "attention_bias=true", "rope_scaling=", "new_thing=3"):
-        assert name in text
-    assert not hf.model.is_moe
-    # Qwen2 keeps a window in its config but does not use it
-    qwen = {
-        **mistral,
-        "model_type": "qwen2",
-        "use_sliding_window": False,
-        "attention_bias": False,
-        "rope_scaling": None,
-        "new_thing": None,
-    }
-    text = "; ".join(load_hf_config(str(_write(tmp_path, qwen))).unmodelled)
-    assert "sliding_window" not in text and "Qwen2" in text
+    hf = load_hf_config(str(_write(tmp_path, llama)))
+    assert hf.unmodelled == ("new_thing=3 (not modelled)",)
+    # a Mistral's window is read: every layer attends to the last 4,096 tokens
+    mistral = {**llama, "architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 4096}
+    del mistral["new_thing"]
+    m = load_hf_config(str(_write(tmp_path, mistral))).model
+    assert (m.sliding_window, m.local_layers) == (4096, 32)
+    # Qwen2 keeps a window in its config but uses it only with use_sliding_window
+    qwen = {**mistral, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "use_sliding_window": False}
+    m = load_hf_config(str(_write(tmp_path, qwen))).model
+    assert m.local_layers == 0 and m.qkv_bias
 
 
 def test_defaults_kv_heads_and_head_dim(tmp_path):
@@ -119,7 +112,7 @@ def test_every_problem_is_reported_with_the_file(tmp_path):
     text = str(err.value)
     assert f"{path}: vocab_size: missing required field" in text
     assert "hidden_size: expected a whole number above zero (got '4096')" in text
-    assert "num_key_value_heads: must divide num_attention_heads (32) (got 5)" in text
+    assert "num_key_value_heads: must divide the 32 attention heads (got 5)" in text
     assert "torch_dtype: expected one of" in text
     line = next(i + 1 for i, s in enumerate(path.read_text().splitlines()) if '"hidden_size"' in s)
     assert f"{path}:{line}: hidden_size" in text
@@ -136,13 +129,14 @@ def test_bad_json_and_missing_file(tmp_path):
 
 def test_run_with_model_flag(tmp_path, capsys):
     out = tmp_path / "r.json"
-    mistral = {**MIXTRAL, "model_type": "mistral", "sliding_window": 4096, "_name_or_path": "x/Mistral-7B"}
+    mistral = {**MIXTRAL, "architectures": ["MistralForCausalLM"], "model_type": "mistral", "new_thing": 7}
+    mistral["_name_or_path"] = "x/Mistral-7B"
     for key in ("num_local_experts", "num_experts_per_tok"):
         del mistral[key]
     cfg = _write(tmp_path, mistral)
     assert main(["run", "--model", str(cfg), "--prompt", "64", "--generate", "2", "--quiet", "--json", str(out)]) == 0
     err = capsys.readouterr().err
-    assert f"warning: {cfg}: archsim does not model: sliding_window=4096" in err
+    assert f"warning: {cfg}: archsim does not model: new_thing=7 (not modelled)" in err
     data = json.loads(out.read_text())
     assert data["config"]["workload"]["name"] == "Mistral-7B"
     assert data["config"]["workload"]["model"]["vocab"] == 32000

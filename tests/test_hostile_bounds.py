@@ -427,7 +427,7 @@ def test_experts_under_other_names_are_read_and_what_cannot_be_modelled_is_refus
     model = load_hf_config(str(path)).model
     assert (model.experts, model.top_k, model.ffn) == (64, 8, 1024)  # OLMoE / Qwen3-MoE field names
     path.write_text(json.dumps({**base, "num_local_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1}))
-    with pytest.raises(ConfigError, match="n_shared_experts: shared experts are not modelled"):
+    with pytest.raises(ConfigError, match="n_shared_experts: shared experts are read for DeepseekV2ForCausalLM"):
         load_hf_config(str(path))
 
 

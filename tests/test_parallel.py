@@ -103,16 +103,22 @@ def test_pp_splits_layers_and_micro_batches_and_sends():
 
 
 def test_ep_dispatches_and_combines_around_local_experts():
-    # 16 sequences over 4 groups: 4 tokens each, 16 in all reach 8 experts; a group holds 2 and
-    # gets 4 x top-2 = 8 rows, 4 per expert
+    # 16 sequences over 4 groups: 4 tokens each, 16 in all routed over 8 experts at top-2, so an
+    # expert is idle with probability (1 - 2/8)^16 = 0.0100; a group holds 2 of them and touches
+    # 2 x (1 - 0.0100) = 1.980 in expectation: 31 of the 32 layers run 2, one runs 1 (mean
+    # 1.969, the nearest to 1.980 in 32nds). The group gets 16 x 2 / 4 = 8 rows: 4 per expert
+    # of two, 8 for a lone one; dispatch and combine wrap each kind of layer.
     ops = shard_step(MIXTRAL, Step(Phase.DECODE, 16, 1, 100), Parallelism(ep=4)).ops
     names = [op.name for op in ops]
-    assert names.index("ep_dispatch") + 1 == names.index("experts_gate_up[2]")
-    assert names.index("ep_combine") == names.index("experts_down[2]") + 1
-    up = ops[names.index("experts_gate_up[2]")]
-    assert (up.groups, up.m) == (2, 4)
-    dispatch = ops[names.index("ep_dispatch")]
-    assert (dispatch.bytes, dispatch.ranks) == (4 * 2 * 4096 * 2, 4)
+    for g in (1, 2):
+        up = names.index(f"experts_gate_up[{g}]")
+        assert names[up - 1] == "ep_dispatch" and names[names.index(f"experts_down[{g}]") + 1] == "ep_combine"
+    two, one = ops[names.index("experts_gate_up[2]")], ops[names.index("experts_gate_up[1]")]
+    assert (two.groups, two.m, two.repeat) == (2, 4, 31)
+    assert (one.groups, one.m, one.repeat) == (1, 8, 1)
+    dispatches = [op for op in ops if op.name == "ep_dispatch"]
+    assert [(d.bytes, d.ranks) for d in dispatches] == [(8 * 4096 * 2, 4)] * 2  # 8 rows of 4096 bf16
+    assert sum(d.repeat for d in dispatches) == 32
 
 
 @pytest.mark.parametrize(

@@ -177,12 +177,14 @@ def load_workload(
     /,
     *,
     hf_config: str | None = None,
+    hf_dtypes: bool = False,
     **overrides,
 ) -> Workload:
     """A shipped workload (`"llama3_8b"`), a workload YAML file, or a mapping; values set as in
     `load_system` (`scenario={"batch": 8}`). `hf_config`: a Hugging Face `config.json` whose
-    model (and dtype) replaces the file's, the scenario kept; what archsim does not model of it
-    is listed in `.warnings`."""
+    model replaces the file's, the scenario and dtypes kept (`hf_dtypes`: the checkpoint's
+    formats, torch_dtype and quantization_config, replace the dtypes too); what archsim does not
+    model of it is listed in `.warnings`."""
     doc = _read(name_or_path, "workloads")
     given = flatten(params or {}) + flatten(overrides)
     warnings: tuple[str, ...] = ()
@@ -193,8 +195,8 @@ def load_workload(
         if hf.unmodelled:
             warnings = (f"{hf_config}: archsim does not model: {'; '.join(hf.unmodelled)}",)
         data = {**doc.data, "name": hf.model.name, "model": model_cfg(hf.model)}
-        if hf.dtype is not None:
-            data["dtypes"] = dict.fromkeys(("weights", "activations", "kv_cache"), hf.dtype.value)
+        if hf_dtypes and hf.dtypes:
+            data["dtypes"] = hf.dtypes
         doc = YamlDoc(doc.path, data, doc.lines)
     return _build(Workload, doc, given, "load_workload", warnings)
 

@@ -42,6 +42,27 @@ def write_plots(out_dir: str, rows, w, systems: dict) -> list:
     ]
 
 
+def system_for(hw: str, hardware, chips: int):
+    """`hardware` if it has `chips` chips, else the shipped multi-chip system of the same chip with
+    the fewest chips that are enough (h200 for TP 8: h200x8), as (name, Hardware); None if none."""
+    from archsim import api
+    from archsim.config.loader import shipped_dir
+    from archsim.errors import ConfigError
+
+    if hardware.chips >= chips:
+        return hw, hardware
+    best = None
+    for path in sorted(shipped_dir("hw_configs").glob("*.yaml")):
+        try:
+            other = api.load_system(str(path))
+        except ConfigError:
+            continue
+        same = other.system.chip == hardware.system.chip and other.chips >= chips
+        if same and (best is None or other.chips < best[1].chips):
+            best = (path.stem, other)
+    return best
+
+
 CSV_FIELDS = ("hw", "chip", "config_hash", "ttft_s", "tpot_s", "decode_tokens_per_s", "throughput_tokens_per_s")
 
 
@@ -59,6 +80,15 @@ def run(args) -> int:
     _, workload = load_inputs(args)
     w = workload.workload
     chips = [(hw, _set(api.load_system(hw), args.set or [], "hardware")) for hw in args.chips]  # all checked first
+    need = args.tp * args.pp * args.ep
+    systems = []
+    for hw, hardware in chips:  # a lone chip under a layout of several runs on its shipped system
+        found = system_for(hw, hardware, need)
+        if found is not None and found[0] != hw:
+            notes(args).print(f"note: {hw}: {need} chips for the layout: {found[0]}")
+            found = (found[0], _set(found[1], args.set or [], "hardware"))
+        systems.append(found or (hw, hardware))
+    chips = systems
     if args.plots:
         require_plots()
     rows = []

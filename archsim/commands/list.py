@@ -33,20 +33,68 @@ def _shipped(folder: str, load, t):
             t.add_row(shown(path.stem), f"[red]{shown(err.problems[0].message)}[/red]")
 
 
+LOW_BIT = ("nvfp4", "mxfp4", "int4", "fp8", "mxfp8", "int8")  # the narrowest format a chip multiplies, in this order
+
+
+def low_bit_peak(chip) -> tuple[str, float]:
+    """(format, dense FLOP/s) of the narrowest format the chip's matrix units take natively."""
+    from archsim.hardware import DType
+
+    for name in LOW_BIT:
+        flops = chip.peak_flops(DType(name))
+        if flops > 0:
+            return name, flops
+    return "bf16", chip.peak_flops(DType.BF16)
+
+
+def _loaded_chips():
+    """(name, path, System, main memory kind) of each shipped chip file that loads, and the red
+    rows of those that do not (name, message)."""
+    from archsim.config.loader import load_system, shipped_dir
+
+    loaded, failed = [], []
+    for path in sorted(shipped_dir("hw_configs").glob("*.yaml")):
+        try:
+            system, cfg = load_system(str(path))
+            loaded.append((path.stem, path, system, "SRAM" if cfg.get("memory") else "HBM"))
+        except ConfigError as err:
+            failed.append((path.stem, err.problems[0].message))
+    return loaded, failed
+
+
+def chip_provenance(loaded) -> dict:
+    """Each file's provenance; a multi-chip system takes its chip file's (the single-chip file
+    with the same chip)."""
+    from archsim.config.provenance import provenance
+
+    own = {name: provenance(path) for name, path, _s, _m in loaded}
+    singles = [(name, s.chip) for name, _p, s, _m in loaded if s.chips == 1]
+    out = {}
+    for name, _path, s, _m in loaded:
+        base = next((n for n, chip in singles if chip == s.chip), name) if s.chips > 1 else name
+        out[name] = (own[base], base)
+    return out
+
+
 def chips_table(records: list | None = None):
     from rich.table import Table
 
-    from archsim.config.loader import load_system
+    from archsim.config.provenance import label
     from archsim.hardware import DType
 
     records = [] if records is None else records
     t = Table(title="chips (--hw)", title_justify="left")
     t.add_column("name", no_wrap=True)
-    t.add_column("chip", max_width=20, overflow="fold")
-    for col in ("cores", "bf16\nTFLOP/s", "HBM\nTB/s", "HBM\nGB"):
+    t.add_column("chip", max_width=22, overflow="fold")
+    for col in ("bf16\nTFLOP/s", "low-bit\nTFLOP/s", "memory\nTB/s", "memory\nGB"):
         t.add_column(col, justify="right", no_wrap=True)
-    for name, s in _shipped("hw_configs", load_system, t):
+    t.add_column("confidence", overflow="fold")
+    loaded, failed = _loaded_chips()
+    origin = chip_provenance(loaded)
+    for name, _path, s, kind in loaded:
         c = s.chip
+        prov, base = origin[name]
+        fmt, low = low_bit_peak(c)
         records.append(
             {
                 "name": name,
@@ -54,19 +102,42 @@ def chips_table(records: list | None = None):
                 "chips": s.chips,
                 "cores": c.cores,
                 "bf16_flops_per_s": c.peak_flops(DType.BF16),
+                "low_bit_format": fmt,
+                "low_bit_flops_per_s": low,
+                "memory": kind,
                 "hbm_bytes_per_s": c.hbm.peak_bandwidth_bytes_per_s,
                 "hbm_capacity_bytes": c.hbm.capacity_bytes,
+                "confidence": prov.confidence,
+                "estimated_share": prov.estimated_share,
+                "sources": prov.sources,
+                "sources_file": base,
                 "source": str(s.source),
             }
         )
         t.add_row(
             shown(name),
             shown(c.name) + (f" x{s.chips}" if s.chips > 1 else ""),
-            str(c.cores),
             _num(c.peak_flops(DType.BF16) / 1e12),
-            _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12),
+            f"{_num(low / 1e12)} {fmt}",
+            _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12) + ("" if kind == "HBM" else " SRAM"),
             _num(c.hbm.capacity_bytes / 1e9),
+            label(prov),
         )
+    for name, message in failed:
+        t.add_row(shown(name), f"[red]{shown(message)}[/red]")
+    return t
+
+
+def sources_table(records: list[dict]):
+    """Where each chip file's numbers come from (a system: its chip file's sources)."""
+    from rich.table import Table
+
+    t = Table(title="sources of the chip files ([EST]: estimated, with the reason in the file)", title_justify="left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("sources", overflow="fold")
+    for r in records:
+        if r["chips"] == 1:
+            t.add_row(shown(r["name"]), shown(r["sources"]) or "-")
     return t
 
 
@@ -79,7 +150,7 @@ def workloads_table(records: list | None = None):
     t = Table(title="workloads (--workload)", title_justify="left")
     t.add_column("name", no_wrap=True)
     t.add_column("model", overflow="fold")
-    for col in ("params", "layers", "heads\n/kv", "experts\n/top-k"):
+    for col in ("params", "active", "layers", "heads\n/kv", "experts\n/top-k"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("batch x\nprompt+gen", no_wrap=True)
     for name, w in _shipped("workloads", load_workload, t):
@@ -89,6 +160,8 @@ def workloads_table(records: list | None = None):
                 "name": name,
                 "model": m.name,
                 "params": m.params(),
+                "active_params": m.active_params(),
+                "attention": m.attention.value,
                 "layers": m.layers,
                 "heads": m.heads,
                 "kv_heads": m.kv_heads,
@@ -104,6 +177,7 @@ def workloads_table(records: list | None = None):
             shown(name),
             shown(m.name),
             f"{m.params() / 1e9:.1f}B",
+            f"{m.active_params() / 1e9:.1f}B",
             str(m.layers),
             f"{m.heads}/{m.kv_heads}",
             f"{m.experts}/{m.top_k}" if m.is_moe else "-",
@@ -117,6 +191,6 @@ def run(args) -> int:
 
     chips: list[dict[str, object]] = []
     workloads: list[dict[str, object]] = []
-    tables = [chips_table(chips), workloads_table(workloads)]
+    tables = [chips_table(chips), sources_table(chips), workloads_table(workloads)]
     emit(args, console(args), tables, data={"chips": chips, "workloads": workloads})
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from archsim.commands import UsageError, check_outputs, positive_int, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, renamed
 from archsim.commands.run import DEFAULT_HW
+from archsim.dtypes import DTYPE_NAMES
 from archsim.graph.ops import VectorOp
 
 VECTOR_OPS = [v.value for v in VectorOp]
@@ -17,7 +18,12 @@ def add_parser(sub) -> None:
     op.add_argument("--M", type=positive_int("--M"), help="rows: of a GEMM's output (with --K, --N) or a vector op")
     op.add_argument("--K", type=positive_int("--K"), help="a GEMM's reduction size")
     op.add_argument("--N", type=positive_int("--N"), help="columns: of a GEMM's output or a vector op")
-    op.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "int8"], default="bf16", help="(default bf16)")
+    op.add_argument("--dtype", choices=list(DTYPE_NAMES), default="bf16", help="(default bf16)")
+    op.add_argument(
+        "--weight-dtype",
+        choices=list(DTYPE_NAMES),
+        help="a GEMM's weights (B operand), e.g. int4 for W4A16 (default: --dtype); attention: the KV cache's",
+    )
     op.add_argument("--batch", type=positive_int("--batch"), default=1, help="attention: sequences (default 1)")
     op.add_argument("--heads", type=positive_int("--heads"), default=32, help="attention: query heads (default 32)")
     op.add_argument("--kv-heads", type=positive_int("--kv-heads"), default=8, help="attention: KV heads (default 8)")
@@ -139,10 +145,13 @@ def run(args) -> int:
             raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")
         return run_collective(args, system, hw_cfg)
     dt = DType(args.dtype)
+    wd = DType(args.weight_dtype) if args.weight_dtype else None
+    if wd is not None and args.kind not in ("gemm", "attention"):
+        raise UsageError(f"--weight-dtype: applies to a GEMM's weights or attention's KV cache, not {args.kind}")
     if (args.strided or args.hot) and args.kind in ("gemm", "attention"):
         raise UsageError(f"--{'strided' if args.strided else 'hot'}: applies to vector ops and copies, not {args.kind}")
     if args.kind == "gemm":
-        op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N)
+        op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N, weight_dtype=wd)
     elif args.kind == "attention":
         if args.heads % args.kv_heads:
             raise UsageError(f"--kv-heads: must divide --heads ({args.heads}) (got {args.kv_heads})")
@@ -156,6 +165,7 @@ def run(args) -> int:
             q_len=args.q_len,
             kv_len=max(args.kv_len, args.q_len),
             causal=args.causal,
+            kv_dtype=wd,
         )
     elif args.kind == "copy":
         op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot)

@@ -19,7 +19,12 @@ def add_workload_flags(p) -> None:
     p.add_argument(
         "--model",
         metavar="CONFIG.json",
-        help="a Hugging Face config.json as the model (the workload's scenario is kept)",
+        help="a Hugging Face config.json as the model (the workload's scenario and dtypes are kept)",
+    )
+    p.add_argument(
+        "--model-dtypes",
+        action="store_true",
+        help="with --model: take the checkpoint's formats (torch_dtype, quantization_config) as the dtypes",
     )
     p.add_argument("--batch", type=positive_int("--batch", limits.MAX_BATCH), help="sequences decoded together")
     p.add_argument("--prompt", type=positive_int("--prompt", limits.MAX_TOKENS), help="prompt tokens per sequence")
@@ -133,7 +138,10 @@ def load_inputs(args, hw: str | None = None, scenario_flags: bool = True):
     settings = getattr(args, "set", None) or []
     from archsim.errors import printable
 
-    workload = load_workload(args.workload, hf_config=getattr(args, "model", None))
+    model = getattr(args, "model", None)
+    if getattr(args, "model_dtypes", False) and model is None:
+        raise UsageError("--model-dtypes: takes the formats of a --model config.json; give --model")
+    workload = load_workload(args.workload, hf_config=model, hf_dtypes=getattr(args, "model_dtypes", False))
     for warning in workload.warnings:
         print(printable(f"warning: {warning}"), file=sys.stderr)
     flags = {"fusion": getattr(args, "fusion", None)}
@@ -164,7 +172,7 @@ def load_run_inputs(hw: str, workload: str, batch=None, prompt=None, generate=No
     from archsim.config.resolved import ResolvedConfig
 
     args = argparse.Namespace(
-        workload=workload, batch=batch, prompt=prompt, generate=generate, fusion=fusion, model=model
+        workload=workload, batch=batch, prompt=prompt, generate=generate, fusion=fusion, model=model, model_dtypes=False
     )
     hardware, wl = load_inputs(args, hw)
     return hardware.system, wl.workload, ResolvedConfig(hardware.config, wl.config)

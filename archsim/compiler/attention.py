@@ -13,7 +13,14 @@ score, on every row of the matrix instruction's tile, padding included) and O +=
               of the output accumulator by the new row maximum, which waits for the row
               reduction and cannot overlap
 
-Causal items skip blocks above the diagonal; a partial last KV block moves only its valid rows.
+Causal items skip blocks above the diagonal, and under a sliding window the blocks older than
+the first query's window (`window_blocks`); a partial last KV block moves only its valid rows.
+Values may be narrower than keys (MLA's prefill: 192-wide keys, 128-wide values) or be part of
+them (MLA's decode: the latent is both; `Op.kv_row_elements`). The cache may be stored in
+another format than the maths (fp8 KV with bf16 maths): each K/V block is then converted by the
+vector lanes as it arrives, as a matrix kernel converts a weight tile (compiler/formats.py). A
+soft cap of the scores (Gemma 2) costs a tanh per score on the special-function unit and two
+lane ops.
 The first item of a wave to touch a K/V block reads it from HBM, the others hit in L2 (all K/V
 stays resident when it fits the L2's reuse capacity). Queries of the `heads / kv_heads` heads
 that share a KV head are the query rows of one item in decode (GQA packing); in prefill each
@@ -30,6 +37,7 @@ combines them.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -44,6 +52,7 @@ from archsim.units import ceil_div
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
 SOFTMAX_LANE_OPS = 4  # per score: max, scale-and-subtract (one FMA), sum, convert to bf16 (exp on the special unit)
+SOFTCAP_LANE_OPS = 2  # per score: divide by the cap (a multiply) and multiply back after the tanh
 MAX_SPLITS = 128  # FlashAttention-2's largest KV split
 KV_STAGES = (
     2  # K/V buffers a flash kernel cycles through: one block loads while one computes (FlashAttention-3's kStages)
@@ -72,29 +81,42 @@ def kv_splits(items: int, cores: int, kv_blocks: int) -> int:
 
 def block_cycles(op: Op, chip: Chip, qrows: int, bk: int) -> float:
     """Cycles of one KV block of an item with `qrows` query rows: its QK^T and PV on the matrix
-    units and its softmax on the padded rows, as the kernel's schedule combines them."""
-    core, d = chip.core, op.head_dim
-    matrix = float(matmul_cycles(core, qrows, d, bk, op.dtype) + matmul_cycles(core, qrows, bk, d, op.dtype))
+    units (with the conversion of a K/V block cached in another format) and its softmax on the
+    padded rows, as the kernel's schedule combines them."""
+    core, d, dv = chip.core, op.head_dim, op.value_dim
+    v_format = op.dtype if op.kv_shared else op.kv_format  # a shared V was converted with K
+    qk = matmul_cycles(core, qrows, d, bk, op.dtype, op.kv_format)
+    matrix = float(qk + matmul_cycles(core, qrows, bk, dv, op.dtype, v_format))
     rows = max(qrows, core.mma_rows)  # the softmax runs on the whole accumulator tile
-    special = math.ceil(rows * bk / core.vector.special_per_cycle)
-    lanes = math.ceil(rows * bk * SOFTMAX_LANE_OPS / core.vector.issue_per_cycle)
+    scores = rows * bk
+    special = math.ceil(scores * (2 if op.softcap else 1) / core.vector.special_per_cycle)
+    lane_ops = scores * (SOFTMAX_LANE_OPS + (SOFTCAP_LANE_OPS if op.softcap else 0))
+    lanes = math.ceil(lane_ops / core.vector.issue_per_cycle)
     if not op.softmax_overlap:
         return matrix + special + lanes
-    rescale = math.ceil(rows * d / core.vector.issue_per_cycle)
+    rescale = math.ceil(rows * dv / core.vector.issue_per_cycle)
     return max(matrix, special, lanes) + rescale
+
+
+def window_blocks(first_q: int, last_q: int, bk: int, window: int) -> tuple[int, int]:
+    """(first, last) KV block a query block of absolute positions first_q..last_q reads under
+    a causal mask and a window of `window` keys (0: none)."""
+    first_key = max(0, first_q - window + 1) if window else 0
+    return first_key // bk, last_q // bk
 
 
 def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
     """(query rows per item, bq, bk): the largest, squarest blocks whose Q and O blocks and
     double-buffered K and V blocks fit in SRAM. Decode packs the GQA group as the query rows."""
-    d, a = op.head_dim, op.dtype.bytes
+    d, dv, a = op.head_dim, op.value_dim, op.dtype.bytes
+    kv_row = op.kv_row_elements * op.kv_format.bytes
     decode = op.q_len == 1
     rows = op.heads // op.kv_heads if decode else op.q_len
     fitting = [
         (bq, bk)
         for bq in BLOCK_SIZES
         for bk in BLOCK_SIZES
-        if (2 * min(bq, rows) * d + 2 * 2 * bk * d) * a <= chip.core.sram.capacity_bytes
+        if min(bq, rows) * (d + dv) * a + 2 * bk * kv_row <= chip.core.sram.capacity_bytes
     ]
     if decode:
         fitting = [(bq, bk) for bq, bk in fitting if bq == min(BLOCK_SIZES)]
@@ -105,7 +127,10 @@ def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
 
 
 def compile_attention(op: Op, chip: Chip) -> Program:
-    d, a = op.head_dim, op.dtype.bytes
+    if op.window and not op.causal and op.kv_len > op.window:  # every query sees the same last keys
+        op = replace(op, kv_len=op.window)
+    d, dv, a = op.head_dim, op.value_dim, op.dtype.bytes
+    kv_row = op.kv_row_elements * op.kv_format.bytes  # bytes one cached token of one KV head
     rows, bq, bk = _blocks(op, chip)
     decode = op.q_len == 1
     heads_per_item = op.heads // op.kv_heads if decode else 1
@@ -114,19 +139,24 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     past = op.kv_len - op.q_len
     qrows = rows if decode else min(bq, op.q_len)
     step_cycles = block_cycles(op, chip, qrows, bk)
-    kv_block_bytes = 2.0 * bk * d * a
-    last_block_bytes = 2.0 * (op.kv_len - (kv_blocks - 1) * bk) * d * a  # only its valid rows
+    kv_block_bytes = float(bk * kv_row)
+    last_block_bytes = float((op.kv_len - (kv_blocks - 1) * bk) * kv_row)  # only its valid rows
     q_bytes = qrows * heads_per_item * d * a if not decode else rows * d * a
+    out_bytes = q_bytes * dv / d
     splits = 1
     if decode and op.split_kv:
         splits = kv_splits(op.batch * op.kv_heads, chip.cores, kv_blocks)
     per_split = ceil_div(kv_blocks, splits)
     # items: (batch, head or KV head, query block or KV split, KV blocks it streams)
     items = []
+    prefill_ends = {}
     for qb in range(q_blocks):
         if op.causal and not decode:
             last_q = min(op.q_len, (qb + 1) * bq) - 1 + past
-            items.append((qb, min(kv_blocks, last_q // bk + 1)))
+            first, last = window_blocks(qb * bq + past, last_q, bk, op.window)
+            last = min(kv_blocks - 1, last)
+            items.append((qb, last - first + 1))
+            prefill_ends[qb] = last == kv_blocks - 1
         else:
             items += [
                 (sp, min(per_split, kv_blocks - sp * per_split)) for sp in range(splits) if kv_blocks > sp * per_split
@@ -138,7 +168,7 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     all_items = [(b, h, qb, n_kv) for b in range(op.batch) for h in range(heads_items) for qb, n_kv in order]
     costs = np.array([n for *_x, n in all_items], dtype=np.float64)
     per_core = deal_items(costs, chip.cores)
-    kv_total = 2.0 * op.batch * op.kv_heads * op.kv_len * d * a
+    kv_total = float(op.batch * op.kv_heads * op.kv_len * kv_row)
     fits = kv_total <= reuse_capacity_bytes(chip)
     group = op.heads // op.kv_heads
     seen: set = set()
@@ -165,9 +195,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
                 seq["hbm_bytes" if miss else "l2_bytes"][-1] = last_block_bytes
             seq["hbm_bytes"][0] += q_bytes
             if splits == 1:
-                seq["store_bytes"][-1] = q_bytes
+                seq["store_bytes"][-1] = out_bytes
             else:
-                seq["store_l2_bytes"][-1] = q_bytes / a * PARTIAL_BYTES
+                seq["store_l2_bytes"][-1] = out_bytes / a * PARTIAL_BYTES
             blocks[n_kv, miss, last] = seq
         return blocks[n_kv, miss, last]
 
@@ -175,7 +205,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
         """Whether the item streams the KV cache's last block: a decode split that ends there,
         or a prefill query block whose causal range reaches the last key (every block, unmasked)."""
         _b, _h, qb, n_kv = item
-        return ends[qb] if decode else n_kv == kv_blocks
+        if decode:
+            return ends[qb]
+        return prefill_ends[qb] if op.causal else n_kv == kv_blocks
 
     # cores that run items of the same kinds in the same order are one weighted sequence
     groups: dict[tuple, list] = {}
@@ -185,7 +217,7 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             groups.setdefault(sig, [sig, 0])[1] += 1
     sequences = [np.concatenate([item_entries(*kind) for kind in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
-    fit = max(1, int(chip.core.sram.capacity_bytes - 2 * q_bytes) // int(kv_block_bytes))
+    fit = max(1, int(chip.core.sram.capacity_bytes - q_bytes - out_bytes) // int(kv_block_bytes))
     stages = min(KV_STAGES, fit)
     label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
     inflight = pipeline_bytes(stages, kv_block_bytes)
@@ -195,7 +227,7 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             streaming_phase(
                 chip,
                 Stream(
-                    op.batch * op.heads * d,
+                    op.batch * op.heads * dv,
                     splits * PARTIAL_BYTES,
                     a,
                     3 * splits,
@@ -206,6 +238,8 @@ def compile_attention(op: Op, chip: Chip) -> Program:
                 ),
             )
         )
-    pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal)
-    activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=pairs * SOFTMAX_LANE_OPS, special_ops=pairs)
+    pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal, op.window)
+    lane_ops = pairs * (SOFTMAX_LANE_OPS + (SOFTCAP_LANE_OPS if op.softcap else 0))
+    special_ops = pairs * (2 if op.softcap else 1)
+    activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=lane_ops, special_ops=special_ops)
     return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.ATTENTION)

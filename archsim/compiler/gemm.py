@@ -17,6 +17,7 @@ from enum import Enum
 
 import numpy as np
 
+from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.l2reuse import Raster, cluster_order, operand_hbm_bytes, rasters, wave_hbm_fractions
 from archsim.compiler.program import PARTIAL_BYTES, Family, Phase, Program, build_phase, entries
 from archsim.compiler.streaming import Stream, streaming_phase
@@ -193,8 +194,19 @@ def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
         if tiling.split > 1:
             phases.append(_reduce_phase(op, chip, tiling.split))
     reduce_ops = op.groups * op.m * op.n * tiling.split if tiling.split > 1 else 0.0
-    activity = Activity(macs=op.flops() / 2, mac_dtype=compute_dtype(op.dtype, op.b_dtype), lane_ops=reduce_ops)
+    mac = compute_dtype(op.dtype, op.b_dtype)
+    activity = Activity(macs=op.flops() / 2, mac_dtype=mac, lane_ops=reduce_ops + conversion_ops(op, chip, tiling))
     return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.GEMM)
+
+
+def conversion_ops(op: Op, chip: Chip, t: Tiling) -> float:
+    """Lane instructions converting operands over the whole GEMM (formats.py): every tile
+    converts the B block of its column and the A block of its row, each for itself."""
+    ca, cb = convert_lane_ops(chip.core.array, op.dtype, op.b_dtype)
+    if not (ca or cb):
+        return 0.0
+    rows, cols = ceil_div(op.m, t.tm), ceil_div(op.n, t.tn)
+    return float(op.groups * op.k * (rows * op.n * cb + cols * op.m * ca))
 
 
 def _items(op: Op, chip: Chip, t: Tiling) -> dict[str, np.ndarray]:

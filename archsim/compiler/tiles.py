@@ -4,7 +4,9 @@ A core's `A` arrays split a tile between them along N or along M, whichever is f
 along M only where the hardware's matrix instruction does: a Hopper warpgroup MMA gives each
 of the four tensor cores 16 of its 64 rows), each computing its share with the systolic
 formula of `archsim.hardware.systolic`; the step takes the longer of that and the time the
-SRAM needs to deliver the operands.
+SRAM needs to deliver the operands, plus the vector lanes' conversion of an operand stored in
+another format than the one the arrays multiply in (archsim/compiler/formats.py: the warps that
+issue the matrix instructions convert the tile before they can use it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from functools import cache
 
 import numpy as np
 
+from archsim.compiler.formats import convert_lane_ops, wider
 from archsim.errors import UnsupportedError
 from archsim.hardware import Chip, Core, DType
 from archsim.hardware.systolic import array_cycles
@@ -36,12 +39,22 @@ def matmul_cycles(core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = N
         cycles = np.minimum(split_n, split_m)
     operand_bytes = m * k * a_dtype.bytes + k * n * b_dtype.bytes
     sram_cycles = np.ceil(operand_bytes / core.sram.bandwidth_bytes_per_cycle).astype(np.int64)
-    return np.maximum(cycles, sram_cycles)
+    step = np.maximum(cycles, sram_cycles)
+    convert_a, convert_b = convert_lane_ops(arr, a_dtype, b_dtype)
+    if convert_a or convert_b:
+        return step + conversion_cycles(core, m * k * convert_a + k * n * convert_b)
+    return step
+
+
+def conversion_cycles(core: Core, lane_ops):
+    """Cycles of the vector lanes converting operands: lane ops / issue width, rounded up."""
+    return np.ceil(np.asarray(lane_ops, dtype=np.float64) / core.vector.issue_per_cycle).astype(np.int64)
 
 
 def compute_dtype(a: DType, b: DType) -> DType:
-    """The MAC format: the wider of the two operands (fp8 x fp8 runs at the fp8 rate)."""
-    return a if a.bytes >= b.bytes else b
+    """The MAC format: the wider of the two operands (fp8 x fp8 runs at the fp8 rate; W4A16 in
+    bf16, its int4 weights converted in each tile step)."""
+    return wider(a, b)
 
 
 def matrix_format(op, chip: Chip, what: str = "") -> DType | None:

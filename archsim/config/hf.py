@@ -1,17 +1,20 @@
 """A model from a Hugging Face transformers `config.json` on disk (no network).
 
-Reads the field names of the Llama, Mistral, Qwen2 and Mixtral configs: `hidden_size`,
-`num_attention_heads`, `num_key_value_heads` (default: as many as the query heads),
-`head_dim` (default: hidden_size / num_attention_heads), `intermediate_size`,
-`num_hidden_layers`, `vocab_size`, `num_local_experts` and `num_experts_per_tok` (MoE; the
-experts may also be `num_experts`, as in OLMoE and Qwen3-MoE, with their width in
-`moe_intermediate_size`), `tie_word_embeddings` (default false, as in those families) and
-`torch_dtype` (or `dtype`). Fields that change what a step costs but that archsim does not model
-(a sliding window, projection biases, RoPE scaling, quantisation, ...) are returned by name, for
-a warning; fields that do not change the cost (token ids, norm epsilon, RoPE base) are passed
-over. A model archsim cannot represent at all (latent attention, shared experts, dense layers
-among MoE layers) is refused, never run as a dense model. Every problem in the file is reported
-at once as a ConfigError located by file and line; every count has the bounds of a workload file.
+The architecture (`architectures[0]`, else `model_type`) picks the reader of its family
+(archsim/config/hf_families.py): Llama 2/3/4, Mistral, Mixtral, Qwen2/3 and their MoE models,
+DeepSeek-V2/V3, Gemma 2/3, gpt-oss, GPT-2, GPT-J and Falcon. Every field that changes what a
+step costs is read, or refused with `file:line: key: why`; an architecture archsim does not read
+is refused in one line, never run as a dense Llama, and a field that shapes another family's
+models (latent attention in a Llama config) is refused too. The file is read strictly and
+boundedly (archsim/config/jsonfile.py); every count has the bounds of a workload file. Fields that change the cost but that
+archsim does not model, and what it costs differently from the checkpoint, are returned as
+notes for a warning; fields that change nothing archsim costs (token ids, norm epsilon, RoPE
+base, dropout) are passed over. A config with neither `architectures` nor `model_type` is read
+with Llama's field names.
+
+The formats: `torch_dtype` (or `dtype`) and a `quantization_config` (fp8, MXFP4, 4- and 8-bit
+AWQ/GPTQ) give the checkpoint's formats, which replace the workload's only when asked
+(`archsim run --model-dtypes`); by default the workload's dtypes apply.
 """
 
 from __future__ import annotations
@@ -20,42 +23,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from archsim import limits
+from archsim.config.hf_families import ARCHITECTURES, FAMILIES, STRUCTURAL, Fields
 from archsim.config.jsonfile import line_of, read_json
+from archsim.dtypes import DType
 from archsim.errors import ConfigError, Problem, quote
-from archsim.graph.model import ModelSpec
-from archsim.hardware import DType
+from archsim.graph.model import Activation, AttentionKind, ModelSpec, Norm, Positions
 
-FAMILIES = ("llama", "mistral", "qwen2", "mixtral")
-REQUIRED = ("hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
-OPTIONAL_INTS = (
-    "num_key_value_heads",
-    "head_dim",
-    "num_local_experts",
-    "num_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-)
-UPPER = {  # the bounds of a workload file (archsim.limits)
-    "num_hidden_layers": limits.MAX_LAYERS,
-    "num_attention_heads": limits.MAX_HEADS,
-    "num_key_value_heads": limits.MAX_HEADS,
-    "num_local_experts": limits.MAX_EXPERTS,
-    "num_experts": limits.MAX_EXPERTS,
-    "num_experts_per_tok": limits.MAX_EXPERTS,
-}
-# what a model may hold that archsim cannot represent: field -> (value with nothing to model, why)
-UNREPRESENTABLE = {
-    "kv_lora_rank": (None, "multi-head latent attention (MLA) is not modelled"),
-    "q_lora_rank": (None, "multi-head latent attention (MLA) is not modelled"),
-    "n_routed_experts": (None, "DeepSeek-style experts (routed and shared) are not modelled"),
-    "n_shared_experts": (0, "shared experts are not modelled"),
-    "shared_expert_intermediate_size": (0, "shared experts are not modelled"),
-    "first_k_dense_replace": (0, "dense layers among MoE layers are not modelled"),
-    "moe_layer_freq": (1, "dense layers among MoE layers are not modelled"),
-    "decoder_sparse_step": (1, "dense layers among MoE layers are not modelled"),
-    "mlp_only_layers": ([], "dense layers among MoE layers are not modelled"),
-}
 TORCH_DTYPES = {
     "bfloat16": DType.BF16,
     "float16": DType.FP16,
@@ -75,47 +48,52 @@ NO_COST = frozenset(
         "pad_token_id",
         "initializer_range",
         "rms_norm_eps",
+        "layer_norm_eps",
         "rope_theta",
         "use_cache",
         "attention_dropout",
-        "pretraining_tp",
-        "max_position_embeddings",
-        "output_router_logits",
-        "router_aux_loss_coef",
-        "router_jitter_noise",
         "tokenizer_class",
         "auto_map",
-        "max_window_layers",
         "torch_dtype",
         "dtype",
-        "use_sliding_window",
+        "quantization_config",
         "return_dict",
         "output_attentions",
         "output_hidden_states",
         "is_decoder",
-        "norm_topk_prob",
+        "tie_word_embeddings",
+        "text_config",
+        "vision_config",
+        "image_token_index",
+        "boi_token_index",
+        "eoi_token_index",
+        "mm_tokens_per_image",
+        "vision_feature_layer",
+        # training only
+        "router_aux_loss_coef",
+        "router_jitter_noise",
+        "output_router_logits",
+        "aux_loss_alpha",
+        "seq_aux",
+        "pretraining_tp",
+        "gradient_checkpointing",
     }
 )
-# field -> (the value at which there is nothing to model, what archsim does instead)
-NEUTRAL = {
-    "rope_scaling": (None, "positions only; costed as plain RoPE"),
-    "sliding_window": (None, "attention reads the whole KV cache"),
-    "attention_bias": (False, "projection biases not counted"),
-    "mlp_bias": (False, "FFN biases not counted"),
-    "hidden_act": ("silu", "FFN costed as a SiLU-gated unit"),
-    "quantization_config": (None, "weights costed in torch_dtype"),
-}
-FAMILY_NOTES = {"qwen2": "q/k/v projection biases (Qwen2) not counted"}
 
 
 @dataclass(frozen=True)
 class HfModel:
-    """A model read from a config.json: its shape, its dtype if stated, and what it leaves out."""
+    """A model read from a config.json: its shape, its formats if stated, and notes."""
 
     model: ModelSpec
-    dtype: DType | None
-    unmodelled: tuple[str, ...]  # `field=value (what archsim does instead)`, for a warning
+    dtype: DType | None  # torch_dtype
+    unmodelled: tuple[str, ...]  # `field=value (what archsim does instead)` and notes, for a warning
     source: str
+    dtypes: dict | None = None  # the checkpoint's formats as a workload `dtypes:` section
+
+
+def _line_of(text: str, key: str) -> int | None:
+    return line_of(text, key)
 
 
 def _read(path: str) -> tuple[dict, str]:
@@ -125,62 +103,33 @@ def _read(path: str) -> tuple[dict, str]:
     return data, text
 
 
-def _ints(data: dict, path: str, text: str) -> tuple[dict[str, int], list[Problem]]:
-    """The whole-number fields, each above zero and within its bound; a missing required field
-    is a problem."""
-    values, problems = {}, []
-    for key in REQUIRED + OPTIONAL_INTS:
-        value = data.get(key)
-        if value is None:
-            if key in REQUIRED:
-                problems.append(Problem(path, None, key, "missing required field"))
-            continue
-        high = UPPER.get(key, limits.MAX_WIDTH)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            problems.append(
-                Problem(path, line_of(text, key), key, f"expected a whole number above zero (got {quote(value)})")
+def family_of(data: dict, path: str, text: str) -> str:
+    """The family reader's key: from `architectures[0]`, else `model_type`, else Llama's."""
+    arch = data.get("architectures")
+    if arch is not None:
+        if not isinstance(arch, list) or not arch or not isinstance(arch[0], str):
+            raise ConfigError.single(
+                path, "architectures", f"expected a list of names (got {quote(arch)})", _line_of(text, "architectures")
             )
-            continue
-        if value > high:
-            problems.append(Problem(path, line_of(text, key), key, f"must be at most {high:,} (got {value:,})"))
-            continue
-        values[key] = value
-    return values, problems
-
-
-def _unrepresentable(data: dict, path: str, text: str) -> list[Problem]:
-    """Refusals of what archsim cannot model at all (never run as something else)."""
-    problems = []
-    for key, (nothing, why) in UNREPRESENTABLE.items():
-        if key in data and data[key] is not None and data[key] != nothing:
-            problems.append(Problem(path, line_of(text, key), key, f"{why} (got {quote(data[key])})"))
-    return problems
-
-
-def _shape_problems(v: dict[str, int], path: str, text: str) -> list[Problem]:
-    def at(key: str, message: str) -> Problem:
-        return Problem(path, line_of(text, key), key, message)
-
-    problems = []
-    heads, kv = v.get("num_attention_heads"), v.get("num_key_value_heads")
-    if heads and kv and heads % kv:
-        problems.append(at("num_key_value_heads", f"must divide num_attention_heads ({heads}) (got {kv})"))
-    hidden = v.get("hidden_size")
-    if heads and hidden and "head_dim" not in v and hidden % heads:
-        problems.append(
-            at("hidden_size", f"not a multiple of num_attention_heads ({heads}) and no head_dim given (got {hidden})")
+        if arch[0] not in ARCHITECTURES:
+            raise ConfigError.single(
+                path,
+                "architectures",
+                f"{arch[0]!r} is not an architecture archsim reads; it reads {', '.join(sorted(ARCHITECTURES))}",
+                _line_of(text, "architectures"),
+            )
+        return ARCHITECTURES[arch[0]]
+    family = data.get("model_type")
+    if family is None:
+        return "llama"
+    if not isinstance(family, str) or family not in FAMILIES:
+        raise ConfigError.single(
+            path,
+            "model_type",
+            f"{quote(family)} is not a model type archsim reads; it reads {', '.join(sorted(FAMILIES))}",
+            _line_of(text, "model_type"),
         )
-    experts_key = _experts_key(v)
-    experts, top_k = v.get(experts_key, 1), v.get("num_experts_per_tok", 1)
-    if experts > 1 and top_k > experts:
-        problems.append(at("num_experts_per_tok", f"must not exceed {experts_key} ({experts}) (got {top_k})"))
-    if "num_local_experts" in v and "num_experts" in v and v["num_local_experts"] != v["num_experts"]:
-        problems.append(at("num_experts", f"disagrees with num_local_experts ({v['num_local_experts']})"))
-    return problems
-
-
-def _experts_key(v: dict[str, int]) -> str:
-    return "num_local_experts" if "num_local_experts" in v else "num_experts"
+    return family
 
 
 def _dtype(data: dict, path: str, text: str) -> tuple[DType | None, list[Problem]]:
@@ -190,33 +139,81 @@ def _dtype(data: dict, path: str, text: str) -> tuple[DType | None, list[Problem
         return None, []
     if not isinstance(name, str) or name not in TORCH_DTYPES:
         return None, [
-            Problem(path, line_of(text, key), key, f"expected one of {', '.join(TORCH_DTYPES)} (got {quote(name)})")
+            Problem(path, _line_of(text, key), key, f"expected one of {', '.join(TORCH_DTYPES)} (got {quote(name)})")
         ]
     return TORCH_DTYPES[name], []
 
 
-def unmodelled_fields(data: dict) -> tuple[str, ...]:
-    """The fields that would change the cost of a step but that archsim does not model."""
-    used = set(REQUIRED + OPTIONAL_INTS) | {"tie_word_embeddings"} | set(UNREPRESENTABLE)
+def checkpoint_dtypes(data: dict, dtype: DType | None) -> tuple[dict | None, list[str]]:
+    """The checkpoint's formats as a `dtypes:` section (None if it states none), and notes on a
+    quantisation it does not read: torch_dtype for everything; fp8 (DeepSeek's block-scaled W8A8)
+    weights and GEMM inputs in fp8; MXFP4 (gpt-oss) the routed experts; AWQ/GPTQ 4- or 8-bit
+    weights."""
+    out = dict.fromkeys(("weights", "activations", "kv_cache"), dtype.value) if dtype else {}
+    q = data.get("quantization_config")
+    if not isinstance(q, dict):
+        return (out or None), []
+    method, bits = q.get("quant_method"), q.get("bits")
+    if method == "fp8":
+        out.update(weights="fp8", compute="fp8")
+    elif method == "mxfp4":
+        out["expert_weights"] = "mxfp4"
+    elif method in ("awq", "gptq") and bits in (4, 8):
+        out["weights"] = "int4" if bits == 4 else "int8"
+    else:
+        return (out or None), [f"quantization_config={_short(q)} (not read; the weights' format is torch_dtype)"]
+    return out, []
+
+
+def structural_problems(data: dict, family: str, path: str, text: str) -> list[Problem]:
+    """Fields that shape a model only the families that read them have (latent attention, shared
+    experts, dense layers among MoE ones, chunked attention): in a config of another family they
+    are refused, never run as something else."""
+    problems = []
+    for key, (neutral, families, what) in STRUCTURAL.items():
+        if key in data and data[key] is not None and data[key] != neutral and family not in families:
+            names = ", ".join(sorted(k for k, f in ARCHITECTURES.items() if f in families))
+            problems.append(
+                Problem(path, _line_of(text, key), key, f"{what} are read for {names} configs (got {quote(data[key])})")
+            )
+    return problems
+
+
+def _shape_problems(spec: dict, path: str, text: str) -> list[Problem]:
+    problems = []
+    heads, kv = spec["heads"], spec["kv_heads"]
+    if heads and kv and heads % kv:
+        problems.append(
+            Problem(
+                path,
+                _line_of(text, "num_key_value_heads"),
+                "num_key_value_heads",
+                f"must divide the {heads} attention heads (got {kv})",
+            )
+        )
+    if spec.get("experts", 1) > 1 and spec.get("top_k", 1) > spec["experts"]:
+        problems.append(
+            Problem(
+                path,
+                _line_of(text, "num_experts_per_tok"),
+                "num_experts_per_tok",
+                f"must not exceed the {spec['experts']} experts (got {spec['top_k']})",
+            )
+        )
+    if spec.get("dense_layers", 0) >= spec["layers"] > 0 and spec.get("experts", 1) > 1:
+        problems.append(Problem(path, None, "first_k_dense_replace", f"leaves no MoE layer of the {spec['layers']}"))
+    return problems
+
+
+def unread_fields(data: dict, used: set[str]) -> list[str]:
+    """The fields no reader used that may change a step's cost (a value that means nothing to
+    model, null, false or empty, is passed over)."""
     out = []
-    family = data.get("model_type")
-    if not isinstance(family, str):
-        family = None if family is None else _short(family)
-    if family is not None and family not in FAMILIES:
-        out.append(f"model_type={family!r} (read with Llama field names)")
-    if family in FAMILY_NOTES:
-        out.append(FAMILY_NOTES[family])
     for key, value in data.items():
-        if key in used or key in NO_COST:
+        if key in used or key in NO_COST or key.endswith(("_dropout", "_pdrop")) or value in (None, False, [], {}):
             continue
-        if key in NEUTRAL:
-            neutral, instead = NEUTRAL[key]
-            if value == neutral or (key == "sliding_window" and data.get("use_sliding_window") is False):
-                continue
-            out.append(f"{key}={_short(value)} ({instead})")
-        else:
-            out.append(f"{key}={_short(value)} (not modelled)")
-    return tuple(out)
+        out.append(f"{key}={_short(value)} (not modelled)")
+    return out
 
 
 def _short(value: object, limit: int = 40) -> str:
@@ -233,47 +230,55 @@ def model_name(data: dict, path: str) -> str:
     return p.parent.name if p.stem == "config" and p.parent.name else p.stem
 
 
+def _spec(name: str, fields: dict) -> ModelSpec:
+    enums = {
+        "attention": AttentionKind,
+        "norm": Norm,
+        "activation": Activation,
+        "positions": Positions,
+    }
+    return ModelSpec(name=name, **{k: enums[k](v) if k in enums else v for k, v in fields.items()})
+
+
 def load_hf_config(path: str) -> HfModel:
     """Read a transformers config.json into a ModelSpec; ConfigError lists every problem."""
     data, text = _read(path)
-    v, problems = _ints(data, path, text)
-    problems += _unrepresentable(data, path, text)
-    problems += _shape_problems(v, path, text)
+    family_key = family_of(data, path, text)
+    family = FAMILIES[family_key]
+    fields_data = data
+    if family.text_config:
+        inner = data.get("text_config")
+        if not isinstance(inner, dict):
+            raise ConfigError.single(
+                path,
+                "text_config",
+                f"{family.name} keeps its decoder under text_config (got {quote(inner)})",
+                _line_of(text, "text_config"),
+            )
+        fields_data = inner
+    f = Fields(fields_data)
+    spec = family.read(f)
+    problems = structural_problems(fields_data, family_key, path, text)
+    problems += [Problem(path, _line_of(text, key), key, why) for key, why in f.problems]
+    problems += _shape_problems(spec, path, text)
     dtype, dtype_problems = _dtype(data, path, text)
     problems += dtype_problems
-    tied = data.get("tie_word_embeddings", False)
-    if not isinstance(tied, bool):
-        problems.append(
-            Problem(
-                path,
-                line_of(text, "tie_word_embeddings"),
-                "tie_word_embeddings",
-                f"expected true or false (got {quote(tied)})",
-            )
-        )
     if problems:
         raise ConfigError(problems)
-    heads, experts = v["num_attention_heads"], v.get(_experts_key(v), 1)
-    ffn = v.get("moe_intermediate_size", v["intermediate_size"]) if experts > 1 else v["intermediate_size"]
-    model = ModelSpec(
-        name=model_name(data, path),
-        layers=v["num_hidden_layers"],
-        hidden=v["hidden_size"],
-        heads=heads,
-        kv_heads=v.get("num_key_value_heads", heads),
-        head_dim=v.get("head_dim", v["hidden_size"] // heads),
-        ffn=ffn,
-        vocab=v["vocab_size"],
-        tied_embeddings=tied,
-        experts=experts,
-        top_k=v.get("num_experts_per_tok", 1) if experts > 1 else 1,
-    )
-    return HfModel(model, dtype, unmodelled_fields(data), path)
+    if spec.get("local_layers", 0) > spec["layers"]:
+        spec["local_layers"] = spec["layers"]
+    if not spec.get("dense_layers"):  # a dense width with no dense layer to use it
+        spec.pop("dense_ffn", None)
+    model = _spec(model_name(data, path), spec)
+    dtypes, notes = checkpoint_dtypes(data, dtype)
+    unmodelled = tuple(unread_fields(fields_data, f.used) + f.notes + notes)
+    return HfModel(model, dtype, unmodelled, path, dtypes)
 
 
 def model_cfg(model: ModelSpec) -> dict:
-    """The model as the `model:` section of a workload file, for the resolved config and its hash."""
-    return {
+    """The model as the `model:` section of a workload file (what differs from a Llama-style
+    default only), for the resolved config and its hash."""
+    out: dict = {
         "layers": model.layers,
         "hidden": model.hidden,
         "heads": model.heads,
@@ -282,5 +287,53 @@ def model_cfg(model: ModelSpec) -> dict:
         "ffn": model.ffn,
         "vocab": model.vocab,
         "tied_embeddings": model.tied_embeddings,
-        "moe": {"experts": model.experts, "top_k": model.top_k} if model.is_moe else None,
+        "moe": None,
     }
+    if model.is_moe:
+        moe = {"experts": model.experts, "top_k": model.top_k}
+        for key, value in (
+            ("shared_ffn", model.shared_ffn),
+            ("dense_layers", model.dense_layers),
+            ("dense_ffn", model.dense_ffn),
+        ):
+            if value:
+                moe[key] = value
+        out["moe"] = moe
+    attention = {
+        "kind": "mla" if model.is_mla else None,
+        "q_lora_rank": model.q_lora_rank or None,
+        "kv_lora_rank": model.kv_lora_rank or None,
+        "rope_head_dim": model.rope_head_dim or None,
+        "v_head_dim": model.v_head_dim or None,
+        "sliding_window": model.sliding_window or None,
+        "local_layers": model.local_layers if model.sliding_window else None,
+        "qk_norm": model.qk_norm or None,
+        "qkv_bias": model.qkv_bias or None,
+        "o_bias": model.o_bias or None,
+        "logit_softcap": model.logit_softcap or None,
+        "rotary_dim": model.rotary_dim or None,
+    }
+    attention = {k: v for k, v in attention.items() if v is not None}
+    if attention:
+        out["attention"] = attention
+    mlp = {
+        "activation": model.activation.value if model.activation is not Activation.SILU else None,
+        "gated": False if not model.gated else None,
+        "bias": model.mlp_bias or None,
+    }
+    mlp = {k: v for k, v in mlp.items() if v is not None}
+    if mlp:
+        out["mlp"] = mlp
+    if model.norm is not Norm.RMSNORM:
+        out["norm"] = model.norm.value
+    if model.parallel_block:
+        out["parallel_block"] = True
+    if model.post_norms:
+        out["post_norms"] = True
+    if model.positions is not Positions.ROPE:
+        out["positions"] = model.positions.value
+    if model.max_positions:
+        out["max_positions"] = model.max_positions
+    if model.mtp_layers:
+        out["mtp_layers"] = model.mtp_layers
+    return out

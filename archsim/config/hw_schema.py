@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_serializer
+from pydantic import Field, ValidationInfo, field_validator, model_serializer, model_validator
 
 from archsim.config.fields import (
     Bytes,
@@ -28,6 +28,9 @@ from archsim.config.fields import (
 from archsim.errors import quote
 from archsim.units import format_seconds
 
+# formats a matrix unit may take natively (archsim/dtypes.py: block-scaled MX and NVFP4 included)
+MacFormat = Literal["bf16", "fp16", "fp8", "int8", "fp32", "int4", "mxfp8", "mxfp4", "nvfp4"]
+
 
 class ArrayCfg(Strict):
     count: PositiveInt = Field(description="systolic matrix units per core")
@@ -38,7 +41,7 @@ class ArrayCfg(Strict):
     split: Literal["any", "m"] = Field(
         "any", description="how a core's arrays share a tile: along rows or columns, or rows only (Hopper wgmma)"
     )
-    k_per_cycle: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], PositiveInt] = Field(
+    k_per_cycle: dict[MacFormat, PositiveInt] = Field(
         description="reduction-dimension products per PE per cycle, by dtype (sets the MAC rate)"
     )
 
@@ -120,6 +123,17 @@ class HbmCfg(Strict):
         return refresh_s
 
 
+class SramMemoryCfg(Strict):
+    """Main memory that is on-chip SRAM (no HBM: a Groq LPU, a wafer-scale chip): weights and KV
+    cache live in it. It streams at its bandwidth with no refresh and no bus turnaround."""
+
+    capacity: Bytes = Field(description="on-chip SRAM that holds weights and KV cache")
+    bandwidth: BytesPerS = Field(description="aggregate bandwidth of the SRAM to the compute units")
+    latency: Seconds = Field(description="access latency seen by a core")
+    banks: PositiveInt = Field(description="independent SRAM slices that serve requests in parallel")
+    interleave: Bytes = Field(64.0, description="address interleave across the slices")
+
+
 class NocCfg(Strict):
     bandwidth: BytesPerS
     hop_latency: SecondsOrZero
@@ -181,7 +195,7 @@ _LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
 class EnergyCfg(Strict):
-    mac: dict[Literal["bf16", "fp16", "fp8", "int8", "fp32"], Joules] = Field(
+    mac: dict[MacFormat, Joules] = Field(
         description="energy of one multiply-accumulate by dtype, at the highest clock's voltage"
     )
     lane_op: JoulesOrZero = Field(description="one vector-lane thread-instruction, register traffic included")
@@ -223,17 +237,22 @@ class HardwareCfg(Strict):
     clock: ClockHz
     cores: CoresCfg
     l2: L2Cfg
-    hbm: HbmCfg
+    hbm: HbmCfg | None = Field(None, description="high-bandwidth memory (or `memory` for an SRAM-only chip)")
+    memory: SramMemoryCfg | None = Field(None, description="on-chip SRAM as the main memory, instead of hbm")
     noc: NocCfg
     overheads: OverheadsCfg
     power: PowerCfg | None = None
     interconnect: InterconnectCfg | None = None
     host_link: HostLinkCfg | None = Field(None, description="the link to host memory (KV offload, swap)")
 
+    @model_validator(mode="after")
+    def _one_memory(self) -> HardwareCfg:
+        if (self.hbm is None) == (self.memory is None):
+            raise ValueError("give the main memory once: an `hbm` section, or `memory` for an SRAM-only chip")
+        return self
+
     @model_serializer(mode="wrap")
-    def _omit_no_host_link(self, handler):
-        """No host link stays out of the resolved config: files without one keep their hash."""
-        out = handler(self)
-        if out.get("host_link", 0) is None:
-            del out["host_link"]
-        return out
+    def _omit_absent(self, handler):
+        """No host link, and the memory section not given, stay out of the resolved config: files
+        written before either existed keep their hash."""
+        return {k: v for k, v in handler(self).items() if v is not None or k not in ("host_link", "hbm", "memory")}

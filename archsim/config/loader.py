@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from archsim.config.hw_schema import HardwareCfg
-from archsim.config.workload_schema import WorkloadCfg
+from archsim.config.workload_schema import WorkloadCfg, dtypes_of, model_spec
 from archsim.config.yamlfile import YamlDoc, read_yaml
 from archsim.errors import ConfigError, Problem, quote
-from archsim.graph.model import DTypes, Fusion, ModelSpec, Scenario, Workload
+from archsim.graph.model import Fusion, Scenario, Workload
 from archsim.hardware import (
     L2,
     Chip,
@@ -181,7 +181,6 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         accumulator_bytes=round(c.accumulators.capacity),
         max_requests=c.dma.max_requests or 0,
     )
-    h = cfg.hbm
     chip = Chip(
         name=cfg.name,
         clock_hz=cfg.clock,
@@ -193,20 +192,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             latency_s=cfg.l2.latency,
             partitions=cfg.l2.partitions,
         ),
-        hbm=Hbm(
-            stacks=h.stacks,
-            channels_per_stack=h.channels_per_stack,
-            channel_width_bits=h.channel_width_bits,
-            data_rate_bits_per_s=h.data_rate,
-            capacity_bytes=round(h.capacity),
-            latency_s=h.latency,
-            interleave_bytes=round(h.interleave),
-            refresh_s=h.refresh_time,
-            refresh_interval_s=h.refresh_interval,
-            turnaround_s=h.turnaround,
-            rw_batch_bytes=round(h.rw_batch),
-            queue_latency_s=h.queue_latency,
-        ),
+        hbm=_main_memory(cfg),
         noc=Noc(
             bandwidth_bytes_per_s=cfg.noc.bandwidth,
             hop_latency_s=cfg.noc.hop_latency,
@@ -237,6 +223,42 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     host = cfg.host_link
     host_link = None if host is None else HostLink(bandwidth_bytes_per_s=host.bandwidth, latency_s=host.latency)
     return System(chip=chip, chips=cfg.chips, interconnect=link, host_link=host_link, source=source)
+
+
+def _main_memory(cfg: HardwareCfg) -> Hbm:
+    """The chip's main memory: its HBM, or on-chip SRAM as a memory of `banks` channels with no
+    refresh and no bus turnaround (each channel a bank's share of the bandwidth)."""
+    if cfg.memory is not None:
+        s = cfg.memory
+        return Hbm(
+            stacks=1,
+            channels_per_stack=s.banks,
+            channel_width_bits=8,
+            data_rate_bits_per_s=s.bandwidth / s.banks,  # 8 bits x rate / 8 = a bank's bytes/s
+            capacity_bytes=round(s.capacity),
+            latency_s=s.latency,
+            interleave_bytes=round(s.interleave),
+            refresh_s=0.0,
+            refresh_interval_s=1.0,
+            turnaround_s=0.0,
+            rw_batch_bytes=round(s.interleave),
+        )
+    h = cfg.hbm
+    assert h is not None, "the schema requires hbm or memory"
+    return Hbm(
+        stacks=h.stacks,
+        channels_per_stack=h.channels_per_stack,
+        channel_width_bits=h.channel_width_bits,
+        data_rate_bits_per_s=h.data_rate,
+        capacity_bytes=round(h.capacity),
+        latency_s=h.latency,
+        interleave_bytes=round(h.interleave),
+        refresh_s=h.refresh_time,
+        refresh_interval_s=h.refresh_interval,
+        turnaround_s=h.turnaround,
+        rw_batch_bytes=round(h.rw_batch),
+        queue_latency_s=h.queue_latency,
+    )
 
 
 def _power(p) -> Power:
@@ -367,24 +389,9 @@ def system_from_doc(doc: YamlDoc) -> tuple[System, dict]:
 
 
 def workload_from_cfg(cfg: WorkloadCfg, source: str) -> Workload:
-    m = cfg.model
-    model = ModelSpec(
-        name=cfg.name,
-        layers=m.layers,
-        hidden=m.hidden,
-        heads=m.heads,
-        kv_heads=m.kv_heads,
-        head_dim=m.head_dim,
-        ffn=m.ffn,
-        vocab=m.vocab,
-        tied_embeddings=m.tied_embeddings,
-        experts=m.moe.experts if m.moe else 1,
-        top_k=m.moe.top_k if m.moe else 1,
-    )
-    d = cfg.dtypes
     return Workload(
-        model=model,
-        dtypes=DTypes(DType(d.weights), DType(d.activations), DType(d.kv_cache)),
+        model=model_spec(cfg.model, cfg.name),
+        dtypes=dtypes_of(cfg.dtypes),
         scenario=Scenario(cfg.scenario.batch, cfg.scenario.prompt_tokens, cfg.scenario.output_tokens),
         fusion=Fusion(cfg.fusion),
         source=source,

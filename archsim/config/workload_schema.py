@@ -1,30 +1,59 @@
 """Schema of a workload file (`workloads/*.yaml`): model shape, dtypes, scenario, fusion.
 
-Every count has the physical upper bound of `archsim.limits` (layers, widths, heads, experts,
-batch, tokens), checked when the file is read, before anything is sized or simulated.
+The model is a Llama-style decoder unless its file says otherwise: `attention` (latent attention,
+sliding windows, query/key norms, biases, soft cap, partial rotary), `norm`, `mlp` (activation,
+gated or not, biases), `parallel_block`, `post_norms`, `positions`, `moe` (shared experts, dense
+first layers, routing skew) and `mtp_layers` (archsim/graph/model.py says what each means). Keys
+a file leaves out stay out of the resolved configuration, so a file written before they existed
+keeps its config hash. Every count has the physical upper bound of `archsim.limits` (layers,
+widths, heads, experts, batch, tokens), checked when the file is read, before anything is sized
+or simulated.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, StrictInt, ValidationInfo, field_validator
+from pydantic import Field, StrictInt, ValidationInfo, field_validator, model_serializer, model_validator
 
 from archsim import limits
 from archsim.config.fields import Flag, Name, NonNegativeInt, PositiveInt, Strict
+from archsim.dtypes import DTYPE_NAMES, DType
+from archsim.graph.model import Activation, AttentionKind, DTypes, ModelSpec, Norm, Positions
 
-DTypeName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+DTypeName = Literal[DTYPE_NAMES]  # type: ignore[valid-type]
 Layers = Annotated[StrictInt, Field(gt=0, le=limits.MAX_LAYERS)]
+LayersOrZero = Annotated[StrictInt, Field(ge=0, le=limits.MAX_LAYERS)]
 Width = Annotated[StrictInt, Field(gt=0, le=limits.MAX_WIDTH)]
 Heads = Annotated[StrictInt, Field(gt=0, le=limits.MAX_HEADS)]
 Experts = Annotated[StrictInt, Field(gt=0, le=limits.MAX_EXPERTS)]
 Batch = Annotated[StrictInt, Field(gt=0, le=limits.MAX_BATCH)]
 Tokens = Annotated[StrictInt, Field(gt=0, le=limits.MAX_TOKENS)]
+Skew = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]  # past ~5 the hottest experts take every pick
+Load = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 
 
-class MoeCfg(Strict):
-    experts: Experts = Field(description="experts per MoE layer")
+def _drop_unset(handler, obj) -> dict:
+    """The model's fields as a dict without the optional keys left at None."""
+    return {k: v for k, v in handler(obj).items() if v is not None or k in type(obj).KEEP_NONE}
+
+
+class Section(Strict):
+    KEEP_NONE: ClassVar[tuple[str, ...]] = ()  # keys dumped even when None (they were, before the others existed)
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler):
+        return _drop_unset(handler, self)
+
+
+class MoeCfg(Section):
+    experts: Experts = Field(description="routed experts per MoE layer")
     top_k: Experts = Field(description="experts each token is routed to")
+    shared_ffn: Width | None = Field(None, description="width of the shared experts run on every token")
+    dense_layers: LayersOrZero | None = Field(None, description="the first layers, dense (first_k_dense_replace)")
+    dense_ffn: Width | None = Field(None, description="FFN width of the dense layers (default: ffn)")
+    skew: Skew | None = Field(None, description="Zipf exponent of the experts' loads (0: uniform)")
+    loads: list[Load] | None = Field(None, description="measured relative load of each expert, in placement order")
 
     @field_validator("top_k")
     @classmethod
@@ -34,17 +63,71 @@ class MoeCfg(Strict):
             raise ValueError(f"top_k ({top_k}) must not exceed experts ({experts})")
         return top_k
 
+    @model_validator(mode="after")
+    def _loads_fit(self) -> MoeCfg:
+        if self.loads is not None:
+            if len(self.loads) != self.experts:
+                raise ValueError(f"loads: one per expert ({self.experts}) is due (got {len(self.loads)})")
+            if sum(1 for x in self.loads if x > 0) < self.top_k:
+                raise ValueError(f"loads: at least top_k ({self.top_k}) experts must take tokens")
+            if self.skew:
+                raise ValueError("give skew or loads, not both")
+        return self
 
-class ModelCfg(Strict):
+
+class AttentionCfg(Section):
+    kind: Literal["gqa", "mla"] | None = Field(None, description="grouped-query (default) or latent attention")
+    q_lora_rank: Width | None = Field(None, description="MLA: compressed query width (default: none)")
+    kv_lora_rank: Width | None = Field(None, description="MLA: compressed KV latent width")
+    rope_head_dim: Width | None = Field(None, description="MLA: rotary part of a query/key head")
+    v_head_dim: Width | None = Field(None, description="value head width (default: head_dim)")
+    sliding_window: Tokens | None = Field(None, description="tokens a local layer attends to")
+    local_layers: LayersOrZero | None = Field(None, description="layers within the window (default: all)")
+    qk_norm: Flag | None = Field(None, description="RMSNorm of each query and key head")
+    qkv_bias: Flag | None = Field(None, description="biases on the query, key and value projections")
+    o_bias: Flag | None = Field(None, description="bias on the output projection")
+    logit_softcap: Flag | None = Field(None, description="tanh soft cap of the attention scores (Gemma 2)")
+    rotary_dim: Width | None = Field(None, description="dims of a head rotary rotates (default: all)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AttentionCfg:
+        mla_keys = [k for k in ("q_lora_rank", "kv_lora_rank", "rope_head_dim") if getattr(self, k) is not None]
+        if self.kind == "mla":
+            missing = [k for k in ("kv_lora_rank", "rope_head_dim") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"latent attention (kind: mla) needs {' and '.join(missing)}")
+        elif mla_keys:
+            raise ValueError(f"{', '.join(mla_keys)}: only for latent attention; set kind: mla")
+        if self.local_layers is not None and self.sliding_window is None:
+            raise ValueError("local_layers: needs a sliding_window")
+        return self
+
+
+class MlpCfg(Section):
+    activation: Literal["silu", "gelu"] | None = Field(None, description="activation (default silu)")
+    gated: Flag | None = Field(None, description="act(gate) * up (default), or act(up)")
+    bias: Flag | None = Field(None, description="biases on the MLP projections")
+
+
+class ModelCfg(Section):
+    KEEP_NONE: ClassVar[tuple[str, ...]] = ("moe",)
     layers: Layers
     hidden: Width = Field(description="model (residual) width")
     heads: Heads = Field(description="query heads")
     kv_heads: Heads = Field(description="key/value heads (grouped-query attention)")
-    head_dim: Width
-    ffn: Width = Field(description="FFN inner width (per expert for MoE)")
+    head_dim: Width = Field(description="query/key head width (MLA: no-rope and rope parts together)")
+    ffn: Width = Field(description="FFN inner width (per routed expert for MoE)")
     vocab: Width
     tied_embeddings: Flag = False
     moe: MoeCfg | None = None
+    attention: AttentionCfg | None = None
+    norm: Literal["rmsnorm", "layernorm"] | None = Field(None, description="the layers' norm (default rmsnorm)")
+    mlp: MlpCfg | None = None
+    parallel_block: Flag | None = Field(None, description="attention and MLP read one norm, outputs summed")
+    post_norms: Flag | None = Field(None, description="norms after the attention and the MLP as well")
+    positions: Literal["rope", "learned", "none"] | None = Field(None, description="position encoding")
+    max_positions: Tokens | None = Field(None, description="rows of a learned position table")
+    mtp_layers: LayersOrZero | None = Field(None, description="multi-token prediction layers run each step")
 
     @field_validator("kv_heads")
     @classmethod
@@ -54,11 +137,37 @@ class ModelCfg(Strict):
             raise ValueError(f"kv_heads ({kv_heads}) must divide heads ({heads})")
         return kv_heads
 
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelCfg:
+        a, problems = self.attention or AttentionCfg(), []
+        if a.kind == "mla":
+            if self.kv_heads != self.heads:
+                problems.append(f"latent attention has a key per query head: kv_heads must be heads ({self.heads})")
+            if a.rope_head_dim is not None and a.rope_head_dim >= self.head_dim:
+                problems.append(f"attention.rope_head_dim must be below head_dim ({self.head_dim})")
+        if a.local_layers is not None and a.local_layers > self.layers:
+            problems.append(f"attention.local_layers ({a.local_layers}) must not exceed layers ({self.layers})")
+        if a.rotary_dim is not None and (a.rotary_dim > self.head_dim or a.rotary_dim % 2):
+            problems.append(f"attention.rotary_dim must be even and at most head_dim ({self.head_dim})")
+        m = self.moe
+        if m is not None and m.dense_layers is not None and m.dense_layers >= self.layers:
+            problems.append(f"moe.dense_layers ({m.dense_layers}) must leave MoE layers (layers: {self.layers})")
+        if (self.positions == "learned") != (self.max_positions is not None):
+            problems.append("learned positions and max_positions go together")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
-class DTypesCfg(Strict):
+
+class DTypesCfg(Section):
     weights: DTypeName = "bf16"
     activations: DTypeName = "bf16"
     kv_cache: DTypeName = "bf16"
+    attention: DTypeName | None = Field(None, description="format of the attention maths (default: activations)")
+    expert_weights: DTypeName | None = Field(None, description="routed experts' weights (default: weights)")
+    compute: DTypeName | None = Field(
+        None, description="format GEMM inputs are quantised to and multiplied in (W8A8: fp8; default: activations)"
+    )
 
 
 class ScenarioCfg(Strict):
@@ -85,5 +194,79 @@ class WorkloadCfg(Strict):
     scenario: ScenarioCfg
     fusion: Literal["eager", "fused"] = "fused"
 
+    @model_validator(mode="after")
+    def _eager_profile_fits(self) -> WorkloadCfg:
+        if self.fusion == "eager" and self.model.attention is not None and self.model.attention.kind == "mla":
+            raise ValueError("fusion: eager is PyTorch eager's Llama-style profile; latent attention runs fused")
+        return self
 
-__all__ = ["DTypesCfg", "ModelCfg", "MoeCfg", "NonNegativeInt", "PositiveInt", "ScenarioCfg", "WorkloadCfg"]
+
+def model_spec(cfg: ModelCfg, name: str) -> ModelSpec:
+    """The frozen model of a validated `model:` section."""
+    a, mlp, moe = cfg.attention or AttentionCfg(), cfg.mlp or MlpCfg(), cfg.moe
+    window = a.sliding_window or 0
+    return ModelSpec(
+        name=name,
+        layers=cfg.layers,
+        hidden=cfg.hidden,
+        heads=cfg.heads,
+        kv_heads=cfg.kv_heads,
+        head_dim=cfg.head_dim,
+        ffn=cfg.ffn,
+        vocab=cfg.vocab,
+        tied_embeddings=cfg.tied_embeddings,
+        experts=moe.experts if moe else 1,
+        top_k=moe.top_k if moe else 1,
+        attention=AttentionKind(a.kind or "gqa"),
+        q_lora_rank=a.q_lora_rank or 0,
+        kv_lora_rank=a.kv_lora_rank or 0,
+        rope_head_dim=a.rope_head_dim or 0,
+        v_head_dim=a.v_head_dim or 0,
+        sliding_window=window,
+        local_layers=(cfg.layers if a.local_layers is None else a.local_layers) if window else 0,
+        qk_norm=bool(a.qk_norm),
+        qkv_bias=bool(a.qkv_bias),
+        o_bias=bool(a.o_bias),
+        logit_softcap=bool(a.logit_softcap),
+        rotary_dim=a.rotary_dim or 0,
+        norm=Norm(cfg.norm or "rmsnorm"),
+        activation=Activation(mlp.activation or "silu"),
+        gated=mlp.gated is not False,
+        mlp_bias=bool(mlp.bias),
+        parallel_block=bool(cfg.parallel_block),
+        post_norms=bool(cfg.post_norms),
+        positions=Positions(cfg.positions or "rope"),
+        max_positions=cfg.max_positions or 0,
+        shared_ffn=(moe.shared_ffn or 0) if moe else 0,
+        dense_layers=(moe.dense_layers or 0) if moe else 0,
+        dense_ffn=(moe.dense_ffn or 0) if moe else 0,
+        routing_skew=(moe.skew or 0.0) if moe else 0.0,
+        expert_loads=tuple(moe.loads) if moe and moe.loads else (),
+        mtp_layers=cfg.mtp_layers or 0,
+    )
+
+
+def dtypes_of(cfg: DTypesCfg) -> DTypes:
+    return DTypes(
+        DType(cfg.weights),
+        DType(cfg.activations),
+        DType(cfg.kv_cache),
+        DType(cfg.attention) if cfg.attention else None,
+        DType(cfg.expert_weights) if cfg.expert_weights else None,
+        DType(cfg.compute) if cfg.compute else None,
+    )
+
+
+__all__ = [
+    "AttentionCfg",
+    "DTypesCfg",
+    "MlpCfg",
+    "ModelCfg",
+    "MoeCfg",
+    "NonNegativeInt",
+    "PositiveInt",
+    "ScenarioCfg",
+    "WorkloadCfg",
+    "dtypes_of",
+    "model_spec",
+]

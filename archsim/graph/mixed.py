@@ -20,13 +20,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from archsim.graph.builder import Step, build_step
+from archsim.graph.builder import MTP_PREFIX, Step, build_step
 from archsim.graph.model import Phase, Workload
 from archsim.graph.ops import Op
 from archsim.graph.parallel import Parallelism, shard_step
 
-PER_SEQUENCE_OPS = frozenset({"attention", "kv_expand"})  # shapes set by one sequence's KV length
-HEAD_OPS = frozenset({"final_norm", "lm_head", "lm_head_allgather"})  # one row per sequence in the step
+# ops whose shapes are set by one sequence's KV length: the attention kernels and, in eager code,
+# the K/V expansion; MLA's up-projection of a prefill chunk's cached latent and its key copy, and
+# the decode's absorbed query and output GEMMs (run by the decodes alone); the MTP layers' too
+_PER_SEQUENCE = ("attention", "attention_local", "kv_expand", "kv_up", "k_concat", "q_absorb", "out_absorb")
+PER_SEQUENCE_OPS = frozenset(_PER_SEQUENCE + tuple(MTP_PREFIX + name for name in _PER_SEQUENCE))
+_HEAD = ("final_norm", "lm_head", "lm_head_allgather")  # one row per sequence in the step
+HEAD_OPS = frozenset(_HEAD + tuple(MTP_PREFIX + name for name in _HEAD))
 PIPELINE_OPS = frozenset({"pp_send"})  # scheduled by the pipeline, not summed into a part
 
 

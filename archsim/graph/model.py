@@ -1,4 +1,22 @@
-"""What is served: the model's shape, its number formats, the scenario, the degree of fusion."""
+"""What is served: the model's shape, its number formats, the scenario, the degree of fusion.
+
+A `ModelSpec` is a decoder-only transformer: Llama-style by default (RMSNorm, rotary positions,
+a SiLU-gated FFN, grouped-query attention), with the variants the models of 2024-2026 use:
+
+* attention: multi-head latent attention (MLA, DeepSeek-V2/V3: a compressed KV of
+  `kv_lora_rank + rope_head_dim` per token), sliding-window layers (`local_layers` of the
+  `layers` attend to the last `sliding_window` tokens), query/key norms, projection biases, a
+  tanh soft cap on the attention logits (Gemma 2), partial rotary (`rotary_dim`);
+* blocks: LayerNorm, GELU or non-gated MLPs, parallel attention and MLP (GPT-J, Falcon),
+  norms after the attention and the MLP as well (Gemma 2/3), learned absolute positions;
+* MoE: `experts` routed experts of width `ffn`, `top_k` per token, `shared_ffn` of shared
+  experts, `dense_layers` dense layers (width `dense_ffn`) first, and the routing skew (a Zipf
+  exponent, or measured relative loads per expert);
+* multi-token prediction (MTP, DeepSeek-V3): `mtp_layers` extra transformer layers run on
+  every step, as speculative decoding with MTP heads runs them.
+
+Parameter counts live in archsim/graph/params.py. Units: counts of elements; bytes where named.
+"""
 
 from __future__ import annotations
 
@@ -26,25 +44,80 @@ class Fusion(str, Enum):
     FUSED = "fused"
 
 
+class AttentionKind(str, Enum):
+    GQA = "gqa"  # multi-head, grouped-query or multi-query attention over cached K and V
+    MLA = "mla"  # multi-head latent attention over a cached compressed latent (DeepSeek)
+
+
+class Norm(str, Enum):
+    RMSNORM = "rmsnorm"
+    LAYERNORM = "layernorm"  # mean and variance, weight and bias
+
+
+class Activation(str, Enum):
+    SILU = "silu"
+    GELU = "gelu"  # erf or tanh form: the same instruction count to full precision
+
+
+class Positions(str, Enum):
+    ROPE = "rope"  # rotary embedding of queries and keys
+    LEARNED = "learned"  # a learned table of absolute positions added to the token embedding
+    NONE = "none"  # no position encoding (NoPE)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """A decoder-only transformer (Llama family; MoE when experts > 1)."""
+    """A decoder-only transformer (see the module docstring for the variants)."""
 
     name: str
     layers: int
     hidden: int
     heads: int
     kv_heads: int
-    head_dim: int
-    ffn: int
+    head_dim: int  # query/key head width (MLA: the no-rope and rope parts together)
+    ffn: int  # FFN inner width (per routed expert for MoE)
     vocab: int
     tied_embeddings: bool = False
     experts: int = 1
     top_k: int = 1
+    # attention
+    attention: AttentionKind = AttentionKind.GQA
+    q_lora_rank: int = 0  # MLA: width of the compressed query (0: queries projected directly)
+    kv_lora_rank: int = 0  # MLA: width of the compressed KV latent
+    rope_head_dim: int = 0  # MLA: the rotary part of a query/key head, cached with the latent
+    v_head_dim: int = 0  # value head width (0: head_dim)
+    sliding_window: int = 0  # tokens a local layer attends to (0: none)
+    local_layers: int = 0  # layers that attend within the window
+    qk_norm: bool = False  # RMSNorm of every query and key head before rotary (Qwen3, Gemma 3)
+    qkv_bias: bool = False
+    o_bias: bool = False
+    logit_softcap: bool = False  # tanh soft cap on the attention scores (Gemma 2)
+    rotary_dim: int = 0  # dims of a head rotated (0: all of them)
+    # blocks
+    norm: Norm = Norm.RMSNORM
+    activation: Activation = Activation.SILU
+    gated: bool = True  # act(gate) * up, or act(up) alone
+    mlp_bias: bool = False
+    parallel_block: bool = False  # attention and MLP read one norm of the same input, outputs summed
+    post_norms: bool = False  # a norm after the attention and after the MLP as well (Gemma 2/3)
+    positions: Positions = Positions.ROPE
+    max_positions: int = 0  # rows of a learned position table
+    # mixture of experts
+    shared_ffn: int = 0  # width of the shared experts, run on every token (0: none)
+    dense_layers: int = 0  # the first layers, dense (DeepSeek's first_k_dense_replace)
+    dense_ffn: int = 0  # FFN width of those dense layers (0: ffn)
+    routing_skew: float = 0.0  # Zipf exponent of the experts' loads (0: uniform routing)
+    expert_loads: tuple[float, ...] = ()  # measured relative load per expert, in placement order
+    # multi-token prediction
+    mtp_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.attention is AttentionKind.MLA
 
     @property
     def q_dim(self) -> int:
@@ -52,29 +125,118 @@ class ModelSpec:
 
     @property
     def kv_dim(self) -> int:
+        """Width of K (and of V) over the KV heads of grouped-query attention."""
         return self.kv_heads * self.head_dim
 
+    @property
+    def v_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    @property
+    def o_dim(self) -> int:
+        """Input width of the output projection: every head's value output."""
+        return self.heads * self.v_dim
+
+    @property
+    def nope_head_dim(self) -> int:
+        """MLA: the part of a query/key head without rotary (qk_nope_head_dim)."""
+        return self.head_dim - self.rope_head_dim
+
+    @property
+    def latent_dim(self) -> int:
+        """MLA: what one token caches per layer, the latent and the shared rotary key."""
+        return self.kv_lora_rank + self.rope_head_dim
+
+    @property
+    def rotary(self) -> int:
+        """Dims of each query and key head that rotary rotates."""
+        if self.positions is not Positions.ROPE:
+            return 0
+        if self.is_mla:
+            return self.rope_head_dim
+        return self.rotary_dim or self.head_dim
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def dense_width(self) -> int:
+        """FFN width of a dense layer (of a dense model, or the dense layers of a MoE one)."""
+        return self.dense_ffn or self.ffn
+
+    @property
+    def global_layers(self) -> int:
+        """Layers that attend to the whole context."""
+        return self.layers - self.local_layers
+
     def params(self) -> int:
-        """Parameter count: attention, FFN (all experts), norms, embeddings and LM head."""
-        attn = self.hidden * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.hidden
-        ffn = self.experts * 3 * self.hidden * self.ffn
-        router = self.hidden * self.experts if self.is_moe else 0
-        norms = 2 * self.hidden
-        per_layer = attn + ffn + router + norms
-        embed = self.vocab * self.hidden
-        head = 0 if self.tied_embeddings else self.vocab * self.hidden
-        return self.layers * per_layer + embed + head + self.hidden
+        """Parameters: attention, FFN (all experts), norms, embeddings, LM head, MTP layers."""
+        from archsim.graph.params import total_params
+
+        return total_params(self)
+
+    def active_params(self) -> int:
+        """Parameters one token's forward pass reads (its top-k experts of each MoE layer)."""
+        from archsim.graph.params import active_params
+
+        return active_params(self)
+
+    def kv_bytes_per_layer_token(self, kv_dtype: DType) -> float:
+        """Bytes one token caches in one layer: K and V of every KV head, or MLA's latent."""
+        if self.is_mla:
+            return self.latent_dim * kv_dtype.bytes
+        return 2.0 * self.kv_dim * kv_dtype.bytes
 
     def kv_bytes_per_token(self, kv_dtype: DType) -> float:
-        """Bytes of K and V cached per token over all layers."""
-        return 2.0 * self.layers * self.kv_dim * kv_dtype.bytes
+        """Bytes of KV cached per token over all layers (MTP layers included), every layer
+        holding the token (the most a token costs; see `kv_cache_bytes` for windows)."""
+        return (self.layers + self.mtp_layers) * self.kv_bytes_per_layer_token(kv_dtype)
+
+    def kv_cache_bytes(self, tokens: int, kv_dtype: DType) -> float:
+        """Bytes of one sequence's KV cache at `tokens` tokens: a local layer keeps only the
+        last `sliding_window` of them."""
+        per = self.kv_bytes_per_layer_token(kv_dtype)
+        kept = min(tokens, self.sliding_window) if self.sliding_window else tokens
+        return (self.global_layers + self.mtp_layers) * tokens * per + self.local_layers * kept * per
+
+    def widest_activation(self) -> int:
+        """Widest intermediate of one token in a layer (elements): the FFN's gate and up (of
+        its routed experts), the QKV output, MLA's expanded keys and values, or the hidden."""
+        ffn = max(self.dense_width if (not self.is_moe or self.dense_layers) else 0, self.shared_ffn)
+        routed = self.ffn * self.top_k if self.is_moe else 0
+        qkv = self.q_dim + 2 * self.kv_dim
+        if self.is_mla:
+            qkv = self.q_dim + self.heads * (self.nope_head_dim + self.v_dim)
+        return max(2 * max(ffn, routed), qkv, self.hidden)
 
 
 @dataclass(frozen=True)
 class DTypes:
+    """Storage formats of weights, activations and the KV cache; the format GEMM inputs are
+    quantised to (`compute`: W8A8's fp8; default the activations', the GEMM then multiplying in
+    the wider of its two operands); the format of the attention maths (`attention`, default the
+    activations'); the routed experts' weights where they differ from the others' (gpt-oss keeps
+    them in MXFP4)."""
+
     weights: DType = DType.BF16
     activations: DType = DType.BF16
     kv_cache: DType = DType.BF16
+    attention: DType | None = None
+    expert_weights: DType | None = None
+    compute: DType | None = None
+
+    @property
+    def gemm_input(self) -> DType:
+        return self.compute or self.activations
+
+    @property
+    def attention_compute(self) -> DType:
+        return self.attention or self.activations
+
+    @property
+    def experts(self) -> DType:
+        return self.expert_weights or self.weights
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,10 @@ class VectorOp(str, Enum):
     ROPE = "rope"
     ADD_RMSNORM = "add_rmsnorm"  # residual add fused into the norm
     TOPK = "topk"  # MoE router: softmax and top-k over experts
+    LAYERNORM = "layernorm"
+    ADD_LAYERNORM = "add_layernorm"  # residual add fused into the LayerNorm
+    GELU = "gelu"
+    GELU_MUL = "gelu_mul"  # GELU of the gate times the up projection (GeGLU)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,14 @@ VECTOR_COSTS: dict[VectorOp, VectorCost] = {
     # vectors hold the summed row in registers between the statistics and the normalisation
     VectorOp.ADD_RMSNORM: VectorCost(2, 2, 16, 0, row_step=8192),
     VectorOp.TOPK: VectorCost(1, 1, 40, 2, row_step=8192),
+    # LayerNorm: as RMSNorm with a mean as well (Welford's update, two more FMAs per element in
+    # the statistics pass) and a bias added when normalising
+    VectorOp.LAYERNORM: VectorCost(1, 1, 16, 0, passes=2, row_step=1024),
+    VectorOp.ADD_LAYERNORM: VectorCost(2, 2, 20, 0, row_step=8192),
+    # GELU to full precision: the cubic of the tanh form (three FMAs) and tanhf, an expf and an
+    # IEEE divide (as SiLU's), with the loads, conversions and store
+    VectorOp.GELU: VectorCost(1, 1, 32, 2),
+    VectorOp.GELU_MUL: VectorCost(2, 1, 36, 2),
 }
 # integer lane-op slots per element and operand to address a strided view: a divide-modulo and a
 # multiply-add per dimension of a 2-D view and a 64-bit address, issuing at half the FP32 rate
@@ -106,7 +118,10 @@ class Op:
 
     GEMM: y[m, n] = x[m, k] @ W[n, k]^T, `groups` independent GEMMs (MoE experts) of that shape.
     ATTENTION: `batch` sequences, `heads`/`kv_heads` of `head_dim`, `q_len` new queries over
-    `kv_len` keys (the new ones included), causal or not.
+    `kv_len` keys (the new ones included), causal or not; values `v_dim` wide (0: head_dim), or
+    the first `v_dim` columns of the keys themselves (`kv_shared`: MLA's latent is both); each
+    query sees at most the last `window` keys (0: all); `dtype` is the format of the maths (Q,
+    O, the matrix units' inputs), `kv_dtype` the cache's (0: the same).
     VECTOR: `vop` over a `m x n` tensor. EMBEDDING: gather `m` rows of `n` elements.
     COPY: `bytes` moved (read once, written once).
     Collectives (ALL_REDUCE, ..., SEND): `bytes` in NCCL's count among `ranks` chips, `m` token
@@ -128,6 +143,11 @@ class Op:
     q_len: int = 0
     kv_len: int = 0
     causal: bool = False
+    v_dim: int = 0  # attention: value head width (0: head_dim)
+    kv_shared: bool = False  # attention: V is the first v_dim columns of K (one cached tensor)
+    window: int = 0  # attention: keys each query sees, the most recent (0: all)
+    softcap: bool = False  # attention: tanh soft cap of every score (Gemma 2)
+    kv_dtype: DType | None = None  # attention: format of the cached K/V (defaults to dtype)
     split_kv: bool = False  # decode attention may split the KV length across cores (flash-decoding)
     softmax_overlap: bool = False  # attention kernel overlaps softmax with the matrix work (FlashAttention-3)
     strided: bool = False  # vector op or copy on strided views (slices of wider tensors): no vector loads
@@ -153,6 +173,19 @@ class Op:
         return self.out_dtype or self.dtype
 
     @property
+    def value_dim(self) -> int:
+        return self.v_dim or self.head_dim
+
+    @property
+    def kv_format(self) -> DType:
+        return self.kv_dtype or self.dtype
+
+    @property
+    def kv_row_elements(self) -> int:
+        """Cached elements per token and KV head: K and V, or K alone when V is part of it."""
+        return self.head_dim if self.kv_shared else self.head_dim + self.value_dim
+
+    @property
     def vector_cost(self) -> VectorCost:
         """Per-element traffic and work of a VECTOR op."""
         if self.vop is None:
@@ -164,7 +197,8 @@ class Op:
         if self.kind is OpKind.GEMM:
             return 2.0 * self.groups * self.m * self.k * self.n
         if self.kind is OpKind.ATTENTION:
-            return 4.0 * self.batch * self.heads * self.head_dim * attended_pairs(self.q_len, self.kv_len, self.causal)
+            pairs = attended_pairs(self.q_len, self.kv_len, self.causal, self.window)
+            return 2.0 * self.batch * self.heads * (self.head_dim + self.value_dim) * pairs
         if self.kind is OpKind.VECTOR:
             c = self.vector_cost
             return float(self.m * self.n * (c.lane_ops + c.special_ops))
@@ -179,8 +213,9 @@ class Op:
             )
         if self.kind is OpKind.ATTENTION:
             q = self.batch * self.heads * self.q_len * self.head_dim * a
-            kv = 2 * self.batch * self.kv_heads * self.kv_len * self.head_dim * a
-            return 2 * q + kv
+            out = self.batch * self.heads * self.q_len * self.value_dim * a
+            kv = self.batch * self.kv_heads * self.kv_len * self.kv_row_elements * self.kv_format.bytes
+            return q + out + kv
         if self.kind is OpKind.VECTOR:
             c = self.vector_cost
             return self.m * self.n * a * (c.reads + c.writes)
@@ -191,9 +226,19 @@ class Op:
         return 2.0 * self.bytes
 
 
-def attended_pairs(q_len: int, kv_len: int, causal: bool) -> float:
-    """(query, key) pairs scored: all of them, or under a causal mask with the queries last."""
+def attended_pairs(q_len: int, kv_len: int, causal: bool, window: int = 0) -> float:
+    """(query, key) pairs scored: all of them, or under a causal mask with the queries last;
+    with a window, each query scores at most the `window` most recent keys (itself included).
+
+    Causal: the query at position past + i scores min(W, past + i + 1) keys, summed over i:
+    sum over x from past + 1 to past + q_len of min(W, x)."""
     if not causal:
-        return float(q_len) * kv_len
+        return float(q_len) * (min(kv_len, window) if window else kv_len)
     past = kv_len - q_len
-    return float(q_len) * past + q_len * (q_len + 1) / 2.0
+    if not window or kv_len <= window:
+        return float(q_len) * past + q_len * (q_len + 1) / 2.0
+    first, last = past + 1, kv_len  # keys the first and last query would score without a window
+    if first >= window:
+        return float(q_len) * window
+    below = window - first + 1  # queries that see fewer than `window` keys: first .. window
+    return (first + window) * below / 2.0 + float(last - window) * window

@@ -22,13 +22,23 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from archsim.graph.builder import Step, build_step, expected_active_experts
+from archsim.graph import params
+from archsim.graph.builder import MTP_PREFIX, Step, build_step
+from archsim.graph.ffn import EXPERT_DOWN, EXPERT_GATE_UP, expert_share
 from archsim.graph.model import ModelSpec, Phase, Workload
 from archsim.graph.ops import Op, OpKind
 
 MAX_CHUNKS = 64  # most pieces a collective is cut into to overlap the op that produces it
-TP_REDUCED = ("embedding", "o_proj", "down")  # builder ops whose output is a partial sum under TP
-EXPERT_OPS = ("experts_gate_up", "experts_down")  # builder names of the routed expert GEMMs
+# builder ops whose output is a partial sum under TP: the vocabulary-parallel embedding, the
+# attention output, a dense MLP's down projection, and the routed experts' (whose all-reduce
+# also sums the shared experts' output, as serving engines reduce them once)
+TP_REDUCED = ("embedding", "o_proj", "down", "dense_down", EXPERT_DOWN)
+EXPERT_OPS = (EXPERT_GATE_UP, EXPERT_DOWN)  # builder names of the routed expert GEMMs
+
+
+def base_name(name: str) -> str:
+    """An op's name without its [groups] suffix and the MTP layers' prefix."""
+    return name.split("[")[0].removeprefix(MTP_PREFIX)
 
 
 class ParallelismError(ValueError):
@@ -75,32 +85,56 @@ def check_parallelism(model: ModelSpec, par: Parallelism) -> None:
         raise ParallelismError("; ".join(problems))
 
 
+def stage_layers(model: ModelSpec, pp: int) -> tuple[int, int, int]:
+    """(layers, dense layers, local layers) of the busiest of `pp` pipeline stages of
+    ceil(L/pp) layers each: the stage with the most MoE layers (then the most layers); dense
+    layers are the first ones, local (sliding-window) layers spread evenly, the stage keeping
+    the floor of its share (global layers cost more)."""
+    per = math.ceil(model.layers / pp)
+    if pp == 1:
+        return model.layers, model.dense_layers, model.local_layers
+    stages = []
+    for start in range(0, model.layers, per):
+        n = min(model.layers, start + per) - start
+        dense = max(0, min(model.dense_layers, start + n) - start)
+        stages.append((n - dense if model.is_moe else 0, n, dense))
+    _moe, n, dense = max(stages)
+    return n, dense, model.local_layers * n // model.layers
+
+
 def shard_model(model: ModelSpec, par: Parallelism) -> ModelSpec:
-    """The slice of the model the busiest chip computes: heads, KV heads (at least one), FFN and
-    vocabulary split tp ways, ceil(L/pp) layers. Experts stay whole here (see `shard_step`)."""
+    """The slice of the model the busiest chip computes: heads, KV heads (at least one), FFN
+    widths (dense, expert, shared) and vocabulary split tp ways, the busiest stage's layers. MLA's
+    low-rank projections are replicated, as serving engines run them. Experts stay whole here
+    (see `shard_step`)."""
+    layers, dense, local = stage_layers(model, par.pp)
     return replace(
         model,
-        layers=math.ceil(model.layers / par.pp),
+        layers=layers,
+        dense_layers=dense,
+        local_layers=local,
         heads=model.heads // par.tp,
         kv_heads=max(1, model.kv_heads // par.tp),
         ffn=math.ceil(model.ffn / par.tp),
+        dense_ffn=math.ceil(model.dense_ffn / par.tp),
+        shared_ffn=math.ceil(model.shared_ffn / par.tp),
         vocab=math.ceil(model.vocab / par.tp),
     )
 
 
 def chip_params(model: ModelSpec, par: Parallelism) -> int:
-    """Parameters on the busiest chip (as ModelSpec.params() when nothing is split): its layers'
-    attention, 1/ep of the experts split tp ways, the router and norms, and the embedding and LM
-    head of the first and last stage (both on one chip without PP)."""
+    """Parameters on the busiest chip (as ModelSpec.params() when nothing is split): its layers
+    with 1/ep of the routed experts split tp ways (the router, shared experts and norms whole),
+    the MTP layers, and the embedding and LM head of the first and last stage (both on one chip
+    without PP)."""
     m = shard_model(model, par)
-    attn = m.hidden * (m.q_dim + 2 * m.kv_dim) + m.q_dim * m.hidden
-    ffn = model.experts // par.ep * 3 * m.hidden * m.ffn
-    router = m.hidden * model.experts if model.is_moe else 0
-    per_layer = attn + ffn + router + 2 * m.hidden
-    embed = m.vocab * m.hidden
+    held = model.experts // par.ep
+    layers = params.layers_params(m, held) + params.mtp_params(m, held)
+    embed = params.embedding_params(m)
+    final_norm = params.norm_params(m, m.hidden)
     if par.pp == 1:
-        return m.layers * per_layer + embed + (0 if model.tied_embeddings else embed) + m.hidden
-    return m.layers * per_layer + embed + m.hidden  # the first stage's embedding or the last's head
+        return layers + embed + (0 if model.tied_embeddings else m.vocab * m.hidden) + final_norm
+    return layers + embed + final_norm  # the first stage's embedding or the last's head
 
 
 def local_batch(batch: int, par: Parallelism) -> tuple[int, int]:
@@ -125,18 +159,16 @@ def shard_step(w: Workload, step: Step, par: Parallelism) -> ParallelStep:
     micro, seqs = local_batch(step.batch, par)
     local = replace(w, model=shard_model(w.model, par))
     sub = Step(step.phase, seqs, step.new_tokens, step.past, step.with_embedding_and_head)
-    tokens, act, layers = sub.tokens, w.dtypes.activations, local.model.layers
+    tokens, act = sub.tokens, w.dtypes.activations
     hidden_bytes = int(tokens * w.model.hidden * act.bytes)
     out: list[Op] = []
-    for op in build_step(local, sub):
-        base = op.name.split("[")[0]
-        if par.ep > 1 and base in EXPERT_OPS:
-            if base == EXPERT_OPS[0]:
-                out.append(_all_to_all(w, tokens, par.ep, "ep_dispatch", layers))
-            op = _expert_op(op, w.model, tokens, par.ep)
+    for op in build_step(local, sub, par.ep):
+        base = base_name(op.name)
+        if par.ep > 1 and base == EXPERT_GATE_UP:
+            out.append(_all_to_all(local, tokens, par.ep, "ep_dispatch", op.repeat))
         out.append(op)
-        if par.ep > 1 and base == EXPERT_OPS[1]:
-            out.append(_all_to_all(w, tokens, par.ep, "ep_combine", layers))
+        if par.ep > 1 and base == EXPERT_DOWN:
+            out.append(_all_to_all(local, tokens, par.ep, "ep_combine", op.repeat))
         comm = tp_collective(op, w, tokens, par.tp)
         if comm is not None:
             out.append(comm)
@@ -151,30 +183,24 @@ def tp_collective(op: Op, w: Workload, tokens: int, tp: int) -> Op | None:
     ops whose output is a partial sum, an all-gather of the logits after the LM head."""
     if tp <= 1:
         return None
-    base, act = op.name.split("[")[0], w.dtypes.activations
-    if base in TP_REDUCED or base == EXPERT_OPS[1]:
+    base, act = base_name(op.name), w.dtypes.activations
+    prefix = MTP_PREFIX if op.name.startswith(MTP_PREFIX) else ""
+    if base in TP_REDUCED and not (base == "o_proj" and w.model.parallel_block):
         return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=int(tokens * w.model.hidden * act.bytes), ranks=tp).named(
-            f"{base}_allreduce", op.repeat
+            f"{prefix}{base}_allreduce", op.repeat
         )
     if base == "lm_head":
         logits = int(op.m * w.model.vocab * op.c_dtype.bytes)
-        return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp).named("lm_head_allgather")
+        return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp).named(f"{prefix}lm_head_allgather", op.repeat)
     return None
 
 
 def _all_to_all(w: Workload, tokens: int, ranks: int, name: str, layers: int) -> Op:
-    """Each rank sends its tokens' hidden states to the groups of their top-k experts."""
-    nbytes = int(tokens * w.model.top_k * w.model.hidden * w.dtypes.activations.bytes)
+    """Each rank sends its tokens' hidden states to the ranks of their top-k experts; the busiest
+    rank (archsim/graph/moe.py) receives the most rows, and its rows set the time."""
+    routed = expert_share(w, tokens, ranks).routed
+    nbytes = int(round(routed) * w.model.hidden * w.dtypes.activations.bytes)
     return Op(OpKind.ALL_TO_ALL, w.dtypes.activations, m=tokens, bytes=nbytes, ranks=ranks).named(name, layers)
-
-
-def _expert_op(op: Op, model: ModelSpec, tokens: int, ep: int) -> Op:
-    """An expert GEMM on one of `ep` groups: the groups' tokens (ep x `tokens`) are routed over all
-    experts; this group holds experts/ep of them and gets tokens x top_k rows on average."""
-    active = expected_active_experts(model.experts, model.top_k, ep * tokens)
-    local_active = min(model.experts // ep, math.ceil(active / ep))
-    rows = math.ceil(tokens * model.top_k / local_active)
-    return replace(op, m=rows, groups=local_active).named(f"{op.name.split('[')[0]}[{local_active}]", op.repeat)
 
 
 # --- schedules ------------------------------------------------------------------------------------

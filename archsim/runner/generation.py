@@ -16,7 +16,7 @@ import numpy as np
 from archsim.choose import simulate_collective, simulate_op
 from archsim.engine.timing import OpTiming
 from archsim.graph.builder import Step, build_step
-from archsim.graph.mixed import decode_attention_ops
+from archsim.graph.mixed import PER_SEQUENCE_OPS, decode_attention_ops
 from archsim.graph.model import Phase, Workload
 from archsim.graph.ops import Op, OpKind
 from archsim.graph.parallel import (
@@ -210,7 +210,8 @@ def run_generation(
     if steps == 0:
         return RunResult(prefill, None, kv_lens, np.zeros(0), fp, s.batch, s.prompt_tokens, s.output_tokens)
     first = simulate_step(w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens), par)
-    fixed = sum(r.time_s for r in first.ops if r.op.kind is not OpKind.ATTENTION)
+    # the ops whose time does not grow with the KV cache; the others are sampled below
+    fixed = sum(r.time_s for r in first.ops if r.op.name not in PER_SEQUENCE_OPS)
     if par is not None:  # the pipeline's send is scheduled apart; hidden collective time comes off
         fixed -= sum(r.time_s for r in first.ops if r.op.kind is OpKind.SEND) + first.comm_hidden_s
     samples = np.unique(np.concatenate([kv_lens[:: max(1, kv_stride)], kv_lens[-1:]]))

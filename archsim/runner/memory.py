@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 
 from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
-from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism, chip_params, shard_model
+from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism, shard_model
+from archsim.graph.weights import chip_weight_bytes, weight_bytes
 from archsim.hardware import System
 from archsim.units import format_bytes
 
@@ -81,7 +82,7 @@ def step_activation_bytes(w: Workload, tokens: int, sequences: int) -> float:
     the widest intermediate plus the residual stream (activation dtype), per sequence its logits
     (fp32)."""
     m = w.model
-    widest = max(2 * m.ffn * (m.top_k if m.is_moe else 1), m.q_dim + 2 * m.kv_dim, m.hidden)
+    widest = m.widest_activation()
     return tokens * (widest + 2 * m.hidden) * w.dtypes.activations.bytes + sequences * m.vocab * 4.0
 
 
@@ -99,13 +100,13 @@ def memory_budget(
     sequences = max(1, min(max_num_seqs, max_batched_tokens))
     if parallelism is None:
         chips = system.chips
-        weights = w.model.params() * w.dtypes.weights.bytes / chips
+        weights = weight_bytes(w) / chips
         kv = w.model.kv_bytes_per_token(w.dtypes.kv_cache) / chips
         local, share = w, 1.0
     else:
         local = replace(w, model=shard_model(w.model, parallelism))
-        weights = chip_params(w.model, parallelism) * w.dtypes.weights.bytes
-        kv = 2.0 * local.model.layers * local.model.kv_dim * w.dtypes.kv_cache.bytes
+        weights = chip_weight_bytes(w, parallelism)
+        kv = local.model.kv_bytes_per_token(w.dtypes.kv_cache)
         share = 1.0 / parallelism.ep
     return MemoryBudget(
         capacity_bytes=float(system.chip.hbm.capacity_bytes),
@@ -115,6 +116,14 @@ def memory_budget(
         kv_bytes_per_token=kv,
         sequences_per_chip=share,
     )
+
+
+def sequence_kv_bytes(w: Workload, system: System, parallelism: Parallelism | None, tokens: int) -> float:
+    """One sequence's KV cache on a chip at `tokens` tokens (a local layer keeps only its window):
+    split over the system's chips, or the busiest chip's layers and KV heads under a layout."""
+    if parallelism is None:
+        return w.model.kv_cache_bytes(tokens, w.dtypes.kv_cache) / system.chips
+    return shard_model(w.model, parallelism).kv_cache_bytes(tokens, w.dtypes.kv_cache)
 
 
 def footprint(
@@ -127,7 +136,7 @@ def footprint(
     group = math.ceil(batch * b.sequences_per_chip)
     return Footprint(
         weights_bytes=b.weights_bytes,
-        kv_cache_bytes=group * (s.prompt_tokens + s.output_tokens) * b.kv_bytes_per_token,
+        kv_cache_bytes=group * sequence_kv_bytes(w, system, parallelism, s.prompt_tokens + s.output_tokens),
         activations_bytes=b.activations_bytes,
         capacity_bytes=b.capacity_bytes,
         utilization=b.utilization,
@@ -137,7 +146,7 @@ def footprint(
 def largest_batch(w: Workload, system: System, parallelism: Parallelism | None = None) -> int:
     """The largest batch whose KV cache at the longest context fits the budget (0 if none)."""
     b = memory_budget(w, system, parallelism)
-    per_sequence = (w.scenario.prompt_tokens + w.scenario.output_tokens) * b.kv_bytes_per_token
+    per_sequence = sequence_kv_bytes(w, system, parallelism, w.scenario.prompt_tokens + w.scenario.output_tokens)
     if b.kv_budget_bytes < per_sequence:
         return 0
     return int(b.kv_budget_bytes // per_sequence) * round(1.0 / b.sequences_per_chip)

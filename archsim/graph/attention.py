@@ -1,0 +1,156 @@
+"""The attention block of one step: the norm, the projections, rotary, the KV-cache write, the
+attention kernels and the output projection, each op with the layers that run it.
+
+Grouped-query attention (GQA, MHA, MQA): one QKV GEMM, query/key norms per head if the model
+has them, one rotary kernel, K and V written to the cache, a flash attention kernel over the
+cached keys. Layers that attend within a sliding window run their own attention op
+(`attention_local`), each query over at most the `sliding_window` most recent keys: a decode
+over min(KV length, window) keys, a prefill chunk over the keys its first query can see on.
+PyTorch eager code masks the full attention, so under EAGER every layer runs it whole.
+
+Multi-head latent attention (MLA, DeepSeek-V2 section 2.1), as serving engines run it (vLLM's
+and SGLang's MLA backends): queries through their low-rank projection (W_DQ, a norm, W_UQ), the
+latent c_KV and the rotary key through W_DKV, the latent normed and cached (kv_lora_rank +
+rope_head_dim per token). Prefill expands the cached latent of every key, new and past, with
+W_UKV into per-head keys and values, joins the rotary key to each head's key (a copy) and runs
+multi-head attention with (nope + rope)-wide keys and v_head-wide values. Decode absorbs W_UK
+into the queries (a GEMM per head: nope -> kv_lora_rank) and W_UV into the output (per head:
+kv_lora_rank -> v_head), and attends with all heads as one group over the latent itself:
+keys kv_lora_rank + rope wide, the values their first kv_lora_rank columns (read once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from archsim.dtypes import DType
+from archsim.graph.model import Fusion, Phase, Workload
+from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.primitives import gemm_op, norm_op
+from archsim.graph.step import Step
+
+
+def _eager_rope(act: DType, rows: int, width: int, name: str, layers: int) -> list[Op]:
+    """Rotate-half rotary embedding written unfused on a slice of the qkv output: x1 * cos and
+    x2 * sin and x2 * cos and x1 * sin on the heads' halves (strided views), a subtract and an
+    add of the products, then stacking the halves and a copy back (strided)."""
+    half = width // 2
+    return [
+        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.MUL, strided=True, kernels=4).named(f"{name}_mul", layers),
+        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.ADD, kernels=2).named(f"{name}_add", layers),
+        Op(OpKind.COPY, act, bytes=int(rows * width * act.bytes), strided=True, kernels=2).named(
+            f"{name}_copy", layers
+        ),
+    ]
+
+
+def window_kv_len(q_len: int, kv_len: int, window: int) -> int:
+    """Keys a chunk of `q_len` queries (the last of `kv_len` keys) can see under a window: from
+    the first query's oldest visible key on, min(kv_len, q_len + window - 1)."""
+    return min(kv_len, q_len + window - 1) if window else kv_len
+
+
+def _attention(w: Workload, step: Step, heads: int, kv_heads: int, d: int, **kw) -> list[Op]:
+    """The attention op of the step, split into global and sliding-window layers."""
+    m, eager = w.model, w.fusion is Fusion.EAGER
+    common = {
+        "batch": step.batch,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": d,
+        "q_len": step.new_tokens,
+        "causal": step.phase is Phase.PREFILL,
+        "split_kv": not eager,
+        "softmax_overlap": not eager,
+        "softcap": m.logit_softcap,
+        **kw,
+    }
+    dtype = w.dtypes.attention_compute
+    kvd = w.dtypes.kv_cache if w.dtypes.kv_cache is not dtype else None
+    local = m.local_layers if (m.sliding_window and not eager) else 0
+    ops = []
+    if m.layers - local:
+        ops.append(
+            Op(OpKind.ATTENTION, dtype, kv_dtype=kvd, kv_len=step.kv_len, **common).named("attention", m.layers - local)
+        )
+    if local:
+        kv = window_kv_len(step.new_tokens, step.kv_len, m.sliding_window)
+        ops.append(
+            Op(OpKind.ATTENTION, dtype, kv_dtype=kvd, kv_len=kv, window=m.sliding_window, **common).named(
+                "attention_local", local
+            )
+        )
+    return ops
+
+
+def _gqa_ops(w: Workload, step: Step) -> list[Op]:
+    m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
+    eager = w.fusion is Fusion.EAGER
+    T, L, B = step.tokens, m.layers, step.batch
+    ops = [gemm_op(w, "qkv", L, T, m.hidden, m.q_dim + 2 * m.kv_dim)]
+    if m.qk_norm:
+        ops.append(Op(OpKind.VECTOR, act, m=T * m.heads, n=m.head_dim, vop=VectorOp.RMSNORM).named("q_norm", L))
+        ops.append(Op(OpKind.VECTOR, act, m=T * m.kv_heads, n=m.head_dim, vop=VectorOp.RMSNORM).named("k_norm", L))
+    kv_write_bytes = int(T * m.kv_dim * kvd.bytes)
+    rot = m.rotary
+    if eager:
+        if rot:
+            ops += _eager_rope(act, T, m.heads * rot, "rope_q", L) + _eager_rope(act, T, m.kv_heads * rot, "rope_k", L)
+        ops.append(Op(OpKind.COPY, bytes=kv_write_bytes, kernels=2, strided=True).named("kv_write", L))
+    else:
+        if rot:
+            ops.append(Op(OpKind.VECTOR, act, m=T, n=(m.heads + m.kv_heads) * rot, vop=VectorOp.ROPE).named("rope", L))
+        ops.append(Op(OpKind.COPY, bytes=2 * kv_write_bytes).named("kv_write", L))
+    kv_heads = m.kv_heads
+    if eager and step.phase is Phase.PREFILL and m.kv_heads < m.heads:
+        expand = int(B * m.heads * step.kv_len * m.head_dim * kvd.bytes)
+        ops.append(Op(OpKind.COPY, bytes=expand, kernels=2, strided=True).named("kv_expand", L))
+        kv_heads = m.heads
+    ops += _attention(w, step, m.heads, kv_heads, m.head_dim, v_dim=m.v_head_dim if m.v_dim != m.head_dim else 0)
+    return ops
+
+
+def _mla_ops(w: Workload, step: Step) -> list[Op]:
+    m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
+    T, L, B = step.tokens, m.layers, step.batch
+    ops: list[Op] = []
+    if m.q_lora_rank:  # W_DQ and W_DKV as one GEMM, as serving engines fuse them
+        ops.append(gemm_op(w, "qkv_a", L, T, m.hidden, m.q_lora_rank + m.latent_dim))
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.q_lora_rank, vop=VectorOp.RMSNORM).named("q_a_norm", L))
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.kv_lora_rank, vop=VectorOp.RMSNORM).named("kv_a_norm", L))
+        ops.append(gemm_op(w, "q_b", L, T, m.q_lora_rank, m.q_dim))
+    else:
+        ops.append(gemm_op(w, "qkv_a", L, T, m.hidden, m.q_dim + m.latent_dim))
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.kv_lora_rank, vop=VectorOp.RMSNORM).named("kv_a_norm", L))
+    if m.rotary:
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=(m.heads + 1) * m.rope_head_dim, vop=VectorOp.ROPE).named("rope", L))
+    ops.append(Op(OpKind.COPY, bytes=int(T * m.latent_dim * kvd.bytes)).named("kv_write", L))
+    if step.phase is Phase.PREFILL:
+        keys = B * step.kv_len
+        up = m.heads * (m.nope_head_dim + m.v_dim)
+        ops.append(gemm_op(w, "kv_up", L, keys, m.kv_lora_rank, up))
+        ops.append(Op(OpKind.COPY, act, bytes=int(keys * m.heads * m.head_dim * act.bytes)).named("k_concat", L))
+        expanded = replace(w, dtypes=replace(w.dtypes, kv_cache=act))  # keys and values in the activations' format
+        ops += _attention(expanded, step, m.heads, m.heads, m.head_dim, v_dim=m.v_dim)
+    else:
+        # W_UK and W_UV per head, in the activations' format (vLLM's MLA backends dequantise
+        # them once at load for the absorbed path)
+        ops.append(Op(OpKind.GEMM, act, m=T, k=m.nope_head_dim, n=m.kv_lora_rank, groups=m.heads).named("q_absorb", L))
+        ops += _attention(w, step, m.heads, 1, m.latent_dim, v_dim=m.kv_lora_rank, kv_shared=True)
+        ops.append(Op(OpKind.GEMM, act, m=T, k=m.kv_lora_rank, n=m.v_dim, groups=m.heads).named("out_absorb", L))
+    return ops
+
+
+def attention_block_ops(w: Workload, step: Step) -> list[Op]:
+    """The layers' attention half, from the input norm to the output projection."""
+    m, act = w.model, w.dtypes.activations
+    eager = w.fusion is Fusion.EAGER
+    T, L = step.tokens, m.layers
+    ops = [norm_op(m, act, T, m.hidden, "attn_norm", L, fused=not eager)]
+    ops += _mla_ops(w, step) if m.is_mla else _gqa_ops(w, step)
+    ops.append(gemm_op(w, "o_proj", L, T, m.o_dim, m.hidden))
+    if m.post_norms:
+        ops.append(norm_op(m, act, T, m.hidden, "post_attn_norm", L, fused=False))
+    if eager and not m.parallel_block:
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.hidden, vop=VectorOp.ADD).named("residual_add", L))
+    return ops

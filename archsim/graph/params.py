@@ -1,0 +1,106 @@
+"""Parameter counts of a model, whole, per token (active) and per layer: what the weights take
+in memory and what a forward pass reads. Counts of elements.
+
+Attention (GQA): W_qkv (hidden x (q + 2 kv)) and W_o (heads x v_head x hidden), their biases
+if the model has them, a norm weight per query and key head width with qk_norm. Attention
+(MLA, DeepSeek-V2 section 2.1): W_DQ (hidden x q_lora) with its norm and W_UQ (q_lora x heads x
+head_dim), or W_Q directly; W_DKV (hidden x (kv_lora + rope)) with its norm; W_UKV (kv_lora x
+heads x (nope + v_head)); W_O. An MLP of width f: 3 hidden f gated, 2 hidden f plain, with
+biases (2f or f, and hidden) if it has them. A MoE layer: every expert's MLP, the router
+(hidden x experts) and the shared experts' MLP. Norms: hidden weights each (LayerNorm: and a
+bias), two per layer (one with a parallel block; four with post-norms). An MTP layer: a layer
+of the MoE kind, its two input norms and its hidden x 2 hidden projection (DeepSeek-V3 section
+2.2); it shares the embedding and the LM head.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from archsim.graph.model import ModelSpec
+
+
+def norm_params(m: ModelSpec, width: int) -> int:
+    from archsim.graph.model import Norm
+
+    return width * (2 if m.norm is Norm.LAYERNORM else 1)
+
+
+def attention_params(m: ModelSpec) -> int:
+    """One layer's attention projections (with their norms and biases)."""
+    if m.is_mla:
+        if m.q_lora_rank:
+            q = m.hidden * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * m.q_dim
+        else:
+            q = m.hidden * m.q_dim
+        kv = m.hidden * m.latent_dim + m.kv_lora_rank + m.kv_lora_rank * m.heads * (m.nope_head_dim + m.v_dim)
+        return q + kv + m.o_dim * m.hidden
+    qkv = m.q_dim + 2 * m.kv_dim
+    params = m.hidden * qkv + m.o_dim * m.hidden
+    params += qkv if m.qkv_bias else 0
+    params += m.hidden if m.o_bias else 0
+    params += 2 * m.head_dim if m.qk_norm else 0
+    return params
+
+
+def mlp_params(m: ModelSpec, width: int) -> int:
+    """An MLP (or one expert) of inner width `width`."""
+    if width <= 0:
+        return 0
+    mats = (3 if m.gated else 2) * m.hidden * width
+    bias = ((2 if m.gated else 1) * width + m.hidden) if m.mlp_bias else 0
+    return mats + bias
+
+
+def layer_norms(m: ModelSpec) -> int:
+    count = 1 if m.parallel_block else 2
+    return (count + (2 if m.post_norms else 0)) * norm_params(m, m.hidden)
+
+
+def moe_params(m: ModelSpec, experts: int | None = None) -> int:
+    """One MoE layer's FFN: `experts` routed experts (default all), the router over all of them
+    and the shared experts."""
+    held = m.experts if experts is None else experts
+    return held * mlp_params(m, m.ffn) + m.hidden * m.experts + mlp_params(m, m.shared_ffn)
+
+
+def layers_params(m: ModelSpec, experts: int | None = None) -> int:
+    """The transformer layers (MTP layers not included), `experts` routed experts held per layer."""
+    per_layer = attention_params(m) + layer_norms(m)
+    if not m.is_moe:
+        return m.layers * (per_layer + mlp_params(m, m.ffn))
+    ffn = m.dense_layers * mlp_params(m, m.dense_width) + m.moe_layers * moe_params(m, experts)
+    return m.layers * per_layer + ffn
+
+
+def mtp_params(m: ModelSpec, experts: int | None = None) -> int:
+    """The multi-token prediction layers: a layer each (MoE if the model is), two norms and the
+    projection of the embedding and the hidden state together."""
+    if not m.mtp_layers:
+        return 0
+    ffn = moe_params(m, experts) if m.is_moe else mlp_params(m, m.ffn)
+    per = attention_params(m) + layer_norms(m) + ffn + 2 * norm_params(m, m.hidden) + 2 * m.hidden * m.hidden
+    return m.mtp_layers * per
+
+
+def embedding_params(m: ModelSpec) -> int:
+    """The token embedding and a learned position table."""
+    return m.vocab * m.hidden + m.max_positions * m.hidden
+
+
+def head_params(m: ModelSpec) -> int:
+    """The LM head (none if tied to the embedding) and the final norm."""
+    return (0 if m.tied_embeddings else m.vocab * m.hidden) + norm_params(m, m.hidden)
+
+
+def total_params(m: ModelSpec) -> int:
+    return layers_params(m) + mtp_params(m) + embedding_params(m) + head_params(m)
+
+
+def active_params(m: ModelSpec) -> int:
+    """Parameters a token is computed with, counted as model cards count "activated" ones:
+    every layer with its `top_k` routed experts of each MoE layer (the router and the shared
+    experts included), the embedding tables, the LM head and the final norm (DeepSeek-V3's
+    37B of 671B, Qwen3-30B-A3B's 3.3B, Mixtral's 12.9B)."""
+    return layers_params(m, experts=m.top_k) + mtp_params(m, experts=m.top_k) + embedding_params(m) + head_params(m)
