@@ -13,6 +13,7 @@ import importlib.util
 import os
 import signal
 import sys
+import threading
 import warnings
 
 from archsim.commands import COMMANDS, UsageError
@@ -101,10 +102,13 @@ class _CtrlC:
 
     Numba's compiler (first run, cold cache) runs finalizers and ctypes callbacks that swallow
     a KeyboardInterrupt ('Exception ignored in ...'); such a lost interrupt is delivered again
-    to the main thread, where it can stop the run.
+    to the main thread, where it can stop the run. It is delivered from another thread once the
+    hook has returned: delivered from the hook itself, the handler would run inside the hook,
+    whose exceptions are ignored, and the interrupt would be lost again.
     """
 
     MAX_REDELIVERIES = 100
+    REDELIVERY_DELAY_S = 0.01
     STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
@@ -152,7 +156,9 @@ class _CtrlC:
         if isinstance(hook_args.exc_value, KeyboardInterrupt) and self.redelivered < self.MAX_REDELIVERIES:
             self.redelivered += 1
             self.redelivering += 1
-            _thread.interrupt_main(signal.SIGINT)  # handled at the main thread's next instruction
+            timer = threading.Timer(self.REDELIVERY_DELAY_S, _thread.interrupt_main, (signal.SIGINT,))
+            timer.daemon = True
+            timer.start()
             return
         self.previous_hook(hook_args)
 

@@ -334,12 +334,13 @@ def _refusal(capsys, argv: list[str]) -> str:
 
 def test_does_not_fit_names_weights_kv_and_capacity(capsys):
     # Llama-3-70B: 70,553,706,496 parameters x 2 B = 141 GB; KV 2304 tokens x 2 x 80 layers x 8 heads
-    # x 128 x 2 B = 755 MB; activations of one engine step of 8192 tokens over 256 sequences:
-    # 8192 x (57344 + 2 x 8192) x 2 B + 256 x 128256 x 4 B = 1.34 GB; the engine takes 90% of 16 GB.
+    # x 128 x 2 B = 755 MB; activations of the profile step of an engine configured for one sequence
+    # of 2304 tokens: 2304 x (57344 + 2 x 8192) x 2 B + 1 x 128256 x 4 B = 340 MB; the engine takes
+    # 90% of 16 GB.
     err = _refusal(capsys, ["run", "--hw", "tpu_v5e", "--workload", "llama3_70b"])
     assert err.startswith(
         "archsim: error: Llama-3-70B with batch 1 and context 2304 does not fit on Google TPU v5e: "
-        "weights 141 GB + KV cache 755 MB + activations 1.34 GB = 143 GB > 90% of capacity 16 GB (14.4 GB); "
+        "weights 141 GB + KV cache 755 MB + activations 340 MB = 142 GB > 90% of capacity 16 GB (14.4 GB); "
         "not even one sequence fits: use a chip with more memory, more chips, or smaller dtypes"
     )
 

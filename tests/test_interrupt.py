@@ -86,3 +86,30 @@ def test_ctrl_c_inside_a_numba_kernel_is_an_interrupt_not_a_bug(monkeypatch, cap
     monkeypatch.setattr(listing, "run", interrupted_in_kernel)
     assert main(["list"]) == 130
     assert capsys.readouterr().err == "archsim: interrupted\n"
+
+
+# A KeyboardInterrupt raised in a finalizer is ignored by Python and reported to the unraisable
+# hook; archsim delivers it again to the main thread, which must then stop. Delivered from the
+# hook itself it ran the handler inside the hook, whose exceptions are ignored too: lost again.
+SWALLOWED = """
+import time
+from archsim.cli import _CtrlC
+_CtrlC().install()
+class Finalizer:
+    def __del__(self):
+        raise KeyboardInterrupt
+try:
+    Finalizer()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        sum(range(1000))
+    print("lost")
+except KeyboardInterrupt:
+    print("delivered")
+"""
+
+
+def test_an_interrupt_a_finalizer_swallowed_reaches_the_main_thread():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", SWALLOWED], capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == "delivered", out.stderr

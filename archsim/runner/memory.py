@@ -10,9 +10,11 @@ the rest to the KV cache:
     KV budget = capacity x utilisation - weights - activations(max_num_batched_tokens).
 
 Serving sizes its KV pool by it (archsim/serving/kvpool.py) and `archsim run` fits its batch in
-it: a scenario fits when its KV cache at the longest context is within the budget, so the
-largest batch is the budget over one sequence's KV (a run prefills in chunks of the step budget,
-as the engine does; its prefill step is still timed whole). Under a parallel layout the numbers
+it: a scenario fits when its KV cache at the longest context is within the budget of an engine
+configured for it (max_num_seqs = its batch, max_model_len = its context), whose profile step has
+min(max_num_batched_tokens, batch x context) tokens (a run prefills in chunks of the step budget,
+as the engine does; its prefill step is still timed whole). A chip of a few hundred MB of SRAM
+thus holds a batch-1 scenario its 8192-token profile step alone would not fit. Under a parallel layout the numbers
 are the busiest chip's: its share of the weights, of the KV heads and layers, and the
 activations of its rank's step with the widest tensors split tp ways.
 """
@@ -27,6 +29,7 @@ from archsim.graph.model import Workload
 from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism, shard_model
 from archsim.graph.weights import chip_weight_bytes, weight_bytes
 from archsim.hardware import System
+from archsim.limits import MAX_BATCH
 from archsim.units import format_bytes
 
 GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default --gpu-memory-utilization
@@ -129,14 +132,22 @@ def sequence_kv_bytes(w: Workload, system: System, parallelism: Parallelism | No
 def footprint(
     w: Workload, system: System, batch: int | None = None, parallelism: Parallelism | None = None
 ) -> Footprint:
-    """Footprint per chip of the scenario (or of `batch` sequences) at its longest context."""
+    """Footprint per chip of the scenario (or of `batch` sequences) at its longest context, with
+    the activations of the profile step of an engine configured for that batch and context."""
     s = w.scenario
     batch = s.batch if batch is None else batch
-    b = memory_budget(w, system, parallelism)
+    context = s.prompt_tokens + s.output_tokens
+    b = memory_budget(
+        w,
+        system,
+        parallelism,
+        max_batched_tokens=min(MAX_BATCHED_TOKENS, batch * context),
+        max_num_seqs=min(MAX_NUM_SEQS, batch),
+    )
     group = math.ceil(batch * b.sequences_per_chip)
     return Footprint(
         weights_bytes=b.weights_bytes,
-        kv_cache_bytes=group * sequence_kv_bytes(w, system, parallelism, s.prompt_tokens + s.output_tokens),
+        kv_cache_bytes=group * sequence_kv_bytes(w, system, parallelism, context),
         activations_bytes=b.activations_bytes,
         capacity_bytes=b.capacity_bytes,
         utilization=b.utilization,
@@ -144,12 +155,22 @@ def footprint(
 
 
 def largest_batch(w: Workload, system: System, parallelism: Parallelism | None = None) -> int:
-    """The largest batch whose KV cache at the longest context fits the budget (0 if none)."""
-    b = memory_budget(w, system, parallelism)
-    per_sequence = sequence_kv_bytes(w, system, parallelism, w.scenario.prompt_tokens + w.scenario.output_tokens)
-    if b.kv_budget_bytes < per_sequence:
+    """The largest batch that fits (`footprint`) at the scenario's longest context (0 if none).
+    A batch's profile step grows with it, so fitting is monotone in the batch: bisected."""
+
+    def fits(batch: int) -> bool:
+        return footprint(w, system, batch, parallelism).fits
+
+    if not fits(1):
         return 0
-    return int(b.kv_budget_bytes // per_sequence) * round(1.0 / b.sequences_per_chip)
+    lo, hi = 1, 2
+    while hi <= MAX_BATCH and fits(hi):
+        lo, hi = hi, 2 * hi
+    hi = min(hi, MAX_BATCH + 1)
+    while hi - lo > 1:  # fits(lo), not fits(hi) (or hi past the largest batch archsim takes)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def fewest_chips(w: Workload, system: System, par: Parallelism, limit: int = 1 << 12) -> Parallelism | None:
