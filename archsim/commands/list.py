@@ -81,12 +81,13 @@ def chips_table(records: list | None = None):
 
     from archsim.config.provenance import label
     from archsim.hardware import DType
+    from archsim.hardware.area import system_area
 
     records = [] if records is None else records
     t = Table(title="chips (--hw)", title_justify="left")
     t.add_column("name", no_wrap=True)
     t.add_column("chip", max_width=22, overflow="fold")
-    for col in ("bf16\nTFLOP/s", "low-bit\nTFLOP/s", "memory\nTB/s", "memory\nGB"):
+    for col in ("bf16\nTFLOP/s", "low-bit\nTFLOP/s", "memory\nTB/s", "memory\nGB", "power\nW", "die\nmm2"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("confidence", overflow="fold")
     loaded, failed = _loaded_chips()
@@ -95,6 +96,7 @@ def chips_table(records: list | None = None):
         c = s.chip
         prov, base = origin[name]
         fmt, low = low_bit_peak(c)
+        area = system_area(s)
         records.append(
             {
                 "name": name,
@@ -107,6 +109,8 @@ def chips_table(records: list | None = None):
                 "memory": kind,
                 "hbm_bytes_per_s": c.hbm.peak_bandwidth_bytes_per_s,
                 "hbm_capacity_bytes": c.hbm.capacity_bytes,
+                "power_limit_w": c.power.limit_w if c.power else None,
+                "area_mm2": area.die_mm2 if area else None,
                 "confidence": prov.confidence,
                 "estimated_share": prov.estimated_share,
                 "sources": prov.sources,
@@ -121,6 +125,8 @@ def chips_table(records: list | None = None):
             f"{_num(low / 1e12)} {fmt}",
             _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12) + ("" if kind == "HBM" else " SRAM"),
             _num(c.hbm.capacity_bytes / 1e9),
+            f"{c.power.limit_w:.0f}" if c.power else "-",
+            f"{area.die_mm2:.0f}" if area else "-",
             label(prov),
         )
     for name, message in failed:
