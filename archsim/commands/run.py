@@ -136,7 +136,7 @@ def energy_tables(report, quiet: bool) -> list:
             out.append(
                 energy_table(
                     e,
-                    f"energy on {chip.name}{chips}: {e.tokens_per_j:,.3g} tokens/J, "
+                    f"energy on {name}{chips}: {e.tokens_per_j:,.3g} tokens/J, "
                     f"{format_joules(e.decode_j_per_token)} per decode token",
                 )
             )
