@@ -85,16 +85,21 @@ def test_compare_shows_energy_and_area(tmp_path, capsys):
 
 
 def test_serving_one_request_costs_what_running_it_does():
-    """A lone request of 512 + 128 tokens is a batch-1 run: the same steps, the same energy (the
-    serving energy model interpolates its parts, within 1%)."""
+    """A lone request of 512 + 128 tokens served with no host work is a batch-1 run: the same
+    steps, the same energy (the serving energy model interpolates its parts, within 1%). Under
+    vLLM's host profile each of its 128 steps (one prefill, 127 decodes) also waits 1.5 ms + 16 us
+    for the host at the H200's floor, static 73.7 W + idle 84 W at the full clock:
+    128 x 1.516 ms x 157.7 W = 30.60 J more."""
     hw = archsim.load_system("h200")
     wl = archsim.load_workload("llama3_8b", scenario={"batch": 1, "prompt_tokens": 512, "output_tokens": 128})
     run = archsim.run(hw, wl)
-    served = archsim.serve(hw, wl, archsim.generate_requests(1.0, 1, 512, 128))
-    e = served.energy
-    assert e.energy_j == pytest.approx(run.energy_j, rel=0.01)
-    assert e.j_per_request == e.energy_j and e.j_per_output_token == pytest.approx(e.energy_j / 128)
-    assert e.average_power_w == pytest.approx(e.energy_j / e.duration_s)
+    one = archsim.generate_requests(1.0, 1, 512, 128)
+    bare = archsim.serve(hw, wl, one, host="none").energy
+    assert bare.energy_j == pytest.approx(run.energy_j, rel=0.01)
+    assert bare.j_per_request == bare.energy_j and bare.j_per_output_token == pytest.approx(bare.energy_j / 128)
+    assert bare.average_power_w == pytest.approx(bare.energy_j / bare.duration_s)
+    hosted = archsim.serve(hw, wl, one, host="vllm").energy
+    assert hosted.energy_j - bare.energy_j == pytest.approx(30.60, rel=1e-3)
 
 
 def test_serve_reports_energy_and_plots_power(tmp_path, capsys):

@@ -9,9 +9,10 @@ time, with the hardware model's `records_energy`), and attention for the rest of
 time. Attention's energy is affine in its time for a given batch (both are affine in the KV
 blocks it streams), so it is read off the line through two simulated KV lengths: decode
 attention of `batch` sequences, or, in a step with prompt tokens, a prefill chunk of the step's
-tokens beyond one per sequence. Time of a step beyond its GPU work (the host's) is priced on
-that line too, a slight overcount. Energies are per chip; an instance of several chips (tensor
-parallel) draws its busiest chip's on each. Joules, watts, seconds.
+tokens beyond one per sequence. A sample's time beyond its GPU work (the host's work the GPU
+waits through: archsim/serving/host.py) is at the chip's floor, its static and idle power at the
+full clock. Energies are per chip; an instance of several chips (tensor parallel) draws its
+busiest chip's on each. Joules, watts, seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from archsim.graph.mixed import decode_attention_ops, head_ops, prefill_attentio
 from archsim.graph.model import Scenario, Workload
 from archsim.graph.parallel import Parallelism
 from archsim.hardware import System
-from archsim.hardware.power import idle_power_w
+from archsim.hardware.power import floor_power_w, idle_power_w
 from archsim.runner.energy import records_energy
 from archsim.runner.generation import time_ops
 from archsim.runner.steps import DECODE_BATCH_FACTOR, QUERY_FACTOR, bracket
@@ -154,10 +155,15 @@ def instance_energy(run, w: Workload, system: System, resolution: int, duration_
     last step until the run ends included."""
     tl, chip = run.result.timeline, system.chip
     model, idle_w = energy_model(_bare(w), system, resolution), idle_power_w(chip.power, chip.clock_hz)
+    floor_w = floor_power_w(chip.power, chip.clock_hz, chip.clock_hz)
     span = tl.end_s - tl.start_s
     joules = np.zeros(len(span))
-    for i, (steps, batch, tokens, s) in enumerate(zip(tl.steps.tolist(), tl.batch.tolist(), tl.tokens.tolist(), span)):
-        joules[i] = steps * model.step_j(batch, tokens, s / steps) if steps > 0 and batch > 0 else idle_w * s
+    samples = zip(tl.steps.tolist(), tl.batch.tolist(), tl.tokens.tolist(), span.tolist(), tl.gpu_s.tolist())
+    for i, (steps, batch, tokens, s, gpu) in enumerate(samples):
+        if steps > 0 and batch > 0:
+            joules[i] = steps * model.step_j(batch, tokens, gpu / steps) + floor_w * max(0.0, s - gpu)
+        else:
+            joules[i] = idle_w * s
     start, end = tl.start_s, tl.end_s
     tail = duration_s - (float(end[-1]) if len(end) else 0.0)
     if tail > 0:
