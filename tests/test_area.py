@@ -109,6 +109,8 @@ PUBLISHED = {  # chip file: (die mm2, source)
     "a100_pcie": (826, "GA100"),
     "a100": (826, "GA100"),
     "tpu_v5e": (400, "TPU v4i"),
+    "lpu": (725, "GroqChip 1"),
+    "wafer": (46225, "WSE-3"),
 }
 
 
@@ -118,7 +120,19 @@ def test_shipped_dies_are_within_15_percent_of_their_published_size(name):
     a = system_area(load_system(name)[0])
     assert abs(a.die_mm2 / published - 1) < 0.15, f"{name}: {a.die_mm2:.0f} mm2 against {die}'s {published}"
     text = (ROOT / "hw_configs" / f"{name}.yaml").read_text()
-    assert f"{published} mm2" in text and die in text  # the file names what it is checked against
+    assert f"{published:,} mm2" in text and die in text  # the file names what it is checked against
+
+
+def test_an_sram_only_chip_has_its_memory_on_the_die_once():
+    """The LPU's 230 MB memory is also its L2 and its scratchpad: one SRAM. At 16 nm (a 0.074 um2
+    bitcell, 30% of a macro) it and the 4 MiB of accumulators take
+    (230e6 + 4 x 2^20) B x 8 x 0.074 um2 / 0.30 = 462.1 mm2; no L2 besides, no HBM PHY."""
+    a = system_area(load_system("lpu")[0])
+    assert a.sram_mm2 == pytest.approx((230e6 + 4 * MIB) * 8 * 0.074e-6 / 0.30)
+    assert a.l2_mm2 == 0 and a.hbm_phy_mm2 == 0
+    assert a.fits_reticle
+    wafer = system_area(load_system("wafer")[0])
+    assert not wafer.fits_reticle and wafer.dies == math.ceil(wafer.die_mm2 / 858)
 
 
 def test_the_a100s_lane_is_the_h200s_at_n7_not_fitted_to_ga100():

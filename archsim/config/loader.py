@@ -212,7 +212,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     if cfg.power is not None:
         chip = replace(chip, power=_power(cfg.power))
     if cfg.area is not None:
-        chip = replace(chip, area=_area(cfg.area))
+        chip = replace(chip, area=_area(cfg.area, cfg.memory.capacity if cfg.memory is not None else 0.0))
     link = None
     if cfg.interconnect is not None:
         i = cfg.interconnect
@@ -286,7 +286,7 @@ def _power(p) -> Power:
     )
 
 
-def _area(a) -> AreaSpec:
+def _area(a, memory_sram_bytes: float) -> AreaSpec:
     h = a.harvested
     return AreaSpec(
         node=Node(a.node),
@@ -304,6 +304,7 @@ def _area(a) -> AreaSpec:
         harvested_l2_bytes=(h.l2 or 0.0) if h else 0.0,
         harvested_hbm_stacks=h.hbm_stacks if h else 0,
         harvested_links=h.links if h else 0,
+        memory_sram_bytes=memory_sram_bytes,
     )
 
 

@@ -4,18 +4,21 @@ and L2 at the density of the process node, the on-chip network, one PHY per HBM 
 link, and a share of the die for what the model does not count (host interface, media engines,
 control, pads):
 
-    A_die = (cores x A_core + L2 bytes x d_L2 + A_NoC + stacks x A_HBM-PHY + links x A_link-PHY)
-            / (1 - uncore share)
+    A_die = (cores x A_core + L2 bytes x d_L2 + memory bytes x d_SRAM + A_NoC
+             + stacks x A_HBM-PHY + links x A_link-PHY) / (1 - uncore share)
     A_core = PEs x sum over the array's dtypes of a_MAC[dtype] + lanes x a_lane + A_core-logic
              + SRAM bytes x d_SRAM
 
 A part that leaves off some of its die's cores, L2, stacks or links (a harvested GPU) states them
 (`area.harvested`), and SRAM a core has beyond what the timing model uses (the rest of a GPU's
-register file) is `area.other_sram`, so that the area is the die's and moves with the design. Logic areas not given in the chip
-file take the node's defaults (`NODES`): Horowitz's 45 nm areas of floating-point and integer
-units (ISSCC 2014) scaled by the node's published logic density; SRAM densities are the node's
-high-density bitcell over the fraction of a macro that is bitcells. A die above the reticle
-limit (26 x 33 mm, 858 mm2) cannot be printed whole: the design needs chiplets.
+register file) is `area.other_sram`, so that the area is the die's and moves with the design. A
+chip whose main memory is on-chip SRAM (`memory:` instead of `hbm:`) has that memory on its die,
+at the cores' SRAM density, and no HBM PHYs; its L2 and the cores' scratchpads are views of
+that one SRAM (as in the shipped SRAM-only chips), not counted again. Logic areas not given in the chip file take the
+node's defaults (`NODES`): Horowitz's 45 nm areas of floating-point and integer units (ISSCC
+2014) scaled by the node's published logic density; SRAM densities are the node's high-density
+bitcell over the fraction of a macro that is bitcells. A die above the reticle limit (26 x 33 mm,
+858 mm2) cannot be printed whole: the design needs chiplets.
 """
 
 from __future__ import annotations
@@ -43,6 +46,13 @@ MAC_UM2_45NM = {
     DType.FP8.value: 282.0 + 1360.0,  # an 8-bit multiply, 16-bit FP add
     DType.INT8.value: 282.0 + 137.0,  # 8-bit multiply, 32-bit add
     DType.FP32.value: 7700.0 + 4184.0,  # 32-bit FP multiply and add
+    # not in Horowitz's table: a multiplier's array grows with the square of its width, so a
+    # 4-bit multiply is a quarter of the 8-bit one (282 / 4); a block scale is applied once per
+    # block (16 or 32 products), its multiplier shared [EST]
+    DType.INT4.value: 282.0 / 4 + 137.0,  # 4-bit multiply, 32-bit add
+    DType.MXFP8.value: 282.0 + 1360.0,  # as fp8
+    DType.MXFP4.value: 282.0 / 4 + 1360.0,  # a 4-bit (E2M1) multiply, 16-bit FP add
+    DType.NVFP4.value: 282.0 / 4 + 1360.0,
 }
 LANE_UM2_45NM = 7700.0 + 4184.0  # an FP32 fused multiply-add lane
 LOGIC_45NM_MTR_PER_MM2 = 3.33  # transistor density of a 45 nm logic process (Intel 45 nm)
@@ -109,13 +119,14 @@ class AreaSpec:
     harvested_l2_bytes: float = 0.0
     harvested_hbm_stacks: int = 0
     harvested_links: int = 0
+    memory_sram_bytes: float = 0.0  # main memory on the die (an SRAM-only chip), not in a stack
 
     def mac(self, dtype: str) -> float:
         """mm2 a PE adds to multiply `dtype`: the file's, else the node's default."""
         given = dict(self.mac_mm2)
         if dtype in given:
             return given[dtype]
-        return MAC_UM2_45NM.get(dtype, MAC_UM2_45NM[DType.BF16.value]) * UM2 * NODES[self.node].logic_scale
+        return MAC_UM2_45NM[dtype] * UM2 * NODES[self.node].logic_scale
 
 
 @dataclass(frozen=True)
@@ -180,12 +191,13 @@ def die_area(
     n = cores + spec.harvested_cores
     sram_bytes = sram_bytes_per_core + spec.other_sram_bytes
     matrix, lanes, logic, sram = core_area(spec, pes_per_core, dtypes, lanes_per_core, sram_bytes)
+    memory = core_area(spec, 0, (), 0, spec.memory_sram_bytes)[3]
     l2_density = spec.l2_mm2_per_byte if spec.l2_mm2_per_byte is not None else NODES[spec.node].cache_mm2_per_byte
     counted = Area(
         matrix_mm2=n * matrix,
         lanes_mm2=n * lanes,
         core_logic_mm2=n * logic,
-        sram_mm2=n * sram,
+        sram_mm2=n * sram + memory,
         l2_mm2=(l2_bytes + spec.harvested_l2_bytes) * l2_density,
         noc_mm2=spec.noc_mm2,
         hbm_phy_mm2=(hbm_stacks + spec.harvested_hbm_stacks) * spec.hbm_phy_mm2,
@@ -208,8 +220,8 @@ def system_area(system: System) -> Area | None:
         pes_per_core=core.matrix_units * array.rows * array.cols,
         dtypes=tuple(d for d, _ in array.k_per_cycle),
         lanes_per_core=core.vector.lanes,
-        sram_bytes_per_core=core.sram.capacity_bytes + core.accumulator_bytes,
-        l2_bytes=chip.l2.capacity_bytes,
-        hbm_stacks=chip.hbm.stacks,
+        sram_bytes_per_core=(0.0 if spec.memory_sram_bytes else core.sram.capacity_bytes) + core.accumulator_bytes,
+        l2_bytes=0.0 if spec.memory_sram_bytes else chip.l2.capacity_bytes,
+        hbm_stacks=0 if spec.memory_sram_bytes else chip.hbm.stacks,
         links=system.interconnect.links_per_chip if system.interconnect is not None else 0,
     )
