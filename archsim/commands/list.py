@@ -87,7 +87,7 @@ def chips_table(records: list | None = None):
     t = Table(title="chips (--hw)", title_justify="left")
     t.add_column("name", no_wrap=True)
     t.add_column("chip", max_width=22, overflow="fold")
-    for col in ("bf16\nTFLOP/s", "low-bit\nTFLOP/s", "memory\nTB/s", "memory\nGB", "power\nW", "die\nmm2"):
+    for col in ("bf16\nTFLOP/s", "low-bit\nTFLOP/s", "memory\nTB/s", "memory\nGB"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("confidence", overflow="fold")
     loaded, failed = _loaded_chips()
@@ -125,8 +125,6 @@ def chips_table(records: list | None = None):
             f"{_num(low / 1e12)} {fmt}",
             _num(c.hbm.peak_bandwidth_bytes_per_s / 1e12) + ("" if kind == "HBM" else " SRAM"),
             _num(c.hbm.capacity_bytes / 1e9),
-            f"{c.power.limit_w:.0f}" if c.power else "-",
-            f"{area.die_mm2:.0f}" if area else "-",
             label(prov),
         )
     for name, message in failed:
