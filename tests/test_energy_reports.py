@@ -102,6 +102,20 @@ def test_serving_one_request_costs_what_running_it_does():
     assert hosted.energy_j - bare.energy_j == pytest.approx(30.60, rel=1e-3)
 
 
+def test_a_serving_instance_draws_on_its_layouts_chips():
+    """A TP 2 instance on an eight-GPU system draws on its 2 chips, not the system's 8. At batch 1
+    the floor (157.7 W a chip) is most of the energy, and a TP 8 step is more than a quarter of a
+    TP 2 step (the weights' HBM stream divides by the chips, the all-reduces do not), so the same
+    request costs more on 8 chips than on 2."""
+    hw, wl = archsim.load_system("h200x8"), archsim.load_workload("llama3_8b")
+    one = archsim.generate_requests(1.0, 1, 512, 128)
+    two, eight = (archsim.serve(hw, wl, one, host="none", tp=tp).energy for tp in (2, 8))
+    assert (two.chips, eight.chips) == (2, 8)
+    assert eight.energy_j > two.energy_j
+    assert two.average_power_per_chip_w == pytest.approx(two.energy_j / two.duration_s / 2)
+    assert max(two.peak_power_per_chip_w, eight.peak_power_per_chip_w) <= 700 * 1.05
+
+
 def test_serve_reports_energy_and_plots_power(tmp_path, capsys):
     plots, out = tmp_path / "plots", tmp_path / "s.json"
     argv = ["serve", "--rate", "20", "--requests", "40", "--prompt", "256", "--generate", "32"]

@@ -11,13 +11,14 @@ blocks it streams), so it is read off the line through two simulated KV lengths:
 attention of `batch` sequences, or, in a step with prompt tokens, a prefill chunk of the step's
 tokens beyond one per sequence. A sample's time beyond its GPU work (the host's work the GPU
 waits through: archsim/serving/host.py) is at the chip's floor, its static and idle power at the
-full clock. Energies are per chip; an instance of several chips (tensor parallel) draws its
-busiest chip's on each. Joules, watts, seconds.
+full clock. The parts are one chip's of the instance's layout, as the step model times them
+(attention and the LM head of one rank); an instance, or under expert parallelism each rank,
+of n = tp x pp chips draws n times its busiest chip's. Joules, watts, seconds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -43,21 +44,23 @@ def _timed_j(ops, system: System) -> tuple[float, float]:
 class StepEnergyModel:
     """Memoised energies of the parts of a serving step on one instance (see the module docstring)."""
 
-    def __init__(self, w: Workload, system: System, resolution: int):
+    def __init__(self, w: Workload, system: System, resolution: int, par: Parallelism | None):
         self.w, self.system, self.resolution = w, system, resolution
-        self.par = Parallelism(tp=system.chips) if system.chips > 1 else None
+        par = par if par is not None and not par.is_single else None
+        self.tok = replace(par, micro_batches=1) if par is not None else None  # as the step model's parts
+        self.seq = replace(par, ep=1, micro_batches=1) if par is not None else None
         self._parts: dict[tuple, tuple[float, float]] = {}
 
     def _part(self, key: tuple) -> tuple[float, float]:
         v = self._parts.get(key)
         if v is None:
             kind, n, m = key
-            w, par = self.w, self.par
+            w, tok, seq = self.w, self.tok, self.seq
             ops = {
-                "tokens": lambda: token_ops(w, n, par),
-                "head": lambda: head_ops(w, n, par),
-                "decode": lambda: decode_attention_ops(w, n, m, par),
-                "prefill": lambda: prefill_attention_ops(w, n, m, 1, par),
+                "tokens": lambda: token_ops(w, n, tok),
+                "head": lambda: head_ops(w, n, seq),
+                "decode": lambda: decode_attention_ops(w, n, m, seq),
+                "prefill": lambda: prefill_attention_ops(w, n, m, 1, seq),
             }[kind]()
             v = self._parts[key] = _timed_j(ops, self.system)
         return v
@@ -89,8 +92,8 @@ class StepEnergyModel:
 
 
 @lru_cache(maxsize=16)
-def energy_model(w: Workload, system: System, resolution: int) -> StepEnergyModel:
-    return StepEnergyModel(w, system, resolution)
+def energy_model(w: Workload, system: System, resolution: int, par: Parallelism | None) -> StepEnergyModel:
+    return StepEnergyModel(w, system, resolution, par)
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,11 +153,13 @@ class ServeEnergy:
         return max((float(np.max(i.power_w)) / i.chips for i in self.instances if len(i.power_w)), default=0.0)
 
 
-def instance_energy(run, w: Workload, system: System, resolution: int, duration_s: float) -> InstanceEnergy:
-    """Joules of each sample of one instance's timeline, idle gaps and the idle time after its
-    last step until the run ends included."""
-    tl, chip = run.result.timeline, system.chip
-    model, idle_w = energy_model(_bare(w), system, resolution), idle_power_w(chip.power, chip.clock_hz)
+def instance_energy(
+    run, w: Workload, system: System, par: Parallelism, resolution: int, duration_s: float
+) -> InstanceEnergy:
+    """Joules of each sample of one instance's (or rank's) timeline on `par`'s chips, idle gaps
+    and the idle time after its last step until the run ends included."""
+    tl, chip, chips = run.result.timeline, system.chip, par.tp * par.pp
+    model, idle_w = energy_model(_bare(w), system, resolution, par), idle_power_w(chip.power, chip.clock_hz)
     floor_w = floor_power_w(chip.power, chip.clock_hz, chip.clock_hz)
     span = tl.end_s - tl.start_s
     joules = np.zeros(len(span))
@@ -169,13 +174,11 @@ def instance_energy(run, w: Workload, system: System, resolution: int, duration_
     if tail > 0:
         start = np.append(start, end[-1] if len(end) else 0.0)
         end, joules = np.append(end, duration_s), np.append(joules, idle_w * tail)
-    return InstanceEnergy(run.role, run.index, system.chips, start, end, joules * system.chips)
+    return InstanceEnergy(run.role, run.index, chips, start, end, joules * chips)
 
 
 def _bare(w: Workload) -> Workload:
     """The workload without its scenario (step energies do not depend on it)."""
-    from dataclasses import replace
-
     return replace(w, scenario=Scenario(1, 1, 1), source="")
 
 
@@ -187,12 +190,16 @@ def serve_energy(result, setup) -> ServeEnergy | None:
         systems = {"prefill": d.prefill_system, "decode": d.decode_system}
     if any(s.chip.power is None for s in systems.values()):
         return None
+    from archsim.serving.simulate import layout
+
     t = result.times
     finished = t.finish_s[np.isfinite(t.finish_s)]
     duration = float(finished.max()) if len(finished) else 0.0
+    layouts = {role: layout(setup, setup.workload, s) for role, s in systems.items()}
     instances = tuple(
-        instance_energy(run, setup.workload, systems[run.role], setup.resolution, duration) for run in result.instances
+        instance_energy(run, setup.workload, systems[run.role], layouts[run.role], setup.resolution, duration)
+        for run in result.instances
     )
-    chips = sum(systems[r.role].chips for r in result.instances)
+    chips = sum(i.chips for i in instances)
     limit = max(s.chip.power.limit_w for s in systems.values())
     return ServeEnergy(instances, len(result.served), int(np.sum(t.output_tokens)), duration, limit, chips)
