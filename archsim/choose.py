@@ -28,7 +28,7 @@ from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, System
-from archsim.hardware.power import Activity, energy_j, held_clock_hz, power_w
+from archsim.hardware.power import Activity, EnergySplit, energy_split, held_clock_hz, power_w
 
 
 class Condition(str, Enum):
@@ -177,10 +177,35 @@ def _entry_weights(phase: Phase) -> np.ndarray:
     return np.repeat(phase.core_weight.astype(np.float64), np.diff(phase.core_start))
 
 
+@dataclass(frozen=True)
+class TimedOp:
+    """An op's timing and its energy by unit on one chip (the busiest, in a multi-chip step),
+    and the power its kernels drew while they ran (the power limit's subject)."""
+
+    timing: OpTiming
+    energy: EnergySplit
+    kernel_power_w: float = 0.0
+
+
+def op_energy_split(
+    chip: Chip, program: Program, played: ProgramResult, clock_hz: float, kernels: int, fixed_s: float
+) -> tuple[EnergySplit, float]:
+    """Energy of `kernels` runs of a played program at `clock_hz` (its actions and the floor over
+    its cycles) and of the chip's floor over the op's fixed-cost time `fixed_s`, when no kernel
+    computes; and the kernels' power. Zero without a power model."""
+    p = chip.power
+    if p is None:
+        return EnergySplit(), 0.0
+    kernel_s = played.cycles / clock_hz
+    kernel = energy_split(p, played_activity(program, played), kernel_s, clock_hz, chip.clock_hz)
+    floor = energy_split(p, Activity(), fixed_s, clock_hz, chip.clock_hz)
+    return kernel.scaled(kernels) + floor, kernel.total_j / kernel_s if kernel_s > 0 else 0.0
+
+
 @lru_cache(maxsize=65536)
-def simulate_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> OpTiming:
-    """Time of one execution of `op` on `chip` measured under `condition` (`first`: the first
-    kernel of a timed region, which pays a lone launch or the host's cost)."""
+def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> TimedOp:
+    """Time and energy of one execution of `op` on `chip` measured under `condition` (`first`:
+    the first kernel of a timed region, which pays a lone launch or the host's cost)."""
     c = choose(op, chip)
     r, k = c.played, op.kernels
     if condition is Condition.STANDALONE and c.program.matrix:
@@ -197,11 +222,8 @@ def simulate_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, firs
     parts = ((compute, Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead, Bound.OVERHEAD))
     bound = max(parts, key=lambda x: x[0])[1]
     total_cycles = played_cycles + overhead
-    energy = 0.0
-    if chip.power is not None:
-        kernel_s = r.cycles / c.clock_hz
-        energy = k * energy_j(chip.power, played_activity(c.program, r), kernel_s, c.clock_hz, chip.clock_hz)
-    return OpTiming(
+    energy, kernel_w = op_energy_split(chip, c.program, r, c.clock_hz, k, overhead_s)
+    timing = OpTiming(
         cycles=total_cycles,
         time_s=total_cycles / chip.clock_hz,
         compute_cycles=compute,
@@ -217,8 +239,19 @@ def simulate_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, firs
         active_cores=r.active_cores,
         bound=bound,
         clock_hz=c.clock_hz,
-        energy_j=energy,
+        energy_j=energy.total_j,
     )
+    return TimedOp(timing, energy, kernel_w)
+
+
+def simulate_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> OpTiming:
+    """Time of one execution of `op` on `chip` measured under `condition` (see `time_op`)."""
+    return time_op(op, chip, condition, first).timing
+
+
+def op_energy(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> EnergySplit:
+    """Energy by unit of one execution of `op` on `chip` (see `time_op`)."""
+    return time_op(op, chip, condition, first).energy
 
 
 @lru_cache(maxsize=256)
@@ -244,15 +277,23 @@ def replay(op: Op, chip: Chip) -> tuple[Choice, tuple[PhaseTimeline, ...]]:
 
 
 @lru_cache(maxsize=4096)
-def simulate_collective(op: Op, system: System) -> OpTiming:
+def time_collective(op: Op, system: System) -> TimedOp:
     """Time of a collective op on the system's interconnect (archsim.hardware.collectives), as an
     OpTiming: all of it link time (counted as overhead cycles: no core computes or loads), bound
-    by communication."""
+    by communication; its energy: every link of the chip at its line rate while the transfer runs,
+    and the chip's floor over the whole time."""
     from archsim.hardware.collectives import Collective, collective_time, system_fabric
 
+    chip = system.chip
     t = collective_time(system_fabric(system, op.ranks), Collective(op.kind.value), op.ranks, op.bytes, op.chunks)
-    cycles = math.ceil(t.time_s * system.chip.clock_hz)
-    return OpTiming(
+    cycles = math.ceil(t.time_s * chip.clock_hz)
+    energy, power = EnergySplit(), 0.0
+    if chip.power is not None and system.interconnect is not None:
+        i = system.interconnect
+        line_bytes = t.transfer_s * i.links_per_chip * i.link_bandwidth_bytes_per_s
+        energy = energy_split(chip.power, Activity(link_bytes=line_bytes), t.time_s, chip.clock_hz, chip.clock_hz)
+        power = energy.total_j / t.time_s if t.time_s > 0 else 0.0
+    timing = OpTiming(
         cycles=cycles,
         time_s=t.time_s,
         compute_cycles=0,
@@ -267,12 +308,25 @@ def simulate_collective(op: Op, system: System) -> OpTiming:
         kernels=op.chunks,
         active_cores=0,
         bound=Bound.COMMUNICATION,
+        clock_hz=chip.clock_hz,
+        energy_j=energy.total_j,
     )
+    return TimedOp(timing, energy, power)
+
+
+def simulate_collective(op: Op, system: System) -> OpTiming:
+    """Time of a collective op on the system's interconnect (see `time_collective`)."""
+    return time_collective(op, system).timing
+
+
+def collective_energy(op: Op, system: System) -> EnergySplit:
+    """Energy by unit of a collective op on the system's busiest chip (see `time_collective`)."""
+    return time_collective(op, system).energy
 
 
 def clear_caches() -> None:
     """Forget every memoised choice and timing (benchmarks time simulations from scratch)."""
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
 
-    for f in (choose, simulate_op, replay, simulate_collective, step_cycles, vector_step_cycles):
+    for f in (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles):
         f.cache_clear()

@@ -2,7 +2,8 @@
 
 Metric prefixes (k, M, G, T, P) are powers of 1000 and binary prefixes (Ki, Mi, Gi, Ti) powers
 of 1024, as in IEC 80000-13. Every parsed value is returned in the canonical unit of its
-dimension: bytes, bytes/s, Hz, seconds, FLOP/s. A value in the wrong dimension (`GB/s` where a
+dimension: bytes, bytes/s, Hz, seconds, FLOP/s, joules, watts, volts, and square millimetres for
+areas (`mm2` or `mm²`, `um2`; an area per byte as `mm2/MiB`), the unit die sizes are quoted in. A value in the wrong dimension (`GB/s` where a
 capacity is due) is refused with a message that quotes it.
 """
 
@@ -38,10 +39,12 @@ class Dim(str, Enum):
     JOULES_PER_BIT = "J/bit"
     WATTS = "W"
     VOLTS = "V"
+    AREA = "mm2"
+    AREA_PER_BYTE = "mm2/B"
 
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-zµ/]*)\s*$")
+_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*((?:[A-Za-zµ][A-Za-zµ/²2]*)?)\s*$")
 
 # unit suffix -> (dimension, scale of the bare unit)
 _BASE_UNITS: dict[str, tuple[Dim, float]] = {
@@ -59,12 +62,23 @@ _BASE_UNITS: dict[str, tuple[Dim, float]] = {
     "W": (Dim.WATTS, 1.0),
     "V": (Dim.VOLTS, 1.0),
 }
+# areas: a length unit squared, in mm2 (no further prefixes: 'kmm2' means nothing)
+_AREA_UNITS: dict[str, float] = {"mm2": 1.0, "mm²": 1.0, "um2": 1e-6, "um²": 1e-6, "µm2": 1e-6, "µm²": 1e-6}
 # dimensions whose prefixes are the sub-unit ones (ns, pJ, mV): small quantities
 _SUB_PREFIXED = frozenset({Dim.SECONDS, Dim.JOULES, Dim.JOULES_PER_BYTE, Dim.JOULES_PER_BIT})
 
 
 def _split_unit(unit: str) -> tuple[float, Dim] | None:
-    """Return (scale, dimension) for a unit such as 'GiB', 'TB/s', 'ns', or None if unknown."""
+    """Return (scale, dimension) for a unit such as 'GiB', 'TB/s', 'ns', 'mm2', 'mm2/MiB', or
+    None if unknown."""
+    if unit in _AREA_UNITS:
+        return _AREA_UNITS[unit], Dim.AREA
+    area, slash, per = unit.partition("/")
+    if slash and area in _AREA_UNITS:
+        bytes_unit = _split_unit(per) if per.endswith("B") else None
+        if bytes_unit is None or bytes_unit[1] is not Dim.BYTES:
+            return None
+        return _AREA_UNITS[area] / bytes_unit[0], Dim.AREA_PER_BYTE
     for base, (dim, scale) in _BASE_UNITS.items():
         if not unit.endswith(base):
             continue
@@ -140,6 +154,8 @@ def example(dim: Dim) -> str:
         Dim.JOULES_PER_BIT: "'3.9 pJ/bit'",
         Dim.WATTS: "'700 W'",
         Dim.VOLTS: "'0.9 V'",
+        Dim.AREA: "'814 mm2'",
+        Dim.AREA_PER_BYTE: "'0.7 mm2/MiB'",
     }[dim]
 
 

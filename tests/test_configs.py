@@ -130,7 +130,18 @@ def _flat(d: dict, prefix: str = "") -> dict:
         (
             "h100",
             "h200",
-            {"name", "description", "hbm.stacks", "hbm.data_rate", "hbm.capacity", "l2.capacity", "power.limit"},
+            {
+                "name",
+                "description",
+                "hbm.stacks",
+                "hbm.data_rate",
+                "hbm.capacity",
+                "l2.capacity",
+                "power.limit",
+                # the same die: what the H100 leaves off of it follows from its stacks and L2
+                "area.harvested.l2",
+                "area.harvested.hbm_stacks",
+            },
         ),
         ("a100", "a100_pcie", {"name", "description", "hbm.data_rate", "power.limit"}),
     ],

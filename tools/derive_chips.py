@@ -1,7 +1,8 @@
 """Write the chip files that follow from a calibrated one by datasheet changes only.
 
 A derived chip (another SKU of the same die) changes nothing but what its datasheet states:
-memory stacks, rate and capacity, L2 capacity, power limit. Everything else, the calibrated
+memory stacks, rate and capacity, L2 capacity, power limit, and so what of the die it leaves off
+(`area.harvested`). Everything else, the calibrated
 parameters included, is its base chip's. A multi-chip system file is its chip's file with
 `chips` and `interconnect` added. Run after a recalibration so that every file follows:
 
@@ -24,7 +25,8 @@ DERIVED: dict[str, tuple[str, str, dict[str, str]]] = {
         "h200",
         """# NVIDIA H100 SXM5 80GB: the H200's GH100 die and SMs with five HBM3 stacks. Derived from h200.yaml
 # by datasheet changes only (tools/derive_chips.py): HBM3 stacks, rate and capacity, L2 capacity,
-# power limit; every other value, the calibrated ones included, is the H200 model's. Never fitted.
+# power limit (and the parts of the die it leaves off); every other value, the calibrated ones
+# included, is the H200 model's. Never fitted.
 # Sources: NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022) [WP]; NVIDIA H100 datasheet
 # (2023) [DS]; capacity as an 80 GB H100 reports it [DQ]; tags of the other lines are h200.yaml's.
 """,
@@ -36,6 +38,7 @@ DERIVED: dict[str, tuple[str, str, dict[str, str]]] = {
             "hbm.data_rate": "  data_rate: 5.234 Gbps           # per pin: 5 x 1024 bit x 5.234 Gb/s / 8 = 3.35 TB/s [DS]",
             "hbm.capacity": "  capacity: 81559 MiB             # as an 80 GB H100 reports it [DQ]",
             "power.limit": "  limit: 700 W                    # maximum board power (H100 SXM5) [DS]",
+            "area.harvested": "  harvested: {cores: 12, l2: 10 MiB, hbm_stacks: 1}   # of the GH100 die's 144 SMs, 60 MB of L2 and six HBM3 PHYs, the H100 SXM5 enables 132, 50 MB and five [WP]",
         },
     ),
     "a100": (

@@ -229,7 +229,7 @@ def serve(
     slo = Slo(slo_ttft_s, slo_tpot_s)
     resolved = serve_config(hw, wl, serving, reqs, slo, attainment, rate_per_s)
     result = simulate_serving(reqs, serve_setup_)
-    return ServeReport(result, result.metrics(slo), slo, resolved)
+    return ServeReport(result, result.metrics(slo), slo, resolved, serve_setup_)
 
 
 def shipped_spec(name_or_path: str) -> str:

@@ -6,6 +6,7 @@ with `.to_dict()` (the document `--json` writes) and, where the result is a tabl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,35 @@ class RunReport:
     def interrupted(self) -> bool:
         return self.result.interrupted
 
+    @cached_property
+    def energy(self):
+        """The run's energy and power (archsim.runner.energy.RunEnergy); None when the chip file
+        has no power section."""
+        from archsim.runner.energy import run_energy
+
+        kv_stride = self.resolved.options.get("kv_stride", 64)
+        return run_energy(self.result, self.workload.workload, self.hardware.system, kv_stride, self.parallelism)
+
+    @cached_property
+    def area(self):
+        """The die's area by block (archsim.hardware.area.Area); None without an area section."""
+        from archsim.hardware.area import system_area
+
+        return system_area(self.hardware.system)
+
+    @property
+    def energy_j(self) -> float | None:
+        """Joules of the whole run on every chip of its layout."""
+        return self.energy.energy_j if self.energy is not None else None
+
+    @property
+    def tokens_per_j(self) -> float | None:
+        return self.energy.tokens_per_j if self.energy is not None else None
+
+    @property
+    def area_mm2(self) -> float | None:
+        return self.area.die_mm2 if self.area is not None else None
+
     def communication(self) -> dict[str, dict] | None:
         """Per step (prefill, decode): collectives, hidden, exposed; None on one chip."""
         if self.parallelism.is_single:
@@ -108,9 +138,15 @@ class RunReport:
 
     def to_dict(self) -> dict:
         """Everything `archsim run --json` writes."""
+        from archsim.report.energy import area_dict
         from archsim.report.export import run_dict
 
-        data = run_dict(self.result, self.resolved)
+        system = self.hardware.system
+        spec = system.chip.area
+        area = area_dict(
+            self.area, self.result, self.energy.chips if self.energy else 1, spec.node.value if spec else ""
+        )
+        data = run_dict(self.result, self.resolved, system, self.energy, area)
         if (comm := self.communication()) is not None:
             data["communication"] = comm
         return data
@@ -130,6 +166,15 @@ class ServeReport:
     metrics: Any  # archsim.serving.metrics.ServeMetrics
     slo: Any  # archsim.serving.metrics.Slo
     resolved: ResolvedConfig  # hardware, workload, the serving setup and the requests
+    setup: Any = None  # archsim.serving.simulate.ServeSetup: what its energy is computed on
+
+    @cached_property
+    def energy(self):
+        """Energy and power of the run (archsim.serving.energy.ServeEnergy); None without a
+        power section in a chip file, or without the setup."""
+        from archsim.serving.energy import serve_energy
+
+        return serve_energy(self.result, self.setup) if self.setup is not None else None
 
     @property
     def config(self) -> dict:
@@ -162,9 +207,13 @@ class ServeReport:
 
     def to_dict(self) -> dict:
         """Everything `archsim serve --json` writes."""
+        from archsim.serving.energy_report import serve_energy_dict
         from archsim.serving.report import serve_dict
 
-        return serve_dict(self.result, self.metrics, self.slo, self.resolved)
+        return {
+            **serve_dict(self.result, self.metrics, self.slo, self.resolved),
+            "energy": serve_energy_dict(self.energy),
+        }
 
     def to_pandas(self):
         """The per-request table as a DataFrame."""

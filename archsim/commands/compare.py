@@ -63,7 +63,20 @@ def system_for(hw: str, hardware, chips: int):
     return best
 
 
-CSV_FIELDS = ("hw", "chip", "config_hash", "ttft_s", "tpot_s", "decode_tokens_per_s", "throughput_tokens_per_s")
+CSV_FIELDS = (
+    "hw",
+    "chip",
+    "config_hash",
+    "ttft_s",
+    "tpot_s",
+    "decode_tokens_per_s",
+    "throughput_tokens_per_s",
+    "energy_j",
+    "power_w",
+    "tokens_per_j",
+    "decode_j_per_token",
+    "area_mm2",
+)
 
 
 def run(args) -> int:
@@ -73,7 +86,7 @@ def run(args) -> int:
     from archsim.commands.run import _set, load_inputs
     from archsim.errors import DoesNotFitError, RefusedError, TooLargeError, printable
     from archsim.graph.parallel import Parallelism, ParallelismError
-    from archsim.report.comparison import ChipRun, compare_dict, compare_table
+    from archsim.report.comparison import ChipRun, compare_dict, compare_table, energy_area_table
     from archsim.report.export import write_json
 
     check_outputs(args, ("json", "plots"), ("plots",), (*args.chips, args.workload, args.model))
@@ -98,7 +111,18 @@ def run(args) -> int:
             digest = api.calls.run_config(hardware, workload, args.kv_stride, args.tp, args.pp, args.ep).hash
             try:
                 report = api.run(hardware, workload, tp=args.tp, pp=args.pp, ep=args.ep, kv_stride=args.kv_stride)
-                rows.append(ChipRun(hw, hardware.name, report.config_hash, report.result))
+                spec = hardware.system.chip.area
+                rows.append(
+                    ChipRun(
+                        hw,
+                        hardware.name,
+                        report.config_hash,
+                        report.result,
+                        energy=report.energy,
+                        area=report.area,
+                        node=spec.node.value if spec else "",
+                    )
+                )
                 if report.interrupted:
                     return 130
             except DoesNotFitError as err:
@@ -118,7 +142,10 @@ def run(args) -> int:
     data = compare_dict(rows, workload.config)
     csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
     shown_rows = [replace(row, hw=shown(row.hw), chip_name=shown(row.chip_name)) for row in rows]
-    emit(args, console(args), [compare_table(shown_rows, title)], data=data, rows=csv_rows)
+    tables = [compare_table(shown_rows, title)]
+    if any(row.energy is not None or row.area is not None for row in rows):
+        tables.append(energy_area_table(shown_rows, f"energy and area: {title}"))
+    emit(args, console(args), tables, data=data, rows=csv_rows)
     if args.json:
         write_json(args.json, data)
     if args.plots and any(row.result for row in rows):

@@ -81,6 +81,7 @@ def chips_table(records: list | None = None):
 
     from archsim.config.provenance import label
     from archsim.hardware import DType
+    from archsim.hardware.area import system_area
 
     records = [] if records is None else records
     t = Table(title="chips (--hw)", title_justify="left")
@@ -95,6 +96,7 @@ def chips_table(records: list | None = None):
         c = s.chip
         prov, base = origin[name]
         fmt, low = low_bit_peak(c)
+        area = system_area(s)
         records.append(
             {
                 "name": name,
@@ -107,6 +109,8 @@ def chips_table(records: list | None = None):
                 "memory": kind,
                 "hbm_bytes_per_s": c.hbm.peak_bandwidth_bytes_per_s,
                 "hbm_capacity_bytes": c.hbm.capacity_bytes,
+                "power_limit_w": c.power.limit_w if c.power else None,
+                "area_mm2": area.die_mm2 if area else None,
                 "confidence": prov.confidence,
                 "estimated_share": prov.estimated_share,
                 "sources": prov.sources,

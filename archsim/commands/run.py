@@ -117,6 +117,40 @@ def communication_table(report, system_name: str):
     return t
 
 
+def energy_tables(report, quiet: bool) -> list:
+    """The run's energy and power against the chip's limit (the clock it held per op kind) and
+    its die's area; under --quiet one line of each."""
+    from archsim.report.energy import area_table, energy_table, format_joules, power_table
+
+    e, a, chip = report.energy, report.area, report.hardware.system.chip
+    name = shown(chip.name)
+    out: list = []
+    if e is not None:
+        if quiet:
+            out.append(
+                f"energy {format_joules(e.energy_j)}, {e.average_power_w:,.0f} W average and "
+                f"{e.peak_power_w:,.0f} W peak of the {e.limit_w:,.0f} W limit, {e.tokens_per_j:,.3g} tokens/J"
+            )
+        else:
+            chips = f" (each of {e.chips} chips; the run's total: {format_joules(e.energy_j)})" if e.chips > 1 else ""
+            out.append(
+                energy_table(
+                    e,
+                    f"energy on {name}{chips}: {e.tokens_per_j:,.3g} tokens/J, "
+                    f"{format_joules(e.decode_j_per_token)} per decode token",
+                )
+            )
+            out.append(power_table(e, name))
+    if a is not None and chip.area is not None:
+        if quiet:
+            out.append(
+                f"die {a.die_mm2:,.0f} mm2" + ("" if a.fits_reticle else f": over the reticle, {a.dies} chiplets")
+            )
+        else:
+            out.append(area_table(a, name, chip.area.node.value, report.result, e.chips if e else 1))
+    return out
+
+
 def trace_step(text: str) -> tuple[str, int]:
     """argparse type: `prefill` -> ("prefill", 0); `decode:N` -> ("decode", N), N from 1."""
     if text == "prefill":
@@ -237,8 +271,10 @@ def decode_curve(w, system, result) -> tuple[str, list[int], list[float]]:
     return f"{system.chip.name}: batch {result.batch}, KV 128 to {limit}", kv, step_s
 
 
-def write_plots(out_dir: str, result, w, system, kv_stride: int, args) -> list:
-    """The plots of a run; the tokens/s-against-batch sweep runs the scenario at a few batches."""
+def write_plots(out_dir: str, result, w, system, kv_stride: int, args, energy=None) -> list:
+    """The plots of a run; the tokens/s-against-batch sweep runs the scenario at a few batches
+    (and, with a power model, gives decode power and joules per token against batch)."""
+    from dataclasses import replace
     from pathlib import Path
 
     from archsim.report import plots
@@ -260,6 +296,17 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, args) -> list:
         batches, runs, limit = batch_sweep(w, system, kv_stride, known=result, progress=bar.callback())
     title = f"{w.model.name} on {chip.name}: prompt {w.scenario.prompt_tokens}, generate {w.scenario.output_tokens}"
     paths.append(plots.throughput_by_batch(d / "throughput_batch.png", batches, runs, limit, title))
+    if energy is not None:
+        from archsim.report import energy_plots
+        from archsim.runner.energy import run_energy
+
+        kinds = [("prefill", energy.prefill)] + ([("first decode step", energy.decode)] if energy.decode else [])
+        paths.append(energy_plots.energy_by_kind(d / "energy.png", kinds))
+        per_batch = [e for b, r in zip(batches, runs)  # the chip has a power model: every run has an energy
+                     if (e := run_energy(r, replace(w, scenario=replace(w.scenario, batch=b)), system, kv_stride))]  # fmt: skip
+        curve = (chip.name, batches, [e.decode_power_w for e in per_batch], [e.decode_j_per_token for e in per_batch],
+                 energy.limit_w)  # fmt: skip
+        paths.append(energy_plots.power_by_batch(d / "power_batch.png", [curve], title))
     return paths
 
 
@@ -302,6 +349,7 @@ def run(args) -> int:
             )
     if multi:
         tables.append(communication_table(report, f"{chip_name} x{system.chips}"))
+    tables += energy_tables(report, args.quiet)
     emit(args, out, tables, data=report.to_dict(), rows=report.ops())
     if not multi and system.chips > 1:
         note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
@@ -319,6 +367,6 @@ def run(args) -> int:
         traced = ", ".join(k if k == "prefill" else f"decode:{n}" for k, n in steps)
         note.print(f"trace {shown(args.trace_out)} ({traced})")
     if args.plots and not result.interrupted:
-        for path in write_plots(args.plots, result, w, system, args.kv_stride, args):
+        for path in write_plots(args.plots, result, w, system, args.kv_stride, args, report.energy):
             note.print(f"plot {shown(path)}")
     return 130 if result.interrupted else 0

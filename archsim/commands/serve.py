@@ -222,6 +222,10 @@ def _print(args, out, report, title, capacity, data) -> None:
         )
     lat, totals = summary_tables(report.result, report.metrics, report.slo, shown(title))
     tables += [totals] if args.quiet else [lat, totals]
+    if report.energy is not None:
+        from archsim.serving.energy_report import serve_energy_table
+
+        tables.append(serve_energy_table(report.energy))
     rows = report.requests() if getattr(args, "format", "table") == "csv" else None  # one per request
     emit(args, out, tables, data=data, rows=rows)
 
@@ -247,3 +251,7 @@ def _write(args, report, data, title) -> None:
             ("batch_size.png", over_time(report.result, title, "batch")),
         ):
             fig.savefig(out / name)
+        if report.energy is not None:
+            from archsim.serving.energy_report import power_over_time
+
+            power_over_time(report.energy, title).savefig(out / "power.png")

@@ -9,7 +9,9 @@ from archsim.commands import UsageError, positive_int, shown
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run a design-space sweep (grid or sampled) into resumable Parquet parts")
     p.add_argument(
-        "spec", metavar="SPEC.yaml", help="sweep spec, or the name of a shipped one (h200_variants, h200_halton_1000)"
+        "spec",
+        metavar="SPEC.yaml",
+        help="sweep spec, or the name of a shipped one (h200_variants, h200_halton_1000, h200_energy)",
     )
     p.add_argument(
         "--out",

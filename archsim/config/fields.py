@@ -78,6 +78,11 @@ MAX_POWER = (1e6, "1 MW")  # a whole wafer draws tens of kW
 Watts = Annotated[float, _quantity(Dim.WATTS, high=MAX_POWER)]
 WattsOrZero = Annotated[float, _quantity_or_zero(Dim.WATTS, high=MAX_POWER)]
 Volts = Annotated[float, _quantity(Dim.VOLTS, low=(0.1, "0.1 V"), high=(10.0, "10 V"))]
+MAX_AREA = (1e5, "100000 mm2")  # more than a 300 mm wafer: a slipped unit
+MAX_DENSITY = (1e-3, "1000 mm2/MB")
+AreaMm2 = Annotated[float, _quantity(Dim.AREA, high=MAX_AREA)]  # an area, in mm2
+AreaMm2OrZero = Annotated[float, _quantity_or_zero(Dim.AREA, high=MAX_AREA)]
+AreaMm2PerByte = Annotated[float, _quantity(Dim.AREA_PER_BYTE, high=MAX_DENSITY)]  # a storage density, mm2 per byte
 PositiveInt = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 CoreCount = Annotated[StrictInt, Field(gt=0, le=MAX_CORES)]

@@ -7,6 +7,9 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_serializer, model_validator
 
 from archsim.config.fields import (
+    AreaMm2,
+    AreaMm2OrZero,
+    AreaMm2PerByte,
     Bytes,
     BytesPerS,
     ClockHz,
@@ -16,6 +19,7 @@ from archsim.config.fields import (
     JoulesPerBit,
     JoulesPerByte,
     Name,
+    NonNegativeInt,
     PinRate,
     PositiveInt,
     Seconds,
@@ -203,6 +207,15 @@ class EnergyCfg(Strict):
     l2: JoulesPerByte = Field(description="a byte through the L2 and the on-chip network")
     hbm: JoulesPerBit = Field(description="a bit read from or written to HBM, I/O included")
     link: JoulesPerBit = Field(0.0, description="a bit over a chip-to-chip link")
+    sram: JoulesPerByte | None = Field(
+        None,
+        description="a byte written to or read from a core's SRAM (default: counted in the MAC's operand delivery)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler):
+        """An SRAM energy not given stays out of the resolved config (earlier files keep their hash)."""
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class PowerCfg(Strict):
@@ -230,6 +243,39 @@ class HostLinkCfg(Strict):
     latency: Seconds = Field(description="fixed cost of one transfer over it")
 
 
+class HarvestedCfg(Strict):
+    cores: NonNegativeInt = Field(0, description="cores on the die the part leaves off")
+    l2: Bytes | None = Field(None, description="L2 on the die the part leaves off")
+    hbm_stacks: NonNegativeInt = Field(0, description="HBM PHYs on the die the part leaves unused")
+    links: NonNegativeInt = Field(0, description="link PHYs on the die the part leaves unused")
+
+
+class AreaCfg(Strict):
+    node: Literal["n16", "n7", "n5", "n4", "n3"] = Field(description="process node; sets the densities not given")
+    mac: dict[MacFormat, AreaMm2] | None = Field(
+        None, description="area a processing element adds to multiply each dtype (default: the node's)"
+    )
+    lane: AreaMm2 | None = Field(None, description="one vector lane with its share of the core's logic")
+    core_logic: AreaMm2OrZero = Field(0.0, description="per core, logic not counted in its MACs and lanes")
+    sram: AreaMm2PerByte | None = Field(None, description="density of the cores' SRAM (default: the node's)")
+    l2: AreaMm2PerByte | None = Field(None, description="density of the L2 (default: the node's)")
+    noc: AreaMm2OrZero = Field(0.0, description="the on-chip network")
+    hbm_phy: AreaMm2OrZero = Field(description="one HBM stack's PHY")
+    link_phy: AreaMm2OrZero = Field(0.0, description="one chip-to-chip link's PHY")
+    uncore: float = Field(description="share of the die for what is not counted (host interface, control, pads)")
+    other_sram: Bytes | None = Field(
+        None, description="SRAM per core beyond its scratchpad and accumulators (the rest of a register file)"
+    )
+    harvested: HarvestedCfg | None = Field(None, description="what the die has and the part leaves off")
+
+    @field_validator("uncore", mode="before")
+    @classmethod
+    def _a_share(cls, v: object) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+            raise ValueError(f"expected a share of the die from 0 up to, not including, 1 (got {quote(v)})")
+        return float(v)
+
+
 class HardwareCfg(Strict):
     name: Name
     description: str = ""
@@ -242,6 +288,7 @@ class HardwareCfg(Strict):
     noc: NocCfg
     overheads: OverheadsCfg
     power: PowerCfg | None = None
+    area: AreaCfg | None = None
     interconnect: InterconnectCfg | None = None
     host_link: HostLinkCfg | None = Field(None, description="the link to host memory (KV offload, swap)")
 
@@ -253,6 +300,7 @@ class HardwareCfg(Strict):
 
     @model_serializer(mode="wrap")
     def _omit_absent(self, handler):
-        """No host link, and the memory section not given, stay out of the resolved config: files
-        written before either existed keep their hash."""
-        return {k: v for k, v in handler(self).items() if v is not None or k not in ("host_link", "hbm", "memory")}
+        """No host link, no area, and the memory section not given, stay out of the resolved config:
+        files written before any existed keep their hash."""
+        omitted = ("host_link", "hbm", "memory", "area")
+        return {k: v for k, v in handler(self).items() if v is not None or k not in omitted}

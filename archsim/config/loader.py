@@ -38,6 +38,7 @@ from archsim.hardware import (
     Topology,
     VectorUnit,
 )
+from archsim.hardware.area import AreaSpec, Node
 from archsim.hardware.chip import HostLink, min_tile_bytes
 from archsim.hardware.power import Energies, Power
 
@@ -210,6 +211,8 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     )
     if cfg.power is not None:
         chip = replace(chip, power=_power(cfg.power))
+    if cfg.area is not None:
+        chip = replace(chip, area=_area(cfg.area, cfg.memory.capacity if cfg.memory is not None else 0.0))
     link = None
     if cfg.interconnect is not None:
         i = cfg.interconnect
@@ -270,6 +273,7 @@ def _power(p) -> Power:
         l2_j_per_byte=e.l2,
         hbm_j_per_bit=e.hbm,
         link_j_per_bit=e.link,
+        sram_j_per_byte=e.sram or 0.0,
     )
     return Power(
         limit_w=p.limit,
@@ -279,6 +283,28 @@ def _power(p) -> Power:
         voltage_min_v=p.voltage["min_clock"],
         voltage_max_v=p.voltage["max_clock"],
         energies=energies,
+    )
+
+
+def _area(a, memory_sram_bytes: float) -> AreaSpec:
+    h = a.harvested
+    return AreaSpec(
+        node=Node(a.node),
+        mac_mm2=tuple(sorted((a.mac or {}).items())),
+        lane_mm2=a.lane,
+        core_logic_mm2=a.core_logic,
+        sram_mm2_per_byte=a.sram,
+        l2_mm2_per_byte=a.l2,
+        noc_mm2=a.noc,
+        hbm_phy_mm2=a.hbm_phy,
+        link_phy_mm2=a.link_phy,
+        uncore_share=a.uncore,
+        other_sram_bytes=a.other_sram or 0.0,
+        harvested_cores=h.cores if h else 0,
+        harvested_l2_bytes=(h.l2 or 0.0) if h else 0.0,
+        harvested_hbm_stacks=h.hbm_stacks if h else 0,
+        harvested_links=h.links if h else 0,
+        memory_sram_bytes=memory_sram_bytes,
     )
 
 

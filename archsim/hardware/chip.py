@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
+from archsim.hardware.area import AreaSpec
 from archsim.hardware.power import Power
 
 
@@ -228,6 +229,9 @@ class Chip:
     noc: Noc
     overheads: Overheads
     power: Power | None = None  # how it draws power; None: it always runs at clock_hz
+    area: AreaSpec | None = field(
+        default=None, compare=False
+    )  # what its die is built of (not timing: not in its identity)
 
     def peak_flops(self, dtype: DType) -> float:
         """Dense FLOP/s: 2 x MACs per cycle x cores x clock."""

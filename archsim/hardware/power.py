@@ -15,12 +15,18 @@ board's static floor, the clock tree and idle logic of the cores (dynamic, so f 
 kernel's actions. The power manager holds the highest clock in [f_min, f_max] at which
 P <= the power limit (the GPU's boost algorithm against its board power limit), so a dense GEMM
 runs slower than a memory-bound copy, and a lower limit slows what is compute-bound only.
+
+The same formula, term by term, is the energy a result reports (`energy_split`): matrix units
+(MACs), vector units (lane and special-function instructions), local SRAM (every byte a core
+loads is written into its SRAM and read out by its units once, every byte it stores the reverse:
+two SRAM accesses per byte through the L2), L2 and the on-chip network, HBM, chip-to-chip links
+(line bits while a collective transfers), and the static and idle floor over the time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from archsim.dtypes import DType
 
@@ -35,6 +41,9 @@ class Energies:
     l2_j_per_byte: float  # a byte through the L2 and the on-chip network
     hbm_j_per_bit: float  # a bit read from or written to HBM, I/O included
     link_j_per_bit: float = 0.0  # a bit over a chip-to-chip link
+    sram_j_per_byte: float = (
+        0.0  # a byte written to or read from a core's SRAM (0: counted in the MAC's operand delivery)
+    )
 
     def mac(self, dtype: DType) -> float:
         table = dict(self.mac_j)
@@ -64,6 +73,46 @@ class Activity:
     special_ops: float = 0.0
     l2_bytes: float = 0.0  # bytes between the cores and L2 (HBM traffic included)
     hbm_bytes: float = 0.0
+    link_bytes: float = 0.0  # bytes on the chip's links (line rate times the transfer time)
+
+
+SRAM_ACCESSES_PER_BYTE = 2  # a byte through the L2 is written into a core's SRAM and read out once
+
+
+@dataclass(frozen=True)
+class EnergySplit:
+    """Energy by where it is spent, in joules: records that add up (an op's, a step's, a run's)."""
+
+    matrix_j: float = 0.0  # multiply-accumulates on the matrix units
+    vector_j: float = 0.0  # lane and special-function instructions on the vector units
+    sram_j: float = 0.0  # the cores' local SRAM
+    l2_j: float = 0.0  # L2 and the on-chip network
+    hbm_j: float = 0.0  # HBM access and I/O
+    link_j: float = 0.0  # chip-to-chip links
+    static_j: float = 0.0  # static power (leakage, regulators, HBM refresh, fans) over the time
+    idle_j: float = 0.0  # clock tree and idle logic of the cores over the time
+
+    @property
+    def total_j(self) -> float:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def dynamic_j(self) -> float:
+        """The actions' energy: all but the static and idle floor."""
+        return self.total_j - self.static_j - self.idle_j
+
+    def __add__(self, other: EnergySplit) -> EnergySplit:
+        return EnergySplit(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def scaled(self, factor: float) -> EnergySplit:
+        return EnergySplit(*(factor * getattr(self, f.name) for f in fields(self)))
+
+    def parts(self) -> dict[str, float]:
+        """Joules by unit: matrix, vector, sram, l2, hbm, link, static, idle."""
+        return {f.name.removesuffix("_j"): getattr(self, f.name) for f in fields(self)}
+
+
+ENERGY_PARTS = tuple(EnergySplit().parts())
 
 
 def relative_voltage(p: Power, clock_hz: float, max_clock_hz: float) -> float:
@@ -73,24 +122,39 @@ def relative_voltage(p: Power, clock_hz: float, max_clock_hz: float) -> float:
     return (p.voltage_min_v + (p.voltage_max_v - p.voltage_min_v) * x) / p.voltage_max_v
 
 
-def core_energy_j(p: Power, a: Activity) -> float:
-    """Energy of the core-domain actions at the highest clock's voltage."""
+def energy_split(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> EnergySplit:
+    """Energy of a kernel that ran `time_s` at `clock_hz`, by unit: its actions (the core's at
+    v(f)^2 of their energy at the highest clock's voltage; HBM and links at their own) and the
+    static and idle floor over its time (idle scaling as f v(f)^2)."""
     e = p.energies
-    return (
-        a.macs * e.mac(a.mac_dtype)
-        + a.lane_ops * e.lane_op_j
-        + a.special_ops * e.special_op_j
-        + (a.l2_bytes * e.l2_j_per_byte)
+    v = relative_voltage(p, clock_hz, max_clock_hz)
+    v2 = v * v
+    return EnergySplit(
+        matrix_j=v2 * a.macs * e.mac(a.mac_dtype),
+        vector_j=v2 * (a.lane_ops * e.lane_op_j + a.special_ops * e.special_op_j),
+        sram_j=v2 * SRAM_ACCESSES_PER_BYTE * a.l2_bytes * e.sram_j_per_byte,
+        l2_j=v2 * a.l2_bytes * e.l2_j_per_byte,
+        hbm_j=a.hbm_bytes * 8.0 * e.hbm_j_per_bit,
+        link_j=a.link_bytes * 8.0 * e.link_j_per_bit,
+        static_j=p.static_w * time_s,
+        idle_j=p.idle_w * (clock_hz / max_clock_hz) * v2 * time_s,
     )
 
 
 def energy_j(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> float:
     """Energy of a kernel that ran `time_s` at `clock_hz`: its actions, and the static and idle
-    power over its time."""
-    v = relative_voltage(p, clock_hz, max_clock_hz)
-    hbm = a.hbm_bytes * 8.0 * p.energies.hbm_j_per_bit
-    floor = (p.static_w + p.idle_w * (clock_hz / max_clock_hz) * v * v) * time_s
-    return v * v * core_energy_j(p, a) + hbm + floor
+    power over its time (the total of `energy_split`)."""
+    return energy_split(p, a, time_s, clock_hz, max_clock_hz).total_j
+
+
+def floor_power_w(p: Power, clock_hz: float, max_clock_hz: float) -> float:
+    """Power of the chip doing nothing at `clock_hz`: static power and the cores' idle power."""
+    return energy_split(p, Activity(), 1.0, clock_hz, max_clock_hz).total_j
+
+
+def idle_power_w(p: Power, max_clock_hz: float) -> float:
+    """Power of a chip with no work, its clock dropped to the lowest (between requests)."""
+    return floor_power_w(p, p.min_clock_hz, max_clock_hz)
 
 
 def power_w(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> float:

@@ -15,7 +15,9 @@ from rich.table import Table
 
 from archsim.engine.timing import Bound
 from archsim.graph.ops import OpKind
+from archsim.hardware.area import Area
 from archsim.report.tables import format_seconds
+from archsim.runner.energy import RunEnergy
 from archsim.runner.generation import RunResult, StepResult
 
 
@@ -28,6 +30,9 @@ class ChipRun:
     config_hash: str
     result: RunResult | None
     error: str = ""
+    energy: RunEnergy | None = None  # None: no run, or no power section in the chip file
+    area: Area | None = None  # None: no area section
+    node: str = ""
 
     @property
     def label(self) -> str:
@@ -100,7 +105,39 @@ def compare_table(rows: list[ChipRun], title: str) -> Table:
     return t
 
 
+def energy_area_table(rows: list[ChipRun], title: str) -> Table:
+    """One row per chip: average and peak power against its limit, tokens per joule (end to end)
+    and joules per decode token, the die's area, and decode tokens/s per mm2 and per W."""
+    from archsim.report.energy import format_joules
+
+    t = Table(title=title, title_justify="left")
+    t.add_column("chip", no_wrap=True)
+    for col in ("avg W", "peak W", "limit W", "tok/J", "J/tok\ndecode", "die mm2", "tok/s\nper mm2", "tok/s\nper W"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for row in rows:
+        e, a, r = row.energy, row.area, row.result
+        power = (
+            [f"{e.average_power_w:,.0f}", f"{e.peak_power_w:,.0f}", f"{e.limit_w:,.0f}", f"{e.tokens_per_j:,.3g}"]
+            if e is not None
+            else ["-"] * 4
+        )
+        chips = e.chips if e is not None else 1
+        per_mm2 = f"{r.decode_tokens_per_s / (chips * a.die_mm2):,.3g}" if a is not None and r is not None else "-"
+        t.add_row(
+            row.label,
+            *power,
+            format_joules(e.decode_j_per_token) if e is not None else "-",
+            f"{a.die_mm2:,.0f}" + ("" if a.fits_reticle else f" ({a.dies} dies)") if a is not None else "-",
+            per_mm2,
+            f"{e.decode_tokens_per_j:,.3g}" if e is not None else "-",
+        )
+    t.caption = "per W: decode tokens/s per watt of the decode steps, that is decode tokens per joule"
+    return t
+
+
 def compare_dict(rows: list[ChipRun], workload_cfg: dict) -> dict:
+    from archsim.report.energy import area_dict, energy_dict, energy_summary
+
     chips = []
     for row in rows:
         entry = {"hw": row.hw, "chip": row.chip_name, "config_hash": row.config_hash}
@@ -125,6 +162,10 @@ def compare_dict(rows: list[ChipRun], workload_cfg: dict) -> dict:
                         "activations_bytes": r.footprint.activations_bytes,
                         "capacity_bytes": r.footprint.capacity_bytes,
                     },
+                    **energy_summary(row.energy),
+                    "energy": energy_dict(row.energy),
+                    "area_mm2": row.area.die_mm2 if row.area is not None else None,
+                    "area": area_dict(row.area, r, row.energy.chips if row.energy else 1, row.node),
                 }
             )
         chips.append(entry)

@@ -76,3 +76,6 @@ def moved_bytes(program: Program) -> tuple[float, float]:
         read += float(np.sum(ph.hbm_bytes * wt))
         write += float(np.sum(ph.store_bytes * wt))
     return read, write
+
+
+POWER_COUNTER = "chip power (W)"

@@ -1,7 +1,7 @@
 """The per-op table as CSV: one row per op of the prefill and the first decode step.
 
-Times in seconds, rates per second, sizes in bytes; `time_s` is one execution of the op,
-`step_time_s` all `repeat` executions in the step.
+Times in seconds, rates per second, sizes in bytes, energy in joules, clocks in Hz; `time_s` and
+`energy_j` are one execution of the op, `step_time_s` all `repeat` executions in the step.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ COLUMNS = (
     "utilisation",
     "active_cores",
     "kernels",
+    "clock_hz",
+    "energy_j",
 )
 
 
@@ -66,6 +68,8 @@ def step_rows(step: StepResult) -> list[dict]:
                 "utilisation": t.utilisation,
                 "active_cores": t.active_cores,
                 "kernels": t.kernels,
+                "clock_hz": t.clock_hz,
+                "energy_j": t.energy_j,
             }
         )
     return rows

@@ -15,11 +15,16 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archsim.config.resolved import ResolvedConfig
 from archsim.engine.timing import OpTiming
 from archsim.errors import OutputError
 from archsim.runner.generation import OpRecord, RunResult, StepResult
+
+if TYPE_CHECKING:
+    from archsim.hardware import System
+    from archsim.runner.energy import RunEnergy
 
 
 def timing_dict(t: OpTiming) -> dict:
@@ -44,7 +49,8 @@ def timing_dict(t: OpTiming) -> dict:
     }
 
 
-def op_dict(r: OpRecord) -> dict:
+def op_dict(r: OpRecord, system: System | None = None) -> dict:
+    """An op of a step; with the system, its energy by unit and its kernels' power."""
     op = r.op
     shape = {
         k: getattr(op, k)
@@ -58,10 +64,19 @@ def op_dict(r: OpRecord) -> dict:
         "shape": shape,
         "step_time_s": r.time_s,
         **timing_dict(r.timing),
+        **(_op_energy(r, system) if system is not None and system.chip.power is not None else {}),
     }
 
 
-def step_dict(s: StepResult) -> dict:
+def _op_energy(r: OpRecord, system: System) -> dict:
+    from archsim.report.energy import split_dict
+    from archsim.runner.energy import timed
+
+    t = timed(r, system)
+    return {"energy_by_unit": split_dict(t.energy), "kernel_power_w": t.kernel_power_w}
+
+
+def step_dict(s: StepResult, system: System | None = None) -> dict:
     st = s.step
     return {
         "phase": st.phase.value,
@@ -71,12 +86,25 @@ def step_dict(s: StepResult) -> dict:
         "time_s": s.time_s,
         "hbm_bytes": s.hbm_bytes,
         "flops": s.flops,
-        "ops": [op_dict(r) for r in s.ops],
+        "ops": [op_dict(r, system) for r in s.ops],
     }
 
 
-def run_dict(r: RunResult, resolved: ResolvedConfig) -> dict:
+def run_dict(
+    r: RunResult,
+    resolved: ResolvedConfig,
+    system: System | None = None,
+    energy: RunEnergy | None = None,
+    area: dict | None = None,
+) -> dict:
+    """The document of `archsim run --json`; with the system, each op's energy, with the run's
+    energy and the die's area (`report.energy.area_dict`) their sections and headline figures."""
+    from archsim.report.energy import energy_dict, energy_summary
+
     fp = r.footprint
+    steps = {"kv_len": r.decode_kv_lens.tolist(), "time_s": r.decode_step_s.tolist()}
+    if energy is not None:
+        steps["energy_j"] = energy.decode_step_j.tolist()
     return {
         "config_hash": resolved.hash,
         "ttft_s": r.ttft_s,
@@ -93,9 +121,13 @@ def run_dict(r: RunResult, resolved: ResolvedConfig) -> dict:
             "activations_bytes": fp.activations_bytes,
             "capacity_bytes": fp.capacity_bytes,
         },
-        "prefill": step_dict(r.prefill),
-        "decode": step_dict(r.decode) if r.decode else None,
-        "decode_steps": {"kv_len": r.decode_kv_lens.tolist(), "time_s": r.decode_step_s.tolist()},
+        "prefill": step_dict(r.prefill, system),
+        "decode": step_dict(r.decode, system) if r.decode else None,
+        "decode_steps": steps,
+        **energy_summary(energy),
+        "energy": energy_dict(energy),
+        "area_mm2": area["die_mm2"] if area else None,
+        "area": area,
         "config": resolved.as_dict(),
     }
 

@@ -5,7 +5,9 @@ the step, its ops (one after another, each as long as its `OpTiming`), its kerne
 phases and the fixed overhead before each launch), and a compute and a DMA track per core. The
 engine simulates identical cores once, so each group of identical cores is drawn once, on the
 tracks of its first core, its spans labelled `cores i-j (N identical)`. Counters give HBM read
-and write bandwidth and the share of cores busy on matrix or vector units (`counters.py`).
+and write bandwidth, the share of cores busy on matrix or vector units, and the chip's power
+(`counters.py`): each op's kernels at their average power (archsim/choose.py) and the floor at
+its clock between them, so that it integrates to the op's energy.
 
 Ops that repeat (once per layer) are drawn in full for one layer; one span on the ops track
 stands for the other repeats, so the step span equals the simulated step time. When a trace
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,8 @@ import numpy as np
 from archsim.engine.timing import OpTiming
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
-from archsim.report.counters import COUNTER_POINTS, moved_bytes, phase_counters
+from archsim.hardware.power import EnergySplit, floor_power_w
+from archsim.report.counters import COUNTER_POINTS, POWER_COUNTER, moved_bytes, phase_counters
 from archsim.report.export import write_text
 from archsim.report.replay import OpReplay, replay_op
 from archsim.runner.generation import StepResult
@@ -41,6 +44,15 @@ class TracedOp:
     op: Op
     timing: OpTiming
     replay: OpReplay
+    energy: EnergySplit = field(default_factory=EnergySplit)
+    kernel_power_w: float = 0.0  # its kernels' average power, floor included
+
+
+def traced(op: Op, timing: OpTiming, chip: Chip, standalone: bool = False) -> TracedOp:
+    from archsim.choose import Condition, time_op
+
+    t = time_op(op, chip, Condition.STANDALONE if standalone else Condition.GRAPH)
+    return TracedOp(op, timing, replay_op(op, chip), t.energy, t.kernel_power_w)
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,6 +203,10 @@ def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: b
     n_launch = k * t.replay.launches
     gap = max(0.0, (tm.cycles - k * t.replay.played_cycles - lead) / n_launch) if n_launch else 0.0
     cur = start
+    power = chip.power is not None
+    floor_w = floor_power_w(chip.power, tm.clock_hz or chip.clock_hz, chip.clock_hz) if chip.power else 0.0
+    if power:
+        track.counter(POWER_COUNTER, np.array([start]), np.array([floor_w]))
     if lead:
         track.span(KERNELS_TID, "launch (standalone)", cur, cur + lead)
         cur += lead
@@ -198,6 +214,8 @@ def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: b
         for phase, tl in zip(program.phases, t.replay.timelines):
             if phase.new_kernel and gap > 0:
                 track.span(KERNELS_TID, "kernel overhead", cur, cur + gap)
+                if power:
+                    track.counter(POWER_COUNTER, np.array([cur]), np.array([floor_w]))
                 cur += gap
             played = int(tl.total_cycles)
             track.span(
@@ -211,6 +229,9 @@ def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: b
                 _draw_phase(track, phase, tl, cur, merge, op.name or op.kind.value)
                 for name, (x, v) in phase_counters(phase, tl, chip, program.matrix, points).items():
                     track.counter(name, cur + x, v)
+                if power:
+                    watts = np.array([t.kernel_power_w, floor_w])
+                    track.counter(POWER_COUNTER, np.array([cur, cur + played]), watts)
             cur += played
     return end
 
@@ -231,6 +252,9 @@ def _draw_repeats(track: _Track, ops: tuple[TracedOp, ...], start: float, chip: 
         mean[f"{name} units busy (% of cores)"] = 100.0 * busy / (chip.cores * layer_cycles)
     for name, value in mean.items():
         track.counter(name, np.array([start, start + cycles]), np.array([value, 0.0]))
+    if chip.power is not None and cycles > 0:
+        joules = sum((t.op.repeat - 1) * t.energy.total_j for t in rep)
+        track.counter(POWER_COUNTER, np.array([start]), np.array([joules / cycles * chip.clock_hz]))
     return start + cycles
 
 
@@ -248,11 +272,11 @@ class TraceBuilder:
         self.plans: list[_Plan] = []
 
     def add_step(self, result: StepResult, title: str, start_s: float = 0.0) -> None:
-        ops = tuple(TracedOp(r.op, r.timing, replay_op(r.op, self.chip)) for r in result.ops)
+        ops = tuple(traced(r.op, r.timing, self.chip) for r in result.ops)
         self.plans.append(_Plan(title, start_s, ops, False, result))
 
     def add_op(self, op: Op, timing: OpTiming, title: str, standalone: bool = False) -> None:
-        self.plans.append(_Plan(title, 0.0, (TracedOp(op, timing, replay_op(op, self.chip)),), standalone, None))
+        self.plans.append(_Plan(title, 0.0, (traced(op, timing, self.chip, standalone),), standalone, None))
 
     def document(self) -> dict:
         merge = max(1, math.ceil(_span_count(self.plans) / self.event_budget))
@@ -264,6 +288,12 @@ class TraceBuilder:
             "identical cores named in its 'cores' argument (e.g. 'cores 0-119 (120 identical)')",
             "HBM read and write counters are the bandwidth the engine's fair sharing gave all cores",
         ]
+        if self.chip.power is not None:
+            notes.append(
+                "chip power: each op's kernels at their average power and the floor (static and idle "
+                "power) at its clock between them; it integrates to the op's energy (per-layer repeats "
+                "at their mean). How power varies within a kernel is not modelled"
+            )
         if merge > 1:
             notes.append(
                 f"tiles merged: each span on a core track covers up to {merge} consecutive tiles "

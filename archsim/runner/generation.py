@@ -189,6 +189,11 @@ def _attention_time(w: Workload, system: System, batch: int, kv_len: int, par: P
     return ops_time_s(decode_attention_ops(w, batch, kv_len, par), system)
 
 
+def attention_samples(kv_lens: np.ndarray, kv_stride: int) -> np.ndarray:
+    """The decode KV lengths whose attention is simulated: every `kv_stride`-th and the last."""
+    return np.unique(np.concatenate([kv_lens[:: max(1, kv_stride)], kv_lens[-1:]]))
+
+
 def run_generation(
     w: Workload,
     system: System,
@@ -214,7 +219,7 @@ def run_generation(
     fixed = sum(r.time_s for r in first.ops if r.op.name not in PER_SEQUENCE_OPS)
     if par is not None:  # the pipeline's send is scheduled apart; hidden collective time comes off
         fixed -= sum(r.time_s for r in first.ops if r.op.kind is OpKind.SEND) + first.comm_hidden_s
-    samples = np.unique(np.concatenate([kv_lens[:: max(1, kv_stride)], kv_lens[-1:]]))
+    samples = attention_samples(kv_lens, kv_stride)
     attn = np.zeros(len(samples))
     interrupted = False
     try:

@@ -78,7 +78,7 @@ def simulate_instance(
             s.waiting.append(nxt)
             nxt += 1
         if not s.running and not s.waiting and not s.swapped:
-            books.sample(t, arrival[nxt], 0, 0, 0, s, done)
+            books.sample(t, arrival[nxt], 0, 0, 0, s, done, 0.0)
             t = arrival[nxt]
             continue
         if cfg.policy is Policy.STATIC:
@@ -93,6 +93,7 @@ def simulate_instance(
             new = plan.ids[len(plan.ids) - plan.admitted :]
             new = new[np.isnan(books.first_scheduled[new])]  # scheduled for the first time
             books.first_scheduled[new] = t
+        gpu0 = books.gpu_s
         if fast and _decodes_only(s, plan):
             k, end = run_decodes(s, plan.ids, inst, t, arrival[nxt] if nxt < n else None, books)
             emit, tokens = plan.ids, len(plan.ids)
@@ -106,7 +107,7 @@ def simulate_instance(
                 s.release(r)
             gone = set(fin.tolist())
             s.running = [r for r in s.running if r not in gone]
-        books.sample(t, end, k, len(plan.ids), tokens, s, done)
+        books.sample(t, end, k, len(plan.ids), tokens, s, done, books.gpu_s - gpu0)
         done += len(fin)
         t = end
     return books.result(s, reqs.arrival_s)

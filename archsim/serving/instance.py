@@ -52,7 +52,8 @@ class Instance:
 class Timeline:
     """Samples of the instance over time, one per iteration (a step or a run of decode steps,
     or an idle gap): span, steps, sequences and tokens per step, KV blocks in use after it,
-    running and waiting requests, and the integral of requests in system over the span (s)."""
+    running and waiting requests, the integral of requests in system over the span (s), and the
+    GPU's share of the span (the rest is host time the GPU waits through)."""
 
     start_s: np.ndarray
     end_s: np.ndarray
@@ -63,6 +64,7 @@ class Timeline:
     running: np.ndarray
     waiting: np.ndarray
     in_system_s: np.ndarray
+    gpu_s: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +103,7 @@ class Books:
     finish: np.ndarray
     last_token: np.ndarray
     itl: GapHistogram = field(default_factory=GapHistogram)
-    rows: array = field(default_factory=lambda: array("d"))  # 9 values an iteration, flat
+    rows: array = field(default_factory=lambda: array("d"))  # 10 values an iteration, flat
     steps: int = 0
     computed: int = 0
     busy_s: float = 0.0
@@ -111,10 +113,11 @@ class Books:
     verifies: int = 0
     verify_tokens: int = 0
 
-    def sample(self, start: float, end: float, steps: int, batch: int, tokens: int, s: InstanceState, done: int):
-        self.rows.extend(
-            (start, end, steps, batch, tokens, s.pool_blocks - s.free, len(s.running), len(s.waiting), done)
-        )
+    def sample(
+        self, start: float, end: float, steps: int, batch: int, tokens: int, s: InstanceState, done: int, gpu_s: float
+    ):
+        kv = s.pool_blocks - s.free
+        self.rows.extend((start, end, steps, batch, tokens, kv, len(s.running), len(s.waiting), done, gpu_s))
 
     def stepped(self, wall_s: float, gpu_s: float, emitted: int, steps: int = 1) -> None:
         """Book `steps` steps taking `wall_s` in all, `gpu_s` of it on the GPU, each emitting
@@ -126,12 +129,12 @@ class Books:
         self.steps += steps
 
     def timeline(self, arrival_s: np.ndarray) -> Timeline:
-        start, end, steps, batch, tokens, kv, running, waiting, done = np.frombuffer(self.rows).reshape(-1, 9).T
+        start, end, steps, batch, tokens, kv, running, waiting, done, gpu = np.frombuffer(self.rows).reshape(-1, 10).T
         prefix = np.concatenate([[0.0], np.cumsum(arrival_s)])
         i0, i1 = np.searchsorted(arrival_s, start, "right"), np.searchsorted(arrival_s, end, "right")
         area = (i0 - done) * (end - start) + (i1 - i0) * end - (prefix[i1] - prefix[i0])
         ints = (c.astype(np.int64) for c in (steps, batch, tokens, kv, running, waiting))
-        return Timeline(start.copy(), end.copy(), *ints, area)
+        return Timeline(start.copy(), end.copy(), *ints, area, gpu.copy())
 
     def result(self, s: InstanceState, arrival_s: np.ndarray) -> InstanceResult:
         return InstanceResult(

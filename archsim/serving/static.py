@@ -48,8 +48,8 @@ def take_batch(s: InstanceState, cfg: SchedulerConfig) -> list[int]:
 @dataclass(frozen=True, eq=False)
 class BatchRun:
     """A static batch played out: when its prefill ended, each decode step ended, and each
-    request finished; its GPU time, and over steps step time x tokens emitted (in all and the
-    host's exposed part)."""
+    request finished; its GPU time (in all, the prefill's and each decode step's), and over steps
+    step time x tokens emitted (in all and the host's exposed part)."""
 
     prefill_end_s: float
     step_ends_s: np.ndarray  # one per decode step
@@ -58,6 +58,8 @@ class BatchRun:
     gpu_s: float
     token_s: float
     host_token_s: float
+    prefill_gpu_s: float
+    step_gpu_s: np.ndarray  # one per decode step
 
     @property
     def end_s(self) -> float:
@@ -78,6 +80,5 @@ def play_batch(prompt: np.ndarray, output: np.ndarray, timer: StepModel, host: H
     emitting = b - np.searchsorted(np.sort(output), np.arange(len(walls)) + 2, "left")  # tokens per decode step
     token_s = prefill * b + float(np.dot(walls, emitting))
     host_token_s = (prefill - prefill_gpu) * b + float(np.dot(walls - gpu, emitting))
-    return BatchRun(
-        end, ends, finish, prefill + float(walls.sum()), prefill_gpu + float(gpu.sum()), token_s, host_token_s
-    )
+    wall = prefill + float(walls.sum())
+    return BatchRun(end, ends, finish, wall, prefill_gpu + float(gpu.sum()), token_s, host_token_s, prefill_gpu, gpu)

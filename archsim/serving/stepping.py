@@ -160,7 +160,7 @@ def run_static(s: InstanceState, inst: Instance, t: float, books: Books, done: i
     books.first_scheduled[idx] = t
     books.first_token[idx] = run.prefill_end_s
     books.finish[idx] = run.finish_s
-    books.sample(t, run.prefill_end_s, 1, b, b * p_max, s, done)
+    books.sample(t, run.prefill_end_s, 1, b, b * p_max, s, done, run.prefill_gpu_s)
     times = np.diff(np.concatenate([[run.prefill_end_s], run.step_ends_s]))
     j = np.arange(len(times))
     books.itl.add_many(times, b - np.searchsorted(np.sort(outs), j + 2, "left"))  # requests still generating
@@ -168,7 +168,7 @@ def run_static(s: InstanceState, inst: Instance, t: float, books: Books, done: i
     for o in np.unique(outs).tolist():
         if o - 1 > prev:
             stop = float(run.step_ends_s[o - 2])
-            books.sample(start, stop, o - 1 - prev, b, b, s, done)
+            books.sample(start, stop, o - 1 - prev, b, b, s, done, float(run.step_gpu_s[prev : o - 1].sum()))
             start, prev = stop, o - 1
         done += int(np.sum(outs == o))
     for r in batch:

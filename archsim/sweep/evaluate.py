@@ -1,9 +1,11 @@
 """Evaluate points (in a worker): check the constraints, run the generation, record objectives.
 
 Each point becomes one row: its `config_hash`, a `status` (`ok`; `infeasible`: a constraint
-ruled it out before simulating, or it does not fit in HBM; `failed`: an invalid design or an
-error while simulating, whose message is in `error`), its parameter and derived values, and its
-objectives (null unless ok). A point that fails never stops the others.
+ruled it out, or it does not fit in HBM; `failed`: an invalid design or an error while
+simulating, whose message is in `error`), its parameter and derived values, and its objectives
+(null unless it ran). Constraints on design facts are checked before simulating; those that read
+what a run reports (`power_w <= 700`) once it has run, and a point they rule out keeps the
+objectives it computed. A point that fails never stops the others.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from archsim.errors import DoesNotFitError
 from archsim.sweep.expr import Expr
-from archsim.sweep.metrics import design_facts, run_metrics
+from archsim.sweep.metrics import FACT_NAMES, design_facts, metric_names, missing_section, run_metrics
 from archsim.sweep.points import PointTask
 from archsim.sweep.sampling import Value
 from archsim.sweep.spec import Objective, SweepSpec
@@ -26,13 +28,33 @@ OK, INFEASIBLE, FAILED = "ok", "infeasible", "failed"
 class Evaluation:
     """What a worker needs besides the points: small, picklable, the same for every chunk."""
 
-    constraints: tuple[Expr, ...]
+    constraints: tuple[Expr, ...]  # on the design: checked before simulating
     objectives: tuple[Objective, ...]
     kv_stride: int
+    run_constraints: tuple[Expr, ...] = ()  # on what the run reports: checked after it
 
     @classmethod
     def of(cls, spec: SweepSpec) -> Evaluation:
-        return cls(spec.constraints, spec.objectives, spec.kv_stride)
+        before, after = split_constraints(spec.constraints)
+        return cls(before, spec.objectives, spec.kv_stride, after)
+
+
+def split_constraints(constraints: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
+    """The constraints that read only the design (parameters, derived values, design facts) and
+    those that read what a run reports."""
+    metrics = metric_names() - FACT_NAMES
+    late = tuple(c for c in constraints if c.names & metrics)
+    return tuple(c for c in constraints if c not in late), late
+
+
+def missing(exprs, env: dict) -> str | None:
+    """Why a name the expressions read has no value for this point (a section the chip file lacks)."""
+    for e in exprs:
+        for name in sorted(e.names):
+            section = missing_section(name)
+            if name not in env and section is not None:
+                return f"{name}: the chip file has no {section} section ({e.text})"
+    return None
 
 
 def _show(value: object) -> str:
@@ -50,6 +72,7 @@ def unmet_constraint(constraints: tuple[Expr, ...], env: Mapping[str, Value]) ->
 
 def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
     """The row of one point."""
+    from archsim.runner.energy import run_energy
     from archsim.runner.generation import run_generation
 
     row = {"config_hash": task.config_hash, "status": FAILED, "error": task.error, **dict(task.values)}
@@ -59,21 +82,28 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
     system, w = task.design.system, task.design.workload
     try:
         env: dict[str, Value] = {**design_facts(system, w), **task.known_values()}
+        if why := missing(ev.constraints, env):
+            return {**row, "error": why}
         unmet = unmet_constraint(ev.constraints, env)
         if unmet:
             return {**row, "status": INFEASIBLE, "error": unmet}
         result = run_generation(w, system, kv_stride=ev.kv_stride)
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt
-        env.update(run_metrics(result))
+        env.update(run_metrics(result, system, run_energy(result, w, system, ev.kv_stride)))
+        if why := missing(ev.run_constraints + tuple(o.expr for o in ev.objectives), env):
+            return {**row, "error": why}
         objectives = {}
         for o in ev.objectives:
             value = o.expr.evaluate(env)
             env[o.name] = objectives[o.name] = float(value)
+        unmet = unmet_constraint(ev.run_constraints, env)
     except DoesNotFitError as err:
         return {**row, "status": INFEASIBLE, "error": str(err)}
     except Exception as err:
         return {**row, "error": f"{type(err).__name__}: {err}"}
+    if unmet:
+        return {**row, **objectives, "status": INFEASIBLE, "error": unmet}
     return {**row, **objectives, "status": OK}
 
 

@@ -3,8 +3,11 @@
 *Design facts* are known before simulating, from the built chip and workload (the memory
 footprint, SRAM per chip, peak FLOP/s, ...): constraints and objectives read them. *Run metrics*
 are what a run reports: every number in `archsim.report.export.run_dict`, by dotted path
-(`decode_tokens_per_s`, `ttft_s`, `memory.kv_cache_bytes`, `prefill.hbm_bytes`, `decode.time_s`);
-objectives read them. Units are canonical: seconds, bytes, bytes/s, Hz, FLOP/s.
+(`decode_tokens_per_s`, `ttft_s`, `memory.kv_cache_bytes`, `prefill.hbm_bytes`, `decode.time_s`,
+`power_w`, `tokens_per_j`, `energy.by_unit.hbm_j`); objectives read them, and so do constraints
+checked once the point has run (`power_w <= 700`). The die's area and the power limit are facts
+where the chip file has an `area` or `power` section, energies are metrics where it has a power
+section. Units are canonical: seconds, bytes, bytes/s, Hz, FLOP/s, joules, watts, mm2.
 """
 
 from __future__ import annotations
@@ -32,12 +35,40 @@ FACT_DOCS: dict[str, str] = {
     "sram_bytes": "SRAM per core",
     "sram_total_bytes": "SRAM per chip (all cores)",
     "l2_bytes": "L2 capacity per chip",
+    "area_mm2": "die area in mm2 (needs an area section)",
+    "fits_reticle": "the die fits the 858 mm2 reticle (true/false; needs an area section)",
+    "dies": "dies the design needs: 1 within the reticle, else reticle-sized chiplets (needs an area section)",
+    "power_limit_w": "power limit per chip (needs a power section)",
 }
 FACT_NAMES = frozenset(FACT_DOCS)
+AREA_NAMES = frozenset({"area_mm2", "fits_reticle", "dies"})
+POWER_NAMES = frozenset(
+    {
+        "power_limit_w",
+        "energy_j",
+        "power_w",
+        "peak_power_w",
+        "tokens_per_j",
+        "decode_j_per_token",
+        "decode_tokens_per_j",
+    }
+)
+
+
+def missing_section(name: str) -> str | None:
+    """The chip-file section a fact or metric needs ('area', 'power'), None if it needs none."""
+    if name in AREA_NAMES or name.startswith("area."):
+        return "area"
+    if name in POWER_NAMES or name.startswith("energy.") or name == "decode_steps.energy_j":
+        return "power"
+    return None
 
 
 def design_facts(system: System, w: Workload) -> dict[str, float | int | bool]:
-    """What the chip and workload are, before any simulation."""
+    """What the chip and workload are, before any simulation (the area and power facts only
+    where the chip file has those sections)."""
+    from archsim.hardware.area import system_area
+
     chip, core = system.chip, system.chip.core
     fp = footprint(w, system)
     facts = {
@@ -55,7 +86,12 @@ def design_facts(system: System, w: Workload) -> dict[str, float | int | bool]:
         "sram_total_bytes": chip.cores * core.sram.capacity_bytes,
         "l2_bytes": chip.l2.capacity_bytes,
     }
-    assert facts.keys() == FACT_DOCS.keys()
+    area = system_area(system)
+    if area is not None:
+        facts.update({"area_mm2": area.die_mm2, "fits_reticle": area.fits_reticle, "dies": area.dies})
+    if chip.power is not None:
+        facts["power_limit_w"] = chip.power.limit_w
+    assert facts.keys() <= FACT_DOCS.keys()
     return facts
 
 
@@ -71,20 +107,33 @@ def flatten_numbers(data: dict, prefix: str = "") -> dict[str, float | int | boo
     return out
 
 
-def run_metrics(result: RunResult) -> dict[str, float | int | bool]:
-    """Every number a run reports (`run_dict` without the configuration), by dotted path."""
+def run_metrics(result: RunResult, system: System | None = None, energy=None) -> dict[str, float | int | bool]:
+    """Every number a run reports (`run_dict` without the configuration), by dotted path; its
+    energy (a RunEnergy) and the die's area where given and the chip file has them."""
     from archsim.config.resolved import ResolvedConfig
+    from archsim.hardware.area import system_area
+    from archsim.report.energy import area_dict
     from archsim.report.export import run_dict
 
-    data = run_dict(result, ResolvedConfig({}))
+    area = None
+    if system is not None and system.chip.area is not None:
+        chips = energy.chips if energy is not None else 1
+        area = area_dict(system_area(system), result, chips, system.chip.area.node.value)
+    data = run_dict(result, ResolvedConfig({}), None, energy, area)
     return flatten_numbers({k: v for k, v in data.items() if k not in ("config", "config_hash")})
 
 
 @lru_cache(maxsize=1)
 def metric_names() -> frozenset[str]:
-    """The dotted names `run_metrics` gives for a run with a prefill and a decode step, known
-    without simulating: from a run of empty steps."""
+    """The dotted names `run_metrics` gives for a run with a prefill and a decode step, an energy
+    and an area, known without simulating: from a run of empty steps."""
+    from archsim.config.resolved import ResolvedConfig
     from archsim.graph.builder import Step
+    from archsim.hardware.area import Area
+    from archsim.hardware.power import EnergySplit
+    from archsim.report.energy import area_dict
+    from archsim.report.export import run_dict
+    from archsim.runner.energy import RunEnergy, StepEnergy
 
     empty = RunResult(
         prefill=StepResult(Step(Phase.PREFILL, 1, 1, 0), ()),
@@ -96,4 +145,7 @@ def metric_names() -> frozenset[str]:
         prompt_tokens=1,
         output_tokens=2,
     )
-    return frozenset(run_metrics(empty))
+    step = StepEnergy(EnergySplit(), 1.0, 0.0)
+    energy = RunEnergy(step, step, np.ones(1), EnergySplit(), 0.0, 1.0, 1, 1.0, 2, 1, 1.0)
+    data = run_dict(empty, ResolvedConfig({}), None, energy, area_dict(Area(matrix_mm2=1.0), empty))
+    return frozenset(flatten_numbers({k: v for k, v in data.items() if k not in ("config", "config_hash")}))

@@ -27,6 +27,8 @@ WORDS = {  # lower-case words of column names -> as a reader writes them
     "tp": "TP",
     "mmac": "million MACs",
     "bf16": "bf16",
+    "j": "J",
+    "w": "W",
 }
 UNITS = {  # a trailing unit word -> the unit in brackets
     "s": "s",
@@ -45,15 +47,20 @@ UNITS = {  # a trailing unit word -> the unit in brackets
     "tb": "TB",
     "bytes": "bytes",
     "pct": "%",
+    "j": "J",
+    "w": "W",
+    "mm2": "mm²",
 }
 
 
 def human(column: str) -> str:
     """A column name as an axis label: 'ttft_ms' -> 'TTFT (ms)', 'decode_tokens_per_s' -> 'decode
-    tokens/s', 'tokens_per_s_per_mmac' -> 'tokens/s per million MACs', 'sram_kib' -> 'SRAM (KiB)'."""
+    tokens/s', 'tokens_per_s_per_mmac' -> 'tokens/s per million MACs', 'sram_kib' -> 'SRAM (KiB)',
+    'decode_tokens_per_j' -> 'decode tokens/J', 'die_mm2' -> 'die (mm²)'."""
     import re
 
-    text = re.sub(r"_per_s(?=_|$)", "/s", column).replace("_per_", " per ").replace(".", " ")
+    text = re.sub(r"_per_s(?=_|$)", "/s", column)
+    text = re.sub(r"_per_j(?=_|$)", "/J", text).replace("_per_", " per ").replace(".", " ")
     parts = [p for p in re.split(r"[_ ]", text) if p]
     unit = UNITS.get(parts[-1].lower()) if len(parts) > 1 else None
     words = " ".join(WORDS.get(w.lower(), w) for w in (parts[:-1] if unit else parts))

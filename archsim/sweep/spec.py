@@ -132,10 +132,10 @@ def load_spec(path: str | Path, allowed: tuple[str, ...] = ()) -> SweepSpec:
     taken = {p.name for p in params}
     derived = _derived(doc, cfg, taken, problems)
     facts = taken | FACT_NAMES
-    constraints = tuple(
+    constraints = tuple(  # on the design, or on what a run reports (checked once it has run)
         e
         for i, text in enumerate(cfg.constraints)
-        if (e := _expr(doc, ("constraints", i), text, facts, problems)) is not None
+        if (e := _expr(doc, ("constraints", i), text, facts | metric_names(), problems)) is not None
     )
     objectives = _objectives(doc, cfg, facts | metric_names(), taken, problems)
     _check_paths_unique(doc, cfg, problems)

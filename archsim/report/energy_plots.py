@@ -1,0 +1,76 @@
+"""PNG plots of energy and power, in the style of `archsim.report.plots` (matplotlib, Agg,
+imported only to draw): a step's energy per op kind split by unit, and power and joules per token
+against batch. Joules, watts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from archsim.hardware.power import ENERGY_PARTS
+from archsim.report.plots import figure, save, styled
+from archsim.runner.energy import StepEnergy
+
+UNIT_COLOURS = {
+    "matrix": "tab:blue",
+    "vector": "tab:green",
+    "sram": "tab:cyan",
+    "l2": "tab:olive",
+    "hbm": "tab:orange",
+    "link": "tab:pink",
+    "static": "tab:gray",
+    "idle": "silver",
+}
+
+
+@styled
+def energy_by_kind(path: Path, steps: list[tuple[str, StepEnergy]]) -> Path:
+    """Per op kind, where each step's energy goes by unit (horizontal stacked bars, one panel per
+    step), with the step's average power in the title."""
+    from archsim.report.energy import UNIT_NAMES, format_joules
+
+    fig, axes = figure(5.5 * len(steps), 4.0, cols=len(steps))
+    for ax, (label, step) in zip(np.atleast_1d(axes), steps):
+        kinds = sorted(step.kinds, key=lambda k: k.energy.total_j)
+        left = np.zeros(len(kinds))
+        for part in ENERGY_PARTS:
+            mj = np.array([k.energy.parts()[part] * 1e3 for k in kinds])
+            if not mj.any():
+                continue
+            ax.barh([k.kind.value for k in kinds], mj, left=left, color=UNIT_COLOURS[part], label=UNIT_NAMES[part])
+            left += mj
+        ax.set_xlabel("energy in the step (mJ)")
+        ax.set_title(f"{label}: {format_joules(step.energy_j)}, {step.average_power_w:,.0f} W")
+        ax.legend(fontsize=7, loc="lower right")
+    return save(fig, path)
+
+
+@styled
+def power_by_batch(
+    path: Path, curves: list[tuple[str, list[int], list[float], list[float], float]], title: str
+) -> Path:
+    """Decode power (left) and joules per token (right, log) against batch: `curves` of (label,
+    batches, average watts of the decode steps, joules per decode token, power limit)."""
+    fig, (left, right) = figure(10.0, 4.0, cols=2)
+    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red")
+    for i, (label, batches, watts, joules, limit) in enumerate(curves):
+        c = colours[i % len(colours)]
+        left.plot(batches, watts, "o-", color=c, label=label)
+        left.axhline(limit, color=c, ls="--", lw=0.8, label=f"{label} limit ({limit:,.0f} W)")
+        right.plot(batches, joules, "o-", color=c, label=label)
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch (sequences decoded together)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    from archsim.report.plots import plain_ticks
+
+    left.xaxis.set_major_formatter(plain_ticks())
+    right.xaxis.set_major_formatter(plain_ticks())
+    left.set_ylabel("average power of the decode steps (W)")
+    left.set_ylim(0, None)
+    right.set_yscale("log")
+    right.set_ylabel("energy per decode token (J)")
+    fig.suptitle(title, fontsize=10)
+    return save(fig, path)
