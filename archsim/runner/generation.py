@@ -1,5 +1,8 @@
 """A generation: prefill of the prompt, then decode steps with a KV cache that grows each token.
 
+Every op's timing is also kept in the on-disk op cache (archsim/opcache.py) under its chip, so
+a later run, serve or sweep worker that meets the same op on the same chip reads it back.
+
 Ops that do not change between decode steps (every GEMM and vector op: their shapes depend on
 the batch only) are simulated once; attention, which reads a longer cache every step, is
 simulated at KV lengths every `kv_stride` tokens and interpolated linearly between them
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from archsim import opcache
 from archsim.choose import simulate_collective, simulate_op
 from archsim.engine.timing import OpTiming
 from archsim.graph.builder import Step, build_step
@@ -28,7 +32,7 @@ from archsim.graph.parallel import (
     pipeline_step_s,
     shard_step,
 )
-from archsim.hardware import System
+from archsim.hardware import Chip, System
 from archsim.hardware.collectives import system_fabric
 from archsim.runner.memory import Footprint, check_fits
 
@@ -118,6 +122,20 @@ class RunResult:
         return self.batch / self.tpot_s if self.tpot_s else 0.0
 
 
+def op_timing(op: Op, chip: Chip) -> OpTiming:
+    """`simulate_op` of `op` on `chip`, read from the on-disk op cache where an earlier process
+    put it (and put there otherwise)."""
+    cache = opcache.cache_for_chip(chip)
+    if cache is None:
+        return simulate_op(op, chip)
+    key = opcache.ops_key((op,), "simulate_op")
+    timing = opcache.timing_from_value(cache.get(key))
+    if timing is None:
+        timing = simulate_op(op, chip)
+        cache.put(key, opcache.timing_value(timing))
+    return timing
+
+
 def time_ops(ops: Sequence[Op], system: System) -> tuple[tuple[OpRecord, ...], float]:
     """Every op timed on the system's chip, each collective on its links, and the collective time
     hidden under compute: a collective right after the op that produces it is cut into the pieces
@@ -127,7 +145,7 @@ def time_ops(ops: Sequence[Op], system: System) -> tuple[tuple[OpRecord, ...], f
     hidden = 0.0
     for op in ops:
         if not op.kind.is_collective:
-            records.append(OpRecord(op, simulate_op(op, system.chip)))
+            records.append(OpRecord(op, op_timing(op, system.chip)))
             continue
         producer = records[-1] if records and op.kind is not OpKind.SEND else None
         if producer is not None and not producer.op.kind.is_collective:
