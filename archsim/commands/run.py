@@ -36,8 +36,9 @@ def add_workload_flags(p) -> None:
     p.add_argument(
         "--kv-stride",
         type=positive_int("--kv-stride"),
-        default=64,
-        help="decode KV lengths between exactly simulated attention samples (default 64)",
+        default=1,
+        help="decode KV lengths between simulated attention samples, interpolated between "
+        "(default 1: every decode step at its own KV length, exact)",
     )
 
 
