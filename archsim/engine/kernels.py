@@ -96,6 +96,15 @@ def _drained(left, rate, t_next):
 
 
 @njit
+def ring_slot(s, base, j, ring, trace):
+    """Where entry j of sequence s (entries from `base`) keeps its compute end and load done:
+    its own place under a trace, else slot j mod `ring` of the sequence's ring."""
+    if trace:
+        return base + j
+    return s * ring + j % ring
+
+
+@njit
 def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages, p, trace):
     """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes).
 
@@ -107,8 +116,16 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     s_count = core_start.shape[0] - 1
     n_total = hbm.shape[0]
     n_trace = n_total if trace else 0
-    comp_end = np.zeros(n_total)
-    load_done = np.full(n_total, INF)
+    # when each entry's compute ends and its load is done: a trace keeps every entry's; otherwise
+    # only a ring per sequence of the `stages` + 1 entries a core can still read (those from
+    # `stages` before its next compute up to its last load issued), `ring_slot` giving the place
+    longest = 0
+    for s in range(s_count):
+        longest = max(longest, core_start[s + 1] - core_start[s])
+    ring = min(stages, longest) + 1  # a core never holds more entries than it has
+    kept = n_total if trace else s_count * ring
+    comp_end = np.zeros(kept)
+    load_done = np.full(kept, INF)
     load_issue = np.zeros(n_trace)
     n_events = MAX_TRACE_EVENTS * n_trace + 2 if trace else 0
     ev_t = np.zeros(n_events)
@@ -166,14 +183,15 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             # a free DMA takes the next load once its buffer is free
             if loading[s] < 0 and next_load[s] < n:
                 j = next_load[s]
-                slot_free = 0.0 if j < stages else comp_end[base + j - stages]
-                if j < stages or (comp_next[s] > j - stages and comp_end[base + j - stages] <= t):
+                freed = ring_slot(s, base, j - stages, ring, trace)
+                slot_free = 0.0 if j < stages else comp_end[freed]
+                if j < stages or (comp_next[s] > j - stages and comp_end[freed] <= t):
                     e = base + j
                     if trace:
                         load_issue[e] = max(t, slot_free)
                     nbytes = hbm[e] + l2[e]
                     if nbytes <= 0.0:
-                        load_done[e] = max(t, slot_free)
+                        load_done[ring_slot(s, base, j, ring, trace)] = max(t, slot_free)
                     else:
                         hf = hbm[e] / nbytes
                         lat = load_latency(p, hf, hbm_util)
@@ -187,12 +205,15 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                     next_load[s] += 1
             if not computing[s] and comp_next[s] < n:
                 e = base + comp_next[s]
-                if load_done[e] <= t:
-                    prev = comp_end[e - 1] if comp_next[s] > 0 else 0.0
+                here = ring_slot(s, base, comp_next[s], ring, trace)
+                if load_done[here] <= t:
+                    prev = comp_end[ring_slot(s, base, comp_next[s] - 1, ring, trace)] if comp_next[s] > 0 else 0.0
                     stall[s] += t - prev
-                    comp_end[e] = t + cycles[e]
-                    comp_busy_until[s] = comp_end[e]
+                    comp_end[here] = t + cycles[e]
+                    comp_busy_until[s] = comp_end[here]
                     busy[s] += cycles[e]
+                    if not trace:
+                        load_done[here] = INF  # the slot waits for the load `ring` entries on
                     computing[s] = True
                     comp_next[s] += 1
         # rates of the active flows: each at its cap, then shared max-min fairly
@@ -259,7 +280,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
             base = core_start[s]
             n = core_start[s + 1] - base
             if loading[s] >= 0 and ready_at[s] <= t and left[LOAD, s] <= 0.0:
-                load_done[base + loading[s]] = t
+                load_done[ring_slot(s, base, loading[s], ring, trace)] = t
                 loading[s] = -1
             if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
                 computing[s] = False

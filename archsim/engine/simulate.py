@@ -80,7 +80,7 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
             phase.core_weight,
             phase.hbm_bytes,
             phase.l2_bytes,
-            phase.compute_cycles.astype(np.float64),
+            phase.compute_cycles,
             phase.store_bytes,
             phase.store_l2_bytes,
             int(phase.stages),
