@@ -167,71 +167,121 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     # zero-time iterations each start or finish at least one entry's load, compute or store, so
     # more of them in a row than that means nothing can move: refuse rather than spin
     stuck, stuck_limit = 0, 4 * (core_start[s_count] + s_count) + 16
-    while done < s_count:
-        # start whatever can start at time t
+    # Each pass of the loop below takes every sequence once at the new time t: its flows move to
+    # t, what ended by t is completed, what can start at t starts, and its flows' activity is
+    # set; then the rates, the next event and the step to it. A sequence's work only reads its
+    # own state and the HBM utilisation of the last rates, so one pass does all of it; and when
+    # no flow started, stopped or took a new load since the last event, the fair share would
+    # give the same rates again and is not solved.
+    first = True
+    changed = True  # whether the active flows or their caps changed since the rates were set
+    dt = 0.0
+    t_next = 0.0
+    while True:
         for s in range(s_count):
-            if finished[s]:
-                continue
-            base = core_start[s]
-            n = core_start[s + 1] - base
-            # the compute unit posts the entry it finished and takes the next once it is loaded
-            if computing[s] and comp_busy_until[s] <= t:
-                computing[s] = False
-                e = base + comp_next[s] - 1
-                left[STORE_HBM, s] += store[e]
-                left[STORE_L2, s] += store_l2[e]
-            # a free DMA takes the next load once its buffer is free
-            if loading[s] < 0 and next_load[s] < n:
-                j = next_load[s]
-                freed = ring_slot(s, base, j - stages, ring, trace)
-                slot_free = 0.0 if j < stages else comp_end[freed]
-                if j < stages or (comp_next[s] > j - stages and comp_end[freed] <= t):
-                    e = base + j
-                    if trace:
-                        load_issue[e] = max(t, slot_free)
-                    nbytes = hbm[e] + l2[e]
-                    if nbytes <= 0.0:
-                        load_done[ring_slot(s, base, j, ring, trace)] = max(t, slot_free)
-                    else:
-                        hf = hbm[e] / nbytes
-                        lat = load_latency(p, hf, hbm_util)
-                        loading[s] = j
-                        ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
-                        left[LOAD, s] = nbytes
-                        load_hfrac[s] = hf
-                        cap[LOAD, s] = load_rate_cap(p, hbm[e], hf, lat)
-                        use_h[LOAD, s] = hf
-                        use_l[LOAD, s] = 1.0 - hf
-                    next_load[s] += 1
-            if not computing[s] and comp_next[s] < n:
-                e = base + comp_next[s]
-                here = ring_slot(s, base, comp_next[s], ring, trace)
-                if load_done[here] <= t:
-                    prev = comp_end[ring_slot(s, base, comp_next[s] - 1, ring, trace)] if comp_next[s] > 0 else 0.0
-                    stall[s] += t - prev
-                    comp_end[here] = t + cycles[e]
-                    comp_busy_until[s] = comp_end[here]
-                    busy[s] += cycles[e]
-                    if not trace:
-                        load_done[here] = INF  # the slot waits for the load `ring` entries on
-                    computing[s] = True
-                    comp_next[s] += 1
+            if not first:
+                # the flows move to t (each within EPS of its end, or past it in float time, ends)
+                for k in range(FLOW_KINDS):
+                    if active[k, s]:
+                        left[k, s] -= rate[k, s] * dt
+                        if _drained(left[k, s], rate[k, s], t_next):
+                            left[k, s] = 0.0
+            issued = False
+            if not finished[s]:
+                base = core_start[s]
+                n = core_start[s + 1] - base
+                if not first:  # what ended at t: a load's data, the last compute, the stores
+                    if loading[s] >= 0 and ready_at[s] <= t and left[LOAD, s] <= 0.0:
+                        load_done[ring_slot(s, base, loading[s], ring, trace)] = t
+                        loading[s] = -1
+                    if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
+                        computing[s] = False
+                        left[STORE_HBM, s] += store[base + n - 1]
+                        left[STORE_L2, s] += store_l2[base + n - 1]
+                    if (
+                        comp_next[s] == n
+                        and not computing[s]
+                        and left[STORE_HBM, s] <= 0.0
+                        and left[STORE_L2, s] <= 0.0
+                    ):
+                        finished[s] = True
+                        end[s] = t
+                        done += 1
+            if not finished[s]:
+                # start whatever can start at time t: the compute unit posts the entry it
+                # finished and takes the next once it is loaded
+                if computing[s] and comp_busy_until[s] <= t:
+                    computing[s] = False
+                    e = base + comp_next[s] - 1
+                    left[STORE_HBM, s] += store[e]
+                    left[STORE_L2, s] += store_l2[e]
+                # a free DMA takes the next load once its buffer is free
+                if loading[s] < 0 and next_load[s] < n:
+                    j = next_load[s]
+                    freed = ring_slot(s, base, j - stages, ring, trace)
+                    slot_free = 0.0 if j < stages else comp_end[freed]
+                    if j < stages or (comp_next[s] > j - stages and comp_end[freed] <= t):
+                        e = base + j
+                        if trace:
+                            load_issue[e] = max(t, slot_free)
+                        nbytes = hbm[e] + l2[e]
+                        if nbytes <= 0.0:
+                            load_done[ring_slot(s, base, j, ring, trace)] = max(t, slot_free)
+                        else:
+                            hf = hbm[e] / nbytes
+                            lat = load_latency(p, hf, hbm_util)
+                            loading[s] = j
+                            ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
+                            left[LOAD, s] = nbytes
+                            load_hfrac[s] = hf
+                            cap[LOAD, s] = load_rate_cap(p, hbm[e], hf, lat)
+                            use_h[LOAD, s] = hf
+                            use_l[LOAD, s] = 1.0 - hf
+                            issued = True
+                        next_load[s] += 1
+                if not computing[s] and comp_next[s] < n:
+                    e = base + comp_next[s]
+                    here = ring_slot(s, base, comp_next[s], ring, trace)
+                    if load_done[here] <= t:
+                        prev = comp_end[ring_slot(s, base, comp_next[s] - 1, ring, trace)] if comp_next[s] > 0 else 0.0
+                        stall[s] += t - prev
+                        comp_end[here] = t + cycles[e]
+                        comp_busy_until[s] = comp_end[here]
+                        busy[s] += cycles[e]
+                        if not trace:
+                            load_done[here] = INF  # the slot waits for the load `ring` entries on
+                        computing[s] = True
+                        comp_next[s] += 1
+            # which flows move from t on
+            now = loading[s] >= 0 and ready_at[s] <= t
+            if now != active[LOAD, s] or (now and issued):
+                changed = True
+            active[LOAD, s] = now
+            now = left[STORE_HBM, s] > 0.0
+            if now != active[STORE_HBM, s]:
+                changed = True
+            active[STORE_HBM, s] = now
+            now = left[STORE_L2, s] > 0.0
+            if now != active[STORE_L2, s]:
+                changed = True
+            active[STORE_L2, s] = now
+        first = False
+        if done >= s_count:
+            break
         # rates of the active flows: each at its cap, then shared max-min fairly
-        for s in range(s_count):
-            active[LOAD, s] = loading[s] >= 0 and ready_at[s] <= t
-            active[STORE_HBM, s] = left[STORE_HBM, s] > 0.0
-            active[STORE_L2, s] = left[STORE_L2, s] > 0.0
-        rate[:, :] = cap
-        hbm_load = _fair_share(
-            rate.ravel(),
-            use_h.ravel(),
-            use_l.ravel(),
-            wflow.ravel(),
-            active.ravel(),
-            p.hbm_bytes_per_cycle,
-            p.l2_bytes_per_cycle,
-        )
-        hbm_util = hbm_load / p.hbm_bytes_per_cycle
+        if changed:
+            rate[:, :] = cap
+            hbm_load = _fair_share(
+                rate.ravel(),
+                use_h.ravel(),
+                use_l.ravel(),
+                wflow.ravel(),
+                active.ravel(),
+                p.hbm_bytes_per_cycle,
+                p.l2_bytes_per_cycle,
+            )
+            hbm_util = hbm_load / p.hbm_bytes_per_cycle
+            changed = False
         if trace and n_ev < n_events:
             read = 0.0
             write = 0.0
@@ -267,29 +317,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
         if stuck > stuck_limit:
             raise ValueError("the event loop made no progress: no load, compute or transfer can proceed")
         dt = max(t_next, t_exact) - t
-        for k in range(FLOW_KINDS):
-            for s in range(s_count):
-                if active[k, s]:
-                    left[k, s] -= rate[k, s] * dt
-                    if _drained(left[k, s], rate[k, s], t_next):
-                        left[k, s] = 0.0
         t = t_next
-        for s in range(s_count):
-            if finished[s]:
-                continue
-            base = core_start[s]
-            n = core_start[s + 1] - base
-            if loading[s] >= 0 and ready_at[s] <= t and left[LOAD, s] <= 0.0:
-                load_done[ring_slot(s, base, loading[s], ring, trace)] = t
-                loading[s] = -1
-            if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
-                computing[s] = False
-                left[STORE_HBM, s] += store[base + n - 1]
-                left[STORE_L2, s] += store_l2[base + n - 1]
-            if comp_next[s] == n and not computing[s] and left[STORE_HBM, s] <= 0.0 and left[STORE_L2, s] <= 0.0:
-                finished[s] = True
-                end[s] = t
-                done += 1
     if not trace:
         return end, busy, stall, t, load_issue, load_issue, load_issue, ev_t, ev_read, ev_write
     return end, busy, stall, t, load_issue, load_done, comp_end, ev_t[:n_ev], ev_read[:n_ev], ev_write[:n_ev]
