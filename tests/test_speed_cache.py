@@ -136,3 +136,21 @@ def test_a_command_line_process_loads_only_what_its_command_uses():
     assert cli_doc["cycles"] == api_doc["cycles"] > 0
     assert cli_loaded == []
     assert api_loaded == ["scipy.linalg"]  # numba's own start-up, left alone outside the command line
+
+
+def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(h200):
+    """The run's size check counts the entries of every tiling the compiler will try; the
+    shortlist is worked out once and both read it (a list each, so neither can change the other's)."""
+    from archsim.compiler.compile import compile_candidates
+    from archsim.compiler.gemm import candidate_tilings, shortlist
+    from archsim.limits import gemm_entries
+
+    op = Op(OpKind.GEMM, m=96, k=2048, n=3072)
+    shortlist.cache_clear()
+    gemm_entries(op, h200.chip)
+    programs = compile_candidates(op, h200.chip)
+    assert shortlist.cache_info().misses == 1 and shortlist.cache_info().hits >= 1
+    assert len(programs) == len(candidate_tilings(op, h200.chip)) >= 2
+    mine = candidate_tilings(op, h200.chip)
+    mine.clear()
+    assert candidate_tilings(op, h200.chip)

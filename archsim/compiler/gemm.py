@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import lru_cache
 
 import numpy as np
 
@@ -92,6 +93,13 @@ def _stage_bytes(tm, tn, tk, a: float, b: float):
 
 
 def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
+    """The `count` most promising tilings of the GEMM on the chip, best first (`shortlist`,
+    worked out once per op and chip: the size check before a run and the compiler both ask)."""
+    return list(shortlist(op, chip, count))
+
+
+@lru_cache(maxsize=4096)
+def shortlist(op: Op, chip: Chip, count: int = 4) -> tuple[Tiling, ...]:
     """The `count` most promising tilings of the GEMM on the chip, best first.
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
@@ -168,7 +176,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
     out: dict[tuple, Tiling] = {}
     for _est, t, _hbm, _compute in ranked:
         out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
-    return list(out.values())[:count]
+    return tuple(out.values())[:count]
 
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
