@@ -106,3 +106,21 @@ def test_one_buffer_runs_entries_back_to_back():
             start, weight, zeros, zeros, cycles, zeros, zeros, 1, _free_memory(), trace
         )
         assert (end[0], busy[0], stall[0], total) == (150.0, 150.0, 0.0, 150.0)
+
+
+def test_a_sequence_given_in_parts_is_the_sequence_joined():
+    """Two cores' sequences, the first as parts (2 entries, then 1), the second whole, standing
+    for 3 and 1 cores: entries in order 0, 1, 2 | 3, cycles rounded up (2.5 -> 3, 7.0 -> 7)."""
+    from archsim.compiler.program import build_phase, entries
+
+    first = (entries(2, hbm_bytes=[10.0, 20.0], cycles=[2.5, 7.0]), entries(1, store_bytes=5.0, cycles=1.2))
+    second = entries(1, l2_bytes=8.0, cycles=4.0)
+    ph = build_phase([first, second], 2, weights=[3, 1])
+    np.testing.assert_array_equal(ph.core_start, [0, 3, 4])
+    np.testing.assert_array_equal(ph.core_weight, [3, 1])
+    np.testing.assert_array_equal(ph.hbm_bytes, [10.0, 20.0, 0.0, 0.0])
+    np.testing.assert_array_equal(ph.l2_bytes, [0.0, 0.0, 0.0, 8.0])
+    np.testing.assert_array_equal(ph.store_bytes, [0.0, 0.0, 5.0, 0.0])
+    np.testing.assert_array_equal(ph.compute_cycles, [3, 7, 2, 4])
+    assert ph.compute_cycles.dtype == np.int64
+    assert first[0]["cycles"][0] == 2.5  # the parts given are left as they were

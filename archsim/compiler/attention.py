@@ -233,7 +233,7 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             blocks[n_kv, miss, last] = seq
         return blocks[n_kv, miss, last]
 
-    sequences = [np.concatenate([item_entries(*kind) for kind in sig]) for sig, _w in groups]
+    sequences = [tuple(item_entries(*kind) for kind in sig) for sig, _w in groups]
     weights = [w for _sig, w in groups]
     fit = max(1, int(chip.core.sram.capacity_bytes - q_bytes - out_bytes) // int(kv_block_bytes))
     stages = min(KV_STAGES, fit)
