@@ -10,8 +10,9 @@ and whether the kernels run compiled or as Python, so that neither reads what th
 computed and the two can be compared). A value is a JSON number, or a list of them.
 
 Two kinds of entry: the time of a list of ops on a system (the serving step model's parts), and
-one op's `OpTiming` on a chip (`get_timing`, `put_timing`: every field, integers and floats
-as computed, so a timing read back is equal to the one simulated, bit for bit).
+one op's timing and energy on a chip (`timed_value`, `timed_from_value`: every field of its
+`OpTiming` and `EnergySplit`, integers and floats as computed, so what is read back is equal to
+what was simulated, bit for bit).
 
 Layout: DIR/<version digest>/<system digest>.jsonl (and chip-<chip digest>.jsonl for the
 timings of single ops), one `{"k": KEY, "v": VALUE}` a line, each
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from archsim.engine.timing import Bound, OpTiming
 from archsim.hardware import Chip, System
+from archsim.hardware.power import EnergySplit
 
 SOURCE_ROOT = Path(__file__).resolve().parent
 _enabled: list[bool] = [os.environ.get("ARCHSIM_NO_CACHE", "") in ("", "0")]
@@ -172,3 +174,25 @@ def timing_from_value(value: object) -> OpTiming | None:
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in record.items() if k != "bound"):
         return None
     return OpTiming(**record)
+
+
+ENERGY_FIELDS = tuple(f.name for f in fields(EnergySplit))
+
+
+def timed_value(timing: OpTiming, energy: EnergySplit, power_w: float) -> list:
+    """An op's timing, its energy by unit and its kernels' power as one JSON list."""
+    parts = (getattr(energy, name) for name in ENERGY_FIELDS)
+    return [timing_value(timing), [v.item() if hasattr(v, "item") else v for v in parts], float(power_w)]
+
+
+def timed_from_value(value: object) -> tuple[OpTiming, EnergySplit, float] | None:
+    """What `timed_value` wrote, or None for an entry of another shape (never an error)."""
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    timing, energy, power_w = value
+    t = timing_from_value(timing)
+    if t is None or not isinstance(energy, list) or len(energy) != len(ENERGY_FIELDS):
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in [*energy, power_w]):
+        return None
+    return t, EnergySplit(*energy), power_w

@@ -13,7 +13,7 @@ import pytest
 from test_serving import TINY
 
 from archsim import opcache
-from archsim.choose import clear_caches, simulate_op
+from archsim.choose import clear_caches, time_op
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.model import Scenario
 from archsim.graph.ops import Op, OpKind
@@ -32,10 +32,12 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def test_a_timing_goes_to_disk_and_back_unchanged(cache_dir, h200):
-    t = simulate_op(Op(OpKind.GEMM, m=64, k=4096, n=1024), h200.chip)
-    line = json.dumps(opcache.timing_value(t))  # as the cache file holds it
-    back = opcache.timing_from_value(json.loads(line))
+    timed = time_op(Op(OpKind.GEMM, m=64, k=4096, n=1024), h200.chip)
+    t = timed.timing
+    line = json.dumps(opcache.timed_value(t, timed.energy, timed.kernel_power_w))  # as the file holds it
+    back, energy, power_w = opcache.timed_from_value(json.loads(line))
     assert back == t and back.bound is t.bound
+    assert energy == timed.energy and energy.total_j > 0 and power_w == timed.kernel_power_w
     # every field of the same Python type: an integer count stays an integer, a float a float
     assert all(type(getattr(back, f)) is type(getattr(t, f)) for f in opcache.TIMING_FIELDS)
 
@@ -47,23 +49,32 @@ def test_an_entry_of_another_shape_is_no_timing(cache_dir):
     assert opcache.timing_from_value(good[:-1]) is None  # a field short
     assert opcache.timing_from_value([*good[:13], "spin", *good[14:]]) is None  # no such bound
     assert opcache.timing_from_value([None, *good[1:]]) is None
+    assert opcache.timed_from_value(good) is None  # a timing without its energy
+    assert opcache.timed_from_value([good, [0.0] * 3, 1.0]) is None  # an energy split short
 
 
 def test_a_later_run_reads_every_op_from_disk(cache_dir, h200, monkeypatch):
+    from archsim.runner.energy import run_energy
+
     first = generation.run_generation(SMALL, h200, kv_stride=8)
+    first_energy = run_energy(first, SMALL, h200, 8)
     path = opcache.cache_for_chip(h200.chip).path
     assert path.exists() and path.parent.name == opcache.code_version()
 
-    def no_simulation(op, chip):
+    def no_simulation(op, chip, *args):
         raise AssertionError(f"simulated {op.name}, which the cache holds")
 
     clear_caches()
+    generation._disk_time_op.cache_clear()
     opcache._open.cache_clear()  # a fresh process: the file is read again
-    monkeypatch.setattr(generation, "simulate_op", no_simulation)
+    monkeypatch.setattr(generation, "time_op", no_simulation)
     later = generation.run_generation(SMALL, h200, kv_stride=8)
     assert later.ttft_s == first.ttft_s and later.tpot_s == first.tpot_s
     np.testing.assert_array_equal(later.decode_step_s, first.decode_step_s)
     assert [r.timing for r in later.prefill.ops] == [r.timing for r in first.prefill.ops]
+    later_energy = run_energy(later, SMALL, h200, 8)
+    assert later_energy is not None and first_energy is not None
+    assert later_energy.energy == first_energy.energy and later_energy.peak_power_w == first_energy.peak_power_w
 
 
 def test_the_cache_is_per_chip_and_per_engine(cache_dir, h200, monkeypatch):
@@ -138,9 +149,10 @@ def test_a_command_line_process_loads_only_what_its_command_uses():
     assert api_loaded == ["scipy.linalg"]  # numba's own start-up, left alone outside the command line
 
 
-def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(h200):
+def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200):
     """The run's size check counts the entries of every tiling the compiler will try; the
-    shortlist is worked out once and both read it (a list each, so neither can change the other's)."""
+    shortlist is worked out once and both read it (a list each, so neither can change the
+    other's), and a later process reads it from disk."""
     from archsim.compiler.compile import compile_candidates
     from archsim.compiler.gemm import candidate_tilings, shortlist
     from archsim.limits import gemm_entries
@@ -149,8 +161,11 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(h200):
     shortlist.cache_clear()
     gemm_entries(op, h200.chip)
     programs = compile_candidates(op, h200.chip)
-    assert shortlist.cache_info().misses == 1 and shortlist.cache_info().hits >= 1
-    assert len(programs) == len(candidate_tilings(op, h200.chip)) >= 2
-    mine = candidate_tilings(op, h200.chip)
-    mine.clear()
-    assert candidate_tilings(op, h200.chip)
+    assert shortlist.cache_info().misses == 1
+    tilings = candidate_tilings(op, h200.chip)
+    assert len(programs) == len(tilings) >= 2
+    tilings.clear()
+    shortlist.cache_clear()
+    opcache._open.cache_clear()  # a fresh process
+    again = candidate_tilings(op, h200.chip)
+    assert shortlist.cache_info().misses == 0 and again == list(shortlist(op, h200.chip))

@@ -94,8 +94,32 @@ def _stage_bytes(tm, tn, tk, a: float, b: float):
 
 def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
     """The `count` most promising tilings of the GEMM on the chip, best first (`shortlist`,
-    worked out once per op and chip: the size check before a run and the compiler both ask)."""
-    return list(shortlist(op, chip, count))
+    worked out once per op and chip, and kept in the on-disk op cache: the size check before a
+    run asks for every GEMM's, whose ops the cache may already hold)."""
+    from archsim import opcache
+
+    cache = opcache.cache_for_chip(chip)
+    if cache is None:
+        return list(shortlist(op, chip, count))
+    key = opcache.ops_key((op,), f"shortlist|{count}")
+    kept = _tilings_from_value(cache.get(key))
+    if kept is None:
+        kept = shortlist(op, chip, count)
+        cache.put(key, [[t.tm, t.tn, t.tk, t.mapping.value, t.split, t.raster.value, t.group] for t in kept])
+    return list(kept)
+
+
+def _tilings_from_value(value: object) -> tuple[Tiling, ...] | None:
+    """The tilings a cache entry lists, or None for an entry of another shape."""
+    if not isinstance(value, list) or not value:
+        return None
+    try:
+        return tuple(
+            Tiling(int(tm), int(tn), int(tk), GemmMapping(m), int(split), Raster(r), int(group))
+            for tm, tn, tk, m, split, r, group in value
+        )
+    except (TypeError, ValueError):
+        return None
 
 
 @lru_cache(maxsize=4096)

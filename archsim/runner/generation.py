@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
 from archsim import opcache
-from archsim.choose import simulate_collective, simulate_op
+from archsim.choose import TimedOp, simulate_collective, time_op
 from archsim.engine.timing import OpTiming
 from archsim.graph.builder import Step, build_step
 from archsim.graph.mixed import PER_SEQUENCE_OPS, decode_attention_ops
@@ -126,18 +127,31 @@ class RunResult:
         return self.batch / self.tpot_s if self.tpot_s else 0.0
 
 
-def op_timing(op: Op, chip: Chip) -> OpTiming:
-    """`simulate_op` of `op` on `chip`, read from the on-disk op cache where an earlier process
-    put it (and put there otherwise)."""
+def cached_time_op(op: Op, chip: Chip) -> TimedOp:
+    """`time_op` of `op` on `chip` (its timing and energy), read from the on-disk op cache where
+    an earlier process put it (and put there otherwise)."""
     cache = opcache.cache_for_chip(chip)
     if cache is None:
-        return simulate_op(op, chip)
-    key = opcache.ops_key((op,), "simulate_op")
-    timing = opcache.timing_from_value(cache.get(key))
-    if timing is None:
-        timing = simulate_op(op, chip)
-        cache.put(key, opcache.timing_value(timing))
-    return timing
+        return time_op(op, chip)
+    return _disk_time_op(op, chip, str(cache.path))
+
+
+@lru_cache(maxsize=65536)
+def _disk_time_op(op: Op, chip: Chip, path: str) -> TimedOp:
+    cache = opcache.cache_for_chip(chip)
+    assert cache is not None and str(cache.path) == path
+    key = opcache.ops_key((op,), "time_op")
+    parts = opcache.timed_from_value(cache.get(key))
+    if parts is not None:
+        return TimedOp(*parts)
+    timed = time_op(op, chip)
+    cache.put(key, opcache.timed_value(timed.timing, timed.energy, timed.kernel_power_w))
+    return timed
+
+
+def op_timing(op: Op, chip: Chip) -> OpTiming:
+    """The timing of `cached_time_op`."""
+    return cached_time_op(op, chip).timing
 
 
 def time_ops(ops: Sequence[Op], system: System) -> tuple[tuple[OpRecord, ...], float]:
