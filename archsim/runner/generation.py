@@ -219,10 +219,17 @@ def simulate_parallel_step(w: Workload, system: System, step: Step, par: Paralle
     return StepResult(step, records, hidden, pipeline)
 
 
+@lru_cache(maxsize=4096)
+def decode_ops_at(w: Workload, batch: int, kv_len: int, par: Parallelism | None) -> tuple[Op, ...]:
+    """The decode-attention ops of `batch` sequences at `kv_len` (the busiest chip's under
+    `par`), built once for the run's time and again asked for by its energy."""
+    return tuple(decode_attention_ops(w, batch, kv_len, par))
+
+
 def _attention_time(w: Workload, system: System, batch: int, kv_len: int, par: Parallelism | None) -> float:
     """Decode attention of `batch` sequences at `kv_len`: the step model's decode-attention part
     (the busiest chip's ops under `par`)."""
-    return ops_time_s(decode_attention_ops(w, batch, kv_len, par), system)
+    return ops_time_s(decode_ops_at(w, batch, kv_len, par), system)
 
 
 def attention_samples(kv_lens: np.ndarray, kv_stride: int) -> np.ndarray:
