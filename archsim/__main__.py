@@ -1,5 +1,5 @@
 """`python -m archsim` is the same as the `archsim` console script."""
 
-from archsim.cli import main
+from archsim.cli import console_main
 
-raise SystemExit(main())
+raise SystemExit(console_main())

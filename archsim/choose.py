@@ -326,7 +326,10 @@ def collective_energy(op: Op, system: System) -> EnergySplit:
 
 def clear_caches() -> None:
     """Forget every memoised choice and timing (benchmarks time simulations from scratch)."""
+    from archsim.compiler.attention import core_groups
+    from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
 
-    for f in (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles):
+    memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, core_groups, shortlist)
+    for f in memos:
         f.cache_clear()

@@ -33,16 +33,24 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of `only` (the one a command line names: the other
+    commands' modules are then not imported)."""
     from archsim import __version__
 
     p = _Parser(prog="archsim", description="Cycle-approximate accelerator simulator for LLM inference.")
     p.add_argument("--version", action="version", version=f"archsim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         if importlib.util.find_spec(f"archsim.commands.{name}") is not None:
             importlib.import_module(f"archsim.commands.{name}").add_parser(sub)
     return p
+
+
+def _named_command(argv: list[str]) -> str | None:
+    """The subcommand `argv` starts with, if it is one (else every parser is built, for help and
+    for argparse's message naming the choices)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     shown_warning = warnings.showwarning
     warnings.showwarning = _show_warning  # a library's warning may quote a name (matplotlib's glyphs)
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = build_parser(_named_command(words)).parse_args(words)
         code = importlib.import_module(f"archsim.commands.{args.command}").run(args)
         return ctrl_c.exit_code() if code == 130 else code
     except ConfigError as err:
@@ -83,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ctrl_c.restore()
         warnings.showwarning = shown_warning
+
+
+def console_main() -> int:
+    """The `archsim` console script and `python -m archsim`: `main` in a process of its own."""
+    from archsim import jit
+
+    jit.for_command_line()
+    return main()
 
 
 def _say(line: str) -> None:

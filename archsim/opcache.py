@@ -3,11 +3,19 @@ again the shapes they timed before (beside Numba's cache of compiled kernels).
 
 An entry is keyed by three digests (SHA-256): of the ops (a sequence of frozen `Op` records, by
 their repr: kind, dtype, shape, repeat), of the resolved chip (the frozen `System` record: chip,
-chip count, interconnect and host link, by repr; where the file was read from is left out), and
-of archsim's version (its version number and the text of its source files, so that a changed
-model never reads what the old one computed). A value is a JSON number, or a list of them.
+chip count, interconnect and host link, by repr; where the file was read from is left out; or
+the `Chip` alone for the timing of one op on it), and of archsim's version (its version number,
+the text of its source files, so that a changed model never reads what the old one computed,
+and whether the kernels run compiled or as Python, so that neither reads what the other
+computed and the two can be compared). A value is a JSON number, or a list of them.
 
-Layout: DIR/<version digest>/<system digest>.jsonl, one `{"k": KEY, "v": VALUE}` a line, each
+Two kinds of entry: the time of a list of ops on a system (the serving step model's parts), and
+one op's timing and energy on a chip (`timed_value`, `timed_from_value`: every field of its
+`OpTiming` and `EnergySplit`, integers and floats as computed, so what is read back is equal to
+what was simulated, bit for bit).
+
+Layout: DIR/<version digest>/<system digest>.jsonl (and chip-<chip digest>.jsonl for the
+timings of single ops), one `{"k": KEY, "v": VALUE}` a line, each
 appended by a single write(2) on a file opened O_APPEND. Writers of several processes (sweep
 workers, two serves at once) thus add whole lines; a reader skips a line it cannot parse (a
 writer killed mid-line) and a key written twice holds the same value. DIR is $ARCHSIM_CACHE_DIR,
@@ -22,11 +30,13 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
 
-from archsim.hardware import System
+from archsim.engine.timing import Bound, OpTiming
+from archsim.hardware import Chip, System
+from archsim.hardware.power import EnergySplit
 
 SOURCE_ROOT = Path(__file__).resolve().parent
 _enabled: list[bool] = [os.environ.get("ARCHSIM_NO_CACHE", "") in ("", "0")]
@@ -56,10 +66,12 @@ def digest(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """archsim's version number and a digest of every source file of the package."""
+    """archsim's version number, a digest of every source file of the package, and the engine
+    (`jit`: Numba-compiled kernels; `python`: the same kernels interpreted, NUMBA_DISABLE_JIT=1)."""
     from archsim import __version__
 
-    h = hashlib.sha256(__version__.encode())
+    engine = "python" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else "jit"
+    h = hashlib.sha256(f"{__version__}|{engine}".encode())
     for path in sorted(SOURCE_ROOT.rglob("*.py")):
         h.update(str(path.relative_to(SOURCE_ROOT)).encode())
         h.update(path.read_bytes())
@@ -69,6 +81,12 @@ def code_version() -> str:
 def system_digest(system: System) -> str:
     """The resolved chip, its count, interconnect and host link (not the file it came from)."""
     return digest(repr(replace(system, source="")))
+
+
+@lru_cache(maxsize=256)
+def chip_digest(chip: Chip) -> str:
+    """The resolved chip alone (what one op's timing depends on)."""
+    return digest(repr(chip))
 
 
 def ops_key(ops: Sequence[object], tag: str = "") -> str:
@@ -126,3 +144,55 @@ def cache_for(system: System) -> OpCache | None:
     if not enabled():
         return None
     return _open(str(cache_dir()), code_version(), system_digest(system))
+
+
+def cache_for_chip(chip: Chip) -> OpCache | None:
+    """The cache of single-op timings on `chip` (None when the cache is off)."""
+    if not enabled():
+        return None
+    return _open(str(cache_dir()), code_version(), "chip-" + chip_digest(chip))
+
+
+TIMING_FIELDS = tuple(f.name for f in fields(OpTiming))
+
+
+def timing_value(t: OpTiming) -> list:
+    """An OpTiming as a JSON list of its fields in order (the bound by its name)."""
+    values = (getattr(t, name) for name in TIMING_FIELDS)
+    return [v.value if isinstance(v, Bound) else v.item() if hasattr(v, "item") else v for v in values]
+
+
+def timing_from_value(value: object) -> OpTiming | None:
+    """The OpTiming `timing_value` wrote, or None for an entry of another shape (never an error)."""
+    if not isinstance(value, list) or len(value) != len(TIMING_FIELDS):
+        return None
+    record = dict(zip(TIMING_FIELDS, value, strict=True))
+    try:
+        record["bound"] = Bound(record["bound"])
+    except ValueError:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in record.items() if k != "bound"):
+        return None
+    return OpTiming(**record)
+
+
+ENERGY_FIELDS = tuple(f.name for f in fields(EnergySplit))
+
+
+def timed_value(timing: OpTiming, energy: EnergySplit, power_w: float) -> list:
+    """An op's timing, its energy by unit and its kernels' power as one JSON list."""
+    parts = (getattr(energy, name) for name in ENERGY_FIELDS)
+    return [timing_value(timing), [v.item() if hasattr(v, "item") else v for v in parts], float(power_w)]
+
+
+def timed_from_value(value: object) -> tuple[OpTiming, EnergySplit, float] | None:
+    """What `timed_value` wrote, or None for an entry of another shape (never an error)."""
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    timing, energy, power_w = value
+    t = timing_from_value(timing)
+    if t is None or not isinstance(energy, list) or len(energy) != len(ENERGY_FIELDS):
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in [*energy, power_w]):
+        return None
+    return t, EnergySplit(*energy), power_w

@@ -52,11 +52,12 @@ def test_json_carries_the_hash_of_its_resolved_config(baseline, tmp_path):
 
 def test_every_option_that_changes_a_result_changes_the_hash(baseline, tmp_path):
     """Two KV sampling strides give other TPOTs (attention is simulated at other KV lengths), so
-    they must not share a hash; a shorter stride than the run's decode steps changes TPOT."""
+    they must not share a hash: the default simulates every decode step (stride 1), a stride
+    of 2 over the run's 3 decode steps interpolates the middle one."""
     data = json.loads(baseline)
-    fine = json.loads(_run_json(tmp_path / "e.json", True, "1", "--kv-stride", "1"))
-    assert data["config"]["options"]["kv_stride"] == 64 and fine["config"]["options"]["kv_stride"] == 1
-    assert fine["config_hash"] != data["config_hash"]
+    coarse = json.loads(_run_json(tmp_path / "e.json", True, "1", "--kv-stride", "2"))
+    assert data["config"]["options"]["kv_stride"] == 1 and coarse["config"]["options"]["kv_stride"] == 2
+    assert coarse["config_hash"] != data["config_hash"]
 
 
 def test_hash_is_of_the_resolved_values_not_the_text(tmp_path):

@@ -1,13 +1,21 @@
-"""Simulator speed on this machine: GEMM cycles per CPU-second, a whole generation's wall time and
-peak memory (cold and warm Numba cache), and where the time goes.
+"""Simulator speed on this machine, in CPU seconds (user + system) and peak memory: on a shared
+machine the wall time stretches with the load, the CPU time much less.
 
-    python3 tools/bench.py [--profile-lines 15]
+    python3 tools/bench.py [--profile-lines 15] [--long] [--only NAME ...]
 
 (a) an M=K=N=8192 GEMM on scalesim_ws_128x128 (simulated cycles per CPU-second);
 (b) `archsim run` of Llama-3-8B on the H200, batch 64, prompt 2048, 1024 generated tokens:
-    the whole process with an empty Numba cache (cold) and with a filled one (warm), and the
-    simulation alone in a warm process (fresh result caches);
-(c) a cProfile of (b)'s simulation.
+    whole process with an empty Numba cache (cold), with a filled one (warm), and warm with the
+    op-result cache (archsim/opcache.py) filled by the run before; then the simulation alone
+    in a warm process (fresh result caches);
+(c) start-up: `archsim op gemm` on a 64 x 64 x 64 shape and `archsim --help`, whole process;
+(d) Llama-3-70B on h200x8, tensor parallel 8, batch 64, 2048 + 1024, whole process warm;
+(e) with --long: Llama-3-8B at batch 8, prompt 2048 and 32768 (one generated token), whole
+    process; the target is the long prompt at most 3x the short one, peaking under 400 MB;
+(f) a cProfile of (b)'s simulation.
+
+Every whole-process case runs with its own empty op-result cache unless it says otherwise, so
+it measures simulation, not the cache.
 """
 
 from __future__ import annotations
@@ -17,40 +25,48 @@ import cProfile
 import io
 import os
 import pstats
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-RUN = [
-    "-m",
-    "archsim",
-    "run",
-    "--hw",
-    "h200",
-    "--workload",
-    "llama3_8b",
-    "--batch",
-    "64",
-    "--prompt",
-    "2048",
-    "--generate",
-    "1024",
-    "--quiet",
-]
+ARCHSIM = [sys.executable, "-m", "archsim"]
+RUN_8B = ["run", "--hw", "h200", "--workload", "llama3_8b", "--batch", "64", "--prompt", "2048"]
+RUN_8B += ["--generate", "1024", "--quiet"]
+RUN_70B = ["run", "--hw", "h200x8", "--workload", "llama3_70b", "--tp", "8", "--batch", "64"]
+RUN_70B += ["--prompt", "2048", "--generate", "1024", "--quiet"]
+TINY_GEMM = ["op", "gemm", "--M", "64", "--K", "64", "--N", "64"]
+
+
+def process_cost(args: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(CPU seconds, wall seconds, peak RSS in MB) of one `archsim` process."""
+    t0 = time.perf_counter()
+    child = subprocess.Popen([*ARCHSIM, *args], env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if child.returncode != 0:
+        raise SystemExit(f"archsim {' '.join(args)} exited {child.returncode}")
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
+
+
+def report(label: str, args: list[str], env: dict[str, str], fresh_cache: bool = True) -> float:
+    with tempfile.TemporaryDirectory() as cache:
+        run_env = {**env, "ARCHSIM_CACHE_DIR": cache} if fresh_cache else env
+        cpu, wall, peak = process_cost(args, run_env)
+    print(f"{label}: {cpu:.2f} s CPU ({wall:.2f} s wall), peak RSS {peak:.0f} MB", flush=True)
+    return cpu
 
 
 def bench_gemm() -> None:
-    from archsim.choose import simulate_op
+    from archsim.choose import clear_caches, simulate_op
     from archsim.config.loader import load_system
     from archsim.graph.ops import Op, OpKind
 
     chip = load_system("scalesim_ws_128x128")[0].chip
     op = Op(OpKind.GEMM, m=8192, k=8192, n=8192)
     simulate_op(op, chip)  # compile the kernels
-    from archsim.choose import clear_caches
-
     clear_caches()
     t0 = time.process_time()
     cycles = simulate_op(op, chip).cycles
@@ -61,52 +77,63 @@ def bench_gemm() -> None:
     )
 
 
-def bench_process(label: str, env: dict) -> None:
-    t0 = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    subprocess.run([sys.executable, *RUN], env=env, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(f"(b) archsim run, {label}: {wall:.2f} s wall, peak RSS {max(peak, before) / 1024:.0f} MB")
-
-
 def bench_in_process(profile_lines: int) -> None:
+    from archsim import opcache
     from archsim.choose import clear_caches
     from archsim.commands.run import load_run_inputs
-    from archsim.runner.generation import run_generation
+    from archsim.runner.generation import decode_ops_at, run_generation
 
+    opcache.set_enabled(False)  # fresh result caches: the disk's too
     system, w, _ = load_run_inputs("h200", "llama3_8b", 64, 2048, 1024)
     run_generation(w, system)  # JIT-compiled kernels loaded
     clear_caches()
-    t0 = time.perf_counter()
+    decode_ops_at.cache_clear()
+    t0 = time.process_time()
     result = run_generation(w, system)
-    sim = time.perf_counter() - t0
+    sim = time.process_time() - t0
     print(
-        f"(b) simulation alone, warm process, fresh result caches: {sim:.3f} s "
+        f"(b) simulation alone, warm process, fresh result caches: {sim:.3f} s CPU "
         f"(TTFT {result.ttft_s * 1e3:.1f} ms, TPOT {result.tpot_s * 1e3:.2f} ms)"
     )
     clear_caches()
+    decode_ops_at.cache_clear()
     prof = cProfile.Profile()
     prof.enable()
     run_generation(w, system)
     prof.disable()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(profile_lines)
-    print("(c) where the simulation's time goes (cProfile, by own time):")
+    print("(f) where the simulation's time goes (cProfile, by own time):")
     print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="archsim speed benchmark")
     ap.add_argument("--profile-lines", type=int, default=15)
+    ap.add_argument("--long", action="store_true", help="also the 32,768-token prompt (about a minute)")
     args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    # whole processes first, while this one is small: a child's peak RSS counts what it was forked from
+    with tempfile.TemporaryDirectory() as numba_cache, tempfile.TemporaryDirectory() as op_cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache}
+        report("(b) archsim run 8B b64, cold Numba cache", RUN_8B, env)
+        report("(b) archsim run 8B b64, warm Numba cache", RUN_8B, env)
+        filled = {**env, "ARCHSIM_CACHE_DIR": op_cache}
+        process_cost(RUN_8B, filled)
+        report("(b) archsim run 8B b64, warm Numba cache, op cache filled", RUN_8B, filled, fresh_cache=False)
+        report("(c) archsim op gemm 64^3, warm", TINY_GEMM, env)
+        report("(c) archsim --help", ["--help"], env)
+        report("(d) archsim run 70B h200x8 TP 8 b64, warm", RUN_70B, env)
+        if args.long:
+            short = ["run", "--batch", "8", "--prompt", "2048", "--generate", "1", "--quiet"]
+            long = ["run", "--batch", "8", "--prompt", "32768", "--generate", "1", "--quiet"]
+            a = report("(e) archsim run 8B b8, prompt 2048, warm", short, env)
+            b = report("(e) archsim run 8B b8, prompt 32768, warm", long, env)
+            print(f"(e) long / short prompt: {b / a:.1f}x (target <= 3x)")
     bench_gemm()
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        bench_process("cold (empty Numba cache)", env)
-        bench_process("warm (Numba cache filled)", env)
     bench_in_process(args.profile_lines)
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     main()

@@ -12,7 +12,7 @@ from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 from archsim.api.results import RunReport, ServeReport, SweepResults
 from archsim.config.resolved import ResolvedConfig, run_options
 
-KV_STRIDE = 64  # as archsim.runner.generation.KV_STRIDE; `archsim run --kv-stride`
+KV_STRIDE = 1  # as archsim.runner.generation.KV_STRIDE; `archsim run --kv-stride`
 
 
 def run_config(

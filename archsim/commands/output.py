@@ -129,11 +129,15 @@ def progress(args, label: str, total: int | None = None, compiles: bool = True) 
     """A progress line on stderr while the block runs: a spinner, the label, a bar once a total is
     known, the elapsed time. Off under --quiet or when stderr is not a terminal. `compiles`: the
     block may run the kernels first, so a cold Numba cache is named as what takes the time."""
+    forced = any(os.environ.get(v) for v in ("FORCE_TERMINAL", "TTY_COMPATIBLE"))  # rich's own switches
+    if getattr(args, "quiet", False) or not (forced or sys.stderr.isatty()):
+        yield _Bar(None, None)  # without importing rich's progress
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True)
-    if getattr(args, "quiet", False) or not err.is_terminal:
+    if not err.is_terminal:
         yield _Bar(None, None)
         return
     cold = compiles and jit_cold()

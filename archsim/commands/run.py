@@ -36,8 +36,9 @@ def add_workload_flags(p) -> None:
     p.add_argument(
         "--kv-stride",
         type=positive_int("--kv-stride"),
-        default=64,
-        help="decode KV lengths between exactly simulated attention samples (default 64)",
+        default=1,
+        help="decode KV lengths between simulated attention samples, interpolated between "
+        "(default 1: every decode step at its own KV length, exact)",
     )
 
 
@@ -85,6 +86,21 @@ def add_parser(sub) -> None:
     run.add_argument("--plots", metavar="DIR", help="write PNG plots (roofline, breakdown, decode, batch, memory)")
     add_output_flags(run, quiet_help="no progress; print only the summary table")
     add_parallel_flags(run)
+    add_cache_flag(run)
+
+
+def add_cache_flag(p) -> None:
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the on-disk op-result cache (simulate every op)"
+    )
+
+
+def apply_cache_flag(args) -> None:
+    """--no-cache: the on-disk op cache off for this process (and the workers it starts)."""
+    if getattr(args, "no_cache", False):
+        from archsim import opcache
+
+        opcache.set_enabled(False)
 
 
 def add_parallel_flags(p) -> None:
@@ -317,6 +333,7 @@ def run(args) -> int:
     from archsim.report.tables import step_table, summary_table
 
     check_outputs(args, ("json", "csv", "trace_out", "plots"), ("plots",), (args.hw, args.workload, args.model))
+    apply_cache_flag(args)
     hardware, workload = load_inputs(args, args.hw)
     system, w = hardware.system, workload.workload
     multi = (args.tp, args.pp, args.ep) != (1, 1, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from archsim import limits
 from archsim.commands import UsageError, positive_int, shown
+from archsim.commands.run import add_cache_flag, apply_cache_flag
 
 
 def add_parser(sub) -> None:
@@ -53,6 +54,7 @@ def add_parser(sub) -> None:
         help="points per task and per Parquet part (default: from the spec, else automatic)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar; print the summary only")
+    add_cache_flag(p)
 
 
 def make_executor(args):
@@ -91,6 +93,7 @@ def run(args) -> int:
     from archsim.sweep.spec import load_spec
     from archsim.sweep.store import StoreError, require_pyarrow
 
+    apply_cache_flag(args)
     spec = load_spec(shipped_spec(args.spec), allowed=tuple(args.allow_path))
     name, out = shown(spec.name), printable(args.out)
     executor = make_executor(args)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -126,6 +127,50 @@ def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
     return rows, bq, bk
 
 
+Signature = tuple[tuple[int, bool, bool], ...]  # a core's items: (KV blocks, first touch, reaches the end)
+
+
+@lru_cache(maxsize=4096)
+def core_groups(
+    batch: int,
+    heads_items: int,
+    items: tuple[tuple[int, int], ...],
+    reach: tuple[bool, ...],
+    group: int,
+    decode: bool,
+    fits: bool,
+    cores: int,
+) -> tuple[tuple[Signature, int], ...]:
+    """How the items of (sequence, head, query block or KV split) land on the cores, as distinct
+    core sequences with the number of cores that run each: `items` are (query block or split,
+    KV blocks streamed), `reach[i]` whether item i streams the KV cache's last block. A head's
+    query blocks are launched together, longest first, so they share its K/V in L2; items are
+    dealt to the core that frees up first. Each K/V block is fetched from HBM by the first item
+    to touch it (in its wave, unless all K/V fits the L2); with GQA the query heads of a group
+    share their KV head's blocks through L2. Memoised: consecutive decode KV lengths in one KV
+    block deal the same items, and only their last block's bytes differ."""
+    order = sorted(items, key=lambda x: -x[1])
+    all_items = [(b, h, qb, n_kv) for b in range(batch) for h in range(heads_items) for qb, n_kv in order]
+    costs = np.array([n for *_x, n in all_items], dtype=np.float64)
+    per_core = deal_items(costs, cores)
+    seen: set = set()
+    first_touch = {}
+    for idx, (b, h, qb, _n_kv) in enumerate(all_items):
+        kvh = h if decode else h // group
+        wave = idx // cores if not fits else 0
+        key = (b, kvh, qb if decode else 0, wave)
+        if key not in seen:
+            seen.add(key)
+            first_touch[idx] = True
+    # cores that run items of the same kinds in the same order are one weighted sequence
+    groups: dict[Signature, list] = {}
+    for items_of_core in per_core:
+        sig = tuple((all_items[i][3], i in first_touch, reach[all_items[i][2]]) for i in items_of_core)
+        if sig:
+            groups.setdefault(sig, [sig, 0])[1] += 1
+    return tuple((sig, w) for sig, w in groups.values())
+
+
 def compile_attention(op: Op, chip: Chip) -> Program:
     if op.window and not op.causal and op.kv_len > op.window:  # every query sees the same last keys
         op = replace(op, kv_len=op.window)
@@ -163,27 +208,14 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             ]
     splits = len(items) if decode else 1
     heads_items = op.heads // heads_per_item
-    # a head's query blocks are launched together, longest first, so they share its K/V in L2
-    order = sorted(items, key=lambda x: -x[1])
-    all_items = [(b, h, qb, n_kv) for b in range(op.batch) for h in range(heads_items) for qb, n_kv in order]
-    costs = np.array([n for *_x, n in all_items], dtype=np.float64)
-    per_core = deal_items(costs, chip.cores)
     kv_total = float(op.batch * op.kv_heads * op.kv_len * kv_row)
     fits = kv_total <= reuse_capacity_bytes(chip)
-    group = op.heads // op.kv_heads
-    seen: set = set()
-    # each K/V block is fetched from HBM by the first item to touch it; with GQA the query heads
-    # of a group share their KV head's blocks through L2
-    first_touch = {}
-    for idx, (b, h, qb, _n_kv) in enumerate(all_items):
-        kvh = h if decode else h // group
-        wave = idx // chip.cores if not fits else 0
-        key = (b, kvh, qb if decode else 0, wave)
-        if key not in seen:
-            seen.add(key)
-            first_touch[idx] = True
+    if decode:  # a decode split reaches the end of the KV cache if it streams its last block
+        reach = tuple(min(per_split * (qb + 1), kv_blocks) == kv_blocks for qb in range(len(items)))
+    else:  # a prefill query block if its causal range reaches the last key (every block, unmasked)
+        reach = tuple(prefill_ends[qb] if op.causal else n_kv == kv_blocks for qb, n_kv in items)
+    groups = core_groups(op.batch, heads_items, tuple(items), reach, op.heads // op.kv_heads, decode, fits, chip.cores)
     blocks: dict[tuple[int, bool, bool], np.ndarray] = {}
-    ends = {qb: min(per_split * (qb + 1), kv_blocks) == kv_blocks for qb in range(len(items))} if decode else {}
 
     def item_entries(n_kv: int, miss: bool, last: bool) -> np.ndarray:
         """Entries of one item: a K/V block each, the Q block with the first, the output last;
@@ -201,22 +233,8 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             blocks[n_kv, miss, last] = seq
         return blocks[n_kv, miss, last]
 
-    def reaches_end(item: tuple) -> bool:
-        """Whether the item streams the KV cache's last block: a decode split that ends there,
-        or a prefill query block whose causal range reaches the last key (every block, unmasked)."""
-        _b, _h, qb, n_kv = item
-        if decode:
-            return ends[qb]
-        return prefill_ends[qb] if op.causal else n_kv == kv_blocks
-
-    # cores that run items of the same kinds in the same order are one weighted sequence
-    groups: dict[tuple, list] = {}
-    for items_of_core in per_core:
-        sig = tuple((all_items[idx][3], idx in first_touch, reaches_end(all_items[idx])) for idx in items_of_core)
-        if sig:
-            groups.setdefault(sig, [sig, 0])[1] += 1
-    sequences = [np.concatenate([item_entries(*kind) for kind in sig]) for sig, _w in groups.values()]
-    weights = [w for _sig, w in groups.values()]
+    sequences = [tuple(item_entries(*kind) for kind in sig) for sig, _w in groups]
+    weights = [w for _sig, w in groups]
     fit = max(1, int(chip.core.sram.capacity_bytes - q_bytes - out_bytes) // int(kv_block_bytes))
     stages = min(KV_STAGES, fit)
     label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"

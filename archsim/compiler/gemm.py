@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import lru_cache
 
 import numpy as np
 
@@ -92,6 +93,37 @@ def _stage_bytes(tm, tn, tk, a: float, b: float):
 
 
 def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
+    """The `count` most promising tilings of the GEMM on the chip, best first (`shortlist`,
+    worked out once per op and chip, and kept in the on-disk op cache: the size check before a
+    run asks for every GEMM's, whose ops the cache may already hold)."""
+    from archsim import opcache
+
+    cache = opcache.cache_for_chip(chip)
+    if cache is None:
+        return list(shortlist(op, chip, count))
+    key = opcache.ops_key((op,), f"shortlist|{count}")
+    kept = _tilings_from_value(cache.get(key))
+    if kept is None:
+        kept = shortlist(op, chip, count)
+        cache.put(key, [[t.tm, t.tn, t.tk, t.mapping.value, t.split, t.raster.value, t.group] for t in kept])
+    return list(kept)
+
+
+def _tilings_from_value(value: object) -> tuple[Tiling, ...] | None:
+    """The tilings a cache entry lists, or None for an entry of another shape."""
+    if not isinstance(value, list) or not value:
+        return None
+    try:
+        return tuple(
+            Tiling(int(tm), int(tn), int(tk), GemmMapping(m), int(split), Raster(r), int(group))
+            for tm, tn, tk, m, split, r, group in value
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=4096)
+def shortlist(op: Op, chip: Chip, count: int = 4) -> tuple[Tiling, ...]:
     """The `count` most promising tilings of the GEMM on the chip, best first.
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
@@ -168,7 +200,7 @@ def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
     out: dict[tuple, Tiling] = {}
     for _est, t, _hbm, _compute in ranked:
         out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
-    return list(out.values())[:count]
+    return tuple(out.values())[:count]
 
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
@@ -353,48 +385,33 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     # the tail's tiles are in flight together: the first touch of each operand block misses
     sa, sb = operand_shares(op, chip, t.tm, t.tn)
     frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0, (sa, sb))[0])
-    memo: dict[tuple, int] = {}
-
-    def cycles_of(em: int, kk: int, en: int) -> int:
-        if (em, kk, en) not in memo:
-            memo[em, kk, en] = step_cycles(chip.core, em, kk, en, op.dtype, op.b_dtype)
-        return memo[em, kk, en]
-
-    sequences = []
-    for c in range(cores):
-        lo, hi = c * per, min(sk_iters, (c + 1) * per)
-        rows = []
-        i = lo
-        while i < hi:
-            tile, s0 = divmod(i, ksteps)
-            s1 = min(ksteps, s0 + (hi - i))
-            em, en = int(tail["em"][tile]), int(tail["en"][tile])
-            ks = np.full(s1 - s0, t.tk, dtype=np.int64)
-            if s1 == ksteps:
-                ks[-1] = op.k - t.tk * (ksteps - 1)
-            moved = ks * (em * a * sa + en * b * sb)
-            seg = entries(len(ks), hbm_bytes=moved * frac, l2_bytes=moved * (1.0 - frac))
-            seg["cycles"] = cycles_of(em, t.tk, en)
-            seg["cycles"][-1] = cycles_of(em, int(ks[-1]), en)
-            if s1 == ksteps:  # this core finishes the tile: fold in the others' partials, write C
-                others = _segments_before(tile, s0, ksteps, per) if s0 > 0 else 0
-                seg["l2_bytes"][-1] += others * em * en * PARTIAL_BYTES
-                seg["store_bytes"][-1] = em * en * op.c_dtype.bytes
-            else:
-                seg["store_l2_bytes"][-1] = em * en * PARTIAL_BYTES
-            rows.append(seg)
-            i += s1 - s0
-        if rows:
-            sequences.append(np.concatenate(rows))
+    # every K iteration of the tail at once: core c takes iterations [c x per, (c + 1) x per);
+    # a core's run of iterations inside one tile is a segment, whose last entry stores
+    it = np.arange(sk_iters, dtype=np.int64)
+    core, (tile, s) = it // per, np.divmod(it, ksteps)
+    em, en = tail["em"][tile], tail["en"][tile]
+    ends_tile = s == ksteps - 1
+    ks = np.where(ends_tile, op.k - t.tk * (ksteps - 1), t.tk)
+    moved = ks * (em * a * sa + en * b * sb)
+    flat = entries(sk_iters, hbm_bytes=moved * frac, l2_bytes=moved * (1.0 - frac))
+    # a step's cycles depend on its shape (rows, K, columns): a few distinct ones
+    code = (em * (t.tk + 1) + ks) * (int(en.max(initial=0)) + 1) + en
+    _codes, first, shape_of = np.unique(code, return_index=True, return_inverse=True)
+    cycles = [step_cycles(chip.core, int(em[i]), int(ks[i]), int(en[i]), op.dtype, op.b_dtype) for i in first]
+    flat["cycles"] = np.array(cycles, dtype=np.int64)[shape_of]
+    # a core that finishes a tile folds in the partials of the cores before it in the tile (each
+    # holds a contiguous run of `per` iterations) and writes C; one ending inside a tile writes its partial
+    first_it = tile * ksteps
+    s0 = np.maximum(core * per, first_it) - first_it  # where this core's segment of the tile starts
+    others = np.where(s0 > 0, (first_it + s0 - 1) // per - first_it // per + 1, 0)
+    flat["l2_bytes"][ends_tile] += (others * em * en * PARTIAL_BYTES)[ends_tile]
+    flat["store_bytes"][ends_tile] = (em * en * op.c_dtype.bytes)[ends_tile]
+    cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
+    flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
+    sequences = [flat[c * per : min(sk_iters, (c + 1) * per)] for c in range(cores) if c * per < sk_iters]
     stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
     stages = chip.core.sram.capacity_bytes // stage
     phases.append(
         build_phase(sequences, stages, t.label, new_kernel=not phases, inflight_bytes=pipeline_bytes(stages, stage))
     )
     return phases
-
-
-def _segments_before(tile: int, s0: int, ksteps: int, per: int) -> int:
-    """How many cores worked on iterations [0, s0) of the tail's `tile` (each holds `per`)."""
-    first = tile * ksteps
-    return len({(first + s) // per for s in range(s0)})

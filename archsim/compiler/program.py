@@ -71,15 +71,8 @@ class Program:
 
 # One tile step of a core, by name: bytes loaded from HBM and from L2 (hits) before it computes,
 # its compute cycles, and bytes written to HBM and to L2 (re-read soon) after it computes.
-ENTRY = np.dtype(
-    [
-        ("hbm_bytes", np.float64),
-        ("l2_bytes", np.float64),
-        ("cycles", np.float64),
-        ("store_bytes", np.float64),
-        ("store_l2_bytes", np.float64),
-    ]
-)
+ENTRY_COLUMNS = ("hbm_bytes", "l2_bytes", "cycles", "store_bytes", "store_l2_bytes")
+ENTRY = np.dtype([(name, np.float64) for name in ENTRY_COLUMNS])
 
 
 def entries(count: int, **columns) -> np.ndarray:
@@ -92,7 +85,7 @@ def entries(count: int, **columns) -> np.ndarray:
 
 
 def build_phase(
-    sequences: list[np.ndarray],
+    sequences: list[np.ndarray] | list[tuple[np.ndarray, ...]],
     stages: int,
     label: str = "",
     new_kernel: bool = True,
@@ -101,39 +94,46 @@ def build_phase(
 ) -> Phase:
     """Phase from one ENTRY array per core. Identical sequences are merged into one with a weight;
     empty ones dropped. With `weights`, the sequences are already distinct and stand for that many
-    cores each."""
+    cores each, and a sequence may be given as its parts in order (a tuple of ENTRY arrays: a
+    long phase's sequences are then never all joined in memory at once)."""
     groups: dict = {}
     for idx, seq in enumerate(sequences):
-        if seq.dtype != ENTRY:
-            raise TypeError(f"a core's entries must be an ENTRY record array (got {seq.dtype})")
-        if len(seq) == 0:
+        parts = seq if isinstance(seq, tuple) else (seq,)
+        for part in parts:
+            if part.dtype != ENTRY:
+                raise TypeError(f"a core's entries must be an ENTRY record array (got {part.dtype})")
+        if sum(len(part) for part in parts) == 0:
             continue
-        seq = np.ascontiguousarray(seq).copy()
-        seq["cycles"] = np.ceil(seq["cycles"])
         if weights is not None:
-            groups[idx] = [seq, weights[idx]]
+            groups[idx] = [parts, weights[idx]]
             continue
-        key = seq.tobytes()
+        whole = np.ascontiguousarray(parts[0]).copy()
+        whole["cycles"] = np.ceil(whole["cycles"])
+        key = whole.tobytes()
         if key in groups:
             groups[key][1] += 1
         else:
-            groups[key] = [seq, 1]
-    seqs = [g[0] for g in groups.values()] or [entries(0)]
+            groups[key] = [(whole,), 1]
+    seqs = [g[0] for g in groups.values()] or [(entries(0),)]
     weight = np.array([g[1] for g in groups.values()] or [0], dtype=np.int64)
-    counts = np.array([len(q) for q in seqs], dtype=np.int64)
+    counts = np.array([sum(len(part) for part in q) for q in seqs], dtype=np.int64)
     start = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
-    flat = np.concatenate(seqs)
+    columns = {name: np.empty(int(start[-1])) for name in ENTRY_COLUMNS}
+    for q, at in zip(seqs, start[:-1], strict=True):
+        whole = q[0] if len(q) == 1 else np.concatenate(q)
+        for name, column in columns.items():
+            column[at : at + len(whole)] = whole[name]
     return Phase(
         core_start=start,
         core_weight=weight,
-        hbm_bytes=flat["hbm_bytes"].copy(),
-        l2_bytes=flat["l2_bytes"].copy(),
-        compute_cycles=flat["cycles"].astype(np.int64),
-        store_bytes=flat["store_bytes"].copy(),
+        hbm_bytes=columns["hbm_bytes"],
+        l2_bytes=columns["l2_bytes"],
+        compute_cycles=np.ceil(columns.pop("cycles")).astype(np.int64),
+        store_bytes=columns["store_bytes"],
         stages=max(1, int(stages)),
         label=label,
-        store_l2_bytes=flat["store_l2_bytes"].copy(),
+        store_l2_bytes=columns["store_l2_bytes"],
         new_kernel=new_kernel,
         inflight_bytes=inflight_bytes,
     )

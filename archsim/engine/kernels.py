@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from archsim.engine.sharing import INF, _fair_share, insert_flow, remove_flow, share
 from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
 from archsim.jit import njit
 
-INF = 1.0e300
+__all__ = ["INF", "_fair_share", "simulate_phase"]
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
@@ -32,67 +33,19 @@ FLOW_KINDS = 3
 
 
 @njit
-def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
-    """Max-min fair rates by progressive filling: every active flow's rate rises together from
-    zero until it reaches its own cap (`rate` on entry) or a pool it uses (HBM, L2) is full;
-    flows so stopped keep their rate and the rest go on. A flow moves `use_h` bytes of HBM and
-    `use_l` of L2 traffic per byte; `weight` counts the identical cores it stands for. When every
-    flow's cap fits under both pools, the caps are the rates (filling would stop every flow at
-    its cap first), and no filling is needed. Returns the HBM bytes per cycle the rates use."""
-    n = rate.shape[0]
-    demand_h = 0.0
-    demand_l = 0.0
-    for i in range(n):
-        if active[i]:
-            demand_h += weight[i] * rate[i] * use_h[i]
-            demand_l += weight[i] * rate[i] * use_l[i]
-        else:
-            rate[i] = 0.0
-    if demand_h <= hbm_cap and demand_l <= l2_cap:
-        return demand_h
-    cap = rate.copy()
-    frozen = np.empty(n, np.bool_)
-    for i in range(n):
-        rate[i] = 0.0
-        frozen[i] = not active[i]
-    while True:
-        delta = INF
-        inc_h = 0.0
-        inc_l = 0.0
-        load_h = 0.0
-        load_l = 0.0
-        for i in range(n):
-            if not active[i]:
-                continue
-            load_h += weight[i] * rate[i] * use_h[i]
-            load_l += weight[i] * rate[i] * use_l[i]
-            if not frozen[i]:
-                delta = min(delta, cap[i] - rate[i])
-                inc_h += weight[i] * use_h[i]
-                inc_l += weight[i] * use_l[i]
-        if delta >= INF:
-            return load_h
-        if inc_h > 0.0:
-            delta = min(delta, max(0.0, hbm_cap - load_h) / inc_h)
-        if inc_l > 0.0:
-            delta = min(delta, max(0.0, l2_cap - load_l) / inc_l)
-        load_h += delta * inc_h
-        load_l += delta * inc_l
-        full_h = load_h >= hbm_cap * (1.0 - 1e-12)
-        full_l = load_l >= l2_cap * (1.0 - 1e-12)
-        for i in range(n):
-            if frozen[i]:
-                continue
-            rate[i] += delta
-            if rate[i] >= cap[i] * (1.0 - 1e-12) or (full_h and use_h[i] > 0.0) or (full_l and use_l[i] > 0.0):
-                frozen[i] = True
-
-
-@njit
 def _drained(left, rate, t_next):
     """Whether a flow with `left` bytes at `rate` is done at `t_next`: within EPS cycles of its
     end, or so close that its end cannot be told from now in float time (at huge cycle counts)."""
     return left <= rate * EPS or t_next + left / rate <= t_next
+
+
+@njit
+def ring_slot(s, base, j, ring, trace):
+    """Where entry j of sequence s (entries from `base`) keeps its compute end and load done:
+    its own place under a trace, else slot j mod `ring` of the sequence's ring."""
+    if trace:
+        return base + j
+    return s * ring + j % ring
 
 
 @njit
@@ -107,8 +60,16 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     s_count = core_start.shape[0] - 1
     n_total = hbm.shape[0]
     n_trace = n_total if trace else 0
-    comp_end = np.zeros(n_total)
-    load_done = np.full(n_total, INF)
+    # when each entry's compute ends and its load is done: a trace keeps every entry's; otherwise
+    # only a ring per sequence of the `stages` + 1 entries a core can still read (those from
+    # `stages` before its next compute up to its last load issued), `ring_slot` giving the place
+    longest = 0
+    for s in range(s_count):
+        longest = max(longest, core_start[s + 1] - core_start[s])
+    ring = min(stages, longest) + 1  # a core never holds more entries than it has
+    kept = n_total if trace else s_count * ring
+    comp_end = np.zeros(kept)
+    load_done = np.full(kept, INF)
     load_issue = np.zeros(n_trace)
     n_events = MAX_TRACE_EVENTS * n_trace + 2 if trace else 0
     ev_t = np.zeros(n_events)
@@ -150,67 +111,130 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
     # zero-time iterations each start or finish at least one entry's load, compute or store, so
     # more of them in a row than that means nothing can move: refuse rather than spin
     stuck, stuck_limit = 0, 4 * (core_start[s_count] + s_count) + 16
-    while done < s_count:
-        # start whatever can start at time t
-        for s in range(s_count):
-            if finished[s]:
-                continue
-            base = core_start[s]
-            n = core_start[s + 1] - base
-            # the compute unit posts the entry it finished and takes the next once it is loaded
-            if computing[s] and comp_busy_until[s] <= t:
-                computing[s] = False
-                e = base + comp_next[s] - 1
-                left[STORE_HBM, s] += store[e]
-                left[STORE_L2, s] += store_l2[e]
-            # a free DMA takes the next load once its buffer is free
-            if loading[s] < 0 and next_load[s] < n:
-                j = next_load[s]
-                slot_free = 0.0 if j < stages else comp_end[base + j - stages]
-                if j < stages or (comp_next[s] > j - stages and comp_end[base + j - stages] <= t):
-                    e = base + j
-                    if trace:
-                        load_issue[e] = max(t, slot_free)
-                    nbytes = hbm[e] + l2[e]
-                    if nbytes <= 0.0:
-                        load_done[e] = max(t, slot_free)
-                    else:
-                        hf = hbm[e] / nbytes
-                        lat = load_latency(p, hf, hbm_util)
-                        loading[s] = j
-                        ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
-                        left[LOAD, s] = nbytes
-                        load_hfrac[s] = hf
-                        cap[LOAD, s] = load_rate_cap(p, hbm[e], hf, lat)
-                        use_h[LOAD, s] = hf
-                        use_l[LOAD, s] = 1.0 - hf
-                    next_load[s] += 1
-            if not computing[s] and comp_next[s] < n:
-                e = base + comp_next[s]
-                if load_done[e] <= t:
-                    prev = comp_end[e - 1] if comp_next[s] > 0 else 0.0
-                    stall[s] += t - prev
-                    comp_end[e] = t + cycles[e]
-                    comp_busy_until[s] = comp_end[e]
-                    busy[s] += cycles[e]
-                    computing[s] = True
-                    comp_next[s] += 1
-        # rates of the active flows: each at its cap, then shared max-min fairly
-        for s in range(s_count):
-            active[LOAD, s] = loading[s] >= 0 and ready_at[s] <= t
-            active[STORE_HBM, s] = left[STORE_HBM, s] > 0.0
-            active[STORE_L2, s] = left[STORE_L2, s] > 0.0
-        rate[:, :] = cap
-        hbm_load = _fair_share(
-            rate.ravel(),
-            use_h.ravel(),
-            use_l.ravel(),
-            wflow.ravel(),
-            active.ravel(),
-            p.hbm_bytes_per_cycle,
-            p.l2_bytes_per_cycle,
-        )
-        hbm_util = hbm_load / p.hbm_bytes_per_cycle
+    # Per event, only the sequences that something happened to are taken up: every active flow
+    # moves to the new time t (and may drain), and a sequence whose compute ended, whose load's
+    # data may start flowing, one of whose flows drained, or that issued a load of no bytes at
+    # the last event (a DMA takes one load per event), completes what ended, starts what can
+    # start and sets its flows' activity. The others' state cannot change at t (each waits for
+    # an event of its own), so the rest is as if every sequence were taken. `seq_next` holds
+    # each sequence's next event other than a flow draining; `flows[:n_flows]` the active flows
+    # in flow order (kind x s_count + s), so the sums over them are those over all flows.
+    rate_f, cap_f, use_h_f, use_l_f = rate.ravel(), cap.ravel(), use_h.ravel(), use_l.ravel()
+    wflow_f, active_f, left_f = wflow.ravel(), active.ravel(), left.ravel()
+    flows = np.zeros(FLOW_KINDS * s_count, np.int64)
+    n_flows = 0
+    seq_next = np.full(s_count, INF)
+    taken = np.zeros(s_count, np.bool_)
+    again = np.zeros(s_count, np.bool_)  # issued a load of no bytes: its next load may go at the next event
+    todo = np.arange(s_count)  # the sequences to take up at this event, `n_todo` of them
+    n_todo = s_count
+    changed = True  # whether the active flows or their caps changed since the rates were set
+    while True:
+        for i in range(n_todo):
+            s = todo[i]
+            taken[s] = False
+            again[s] = False
+            issued = False
+            if not finished[s]:
+                base = core_start[s]
+                n = core_start[s + 1] - base
+                # what ended at t: a load's data, the last compute, the stores
+                if loading[s] >= 0 and ready_at[s] <= t and left[LOAD, s] <= 0.0:
+                    load_done[ring_slot(s, base, loading[s], ring, trace)] = t
+                    loading[s] = -1
+                if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
+                    computing[s] = False
+                    left[STORE_HBM, s] += store[base + n - 1]
+                    left[STORE_L2, s] += store_l2[base + n - 1]
+                if comp_next[s] == n and not computing[s] and left[STORE_HBM, s] <= 0.0 and left[STORE_L2, s] <= 0.0:
+                    finished[s] = True
+                    end[s] = t
+                    done += 1
+            if not finished[s]:
+                # start whatever can start at time t: the compute unit posts the entry it
+                # finished and takes the next once it is loaded
+                if computing[s] and comp_busy_until[s] <= t:
+                    computing[s] = False
+                    e = base + comp_next[s] - 1
+                    left[STORE_HBM, s] += store[e]
+                    left[STORE_L2, s] += store_l2[e]
+                # a free DMA takes the next load once its buffer is free
+                if loading[s] < 0 and next_load[s] < n:
+                    j = next_load[s]
+                    freed = ring_slot(s, base, j - stages, ring, trace)
+                    slot_free = 0.0 if j < stages else comp_end[freed]
+                    if j < stages or (comp_next[s] > j - stages and comp_end[freed] <= t):
+                        e = base + j
+                        if trace:
+                            load_issue[e] = max(t, slot_free)
+                        nbytes = hbm[e] + l2[e]
+                        if nbytes <= 0.0:
+                            load_done[ring_slot(s, base, j, ring, trace)] = max(t, slot_free)
+                            again[s] = True  # one load a pass: the next one waits for the next event
+                        else:
+                            hf = hbm[e] / nbytes
+                            lat = load_latency(p, hf, hbm_util)
+                            loading[s] = j
+                            ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
+                            left[LOAD, s] = nbytes
+                            load_hfrac[s] = hf
+                            cap[LOAD, s] = load_rate_cap(p, hbm[e], hf, lat)
+                            use_h[LOAD, s] = hf
+                            use_l[LOAD, s] = 1.0 - hf
+                            issued = True
+                        next_load[s] += 1
+                if not computing[s] and comp_next[s] < n:
+                    e = base + comp_next[s]
+                    here = ring_slot(s, base, comp_next[s], ring, trace)
+                    if load_done[here] <= t:
+                        prev = comp_end[ring_slot(s, base, comp_next[s] - 1, ring, trace)] if comp_next[s] > 0 else 0.0
+                        stall[s] += t - prev
+                        comp_end[here] = t + cycles[e]
+                        comp_busy_until[s] = comp_end[here]
+                        busy[s] += cycles[e]
+                        if not trace:
+                            load_done[here] = INF  # the slot waits for the load `ring` entries on
+                        computing[s] = True
+                        comp_next[s] += 1
+            # which of its flows move from t on
+            for k in range(FLOW_KINDS):
+                now = (loading[s] >= 0 and ready_at[s] <= t) if k == LOAD else left[k, s] > 0.0
+                f = k * s_count + s
+                if now and not active[k, s]:
+                    n_flows = insert_flow(flows, n_flows, f)
+                    changed = True
+                elif active[k, s] and not now:
+                    n_flows = remove_flow(flows, n_flows, f)
+                    changed = True
+                elif now and k == LOAD and issued:
+                    changed = True  # a new load at a new cap
+                active[k, s] = now
+            nxt = INF
+            if not finished[s]:
+                if computing[s]:
+                    nxt = comp_busy_until[s]
+                if loading[s] >= 0 and not active[LOAD, s]:
+                    nxt = min(nxt, ready_at[s])
+            seq_next[s] = nxt
+        if done >= s_count:
+            break
+        # rates of the active flows: each at its cap, then shared max-min fairly; the same flows
+        # at the same caps as when the rates were set keep them
+        if changed:
+            hbm_load = share(
+                rate_f,
+                cap_f,
+                use_h_f,
+                use_l_f,
+                wflow_f,
+                active_f,
+                flows,
+                n_flows,
+                p.hbm_bytes_per_cycle,
+                p.l2_bytes_per_cycle,
+            )
+            hbm_util = hbm_load / p.hbm_bytes_per_cycle
+            changed = False
         if trace and n_ev < n_events:
             read = 0.0
             write = 0.0
@@ -226,15 +250,10 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
         # next event: a compute ends, a load's data starts flowing, or a flow drains
         t_next = INF
         for s in range(s_count):
-            if finished[s]:
-                continue
-            if computing[s]:
-                t_next = min(t_next, comp_busy_until[s])
-            if loading[s] >= 0 and not active[LOAD, s]:
-                t_next = min(t_next, ready_at[s])
-            for k in range(FLOW_KINDS):
-                if active[k, s]:
-                    t_next = min(t_next, t + left[k, s] / rate[k, s])
+            t_next = min(t_next, seq_next[s])
+        for i in range(n_flows):
+            f = flows[i]
+            t_next = min(t_next, t + left_f[f] / rate_f[f])
         if t_next >= INF:
             # nothing in flight: every remaining core is waiting on a zero-time transition
             t_next = t
@@ -246,29 +265,25 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
         if stuck > stuck_limit:
             raise ValueError("the event loop made no progress: no load, compute or transfer can proceed")
         dt = max(t_next, t_exact) - t
-        for k in range(FLOW_KINDS):
-            for s in range(s_count):
-                if active[k, s]:
-                    left[k, s] -= rate[k, s] * dt
-                    if _drained(left[k, s], rate[k, s], t_next):
-                        left[k, s] = 0.0
         t = t_next
+        # the flows move to t (each within EPS of its end, or past it in float time, ends), and
+        # the sequences with an event at t are taken up
+        n_todo = 0
+        for i in range(n_flows):
+            f = flows[i]
+            left_f[f] -= rate_f[f] * dt
+            if _drained(left_f[f], rate_f[f], t_next):
+                left_f[f] = 0.0
+                s = f % s_count
+                if not taken[s]:
+                    taken[s] = True
+                    todo[n_todo] = s
+                    n_todo += 1
         for s in range(s_count):
-            if finished[s]:
-                continue
-            base = core_start[s]
-            n = core_start[s + 1] - base
-            if loading[s] >= 0 and ready_at[s] <= t and left[LOAD, s] <= 0.0:
-                load_done[base + loading[s]] = t
-                loading[s] = -1
-            if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
-                computing[s] = False
-                left[STORE_HBM, s] += store[base + n - 1]
-                left[STORE_L2, s] += store_l2[base + n - 1]
-            if comp_next[s] == n and not computing[s] and left[STORE_HBM, s] <= 0.0 and left[STORE_L2, s] <= 0.0:
-                finished[s] = True
-                end[s] = t
-                done += 1
+            if (seq_next[s] <= t or again[s]) and not taken[s]:
+                taken[s] = True
+                todo[n_todo] = s
+                n_todo += 1
     if not trace:
         return end, busy, stall, t, load_issue, load_issue, load_issue, ev_t, ev_read, ev_write
     return end, busy, stall, t, load_issue, load_done, comp_end, ev_t[:n_ev], ev_read[:n_ev], ev_write[:n_ev]

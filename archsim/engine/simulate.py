@@ -61,9 +61,9 @@ def phase_memory(phase: Phase, chip: Chip) -> MemoryParams:
     """The memory system as `phase` sees it: HBM efficiency for its read/write mix and its
     kernel's bytes in flight."""
     w = phase.core_weight.astype(np.float64)
-    seq = np.repeat(np.arange(len(w)), np.diff(phase.core_start))
-    stores = float(np.sum(phase.store_bytes * w[seq]))
-    loads = float(np.sum(phase.hbm_bytes * w[seq]))
+    per_entry = np.repeat(w, np.diff(phase.core_start))  # each entry's core count
+    stores = float(np.sum(phase.store_bytes * per_entry))
+    loads = float(np.sum(phase.hbm_bytes * per_entry))
     write_fraction = stores / (stores + loads) if stores + loads > 0 else 0.0
     return memory_params(chip, write_fraction, phase.inflight_bytes)
 
@@ -80,7 +80,7 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
             phase.core_weight,
             phase.hbm_bytes,
             phase.l2_bytes,
-            phase.compute_cycles.astype(np.float64),
+            phase.compute_cycles,
             phase.store_bytes,
             phase.store_l2_bytes,
             int(phase.stages),
@@ -109,14 +109,14 @@ def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramRe
             continue
         crit = int(np.argmax(r.end_cycles))
         w = phase.core_weight.astype(np.float64)
-        seq = np.repeat(np.arange(len(w)), np.diff(phase.core_start))
+        per_entry = np.repeat(w, np.diff(phase.core_start))
         cycles += int(r.total_cycles)
         compute += int(r.busy_cycles[crit])
         stall += int(r.stall_cycles[crit])
         busy += float(np.sum(r.busy_cycles * w))
         core_cycles += chip.cores * r.total_cycles
-        hbm += float(np.sum((phase.hbm_bytes + phase.store_bytes) * w[seq]))
-        l2 += float(np.sum((phase.l2_bytes + phase.store_l2_bytes) * w[seq]))
+        hbm += float(np.sum((phase.hbm_bytes + phase.store_bytes) * per_entry))
+        l2 += float(np.sum((phase.l2_bytes + phase.store_l2_bytes) * per_entry))
         active = max(active, phase.active_cores)
     if program.matrix and chip.core.array.fold_mode is FoldMode.SERIAL and cycles > 0:
         # serial folds follow SCALE-Sim's accounting, which reports the index of the last cycle

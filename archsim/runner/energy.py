@@ -19,14 +19,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archsim.choose import TimedOp, time_collective, time_op
-from archsim.graph.mixed import decode_attention_ops
+from archsim.choose import TimedOp, time_collective
 from archsim.graph.model import Workload
 from archsim.graph.ops import OpKind
 from archsim.graph.parallel import Parallelism
 from archsim.hardware import System
 from archsim.hardware.power import ENERGY_PARTS, Activity, EnergySplit, energy_split
-from archsim.runner.generation import OpRecord, RunResult, StepResult, attention_samples, time_ops
+from archsim.runner.generation import (
+    OpRecord,
+    RunResult,
+    StepResult,
+    attention_samples,
+    cached_time_op,
+    decode_ops_at,
+    time_ops,
+)
 
 
 @dataclass(frozen=True)
@@ -69,10 +76,11 @@ def floor_split(system: System, time_s: float) -> EnergySplit:
 
 
 def timed(r: OpRecord, system: System) -> TimedOp:
-    """The memoised timing and energy of a step's op (as `time_ops` timed it)."""
+    """The memoised timing and energy of a step's op (as `time_ops` timed it: from the on-disk
+    op cache where it holds the op)."""
     if r.op.kind.is_collective:
         return time_collective(r.op, system)
-    return time_op(r.op, system.chip)
+    return cached_time_op(r.op, system.chip)
 
 
 def records_energy(records: Sequence[OpRecord], system: System, hidden_s: float = 0.0) -> EnergySplit:
@@ -187,7 +195,7 @@ def decode_energies(
     samples = attention_samples(kv_lens, kv_stride)
     attn_s, attn, peak = np.zeros(len(samples)), np.zeros((len(samples), len(ENERGY_PARTS))), 0.0
     for i, kv in enumerate(samples.tolist()):
-        records, sample_hidden = time_ops(decode_attention_ops(w, result.batch, int(kv), par), system)
+        records, sample_hidden = time_ops(decode_ops_at(w, result.batch, int(kv), par), system)
         attn_s[i] = sum(r.time_s for r in records) - sample_hidden
         attn[i] = _parts(records_energy(records, system, sample_hidden))
         peak = max([peak] + [timed(r, system).kernel_power_w for r in records])

@@ -32,11 +32,14 @@ class Evaluation:
     objectives: tuple[Objective, ...]
     kv_stride: int
     run_constraints: tuple[Expr, ...] = ()  # on what the run reports: checked after it
+    use_cache: bool = True  # the on-disk op cache (archsim/opcache.py), as the sweep's process has it
 
     @classmethod
     def of(cls, spec: SweepSpec) -> Evaluation:
+        from archsim import opcache
+
         before, after = split_constraints(spec.constraints)
-        return cls(before, spec.objectives, spec.kv_stride, after)
+        return cls(before, spec.objectives, spec.kv_stride, after, opcache.enabled())
 
 
 def split_constraints(constraints: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
@@ -109,6 +112,10 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
 
 def evaluate_chunk(tasks: list[PointTask], ev: Evaluation) -> tuple[list[dict], float]:
     """The rows of a chunk of points, in order, and the CPU seconds the worker spent on them."""
+    from archsim import opcache
+
     start = time.process_time()
+    if opcache.enabled() != ev.use_cache:
+        opcache.set_enabled(ev.use_cache)
     rows = [evaluate_point(t, ev) for t in tasks]
     return rows, time.process_time() - start

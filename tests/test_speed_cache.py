@@ -1,0 +1,171 @@
+"""What `archsim run` and sweep workers keep in the on-disk op cache (archsim/opcache.py), and
+what a command-line process leaves out of its start-up."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_serving import TINY
+
+from archsim import opcache
+from archsim.choose import clear_caches, time_op
+from archsim.engine.timing import Bound, OpTiming
+from archsim.graph.model import Scenario
+from archsim.graph.ops import Op, OpKind
+from archsim.runner import generation
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = replace(TINY, scenario=Scenario(2, 96, 40))  # 39 decode steps
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCHSIM_CACHE_DIR", str(tmp_path / "cache"))
+    opcache.set_enabled(True)
+    yield tmp_path / "cache"
+    opcache.set_enabled(True)
+
+
+def test_a_timing_goes_to_disk_and_back_unchanged(cache_dir, h200):
+    timed = time_op(Op(OpKind.GEMM, m=64, k=4096, n=1024), h200.chip)
+    t = timed.timing
+    line = json.dumps(opcache.timed_value(t, timed.energy, timed.kernel_power_w))  # as the file holds it
+    back, energy, power_w = opcache.timed_from_value(json.loads(line))
+    assert back == t and back.bound is t.bound
+    assert energy == timed.energy and energy.total_j > 0 and power_w == timed.kernel_power_w
+    # every field of the same Python type: an integer count stays an integer, a float a float
+    assert all(type(getattr(back, f)) is type(getattr(t, f)) for f in opcache.TIMING_FIELDS)
+
+
+def test_an_entry_of_another_shape_is_no_timing(cache_dir):
+    good = opcache.timing_value(OpTiming(1, 1e-9, 1, 0, 0, 1.0, 2.0, 0.0, 0.0, 2.0, 0.0, 1, 1, Bound.COMPUTE))
+    assert opcache.timing_from_value(good) is not None
+    assert opcache.timing_from_value(1.5) is None  # a step model's part, not an op's timing
+    assert opcache.timing_from_value(good[:-1]) is None  # a field short
+    assert opcache.timing_from_value([*good[:13], "spin", *good[14:]]) is None  # no such bound
+    assert opcache.timing_from_value([None, *good[1:]]) is None
+    assert opcache.timed_from_value(good) is None  # a timing without its energy
+    assert opcache.timed_from_value([good, [0.0] * 3, 1.0]) is None  # an energy split short
+
+
+def test_a_later_run_reads_every_op_from_disk(cache_dir, h200, monkeypatch):
+    from archsim.runner.energy import run_energy
+
+    first = generation.run_generation(SMALL, h200, kv_stride=8)
+    first_energy = run_energy(first, SMALL, h200, 8)
+    path = opcache.cache_for_chip(h200.chip).path
+    assert path.exists() and path.parent.name == opcache.code_version()
+
+    def no_simulation(op, chip, *args):
+        raise AssertionError(f"simulated {op.name}, which the cache holds")
+
+    clear_caches()
+    generation._disk_time_op.cache_clear()
+    opcache._open.cache_clear()  # a fresh process: the file is read again
+    monkeypatch.setattr(generation, "time_op", no_simulation)
+    later = generation.run_generation(SMALL, h200, kv_stride=8)
+    assert later.ttft_s == first.ttft_s and later.tpot_s == first.tpot_s
+    np.testing.assert_array_equal(later.decode_step_s, first.decode_step_s)
+    assert [r.timing for r in later.prefill.ops] == [r.timing for r in first.prefill.ops]
+    later_energy = run_energy(later, SMALL, h200, 8)
+    assert later_energy is not None and first_energy is not None
+    assert later_energy.energy == first_energy.energy and later_energy.peak_power_w == first_energy.peak_power_w
+
+
+def test_the_cache_is_per_chip_and_per_engine(cache_dir, h200, monkeypatch):
+    slower = replace(h200.chip, clock_hz=h200.chip.clock_hz / 2)
+    assert opcache.cache_for_chip(slower).path != opcache.cache_for_chip(h200.chip).path
+    opcache.code_version.cache_clear()
+    compiled = opcache.code_version()
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", "1")  # the kernels as Python never read what Numba computed
+    opcache.code_version.cache_clear()
+    assert opcache.code_version() != compiled
+    monkeypatch.delenv("NUMBA_DISABLE_JIT")
+    opcache.code_version.cache_clear()
+
+
+def test_no_cache_on_run_neither_reads_nor_writes(cache_dir):
+    from archsim.cli import main
+
+    try:
+        assert main(["run", "--prompt", "64", "--generate", "2", "--no-cache", "--format", "json"]) == 0
+        assert not cache_dir.exists()
+    finally:
+        opcache.set_enabled(True)
+
+
+def test_sweep_workers_follow_the_sweeps_cache_setting(cache_dir):
+    from archsim.sweep.evaluate import Evaluation, evaluate_chunk
+
+    try:
+        opcache.set_enabled(False)  # `archsim sweep --no-cache`
+        ev = Evaluation((), (), 64, use_cache=opcache.enabled())
+        opcache.set_enabled(True)  # a worker process starts with the cache on
+        assert evaluate_chunk([], ev)[0] == []
+        assert not opcache.enabled()
+    finally:
+        opcache.set_enabled(True)
+
+
+def test_no_cache_is_a_flag_of_run_and_sweep():
+    from archsim.cli import build_parser
+
+    for argv in (["run", "--no-cache"], ["sweep", "s.yaml", "--out", "o", "--no-cache"]):
+        assert build_parser(argv[0]).parse_args(argv).no_cache
+
+
+START_UP = """
+import json, sys
+from archsim import jit
+if sys.argv[1] == "cli":
+    jit.for_command_line()
+from archsim.cli import main
+main(["op", "gemm", "--M", "64", "--K", "4096", "--N", "1024", "--format", "json"])
+print(json.dumps(sorted(m for m in ("scipy.linalg", "archsim.commands.sweep", "rich.progress") if m in sys.modules)))
+"""
+
+
+def _start_up(mode: str) -> tuple[dict, list[str]]:
+    env = {**os.environ, "ARCHSIM_NO_CACHE": "1"}
+    res = subprocess.run([sys.executable, "-c", START_UP, mode], env=env, capture_output=True, text=True, check=True)
+    lines = res.stdout.strip().splitlines()  # the op's JSON document, then the modules loaded
+    return json.loads("\n".join(lines[:-1])), json.loads(lines[-1])
+
+
+def test_a_command_line_process_loads_only_what_its_command_uses():
+    """The command line's numba is loaded without scipy.linalg (BLAS, which no kernel calls);
+    the op command builds only its own parser and shows no progress into a pipe. The op's
+    cycles are those of a process that loaded everything."""
+    pytest.importorskip("scipy")
+    cli_doc, cli_loaded = _start_up("cli")
+    api_doc, api_loaded = _start_up("api")
+    assert cli_doc["cycles"] == api_doc["cycles"] > 0
+    assert cli_loaded == []
+    assert api_loaded == ["scipy.linalg"]  # numba's own start-up, left alone outside the command line
+
+
+def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200):
+    """The run's size check counts the entries of every tiling the compiler will try; the
+    shortlist is worked out once and both read it (a list each, so neither can change the
+    other's), and a later process reads it from disk."""
+    from archsim.compiler.compile import compile_candidates
+    from archsim.compiler.gemm import candidate_tilings, shortlist
+    from archsim.limits import gemm_entries
+
+    op = Op(OpKind.GEMM, m=96, k=2048, n=3072)
+    shortlist.cache_clear()
+    gemm_entries(op, h200.chip)
+    programs = compile_candidates(op, h200.chip)
+    assert shortlist.cache_info().misses == 1
+    tilings = candidate_tilings(op, h200.chip)
+    assert len(programs) == len(tilings) >= 2
+    tilings.clear()
+    shortlist.cache_clear()
+    opcache._open.cache_clear()  # a fresh process
+    again = candidate_tilings(op, h200.chip)
+    assert shortlist.cache_info().misses == 0 and again == list(shortlist(op, h200.chip))

@@ -1,0 +1,71 @@
+"""Decode attention at every KV length: the default run simulates each decode step at its own
+KV length, cheaply, because how the attention items land on the cores is worked out once per
+KV block count."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_serving import TINY
+
+from archsim import opcache
+from archsim.compiler.attention import compile_attention, core_groups
+from archsim.graph.builder import Step
+from archsim.graph.model import Phase, Scenario
+from archsim.graph.ops import Op, OpKind
+from archsim.runner.generation import run_generation, simulate_step
+
+
+@pytest.fixture(autouse=True)
+def no_disk_cache():
+    opcache.set_enabled(False)
+    yield
+    opcache.set_enabled(True)
+
+
+def decode(kv_len: int) -> Op:
+    return Op(OpKind.ATTENTION, batch=64, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=kv_len)
+
+
+def test_lengths_in_one_kv_block_differ_only_in_the_last_blocks_bytes(h200):
+    """2,049 and 2,100 keys both take 17 blocks of 128 (2,048 + 1 and 2,048 + 52 keys). A key of
+    one KV head caches K and V rows of 128 bf16 each: 512 B; the last block holds 1 key (512 B)
+    and 52 keys (26,624 B). Every other number of the two programs is the same."""
+    core_groups.cache_clear()
+    a, b = compile_attention(decode(2049), h200.chip), compile_attention(decode(2100), h200.chip)
+    assert core_groups.cache_info().hits == 1  # the second length reused the first one's deal
+    (pa,), (pb,) = a.phases, b.phases
+    for name in ("core_start", "core_weight", "compute_cycles", "store_bytes", "store_l2_bytes"):
+        np.testing.assert_array_equal(getattr(pa, name), getattr(pb, name))
+    moved_a, moved_b = pa.hbm_bytes + pa.l2_bytes, pb.hbm_bytes + pb.l2_bytes
+    differs = moved_a != moved_b
+    assert differs.any()
+    assert set((moved_b[differs] - moved_a[differs]).tolist()) == {26624.0 - 512.0}
+
+
+def test_another_block_count_deals_again(h200):
+    core_groups.cache_clear()
+    compile_attention(decode(2048), h200.chip)  # 16 blocks
+    compile_attention(decode(2049), h200.chip)  # 17
+    assert core_groups.cache_info().misses == 2
+
+
+def test_a_run_times_every_decode_step_at_its_own_kv_length(h200):
+    """The default run's decode steps are the steps simulated whole, one by one (the run adds
+    the ops that do not grow with the cache once; the step adds them in its own order). A step
+    past P tokens attends over P + 1 keys, the KV length the run records."""
+    w = replace(TINY, scenario=Scenario(3, 100, 40))
+    result = run_generation(w, h200)
+    direct = [simulate_step(w, h200, Step(Phase.DECODE, 3, 1, kv - 1)).time_s for kv in result.decode_kv_lens]
+    np.testing.assert_allclose(result.decode_step_s, direct, rtol=1e-12)
+    assert len(set(result.decode_step_s.tolist())) > 2  # the cache grows through a KV block boundary
+
+
+def test_a_stride_is_an_override_that_interpolates(h200):
+    """With --kv-stride 16 over 39 steps only the lengths 101, 117, 133 and 139 are simulated;
+    the others are read off the lines between, so they differ from the exact times somewhere."""
+    w = replace(TINY, scenario=Scenario(3, 100, 40))
+    exact, coarse = run_generation(w, h200), run_generation(w, h200, kv_stride=16)
+    sampled = np.isin(exact.decode_kv_lens, [101, 117, 133, 139])
+    np.testing.assert_array_equal(coarse.decode_step_s[sampled], exact.decode_step_s[sampled])
+    assert not np.array_equal(coarse.decode_step_s, exact.decode_step_s)
