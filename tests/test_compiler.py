@@ -236,3 +236,14 @@ def test_lane_ops_issue_at_the_issue_width_not_the_fp32_lanes(h200):
 
     core = replace(h200.chip.core, vector=replace(h200.chip.core.vector, lanes=64, issue_width=128))
     assert int(vector_cycles(core, 12800, 0)) == 100
+
+
+def test_l2_reuse_sums_as_numpy_does_to_the_last_bit():
+    # the compiled L2-reuse walk adds bytes in numpy's pairwise order, so a tiling's HBM bytes
+    # are the same compiled or not; sizes around the 8-wide unroll and the 128-element blocks
+    from archsim.compiler.l2reuse import _pairwise_sum
+
+    rng = np.random.default_rng(7)
+    for n in [0, 1, 7, 8, 9, 127, 128, 129, 136, 255, 256, 1000, 4097, 100_003]:
+        a = rng.random(n) * 10.0 ** rng.uniform(-3, 9, n)  # magnitudes over 12 decades
+        assert _pairwise_sum(a, 0, n) == a.sum(), n

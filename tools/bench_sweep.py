@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "hw_configs" / "sweeps" / "h200_halton_1000.yaml"
-TARGET_S = 120.0  # issue 9: 1,000 points in at most 2 minutes on 2 cores
+TARGET_S = 120.0  # 1,000 points in at most 2 minutes on 2 cores
 
 
 def spec_with_points(points: int, folder: Path) -> Path:

@@ -25,6 +25,8 @@ from enum import Enum
 
 import numpy as np
 
+from archsim.jit import njit
+
 
 class Raster(str, Enum):
     ROW = "row"
@@ -100,23 +102,105 @@ def wave_hbm_fractions(
     keys, size = _panels(items, a_bytes, b_bytes)
     moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
     total = np.bincount(wave, moved, minlength=waves)
-    missed = np.zeros(waves)
-    last = np.full(len(size), -1, dtype=np.int64)  # wave each panel was last touched in
-    resident = np.zeros(waves)  # bytes of the panels whose last touch is each wave
-    bounds = np.searchsorted(wave, np.arange(waves + 1))
-    for w in range(waves):
-        touched = np.unique(keys[:, bounds[w] : bounds[w + 1]])
-        before = last[touched]
-        seen = before >= 0
-        np.subtract.at(resident, before[seen], size[touched[seen]])
-        resident[w] += size[touched].sum()
-        last[touched] = w
-        # stack distance of a panel last touched in wave l: the panels touched in waves l..w
-        distance = np.cumsum(resident[w::-1])[::-1]  # distance[l] for l = 0..w
-        hit = seen.copy()
-        hit[seen] = distance[before[seen]] <= capacity_bytes
-        missed[w] = size[touched[~hit]].sum()
+    # the panels each wave touches, sorted, for all waves at once: distinct (wave, panel) codes
+    codes = np.sort((wave[None, :] * len(size) + keys).ravel())
+    codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
+    bounds = np.searchsorted(codes // len(size), np.arange(waves + 1))
+    missed = _missed_bytes(codes % len(size), bounds, size, float(capacity_bytes))
     return np.minimum(1.0, np.divide(missed, total, out=np.zeros(waves), where=total > 0))
+
+
+@njit
+def _missed_bytes(panels, bounds, size, capacity_bytes):
+    """Bytes each wave reads from HBM: the panels it touches (`panels[bounds[w]:bounds[w + 1]]`)
+    that were never touched, or whose LRU stack distance exceeds `capacity_bytes`."""
+    waves = bounds.shape[0] - 1
+    missed = np.zeros(waves)
+    last = np.full(size.shape[0], -1, np.int64)  # wave each panel was last touched in
+    resident = np.zeros(waves)  # bytes of the panels whose last touch is each wave
+    distance = np.zeros(waves)
+    gathered = np.zeros(panels.shape[0])
+    before = np.zeros(panels.shape[0], np.int64)
+    for w in range(waves):
+        lo, n = bounds[w], bounds[w + 1] - bounds[w]
+        for t in range(n):
+            p = panels[lo + t]
+            before[t] = last[p]
+            if before[t] >= 0:
+                resident[before[t]] -= size[p]
+            gathered[t] = size[p]
+            last[p] = w
+        resident[w] += _pairwise_sum(gathered, 0, n)
+        # stack distance of a panel last touched in wave l: the panels touched in waves l..w
+        acc = 0.0
+        for v in range(w, -1, -1):
+            acc += resident[v]
+            distance[v] = acc
+        k = 0
+        for t in range(n):
+            if before[t] < 0 or distance[before[t]] > capacity_bytes:
+                gathered[k] = size[panels[lo + t]]
+                k += 1
+        missed[w] = _pairwise_sum(gathered, 0, k)
+    return missed
+
+
+@njit
+def _block_sum(a, lo, n):
+    """numpy's sum of a block of at most 128 elements: eight accumulators, then the rest."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r = a[lo : lo + 8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += a[lo + i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit
+def _pairwise_sum(a, lo, n):
+    """The sum of a[lo:lo + n] as numpy's `sum` adds a contiguous float64 array, so that results
+    are numpy's to the last bit: blocks of up to 128 elements (`_block_sum`), a longer range
+    halved (rounded to eight) and its halves' sums added. Walked with a stack of its own (a
+    recursive kernel does not load from Numba's cache); the addition commutes exactly, so the
+    order the halves are summed in does not matter."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    todo_lo = np.empty(128, np.int64)  # ranges to sum; n <= 128 * 2**64 needs far fewer
+    todo_n = np.empty(128, np.int64)
+    sums = np.empty(128)  # partial sums and the depth of the split they belong to
+    depth = np.empty(128, np.int64)
+    at = np.empty(128, np.int64)
+    todo_lo[0], todo_n[0], at[0] = lo, n, 0
+    pending, done = 1, 0
+    while pending:
+        pending -= 1
+        s, m, d = todo_lo[pending], todo_n[pending], at[pending]
+        if m > 128:
+            half = m // 2
+            half -= half % 8
+            todo_lo[pending], todo_n[pending], at[pending] = s, half, d + 1
+            todo_lo[pending + 1], todo_n[pending + 1], at[pending + 1] = s + half, m - half, d + 1
+            pending += 2
+            continue
+        value, level = _block_sum(a, s, m), d
+        # two finished halves of one split (the same depth, adjacent on the stack) add up
+        while done and depth[done - 1] == level:
+            done -= 1
+            value = sums[done] + value
+            level -= 1
+        sums[done], depth[done] = value, level
+        done += 1
+    return sums[0]
 
 
 def operand_hbm_bytes(
