@@ -135,6 +135,8 @@ class _CtrlC:
         self.redelivered = 0
         self.previous_handlers: dict = {}
         self.previous_hook = sys.unraisablehook
+        self.ended = False  # restored: an interrupt still owed to the run is not delivered
+        self.redelivery = threading.Lock()
 
     def install(self) -> _CtrlC:
         try:
@@ -146,6 +148,8 @@ class _CtrlC:
         return self
 
     def restore(self) -> None:
+        with self.redelivery:  # an interrupt owed to the run is not delivered to its caller
+            self.ended = True
         for signum, handler in self.previous_handlers.items():
             signal.signal(signum, handler)
         if self.previous_handlers:
@@ -169,11 +173,16 @@ class _CtrlC:
         self.pressed = True
         raise KeyboardInterrupt
 
+    def _redeliver(self) -> None:
+        with self.redelivery:
+            if not self.ended:
+                _thread.interrupt_main(signal.SIGINT)  # handled at the main thread's next instruction
+
     def on_unraisable(self, hook_args) -> None:
         if isinstance(hook_args.exc_value, KeyboardInterrupt) and self.redelivered < self.MAX_REDELIVERIES:
             self.redelivered += 1
             self.redelivering += 1
-            timer = threading.Timer(self.REDELIVERY_DELAY_S, _thread.interrupt_main, (signal.SIGINT,))
+            timer = threading.Timer(self.REDELIVERY_DELAY_S, self._redeliver)
             timer.daemon = True
             timer.start()
             return

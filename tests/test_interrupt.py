@@ -113,3 +113,16 @@ def test_an_interrupt_a_finalizer_swallowed_reaches_the_main_thread():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", SWALLOWED], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.strip() == "delivered", out.stderr
+
+
+def test_an_interrupt_owed_to_a_run_that_ended_is_not_delivered_to_its_caller():
+    # the finalizer's interrupt is owed, then the run ends (restore) before it is delivered: the
+    # caller (a Python session, a test) must not receive it
+    code = (
+        SWALLOWED.replace("_CtrlC().install()", "c = _CtrlC().install()")
+        .replace("    Finalizer()\n", "    Finalizer()\n    c.restore()\n")
+        .replace("+ 20", "+ 2")
+    )  # long past the 10 ms the delivery waits
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == "lost", out.stderr

@@ -100,7 +100,7 @@ def build_phase(
     for idx, seq in enumerate(sequences):
         parts = seq if isinstance(seq, tuple) else (seq,)
         for part in parts:
-            if part.dtype != ENTRY:
+            if part.dtype is not ENTRY and part.dtype != ENTRY:  # comparing record dtypes is slow
                 raise TypeError(f"a core's entries must be an ENTRY record array (got {part.dtype})")
         if sum(len(part) for part in parts) == 0:
             continue

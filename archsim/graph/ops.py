@@ -6,7 +6,8 @@ An op's identity (and so its cached timing) is its kind and shape; its `name` an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import copy
+from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
@@ -162,7 +163,12 @@ class Op:
     repeat: int = field(default=1, compare=False)
 
     def named(self, name: str, repeat: int = 1) -> Op:
-        return replace(self, name=name, repeat=repeat)
+        """This op under a name, `repeat` times (neither takes part in what it is or costs): a
+        copy with the two set, which a graph does for every op of every step it builds."""
+        op = copy.copy(self)
+        object.__setattr__(op, "name", name)
+        object.__setattr__(op, "repeat", repeat)
+        return op
 
     @property
     def b_dtype(self) -> DType:
