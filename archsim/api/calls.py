@@ -11,6 +11,7 @@ from pathlib import Path
 from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 from archsim.api.results import RunReport, ServeReport, SweepResults
 from archsim.config.resolved import ResolvedConfig, run_options
+from archsim.engine_defaults import BLOCK_SIZE, GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS
 
 KV_STRIDE = 1  # as archsim.runner.generation.KV_STRIDE; `archsim run --kv-stride`
 
@@ -95,9 +96,9 @@ def serve_setup(
     *,
     policy: str = "vllm",
     max_batched_tokens: int | None = None,
-    max_num_seqs: int = 256,
-    block_size: int = 16,
-    gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int = MAX_NUM_SEQS,
+    block_size: int = BLOCK_SIZE,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     kv_blocks: int | None = None,
     instances: int = 1,
     step_resolution: int = 2,

@@ -8,6 +8,7 @@ from archsim import limits
 from archsim.commands import bounded_float, bounded_int, positive_int
 from archsim.commands.output import add_output_flags, renamed
 from archsim.commands.run import DEFAULT_HW, DEFAULT_WORKLOAD, add_set_flag
+from archsim.engine_defaults import BLOCK_SIZE, GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS
 
 DEFAULT_REQUESTS = 100
 DEFAULT_RATE_PER_S = 1.0
@@ -263,7 +264,7 @@ def _scheduler_flags(g) -> None:
         "--max-num-seqs",
         metavar="N",
         type=positive_int("--max-num-seqs", limits.MAX_BATCH),
-        default=256,
+        default=MAX_NUM_SEQS,
         help="requests at once (256)",
     )
     g.add_argument(
@@ -276,14 +277,14 @@ def _scheduler_flags(g) -> None:
         "--block-size",
         metavar="N",
         type=positive_int("--block-size", limits.MAX_TOKENS),
-        default=16,
+        default=BLOCK_SIZE,
         help="tokens per KV block (16)",
     )
     g.add_argument(
         "--gpu-memory-utilization",
         metavar="F",
         type=_fraction("--gpu-memory-utilization", MIN_MEMORY_FRACTION),
-        default=0.9,
+        default=GPU_MEMORY_UTILIZATION,
         help="share of device memory the engine takes for weights, activations and KV (default 0.9)",
     )
     g.add_argument(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from archsim.engine_defaults import GPU_MEMORY_UTILIZATION, MAX_BATCHED_TOKENS, MAX_NUM_SEQS
 from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
 from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism, shard_model
@@ -31,10 +32,6 @@ from archsim.graph.weights import chip_weight_bytes, weight_bytes
 from archsim.hardware import System
 from archsim.limits import MAX_BATCH
 from archsim.units import format_bytes
-
-GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default --gpu-memory-utilization
-MAX_BATCHED_TOKENS = 8192  # vLLM's default max_num_batched_tokens for an online server
-MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs
 
 
 @dataclass(frozen=True)

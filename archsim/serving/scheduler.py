@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from archsim.engine_defaults import BLOCK_SIZE, MAX_BATCHED_TOKENS, MAX_NUM_SEQS
 from archsim.serving.kvpool import blocks_for
 from archsim.serving.state import InstanceState
 
@@ -67,14 +68,14 @@ class Preemption(str, Enum):
 
 
 DEFAULT_MAX_BATCHED_TOKENS = {
-    Policy.VLLM: 8192,
+    Policy.VLLM: MAX_BATCHED_TOKENS,
     Policy.SARATHI: 512,
     Policy.TRTLLM: 8192,  # TensorRT-LLM's default max_num_tokens
     Policy.ORCA: 8192,
     Policy.STATIC: 8192,
 }
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's default
-DEFAULT_BLOCK_SIZE = 16  # tokens per KV block, vLLM's default
+DEFAULT_MAX_NUM_SEQS = MAX_NUM_SEQS  # vLLM's default
+DEFAULT_BLOCK_SIZE = BLOCK_SIZE
 VLLM_WATERMARK = 0.01  # share of the pool vLLM keeps free when admitting (BlockSpaceManager)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from archsim.engine_defaults import GPU_MEMORY_UTILIZATION
 from archsim.errors import DoesNotFitError
 from archsim.graph.model import Workload
 from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism
@@ -64,7 +65,7 @@ class ServeSetup:
     workload: Workload
     system: System
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
     kv_blocks: int | None = None  # override the pool size (blocks per instance)
     instances: int = 1
     resolution: int = DEFAULT_RESOLUTION
