@@ -120,13 +120,14 @@ def build_phase(
     start = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
     # every ENTRY field is a float64: a part viewed as rows of floats joins without the record
-    # dtype's per-array promotion, into one row per column
+    # dtype's per-array promotion
     width = len(ENTRY_COLUMNS)
-    table = np.empty((width, int(start[-1])))
+    columns = {name: np.empty(int(start[-1])) for name in ENTRY_COLUMNS}
     for q, at, count in zip(seqs, start[:-1], counts, strict=True):
         rows = [np.ascontiguousarray(part).view(np.float64).reshape(-1, width) for part in q]
-        table[:, at : at + count] = (rows[0] if len(rows) == 1 else np.concatenate(rows)).T
-    columns = dict(zip(ENTRY_COLUMNS, table, strict=True))
+        whole = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        for i, column in enumerate(columns.values()):
+            column[at : at + count] = whole[:, i]
     return Phase(
         core_start=start,
         core_weight=weight,
