@@ -36,13 +36,14 @@ class Condition(str, Enum):
 
     GRAPH       kernels back to back (a CUDA graph, a serving step): a gap per launch
     STANDALONE  one launch timed alone (events around it) after the L2 was flushed by writing a
-                buffer larger than it: the lone launch's cost, and each line a matrix kernel's
-                bulk (TMA) loads and writes allocate first evicts a dirty line, written back to
-                HBM (up to the L2's capacity); streaming vector kernels and copies do not pay it
-                (measured on the H200: a 64 MiB copy and an 8192 x 4096 add after the flush run at
-                3.6-3.8 TB/s, faster than they could with the write-back, while GEMVs run
-                min(bytes, L2) / HBM bandwidth slower than back to back); later kernels of the
-                timed region follow back to back
+                buffer larger than it: the lone launch's cost, and the lines a matrix kernel's
+                bulk (TMA) loads and writes allocate evict dirty lines, written back to HBM
+                (`dirty_evicted_bytes`: random victims, so the write-back saturates at the L2's
+                capacity); streaming vector kernels and copies do not pay it (measured on the
+                H200: a 64 MiB copy and an 8192 x 4096 add after the flush run at 3.6-3.8 TB/s,
+                faster than they could with the write-back, while GEMVs run slower than back to
+                back by what the write-back adds); later kernels of the timed region follow back
+                to back
     KERNEL      a profiler's summed kernel durations: no gap between kernels
     HOST        the host's wall clock around launch and synchronize: the host round trip
     """
@@ -159,14 +160,23 @@ def fixed_cost_s(chip: Chip, launches: int, family: Family, condition: Condition
     return cost
 
 
+def dirty_evicted_bytes(allocated_bytes: float, capacity_bytes: float) -> float:
+    """Dirty bytes written back while `allocated_bytes` of new lines enter an L2 of
+    `capacity_bytes` that a flush left all dirty, the victim of each allocation taken at random
+    (the L2's slices hash addresses and do not keep an LRU order across them): a dirty line
+    survives each allocation with probability 1 - line/C, so after A bytes C exp(-A/C) remain
+    dirty and C (1 - exp(-A/C)) were written back. Like A for A << C; all of C once A >> C."""
+    return capacity_bytes * -math.expm1(-allocated_bytes / capacity_bytes) if capacity_bytes > 0 else 0.0
+
+
 def with_writeback(program: Program, capacity_bytes: float) -> Program:
-    """The program after an L2 write-flush: every byte its loads from HBM and its stores allocate
-    in L2 first evicts a dirty byte, written back to HBM, until `capacity_bytes` are written back;
-    the write-backs are spread over the entries in proportion to what they allocate."""
+    """The program after an L2 write-flush: the bytes its loads from HBM and its stores allocate
+    in L2 evict dirty lines, written back to HBM (`dirty_evicted_bytes`); the write-backs are
+    spread over the entries in proportion to what they allocate."""
     allocated = sum(float(np.sum((ph.hbm_bytes + ph.store_bytes) * _entry_weights(ph))) for ph in program.phases)
     if allocated <= 0:
         return program
-    share = min(1.0, capacity_bytes / allocated)
+    share = dirty_evicted_bytes(allocated, capacity_bytes) / allocated
     phases = tuple(
         replace(ph, store_bytes=ph.store_bytes + share * (ph.hbm_bytes + ph.store_bytes)) for ph in program.phases
     )

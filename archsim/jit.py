@@ -3,6 +3,13 @@
 `NUMBA_DISABLE_JIT=1` makes numba's own decorator return the Python function, so the same
 kernels run interpreted with identical results (tests check this).
 
+Numba is loaded when a kernel is first called, not when archsim is imported: until then each
+decorated function is a `Kernel` that holds the Python function. The first call of any kernel
+makes every kernel's dispatcher at once and puts the dispatchers in place of the `Kernel`s in
+every loaded module's globals (so a kernel that calls another finds a dispatcher when Numba
+compiles it); a kernel defined later gets its dispatcher at once. A run whose ops all come from
+the op cache never loads Numba (0.2 s of a small command).
+
 In a process of archsim's own (the command line, `for_command_line()`), numba's array library
 is loaded with `scipy.linalg` out of sight: numba imports it (0.3-0.4 s, a third of a small
 command's time) only to offer BLAS to compiled `np.dot` and `np.linalg`, which no kernel of
@@ -11,6 +18,7 @@ archsim calls. Where `scipy.linalg` is already loaded (a user's Python session) 
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import os
 import sys
@@ -43,14 +51,86 @@ def _load_numba_without_blas() -> None:
         sys.meta_path.remove(finder)
 
 
-def njit(func):
-    """Compile `func` with numba (cached on disk) if available; else return it unchanged."""
-    if os.environ.get("NUMBA_DISABLE_JIT") == "1":
-        return func
+class Kernel:
+    """A kernel before Numba is loaded: called from Python, it has every kernel's dispatcher
+    made (`_dispatch_all`) and runs its own."""
+
+    def __init__(self, func):
+        self.py_func = func
+        self.dispatcher = None
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args):
+        if self.dispatcher is None:
+            _dispatch_all()
+        return self.dispatcher(*args)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.py_func.__qualname__})"
+
+
+_waiting: list[Kernel] = []  # kernels defined before Numba was loaded
+_loaded = [False]
+_on_load: list = []  # what to call once Numba is loaded (`when_loaded`)
+
+
+def loaded() -> bool:
+    """Whether Numba is loaded (a kernel was called)."""
+    return _loaded[0]
+
+
+def when_loaded(fn) -> None:
+    """Call `fn()` once Numba is loaded and the dispatchers made, before any kernel compiles
+    (now, if it is loaded); `forget(fn)` takes it back."""
+    if _loaded[0]:
+        fn()
+    else:
+        _on_load.append(fn)
+
+
+def forget(fn) -> None:
+    if fn in _on_load:
+        _on_load.remove(fn)
+
+
+def _numba_njit():
+    """numba.njit as archsim compiles with (disk cache, no GIL), or None without numba."""
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; this keeps --help working without it
-        return func
+        return None
     if _command_line[0]:
         _load_numba_without_blas()
-    return numba.njit(cache=True, nogil=True)(func)
+    return numba.njit(cache=True, nogil=True)
+
+
+def _dispatch_all() -> None:
+    """Load Numba, make every waiting kernel's dispatcher, and put each in place of its Kernel in
+    the globals of every loaded module."""
+    compile_with = _numba_njit()
+    _loaded[0] = True
+    for kernel in _waiting:
+        kernel.dispatcher = compile_with(kernel.py_func) if compile_with else kernel.py_func
+    _waiting.clear()
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for name, value in list(names.items()):
+            if type(value) is Kernel:
+                names[name] = value.dispatcher
+    while _on_load:
+        _on_load.pop(0)()
+
+
+def njit(func):
+    """`func` as a Numba kernel (compiled on its first call, cached on disk) where numba is
+    installed and enabled; else `func` unchanged."""
+    if os.environ.get("NUMBA_DISABLE_JIT") == "1":
+        return func
+    if _loaded[0]:
+        compile_with = _numba_njit()
+        return compile_with(func) if compile_with else func
+    kernel = Kernel(func)
+    _waiting.append(kernel)
+    return kernel

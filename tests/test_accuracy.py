@@ -16,19 +16,19 @@ from archsim.cli import main
 
 BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
     ("h200_calibration", "calibration"): {
-        "attention_decode": (5.5, 25.0),
+        "attention_decode": (4.5, 11.5),
         "attention_prefill": (3.5, 8.0),
-        "copy": (5.5, 13.0),
-        "gemm": (7.0, 23.0),
-        "model_step": (4.0, 8.5),
-        "vector": (9.0, 30.5),
+        "copy": (4.5, 12.5),
+        "gemm": (5.0, 13.5),
+        "model_step": (3.2, 7.5),
+        "vector": (9.0, 29.0),
     },
     ("h200_holdout", "development"): {
-        "attention_decode": (7.0, 9.0),
+        "attention_decode": (7.0, 10.0),
         "attention_prefill": (7.0, 9.0),
-        "copy": (6.5, 9.0),
-        "gemm": (6.5, 14.5),
-        "vector": (9.5, 23.5),
+        "copy": (4.5, 9.0),
+        "gemm": (5.5, 12.0),
+        "vector": (8.5, 22.0),
     },
     ("a100_calibration", "calibration"): {
         "allreduce": (29.5, 75.0),

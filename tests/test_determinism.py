@@ -4,6 +4,7 @@ hash seed, with the Numba kernels compiled or run as Python; the JSON names its 
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,30 @@ def test_hash_is_of_the_resolved_values_not_the_text(tmp_path):
     )
     hashes = {config_hash(load_system(p)[1]) for p in ("h200", str(ROOT / "hw_configs" / "h200.yaml"), str(respelt))}
     assert len(hashes) == 1
+
+
+CHILD = """
+import pickle, sys
+from archsim.config.loader import load_system
+from archsim.graph.ops import Op, OpKind
+op, chip = pickle.loads(open(sys.argv[1], "rb").read())
+fresh_op, fresh_chip = Op(OpKind.GEMM, m=64, k=4096, n=1024).named("qkv"), load_system("h200")[0].chip
+print(op == fresh_op and hash(op) == hash(fresh_op) and len({op, fresh_op}) == 1
+      and chip == fresh_chip and hash(chip) == hash(fresh_chip))
+"""
+
+
+def test_a_record_hashed_here_is_hashed_afresh_in_another_process(tmp_path):
+    """Ops and chips keep their hash once worked out (archsim/hashing.py), but string hashes
+    differ between processes: one pickled after being hashed (as a sweep sends it to a worker)
+    must equal and hash as a freshly built one in a process of another hash seed."""
+    from archsim.graph.ops import Op, OpKind
+
+    op, chip = Op(OpKind.GEMM, m=64, k=4096, n=1024).named("qkv"), load_system("h200")[0].chip
+    hash(op), hash(chip)
+    (tmp_path / "records.pkl").write_bytes(pickle.dumps((op, chip)))
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        res = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "records.pkl")], env=env,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert res.stdout.strip() == "True", res.stderr

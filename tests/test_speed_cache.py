@@ -169,3 +169,27 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200
     opcache._open.cache_clear()  # a fresh process
     again = candidate_tilings(op, h200.chip)
     assert shortlist.cache_info().misses == 0 and again == list(shortlist(op, h200.chip))
+
+
+CACHED_RUN = """
+import json, sys
+from archsim.cli import main
+main(["run", "--workload", "llama3_8b", "--batch", "2", "--prompt", "64", "--generate", "4", "--quiet", "--json", sys.argv[1]])
+print(json.dumps("numba" in sys.modules))
+"""
+
+
+def test_numba_loads_only_when_a_kernel_runs(tmp_path):
+    """A run whose every op is in the op cache calls no kernel, so it never loads Numba; the one
+    that filled the cache did, and both report the same result."""
+    env = {**os.environ, "ARCHSIM_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("ARCHSIM_NO_CACHE", None)
+    loaded, docs = [], []
+    for i in range(2):
+        out = tmp_path / f"run{i}.json"
+        res = subprocess.run([sys.executable, "-c", CACHED_RUN, str(out)], env=env, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        loaded.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        docs.append(json.loads(out.read_text()))
+    assert loaded == [True, False]
+    assert docs[0] == docs[1]

@@ -11,6 +11,8 @@ import os
 import sys
 from collections.abc import Iterator
 
+from archsim import jit
+
 FORMATS = ("table", "json", "csv")
 WIDE_COLUMNS = 400  # --wide: tables at their natural width, no folding
 
@@ -85,8 +87,9 @@ def emit(args, out, tables=(), data: dict | None = None, rows: list[dict] | None
 
 
 def jit_cold() -> bool:
-    """Whether the simulation kernels will be compiled on first use (no Numba cache on disk)."""
-    if os.environ.get("NUMBA_DISABLE_JIT") == "1":
+    """Whether the simulation kernels will be compiled on first use (no Numba cache on disk);
+    False while Numba is not loaded (archsim/jit.py)."""
+    if os.environ.get("NUMBA_DISABLE_JIT") == "1" or not jit.loaded():
         return False
     try:
         from numba.core.registry import CPUDispatcher
@@ -140,7 +143,6 @@ def progress(args, label: str, total: int | None = None, compiles: bool = True) 
     if not err.is_terminal:
         yield _Bar(None, None)
         return
-    cold = compiles and jit_cold()
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -149,5 +151,15 @@ def progress(args, label: str, total: int | None = None, compiles: bool = True) 
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(f"{COMPILING}, then {label}" if cold else label, total=total)
-        yield _Bar(bar, task)
+        task = bar.add_task(label, total=total)
+
+        def name_the_compile() -> None:  # when the first kernel is called (never, if the op cache has all)
+            if jit_cold():
+                bar.update(task, description=f"{COMPILING}, then {label}")
+
+        if compiles:
+            jit.when_loaded(name_the_compile)
+        try:
+            yield _Bar(bar, task)
+        finally:
+            jit.forget(name_the_compile)

@@ -192,14 +192,22 @@ def shortlist(op: Op, chip: Chip, count: int = 4) -> tuple[Tiling, ...]:
                 tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), mapping, split)
                 scored.append((float(est[i]), float(compute_s[i]), tiling))
     scored.sort(key=lambda x: (x[0], x[1]))
-    ranked = sorted(
-        ((est, *best_raster(op, chip, t), compute) for est, compute, t in scored[: 3 * count]),
-        key=lambda x: (x[0], x[2], x[3]),
-    )
-    # one K step per tile shape and mapping: the shortlist spans different mappings
+    # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute;
+    # one K step per tile shape and mapping, so the shortlist spans different mappings. The
+    # rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
+    # are in, later estimates cannot enter
     out: dict[tuple, Tiling] = {}
-    for _est, t, _hbm, _compute in ranked:
-        out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
+    head = scored[: 3 * count]
+    start = 0
+    while start < len(head) and len(out) < count:
+        end = start
+        while end < len(head) and head[end][0] == head[start][0]:
+            end += 1
+        tied = sorted(((*best_raster(op, chip, t), compute) for _est, compute, t in head[start:end]),
+                      key=lambda x: (x[1], x[2]))  # fmt: skip
+        for t, _hbm, _compute in tied:
+            out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
+        start = end
     return tuple(out.values())[:count]
 
 

@@ -119,11 +119,15 @@ def build_phase(
     counts = np.array([sum(len(part) for part in q) for q in seqs], dtype=np.int64)
     start = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
+    # every ENTRY field is a float64: a part viewed as rows of floats joins without the record
+    # dtype's per-array promotion
+    width = len(ENTRY_COLUMNS)
     columns = {name: np.empty(int(start[-1])) for name in ENTRY_COLUMNS}
-    for q, at in zip(seqs, start[:-1], strict=True):
-        whole = q[0] if len(q) == 1 else np.concatenate(q)
-        for name, column in columns.items():
-            column[at : at + len(whole)] = whole[name]
+    for q, at, count in zip(seqs, start[:-1], counts, strict=True):
+        rows = [np.ascontiguousarray(part).view(np.float64).reshape(-1, width) for part in q]
+        whole = rows[0] if len(rows) == 1 else np.concatenate(rows)
+        for i, column in enumerate(columns.values()):
+            column[at : at + count] = whole[:, i]
     return Phase(
         core_start=start,
         core_weight=weight,

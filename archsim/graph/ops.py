@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
+from archsim.hashing import cached_hash, record_state
 
 
 class OpKind(str, Enum):
@@ -161,6 +162,12 @@ class Op:
     chunks: int = 1  # pieces a collective is sent as (to overlap the compute that produces it)
     name: str = field(default="", compare=False)
     repeat: int = field(default=1, compare=False)
+
+    def __hash__(self) -> int:
+        return cached_hash(self)
+
+    def __getstate__(self) -> dict:
+        return record_state(self)
 
     def named(self, name: str, repeat: int = 1) -> Op:
         """This op under a name, `repeat` times (neither takes part in what it is or costs): a

@@ -14,6 +14,7 @@ from enum import Enum
 from archsim.dtypes import DType
 from archsim.hardware.area import AreaSpec
 from archsim.hardware.power import Power
+from archsim.hashing import cached_hash, record_state
 
 
 class Dataflow(str, Enum):
@@ -232,6 +233,12 @@ class Chip:
     area: AreaSpec | None = field(
         default=None, compare=False
     )  # what its die is built of (not timing: not in its identity)
+
+    def __hash__(self) -> int:
+        return cached_hash(self)
+
+    def __getstate__(self) -> dict:
+        return record_state(self)
 
     def peak_flops(self, dtype: DType) -> float:
         """Dense FLOP/s: 2 x MACs per cycle x cores x clock."""
