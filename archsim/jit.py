@@ -22,6 +22,7 @@ import functools
 import importlib.abc
 import os
 import sys
+import threading
 
 _command_line = [False]
 
@@ -60,10 +61,10 @@ class Kernel:
         self.dispatcher = None
         functools.update_wrapper(self, func)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         if self.dispatcher is None:
             _dispatch_all()
-        return self.dispatcher(*args)
+        return self.dispatcher(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"Kernel({self.py_func.__qualname__})"
@@ -71,6 +72,7 @@ class Kernel:
 
 _waiting: list[Kernel] = []  # kernels defined before Numba was loaded
 _loaded = [False]
+_loading = threading.Lock()  # two threads calling their first kernels make the dispatchers once
 _on_load: list = []  # what to call once Numba is loaded (`when_loaded`)
 
 
@@ -107,20 +109,23 @@ def _numba_njit():
 def _dispatch_all() -> None:
     """Load Numba, make every waiting kernel's dispatcher, and put each in place of its Kernel in
     the globals of every loaded module."""
-    compile_with = _numba_njit()
-    _loaded[0] = True
-    for kernel in _waiting:
-        kernel.dispatcher = compile_with(kernel.py_func) if compile_with else kernel.py_func
-    _waiting.clear()
-    for module in list(sys.modules.values()):
-        names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict):
-            continue
-        for name, value in list(names.items()):
-            if type(value) is Kernel:
-                names[name] = value.dispatcher
-    while _on_load:
-        _on_load.pop(0)()
+    with _loading:
+        if _loaded[0]:
+            return
+        compile_with = _numba_njit()
+        for kernel in _waiting:
+            kernel.dispatcher = compile_with(kernel.py_func) if compile_with else kernel.py_func
+        _waiting.clear()
+        _loaded[0] = True
+        for module in list(sys.modules.values()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            for name, value in list(names.items()):
+                if type(value) is Kernel:
+                    names[name] = value.dispatcher
+        while _on_load:
+            _on_load.pop(0)()
 
 
 def njit(func):
@@ -128,9 +133,10 @@ def njit(func):
     installed and enabled; else `func` unchanged."""
     if os.environ.get("NUMBA_DISABLE_JIT") == "1":
         return func
-    if _loaded[0]:
-        compile_with = _numba_njit()
-        return compile_with(func) if compile_with else func
-    kernel = Kernel(func)
-    _waiting.append(kernel)
-    return kernel
+    with _loading:  # not while another thread is making the dispatchers
+        if not _loaded[0]:
+            kernel = Kernel(func)
+            _waiting.append(kernel)
+            return kernel
+    compile_with = _numba_njit()
+    return compile_with(func) if compile_with else func

@@ -7,7 +7,9 @@ Llama-3-8B decode (hw_configs/sweeps/h200_halton_1000.yaml), end to end as a use
 It runs `archsim sweep` in a fresh results folder and prints the wall time, points per second,
 and the CPU seconds the workers spent per point (from DIR/summary.json), with the load
 average, since a busy machine stretches the wall time but not the CPU time. With `--cpus`
-(Linux) the sweep is pinned to that many CPUs, so a big machine measures a small one.
+(Linux) the sweep is pinned to that many CPUs, so a big machine measures a small one. The sweep
+starts from an empty op cache (archsim/opcache.py), so it measures simulation; `--warm-cache`
+runs it twice and times the second, which reads every op back.
 """
 
 from __future__ import annotations
@@ -44,33 +46,41 @@ def main() -> int:
     ap.add_argument("--points", type=int, default=1000, help="design points (default 1000)")
     ap.add_argument("--cpus", type=int, help="pin the sweep to the first N CPUs (Linux taskset)")
     ap.add_argument("--out", help="results folder to keep (default: a temporary one)")
+    ap.add_argument("--warm-cache", action="store_true", help="time a second sweep, its ops all in the op cache")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_sweep_") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "results"
+        env = {**os.environ, "ARCHSIM_CACHE_DIR": str(Path(tmp) / "opcache")}
         spec = spec_with_points(args.points, Path(tmp))
         pin = ["taskset", "-c", f"0-{args.cpus - 1}"] if args.cpus else []
-        cmd = pin + [
-            sys.executable,
-            "-m",
-            "archsim",
-            "sweep",
-            str(spec),
-            "--out",
-            str(out),
-            "--workers",
-            str(args.workers),
-            "--force-workers",  # the benchmark's worker count, whatever this machine has
-            "--quiet",
-        ]
+
+        def sweep(folder: Path) -> list[str]:
+            return pin + [
+                sys.executable,
+                "-m",
+                "archsim",
+                "sweep",
+                str(spec),
+                "--out",
+                str(folder),
+                "--workers",
+                str(args.workers),
+                "--force-workers",  # the benchmark's worker count, whatever this machine has
+                "--quiet",
+            ]
+
         # fill Numba's disk cache first, as any earlier archsim run on the machine would have
         subprocess.run(
-            pin + [sys.executable, "-m", "archsim", "run", "--prompt", "32", "--generate", "2", "--quiet"],
+            pin
+            + [sys.executable, "-m", "archsim", "run", "--prompt", "32", "--generate", "2", "--quiet", "--no-cache"],
             check=True,
             capture_output=True,
         )
+        if args.warm_cache:
+            subprocess.run(sweep(Path(tmp) / "first"), env=env, check=True, capture_output=True)
         load_before = os.getloadavg()[0]
         start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(sweep(out), capture_output=True, text=True, env=env)
         wall_s = time.perf_counter() - start
         if proc.returncode != 0:
             print(proc.stdout + proc.stderr, file=sys.stderr)

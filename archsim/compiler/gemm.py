@@ -416,10 +416,21 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     flat["store_bytes"][ends_tile] = (em * en * op.c_dtype.bytes)[ends_tile]
     cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
     flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
-    sequences = [flat[c * per : min(sk_iters, (c + 1) * per)] for c in range(cores) if c * per < sk_iters]
+    # cores whose runs of iterations are alike (whole cycles already) are one weighted sequence
+    groups: dict[bytes, list] = {}
+    for c in range(min(cores, ceil_div(sk_iters, per))):
+        run = flat[c * per : min(sk_iters, (c + 1) * per)]
+        groups.setdefault(run.tobytes(), [run, 0])[1] += 1
     stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
     stages = chip.core.sram.capacity_bytes // stage
     phases.append(
-        build_phase(sequences, stages, t.label, new_kernel=not phases, inflight_bytes=pipeline_bytes(stages, stage))
+        build_phase(
+            [g[0] for g in groups.values()],
+            stages,
+            t.label,
+            new_kernel=not phases,
+            weights=[g[1] for g in groups.values()],
+            inflight_bytes=pipeline_bytes(stages, stage),
+        )
     )
     return phases
