@@ -373,17 +373,24 @@ def _start_exec(case: Case, folder: Path) -> _Running:
 
 
 def warm_up() -> None:
-    """Import archsim and load its kernels once in the parent, so forked children start warm."""
+    """Import archsim and load its kernels once in the parent, so forked children start warm
+    (with the op cache off, so that the kernels do run: Numba loads on the first kernel call)."""
+    from archsim import opcache
     from archsim.cli import main
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for argv in (
-            ["op", "gemm", "--M", "64", "--K", "64", "--N", "64"],
-            ["op", "attention", "--kv-len", "64"],
-            ["run", "--prompt", "16", "--generate", "2", "--quiet"],
-            ["serve", "--requests", "3", "--quiet"],
-        ):
-            main(argv)
+    was = opcache.enabled()
+    opcache.set_enabled(False)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for argv in (
+                ["op", "gemm", "--M", "64", "--K", "64", "--N", "64"],
+                ["op", "attention", "--kv-len", "64"],
+                ["run", "--prompt", "16", "--generate", "2", "--quiet"],
+                ["serve", "--requests", "3", "--quiet"],
+            ):
+                main(argv)
+    finally:
+        opcache.set_enabled(was)
     # pyarrow is left to the children: its thread pools in the parent would be forked half-held
 
 
