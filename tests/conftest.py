@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from archsim import opcache
 from archsim.config.loader import load_system, load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,6 +16,15 @@ if "ARCHSIM_CACHE_DIR" not in os.environ:
 
     def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A test's own op cache (archsim/opcache.py), switched on for it and on again after it."""
+    monkeypatch.setenv("ARCHSIM_CACHE_DIR", str(tmp_path / "cache"))
+    opcache.set_enabled(True)
+    yield tmp_path / "cache"
+    opcache.set_enabled(True)
 
 
 @pytest.fixture(scope="session")

@@ -173,6 +173,11 @@ def test_build_phase_merges_identical_cores_and_refuses_unnamed_columns():
     assert seq.dtype == ENTRY
     with pytest.raises(TypeError, match="ENTRY record array"):
         build_phase([np.zeros((2, 5))], stages=2)
+    # a core given as its parts in order keeps every part; alike cores still merge
+    parts = (entries(2, hbm_bytes=1.0, cycles=2.0), entries(1, store_bytes=5.0, cycles=1.0))
+    joined = build_phase([parts, parts], stages=2)
+    assert joined.core_weight.tolist() == [2] and joined.entries == 3
+    assert joined.store_bytes.tolist() == [0.0, 0.0, 5.0] and joined.compute_cycles.tolist() == [2, 2, 1]
 
 
 def test_raster_orders_by_hand():

@@ -19,14 +19,6 @@ from archsim.serving.histogram import GapHistogram
 from archsim.serving.requests import load_trace
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("ARCHSIM_CACHE_DIR", str(tmp_path / "cache"))
-    opcache.set_enabled(True)
-    yield tmp_path / "cache"
-    opcache.set_enabled(True)
-
-
 def test_entries_are_kept_and_read_back(cache_dir, h200):
     cache = opcache.cache_for(h200)
     cache.put("a", 1.5)

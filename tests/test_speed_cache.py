@@ -23,14 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL = replace(TINY, scenario=Scenario(2, 96, 40))  # 39 decode steps
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("ARCHSIM_CACHE_DIR", str(tmp_path / "cache"))
-    opcache.set_enabled(True)
-    yield tmp_path / "cache"
-    opcache.set_enabled(True)
-
-
 def test_a_timing_goes_to_disk_and_back_unchanged(cache_dir, h200):
     timed = time_op(Op(OpKind.GEMM, m=64, k=4096, n=1024), h200.chip)
     t = timed.timing

@@ -107,8 +107,11 @@ def build_phase(
         if weights is not None:
             groups[idx] = [parts, weights[idx]]
             continue
-        whole = np.ascontiguousarray(parts[0]).copy()
-        whole["cycles"] = np.ceil(whole["cycles"])
+        whole = np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+        cycles = whole["cycles"]
+        if (cycles % 1.0).any():  # whole cycles, as the engine counts them, before comparing
+            whole = whole.copy()
+            whole["cycles"] = np.ceil(cycles)
         key = whole.tobytes()
         if key in groups:
             groups[key][1] += 1

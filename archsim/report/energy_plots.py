@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from archsim.hardware.power import ENERGY_PARTS
-from archsim.report.plots import figure, save, styled
+from archsim.report.plots import figure, save, stacked_bars, styled
 from archsim.runner.energy import StepEnergy
 
 UNIT_COLOURS = {
@@ -33,16 +33,12 @@ def energy_by_kind(path: Path, steps: list[tuple[str, StepEnergy]]) -> Path:
     fig, axes = figure(5.5 * len(steps), 4.0, cols=len(steps))
     for ax, (label, step) in zip(np.atleast_1d(axes), steps):
         kinds = sorted(step.kinds, key=lambda k: k.energy.total_j)
-        left = np.zeros(len(kinds))
-        for part in ENERGY_PARTS:
-            mj = np.array([k.energy.parts()[part] * 1e3 for k in kinds])
-            if not mj.any():
-                continue
-            ax.barh([k.kind.value for k in kinds], mj, left=left, color=UNIT_COLOURS[part], label=UNIT_NAMES[part])
-            left += mj
-        ax.set_xlabel("energy in the step (mJ)")
-        ax.set_title(f"{label}: {format_joules(step.energy_j)}, {step.average_power_w:,.0f} W")
-        ax.legend(fontsize=7, loc="lower right")
+        mj = {part: np.array([k.energy.parts()[part] * 1e3 for k in kinds]) for part in ENERGY_PARTS}
+        segments = [
+            (UNIT_NAMES[p], UNIT_COLOURS[p], v) for p, v in mj.items() if v.any()
+        ]  # units that spent nothing: no bar
+        title = f"{label}: {format_joules(step.energy_j)}, {step.average_power_w:,.0f} W"
+        stacked_bars(ax, [k.kind.value for k in kinds], segments, "energy in the step (mJ)", title)
     return save(fig, path)
 
 

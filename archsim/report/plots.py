@@ -89,6 +89,18 @@ def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: i
     return fig, axes
 
 
+def stacked_bars(ax, names: list[str], segments: list[tuple[str, str, np.ndarray]], xlabel: str, title: str) -> None:
+    """Horizontal bars, one per name, each the sum of `segments` (label, colour, one value per
+    name) stacked left to right, with their legend."""
+    left = np.zeros(len(names))
+    for label, colour, values in segments:
+        ax.barh(names, values, left=left, color=colour, label=label)
+        left += values
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+
+
 def save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")
@@ -143,14 +155,12 @@ def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
     for ax, (label, step) in zip(np.atleast_1d(axes), steps):
         parts = time_parts(step)
         kinds = sorted(parts, key=lambda k: sum(parts[k].values()))
-        left = np.zeros(len(kinds))
-        for name, colour in PART_COLOURS.items():
-            ms = np.array([parts[k][name] * 1e3 for k in kinds])
-            ax.barh([k.value for k in kinds], ms, left=left, color=colour, label=name)
-            left += ms
-        ax.set_xlabel("time in the step (ms)")
-        ax.set_title(f"{label}: {format_seconds(step.time_s)}")
-        ax.legend(fontsize=7, loc="lower right")
+        segments = [
+            (name, colour, np.array([parts[k][name] * 1e3 for k in kinds])) for name, colour in PART_COLOURS.items()
+        ]
+        stacked_bars(
+            ax, [k.value for k in kinds], segments, "time in the step (ms)", f"{label}: {format_seconds(step.time_s)}"
+        )
     return save(fig, path)
 
 
