@@ -110,6 +110,12 @@ def loaded() -> bool:
     return _loaded[0]
 
 
+def load() -> None:
+    """Load Numba and make every kernel's dispatcher now, whatever the calls to come: for a
+    process that will time its kernels."""
+    _dispatch_all()
+
+
 def when_loaded(fn) -> None:
     """Call `fn()` once Numba is loaded and the dispatchers made, before any kernel compiles
     (now, if it is loaded); `forget(fn)` takes it back."""

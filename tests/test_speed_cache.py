@@ -117,7 +117,7 @@ from archsim import jit
 if sys.argv[1] == "cli":
     jit.for_command_line()
 if sys.argv[3] == "numba":
-    jit._dispatch_all()  # as a process whose first kernel call was a large one
+    jit.load()  # as a process whose first kernel call was a large one
 from archsim.cli import main
 main(["op", "gemm", "--M", sys.argv[2], "--K", "4096", "--N", "4096", "--format", "json"])
 print(json.dumps(sorted(m for m in ("numba", "scipy.linalg", "archsim.commands.sweep", "rich.progress") if m in sys.modules)))
