@@ -111,7 +111,9 @@ def play_held(program: Program, chip: Chip, played: ProgramResult | None = None)
         ) -> float:
             return compute_s * at / f + other_s
 
-        clock = held_clock_hz(p, a, time_at, f_max)
+        before, clock = clock, held_clock_hz(p, a, time_at, f_max)
+        if clock == before:  # the same clock plays the same: nothing to correct
+            break
         played = play_program(program, at_clock(chip, clock))
         a = played_activity(program, played)
     return clock, played

@@ -8,7 +8,13 @@ decorated function is a `Kernel` that holds the Python function. The first call 
 makes every kernel's dispatcher at once and puts the dispatchers in place of the `Kernel`s in
 every loaded module's globals (so a kernel that calls another finds a dispatcher when Numba
 compiles it); a kernel defined later gets its dispatcher at once. A run whose ops all come from
-the op cache never loads Numba (0.2 s of a small command).
+the op cache never loads Numba (0.2 s of a small command), and neither does one whose kernels
+are all small: until Numba is loaded, a kernel called from Python on arrays of at most
+INTERPRETED_ELEMENTS elements in all, counted over every such call, runs as Python, as do the
+kernels it calls (loading Numba and its cached machine code costs 0.4-0.5 s, the interpreted
+kernels of `archsim op gemm` on a 64^3 GEMM a few milliseconds); the first larger call loads it.
+The results are the same either way, to the bit (the kernels run as Python under
+NUMBA_DISABLE_JIT, and tests compare the two).
 
 In a process of archsim's own (the command line, `for_command_line()`), numba's array library
 is loaded with `scipy.linalg` out of sight: numba imports it (0.3-0.4 s, a third of a small
@@ -24,7 +30,12 @@ import os
 import sys
 import threading
 
+import numpy as np
+
 _command_line = [False]
+INTERPRETED_ELEMENTS = 4096  # array elements kernels may take as Python before Numba is loaded, in all
+_interpreted = [0]  # elements taken so far
+_inside = threading.local()  # `depth`: interpreted kernels this thread is inside
 
 
 def for_command_line() -> None:
@@ -63,11 +74,29 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         if self.dispatcher is None:
+            if _interprets(args):
+                _inside.depth = getattr(_inside, "depth", 0) + 1
+                try:
+                    return self.py_func(*args, **kwargs)
+                finally:
+                    _inside.depth -= 1
             _dispatch_all()
         return self.dispatcher(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"Kernel({self.py_func.__qualname__})"
+
+
+def _interprets(args: tuple) -> bool:
+    """Whether a kernel called before Numba is loaded runs as Python: inside an interpreted
+    kernel, or while the elements of the arrays it is given keep the count within the budget."""
+    if getattr(_inside, "depth", 0):
+        return True
+    elements = sum(a.size for a in args if isinstance(a, np.ndarray))
+    if _interpreted[0] + elements > INTERPRETED_ELEMENTS:
+        return False
+    _interpreted[0] += elements
+    return True
 
 
 _waiting: list[Kernel] = []  # kernels defined before Numba was loaded
@@ -79,6 +108,12 @@ _on_load: list = []  # what to call once Numba is loaded (`when_loaded`)
 def loaded() -> bool:
     """Whether Numba is loaded (a kernel was called)."""
     return _loaded[0]
+
+
+def load() -> None:
+    """Load Numba and make every kernel's dispatcher now, whatever the calls to come: for a
+    process that will time its kernels."""
+    _dispatch_all()
 
 
 def when_loaded(fn) -> None:

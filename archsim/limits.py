@@ -79,7 +79,8 @@ def gemm_entries(op, chip) -> int:
 
 def attention_entries(op, chip) -> int:
     """KV blocks streamed by all work items of a flash-attention op: (sequence, query head or
-    KV head, query block) items, each one entry per K/V block it reads."""
+    KV head, query block) items, each one entry per K/V block it reads (the compiler walks every
+    block even where the engine plays them k at a time: compiler/attention.py)."""
     from archsim.compiler.attention import _blocks
 
     _rows, bq, bk = _blocks(op, chip)

@@ -116,15 +116,18 @@ import json, sys
 from archsim import jit
 if sys.argv[1] == "cli":
     jit.for_command_line()
+if sys.argv[3] == "numba":
+    jit.load()  # as a process whose first kernel call was a large one
 from archsim.cli import main
-main(["op", "gemm", "--M", "64", "--K", "4096", "--N", "1024", "--format", "json"])
-print(json.dumps(sorted(m for m in ("scipy.linalg", "archsim.commands.sweep", "rich.progress") if m in sys.modules)))
+main(["op", "gemm", "--M", sys.argv[2], "--K", "4096", "--N", "4096", "--format", "json"])
+print(json.dumps(sorted(m for m in ("numba", "scipy.linalg", "archsim.commands.sweep", "rich.progress") if m in sys.modules)))
 """
 
 
-def _start_up(mode: str) -> tuple[dict, list[str]]:
+def _start_up(mode: str, m: int, numba: bool = False) -> tuple[dict, list[str]]:
     env = {**os.environ, "ARCHSIM_NO_CACHE": "1"}
-    res = subprocess.run([sys.executable, "-c", START_UP, mode], env=env, capture_output=True, text=True, check=True)
+    args = [sys.executable, "-c", START_UP, mode, str(m), "numba" if numba else "-"]
+    res = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
     lines = res.stdout.strip().splitlines()  # the op's JSON document, then the modules loaded
     return json.loads("\n".join(lines[:-1])), json.loads(lines[-1])
 
@@ -132,13 +135,24 @@ def _start_up(mode: str) -> tuple[dict, list[str]]:
 def test_a_command_line_process_loads_only_what_its_command_uses():
     """The command line's numba is loaded without scipy.linalg (BLAS, which no kernel calls);
     the op command builds only its own parser and shows no progress into a pipe. The op's
-    cycles are those of a process that loaded everything."""
+    cycles are those of a process that loaded everything. An 8192 x 4096 x 4096 GEMM's kernels
+    take far more than jit.INTERPRETED_ELEMENTS elements, so both processes load Numba."""
     pytest.importorskip("scipy")
-    cli_doc, cli_loaded = _start_up("cli")
-    api_doc, api_loaded = _start_up("api")
+    cli_doc, cli_loaded = _start_up("cli", 8192)
+    api_doc, api_loaded = _start_up("api", 8192)
     assert cli_doc["cycles"] == api_doc["cycles"] > 0
-    assert cli_loaded == []
-    assert api_loaded == ["scipy.linalg"]  # numba's own start-up, left alone outside the command line
+    assert cli_loaded == ["numba"]
+    assert api_loaded == ["numba", "scipy.linalg"]  # numba's own start-up, left alone outside the command line
+
+
+def test_a_small_op_runs_its_kernels_as_python_to_the_same_cycles():
+    """A 64 x 4096 x 4096 GEMM's kernels take fewer elements than jit.INTERPRETED_ELEMENTS: the
+    process never loads Numba (0.4-0.5 s of its start-up), and its cycles, stalls and bytes are
+    those of a process that had Numba loaded before its first kernel call."""
+    python_doc, python_loaded = _start_up("cli", 64)
+    numba_doc, numba_loaded = _start_up("cli", 64, numba=True)
+    assert python_loaded == [] and numba_loaded == ["numba"]
+    assert python_doc == numba_doc and python_doc["cycles"] > 0
 
 
 def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200):

@@ -44,10 +44,11 @@ def a100():
 
 
 def _both(ph, p: MemoryParams, trace: bool):
+    assert set(ph.load_trips) == {1.0}  # the loop before knew only loads of one trip
     args = (ph.core_start, ph.core_weight, ph.hbm_bytes, ph.l2_bytes)
-    rest = (ph.store_bytes, ph.store_l2_bytes, int(ph.stages), p, trace)
-    new = simulate_phase(*args, ph.compute_cycles, *rest)
-    old = reference_phase(*args, ph.compute_cycles.astype(np.float64), *rest)
+    stores, rest = (ph.store_bytes, ph.store_l2_bytes), (int(ph.stages), p, trace)
+    new = simulate_phase(*args, ph.compute_cycles, *stores, ph.load_trips, *rest)
+    old = reference_phase(*args, ph.compute_cycles.astype(np.float64), *stores, *rest)
     return new, old
 
 
@@ -80,7 +81,7 @@ def test_a_load_of_no_bytes_waits_for_the_next_event_as_before(h200):
     p = phase_memory(compile_candidates(OPS[0], h200.chip)[0].phases[0], h200.chip)
     for stages in (1, 2, 3):
         rest = (zeros, zeros, stages, p, True)
-        new = simulate_phase(ph_start, weight, hbm, zeros, cycles, *rest)
+        new = simulate_phase(ph_start, weight, hbm, zeros, cycles, zeros, zeros, np.ones(8), stages, p, True)
         old = reference_phase(ph_start, weight, hbm, zeros, cycles.astype(np.float64), *rest)
         for i in (0, 1, 2, 4, 5, 6):
             np.testing.assert_array_equal(new[i], old[i])
@@ -103,7 +104,7 @@ def test_one_buffer_runs_entries_back_to_back():
     start, weight = np.array([0, 5], dtype=np.int64), np.array([1], dtype=np.int64)
     for trace in (False, True):
         end, busy, stall, total, *_rest = simulate_phase(
-            start, weight, zeros, zeros, cycles, zeros, zeros, 1, _free_memory(), trace
+            start, weight, zeros, zeros, cycles, zeros, zeros, np.ones(5), 1, _free_memory(), trace
         )
         assert (end[0], busy[0], stall[0], total) == (150.0, 150.0, 0.0, 150.0)
 

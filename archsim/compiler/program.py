@@ -34,6 +34,7 @@ class Phase:
     compute_cycles: np.ndarray  # int64 [n]
     store_bytes: np.ndarray  # float64 [n], bytes written to HBM after entry i computes
     store_l2_bytes: np.ndarray  # float64 [n], bytes written to L2 (re-read soon) after entry i computes
+    load_trips: np.ndarray  # float64 [n], loads one after another that entry i stands for (1 but for runs)
     stages: int  # SRAM buffers per core: loads run up to stages - 1 entries ahead
     label: str = ""
     new_kernel: bool = True  # False: continues the previous phase's kernel (no launch)
@@ -70,15 +71,18 @@ class Program:
 
 
 # One tile step of a core, by name: bytes loaded from HBM and from L2 (hits) before it computes,
-# its compute cycles, and bytes written to HBM and to L2 (re-read soon) after it computes.
-ENTRY_COLUMNS = ("hbm_bytes", "l2_bytes", "cycles", "store_bytes", "store_l2_bytes")
+# its compute cycles, bytes written to HBM and to L2 (re-read soon) after it computes, and how
+# many loads of equal parts its load stands for (one unless a step plays a run of tile steps:
+# each part pays its own access latency and lands on the channels of its own bytes).
+ENTRY_COLUMNS = ("hbm_bytes", "l2_bytes", "cycles", "store_bytes", "store_l2_bytes", "trips")
 ENTRY = np.dtype([(name, np.float64) for name in ENTRY_COLUMNS])
 
 
 def entries(count: int, **columns) -> np.ndarray:
     """`count` entries (an ENTRY record array), columns given by name (scalars or arrays), the
-    rest zero: `entries(3, hbm_bytes=4096, cycles=100)`."""
+    rest zero (`trips` one): `entries(3, hbm_bytes=4096, cycles=100)`."""
     out = np.zeros(count, dtype=ENTRY)
+    out["trips"] = 1.0
     for name, value in columns.items():
         out[name] = value
     return out
@@ -122,12 +126,9 @@ def build_phase(
     counts = np.array([sum(len(part) for part in q) for q in seqs], dtype=np.int64)
     start = np.zeros(len(seqs) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
-    # every ENTRY field is a float64: a part viewed as rows of floats joins without the record
-    # dtype's per-array promotion
-    width = len(ENTRY_COLUMNS)
     columns = {name: np.empty(int(start[-1])) for name in ENTRY_COLUMNS}
     for q, at, count in zip(seqs, start[:-1], counts, strict=True):
-        rows = [np.ascontiguousarray(part).view(np.float64).reshape(-1, width) for part in q]
+        rows = [entry_rows(part) for part in q]
         whole = rows[0] if len(rows) == 1 else np.concatenate(rows)
         for i, column in enumerate(columns.values()):
             column[at : at + count] = whole[:, i]
@@ -141,9 +142,24 @@ def build_phase(
         stages=max(1, int(stages)),
         label=label,
         store_l2_bytes=columns["store_l2_bytes"],
+        load_trips=columns["trips"],
         new_kernel=new_kernel,
         inflight_bytes=inflight_bytes,
     )
+
+
+def entry_rows(steps: np.ndarray) -> np.ndarray:
+    """ENTRY records as rows of floats (every field is a float64), a view: rows join without
+    the record dtype's per-array promotion."""
+    return np.ascontiguousarray(steps).view(np.float64).reshape(-1, len(ENTRY_COLUMNS))
+
+
+def coarse_steps(parts: tuple[np.ndarray, ...], run: int) -> np.ndarray:
+    """A core's ENTRY steps (given as parts in order) played `run` at a time: each coarse step
+    loads, computes and stores what its `run` steps do in all and stands for their loads
+    (`trips` summed), so that it pays their access latencies one after another as they would."""
+    rows = np.concatenate([entry_rows(part) for part in parts])
+    return np.add.reduceat(rows, np.arange(0, len(rows), run), axis=0).view(ENTRY).ravel()
 
 
 def deal_items(item_costs: np.ndarray, cores: int) -> list[list[int]]:

@@ -3,7 +3,9 @@
 Each simulated sequence stands for `weight` identical cores. Per core:
   * a DMA engine loads entries in order, each once an SRAM buffer is free (entry j may load
     when the compute of entry j - stages has finished); the data of a load starts flowing one
-    access latency after it was issued and after the previous load's data;
+    access latency after it was issued and after the previous load's data (an entry that
+    stands for `trips` loads one after another pays that many latencies, and each of its parts
+    lands on the HBM channels of its own bytes);
   * the matrix/vector units compute entry j once its load is done and entry j - 1 is computed;
     time spent waiting for the load is a memory stall;
   * results are posted as writes into a store backlog that drains (to HBM or to L2) without
@@ -49,7 +51,7 @@ def ring_slot(s, base, j, ring, trace):
 
 
 @njit
-def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages, p, trace):
+def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, stages, p, trace):
     """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes).
 
     Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the phase,
@@ -175,10 +177,10 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, stages,
                             hf = hbm[e] / nbytes
                             lat = load_latency(p, hf, hbm_util)
                             loading[s] = j
-                            ready_at[s] = max(np.ceil(slot_free + lat - EPS), t)
+                            ready_at[s] = max(np.ceil(slot_free + trips[e] * lat - EPS), t)
                             left[LOAD, s] = nbytes
                             load_hfrac[s] = hf
-                            cap[LOAD, s] = load_rate_cap(p, hbm[e], hf, lat)
+                            cap[LOAD, s] = load_rate_cap(p, hbm[e] / trips[e], hf, lat)
                             use_h[LOAD, s] = hf
                             use_l[LOAD, s] = 1.0 - hf
                             issued = True

@@ -83,6 +83,7 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
             phase.compute_cycles,
             phase.store_bytes,
             phase.store_l2_bytes,
+            phase.load_trips,
             int(phase.stages),
             phase_memory(phase, chip),
             trace,
