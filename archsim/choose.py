@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.compiler.compile import compile_candidates
-from archsim.compiler.program import Family, Phase, Program
+from archsim.compiler.program import Family, Program
 from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
@@ -175,7 +175,7 @@ def with_writeback(program: Program, capacity_bytes: float) -> Program:
     """The program after an L2 write-flush: the bytes its loads from HBM and its stores allocate
     in L2 evict dirty lines, written back to HBM (`dirty_evicted_bytes`); the write-backs are
     spread over the entries in proportion to what they allocate."""
-    allocated = sum(float(np.sum((ph.hbm_bytes + ph.store_bytes) * _entry_weights(ph))) for ph in program.phases)
+    allocated = sum(float(np.sum((ph.hbm_bytes + ph.store_bytes) * ph.entry_weights)) for ph in program.phases)
     if allocated <= 0:
         return program
     share = dirty_evicted_bytes(allocated, capacity_bytes) / allocated
@@ -183,10 +183,6 @@ def with_writeback(program: Program, capacity_bytes: float) -> Program:
         replace(ph, store_bytes=ph.store_bytes + share * (ph.hbm_bytes + ph.store_bytes)) for ph in program.phases
     )
     return replace(program, phases=phases)
-
-
-def _entry_weights(phase: Phase) -> np.ndarray:
-    return np.repeat(phase.core_weight.astype(np.float64), np.diff(phase.core_start))
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,9 @@ def _load_numba_without_blas() -> None:
 
 
 class Kernel:
-    """A kernel before Numba is loaded: called from Python, it has every kernel's dispatcher
-    made (`_dispatch_all`) and runs its own."""
+    """A kernel before Numba is loaded: called from Python, it runs as Python while the calls
+    stay small (`_interprets`), else it has every kernel's dispatcher made (`_dispatch_all`) and
+    runs its own."""
 
     def __init__(self, func):
         self.py_func = func
@@ -106,7 +107,7 @@ _on_load: list = []  # what to call once Numba is loaded (`when_loaded`)
 
 
 def loaded() -> bool:
-    """Whether Numba is loaded (a kernel was called)."""
+    """Whether Numba is loaded (a large kernel call was made, or `load()`)."""
     return _loaded[0]
 
 

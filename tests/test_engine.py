@@ -105,7 +105,7 @@ def test_fair_share_by_progressive_filling():
     """Flows A (cap 10, HBM), B (cap 100, HBM, weight w_b) and C (cap 100, L2) on an HBM pool of
     50 and an L2 pool of 30 bytes per cycle. All rise together to 10, where A stops at its cap;
     B then fills what HBM has left, (50 - 10) / w_b; C is stopped by L2 at 30."""
-    from archsim.engine.kernels import _fair_share
+    from archsim.engine.sharing import _fair_share
 
     for w_b, expected_b in ((1.0, 40.0), (2.0, 20.0)):
         rate = np.array([10.0, 100.0, 100.0])

@@ -1,7 +1,7 @@
 """Simulator speed on this machine, in CPU seconds (user + system) and peak memory: on a shared
 machine the wall time stretches with the load, the CPU time much less.
 
-    python3 tools/bench.py [--profile-lines 15] [--long] [--only NAME ...]
+    python3 tools/bench.py [--profile-lines 15] [--long]
 
 (a) an M=K=N=8192 GEMM on scalesim_ws_128x128 (simulated cycles per CPU-second);
 (b) `archsim run` of Llama-3-8B on the H200, batch 64, prompt 2048, 1024 generated tokens:

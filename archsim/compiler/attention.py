@@ -166,14 +166,14 @@ def core_groups(
     costs = np.array([n for *_x, n in all_items], dtype=np.float64)
     per_core = deal_items(costs, cores)
     seen: set = set()
-    first_touch = {}
+    first_touch: set[int] = set()  # the items that fetch their K/V from HBM
     for idx, (b, h, qb, _n_kv) in enumerate(all_items):
         kvh = h if decode else h // group
         wave = idx // cores if not fits else 0
         key = (b, kvh, qb if decode else 0, wave)
         if key not in seen:
             seen.add(key)
-            first_touch[idx] = True
+            first_touch.add(idx)
     # cores that run items of the same kinds in the same order are one weighted sequence
     groups: dict[Signature, list] = {}
     for items_of_core in per_core:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 import numpy as np
 
@@ -47,6 +48,11 @@ class Phase:
     @property
     def active_cores(self) -> int:
         return int(self.core_weight[np.diff(self.core_start) > 0].sum())
+
+    @cached_property
+    def entry_weights(self) -> np.ndarray:
+        """float64 [n]: the cores that run each entry (its sequence's weight)."""
+        return np.repeat(self.core_weight.astype(np.float64), np.diff(self.core_start))
 
 
 class Family(str, Enum):

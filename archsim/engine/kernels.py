@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.engine.sharing import INF, _fair_share, insert_flow, remove_flow, share
+from archsim.engine.sharing import INF, insert_flow, remove_flow, share
 from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
 from archsim.jit import njit
 
-__all__ = ["INF", "_fair_share", "simulate_phase"]
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
@@ -81,7 +80,6 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     next_load = np.zeros(s_count, np.int64)  # next entry whose load has not started
     loading = np.full(s_count, -1, np.int64)  # entry whose data is flowing, -1 if none
     ready_at = np.zeros(s_count)  # when the loading entry's data may start flowing
-    load_hfrac = np.zeros(s_count)
     comp_next = np.zeros(s_count, np.int64)  # next entry to compute
     comp_busy_until = np.zeros(s_count)
     computing = np.zeros(s_count, np.bool_)
@@ -179,7 +177,6 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                             loading[s] = j
                             ready_at[s] = max(np.ceil(slot_free + trips[e] * lat - EPS), t)
                             left[LOAD, s] = nbytes
-                            load_hfrac[s] = hf
                             cap[LOAD, s] = load_rate_cap(p, hbm[e] / trips[e], hf, lat)
                             use_h[LOAD, s] = hf
                             use_l[LOAD, s] = 1.0 - hf

@@ -60,10 +60,8 @@ class ProgramResult:
 def phase_memory(phase: Phase, chip: Chip) -> MemoryParams:
     """The memory system as `phase` sees it: HBM efficiency for its read/write mix and its
     kernel's bytes in flight."""
-    w = phase.core_weight.astype(np.float64)
-    per_entry = np.repeat(w, np.diff(phase.core_start))  # each entry's core count
-    stores = float(np.sum(phase.store_bytes * per_entry))
-    loads = float(np.sum(phase.hbm_bytes * per_entry))
+    stores = float(np.sum(phase.store_bytes * phase.entry_weights))
+    loads = float(np.sum(phase.hbm_bytes * phase.entry_weights))
     write_fraction = stores / (stores + loads) if stores + loads > 0 else 0.0
     return memory_params(chip, write_fraction, phase.inflight_bytes)
 
@@ -109,8 +107,7 @@ def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramRe
         if len(r.end_cycles) == 0:
             continue
         crit = int(np.argmax(r.end_cycles))
-        w = phase.core_weight.astype(np.float64)
-        per_entry = np.repeat(w, np.diff(phase.core_start))
+        w, per_entry = phase.core_weight.astype(np.float64), phase.entry_weights
         cycles += int(r.total_cycles)
         compute += int(r.busy_cycles[crit])
         stall += int(r.stall_cycles[crit])

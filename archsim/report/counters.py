@@ -54,8 +54,7 @@ def phase_counters(
     """HBM read and write bandwidth (GB/s) as the engine shared it at every event, and busy cores
     (% of the chip's) from the entries' compute spans, over one played phase: name ->
     (breakpoint cycles from the phase start, values)."""
-    w = phase.core_weight.astype(np.float64)
-    wt = np.repeat(w, np.diff(phase.core_start))
+    wt = phase.entry_weights
     total = float(tl.total_cycles)
     gb = chip.clock_hz / 1e9  # bytes per cycle -> GB/s
     out = {
@@ -72,9 +71,8 @@ def moved_bytes(program: Program) -> tuple[float, float]:
     """HBM bytes read and written by one run of a program (all cores)."""
     read = write = 0.0
     for ph in program.phases:
-        wt = np.repeat(ph.core_weight.astype(np.float64), np.diff(ph.core_start))
-        read += float(np.sum(ph.hbm_bytes * wt))
-        write += float(np.sum(ph.store_bytes * wt))
+        read += float(np.sum(ph.hbm_bytes * ph.entry_weights))
+        write += float(np.sum(ph.store_bytes * ph.entry_weights))
     return read, write
 
 
