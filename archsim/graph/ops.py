@@ -6,7 +6,6 @@ An op's identity (and so its cached timing) is its kind and shape; its `name` an
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -171,8 +170,10 @@ class Op:
 
     def named(self, name: str, repeat: int = 1) -> Op:
         """This op under a name, `repeat` times (neither takes part in what it is or costs): a
-        copy with the two set, which a graph does for every op of every step it builds."""
-        op = copy.copy(self)
+        copy with the two set, which a graph does for every op of every step it builds. Neither
+        takes part in the hash either, so the copy keeps this one's cached hash."""
+        op = object.__new__(type(self))
+        op.__dict__.update(self.__dict__)
         object.__setattr__(op, "name", name)
         object.__setattr__(op, "repeat", repeat)
         return op
