@@ -17,7 +17,7 @@ import threading
 import warnings
 
 from archsim.commands import COMMANDS, UsageError
-from archsim.errors import ConfigError, DoesNotFitError, OutputError, RefusedError, printable
+from archsim.errors import ConfigError, DoesNotFitError, OutputError, RefusedError, caused_by_interrupt, printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as err:
-        if ctrl_c.pressed or _caused_by_interrupt(err):  # Ctrl-C inside Numba surfaces as other errors
+        if ctrl_c.pressed or caused_by_interrupt(err):  # Ctrl-C inside Numba surfaces as other errors
             _say(f"archsim: {ctrl_c.stopped_by()}")
             return ctrl_c.exit_code()
         if isinstance(err, OSError) and err.filename is not None:  # an output path that cannot be written
@@ -187,16 +187,3 @@ class _CtrlC:
             timer.start()
             return
         self.previous_hook(hook_args)
-
-
-def _caused_by_interrupt(err: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is among the causes of `err` (a C extension that was running
-    when Ctrl-C came reports it as 'returned a result with an exception set')."""
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False

@@ -86,3 +86,16 @@ class TooLargeError(RefusedError):
 class UnsupportedError(RefusedError):
     """An op the chip cannot run as asked (a matrix format its units have no rate for): refused
     rather than costed as some other format."""
+
+
+def caused_by_interrupt(err: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the causes of `err` (a C extension that was running
+    when Ctrl-C came reports it as 'returned a result with an exception set')."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

@@ -16,6 +16,9 @@ kernels of `archsim op gemm` on a 64^3 GEMM a few milliseconds); the first large
 The results are the same either way, to the bit (the kernels run as Python under
 NUMBA_DISABLE_JIT, and tests compare the two).
 
+Compiled kernels are cached on disk in `kernel_cache_dir()`, a folder named by a digest of every
+source file they are built from: Numba itself checks only the file that defines a kernel.
+
 In a process of archsim's own (the command line, `for_command_line()`), numba's array library
 is loaded with `scipy.linalg` out of sight: numba imports it (0.3-0.4 s, a third of a small
 command's time) only to offer BLAS to compiled `np.dot` and `np.linalg`, which no kernel of
@@ -25,10 +28,13 @@ archsim calls. Where `scipy.linalg` is already loaded (a user's Python session) 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.abc
 import os
+import re
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -131,8 +137,57 @@ def forget(fn) -> None:
         _on_load.remove(fn)
 
 
+KERNEL_CACHE = "numba"  # under $XDG_CACHE_HOME/archsim (or ~/.cache/archsim): one folder per kernel digest
+
+
+def kernel_sources_digest(root: Path | None = None) -> str:
+    """A digest of every source file a compiled kernel is built from: the modules of the package
+    at `root` (default: this one) that define kernels and the archsim modules they import names
+    from (whose constants and records compilation freezes into the machine code)."""
+    root = root or Path(__file__).resolve().parent
+    kernels = [p for p in sorted(root.rglob("*.py")) if "@njit" in p.read_text(encoding="utf-8")]
+    sources = set(kernels)
+    for path in kernels:
+        for module in re.findall(r"^from (archsim(?:\.\w+)+) import", path.read_text(encoding="utf-8"), re.M):
+            base = root.parent.joinpath(*module.split("."))
+            sources.update(p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file())
+    h = hashlib.sha256()
+    for path in sorted(sources):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def kernel_cache_dir() -> Path:
+    """Where Numba keeps archsim's compiled kernels: a folder of their own sources' digest.
+
+    Numba checks a cached kernel against the time stamp of the file that defines it only, not of
+    the files whose kernels and constants it calls: a changed `sharing.py` would leave the event
+    loop of `kernels.py` running the old fair share, and the op cache (keyed by the new sources)
+    storing its results. A folder per digest of every such file makes any change compile anew."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "archsim" / KERNEL_CACHE / kernel_sources_digest()
+
+
+def _use_kernel_cache_dir() -> None:
+    """Point Numba's cache at `kernel_cache_dir()` unless NUMBA_CACHE_DIR says otherwise, or
+    the folder cannot be made (then Numba caches where it would)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    try:
+        path = kernel_cache_dir()
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    os.environ["NUMBA_CACHE_DIR"] = str(path)
+    config = sys.modules.get("numba.core.config")
+    if config is not None:  # numba imported before archsim loaded it: set what it read at import
+        config.CACHE_DIR = str(path)  # type: ignore[attr-defined]
+
+
 def _numba_njit():
     """numba.njit as archsim compiles with (disk cache, no GIL), or None without numba."""
+    _use_kernel_cache_dir()
     try:
         import numba
     except ImportError:  # pragma: no cover - numba is a dependency; this keeps --help working without it

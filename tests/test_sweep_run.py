@@ -283,3 +283,24 @@ def test_sweep_on_a_local_dask_cluster_matches_the_local_run(small, tmp_path):
     local = {r["config_hash"]: r for r in parts(serial_out)}
     remote = {r["config_hash"]: r for r in parts(out)}
     assert remote == local  # identical rows, whichever executor ran them
+
+
+def test_ctrl_c_inside_a_compiled_kernel_stops_the_sweep_and_fails_no_point(tmp_path, monkeypatch, capsys):
+    """Numba reports a Ctrl-C that landed inside a compiled kernel as a SystemError caused by the
+    KeyboardInterrupt: the sweep must stop with exit 130 as for any Ctrl-C, not record the point
+    as failed and go on with the others."""
+    import archsim.runner.generation as generation
+
+    def interrupted_in_kernel(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ctrl_c:
+            raise SystemError("CPUDispatcher(simulate_phase) returned a result with an exception set") from ctrl_c
+
+    monkeypatch.setattr(generation, "run_generation", interrupted_in_kernel)
+    spec = tmp_path / "small.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--quiet"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert not [row for row in parts(out) if row["status"] == "failed"]
