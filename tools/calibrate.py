@@ -11,6 +11,7 @@ the same), plus a tenth of the mean worst error.
     python3 tools/calibrate.py --chip h200              # archsim/data/h200_calibration.json
     python3 tools/calibrate.py --chip a100_pcie         # archsim/data/a100_calibration.json
     python3 tools/calibrate.py --chip a100x8            # its all-reduce cases
+    python3 tools/calibrate.py --chip h200 --cases my_cases.json   # a case file of your own
 
 A100 cases whose index is 2 mod 4 are held out: never fitted, reported apart. The fitted values
 are printed to be put in the chip file (with the [CAL] tag).
@@ -21,10 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from archsim.choose import clear_caches
 from archsim.config.loader import load_system
@@ -109,7 +111,7 @@ def objective(system: System, cases: list[dict], meta: CaseFile, collectives: Sy
     clear_caches()
     results, errors = validate_cases(cases, system, meta, collectives)
     if errors:
-        raise SystemExit(f"bad cases: {errors[:3]}")
+        _fail("\n".join(f"{cid}: {why}" for cid, why in errors))
     summary = summarise(results)
     mean = sum(v["mean_abs_error_pct"] for v in summary.values()) / len(summary)
     worst = sum(v["max_abs_error_pct"] for v in summary.values()) / len(summary)
@@ -157,6 +159,25 @@ def report(label: str, summary: dict) -> None:
     )
 
 
+def _case_file(path: str) -> tuple[list[dict], CaseFile]:
+    """The cases and meta of a case file, read as `archsim validate` reads it; a bad file is one
+    line naming what is wrong, and exit 2."""
+    from archsim.commands.validate import load_case_file
+    from archsim.errors import ConfigError
+
+    try:
+        cases, meta, _name = load_case_file(path)
+    except ConfigError as err:
+        _fail("\n".join(str(p) for p in err.problems) or str(err))
+    return cases, meta
+
+
+def _fail(message: str) -> NoReturn:
+    """Bad input: its message on stderr, exit 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chip", choices=sorted(SETS), default="h200")
@@ -164,12 +185,17 @@ def main() -> None:
     ap.add_argument("--stride", type=int, default=1, help="fit on every n-th fitting case (faster search)")
     ap.add_argument("--kinds", nargs="*", help="fit on these case kinds only")
     ap.add_argument("--params", nargs="*", help="fit only these parameter paths")
+    ap.add_argument("--cases", metavar="FILE", help="fit on this case file (archsim validate's schema), none held out")
     args = ap.parse_args()
     name, held_out, coll_name, params, kinds = SETS[args.chip]
     kinds = args.kinds or kinds
-    data = json.loads((DATA / f"{name}.json").read_text())
-    meta = CaseFile.from_meta(data.get("meta"))
-    fitting, unseen = split(data["cases"], held_out)
+    if args.cases:
+        cases, meta = _case_file(args.cases)
+        held_out = False
+    else:
+        data = json.loads((DATA / f"{name}.json").read_text())
+        cases, meta = data["cases"], CaseFile.from_meta(data.get("meta"))
+    fitting, unseen = split(cases, held_out)
     chosen = [c for c in fitting if not kinds or c["kind"] in kinds][:: args.stride]
     collectives = load_system(coll_name)[0] if coll_name else None
     system = load_system(args.chip)[0]
