@@ -10,6 +10,7 @@ between processes, so a pickled or copied record (`record_state`) is hashed afre
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import cache
 
 _KEY = "_cached_hash"
 
@@ -21,6 +22,29 @@ def cached_hash(record: object) -> int:
         value = hash(tuple(getattr(record, f.name) for f in fields(record) if f.compare))  # type: ignore[arg-type]
         object.__setattr__(record, _KEY, value)
     return value
+
+
+@cache
+def _compared(cls: type) -> dict[str, bool]:
+    """Each field of a dataclass and whether it takes part in equality (and so in the hash)."""
+    return {f.name: f.compare for f in fields(cls)}
+
+
+def copy_with(record, **changes):
+    """`dataclasses.replace(record, **changes)` without running `__init__` again (graphs copy a
+    record for every op of every step they build): the fields copied and `changes` set; the
+    cached hash is kept when only fields that take no part in it change."""
+    compared = _compared(type(record))
+    unknown = sorted(set(changes) - set(compared))
+    if unknown:
+        raise TypeError(f"{type(record).__name__} has no field {unknown[0]!r}")
+    out = object.__new__(type(record))
+    out.__dict__.update(record.__dict__)
+    for name, value in changes.items():
+        object.__setattr__(out, name, value)
+    if any(compared[name] for name in changes):
+        out.__dict__.pop(_KEY, None)
+    return out
 
 
 def record_state(record: object) -> dict:

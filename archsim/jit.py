@@ -145,10 +145,11 @@ def kernel_sources_digest(root: Path | None = None) -> str:
     at `root` (default: this one) that define kernels and the archsim modules they import names
     from (whose constants and records compilation freezes into the machine code)."""
     root = root or Path(__file__).resolve().parent
-    kernels = [p for p in sorted(root.rglob("*.py")) if "@njit" in p.read_text(encoding="utf-8")]
+    texts = {p: p.read_text(encoding="utf-8") for p in root.rglob("*.py")}
+    kernels = {p: text for p, text in texts.items() if "@njit" in text}
     sources = set(kernels)
-    for path in kernels:
-        for module in re.findall(r"^from (archsim(?:\.\w+)+) import", path.read_text(encoding="utf-8"), re.M):
+    for text in kernels.values():
+        for module in re.findall(r"^from (archsim(?:\.\w+)+) import", text, re.M):
             base = root.parent.joinpath(*module.split("."))
             sources.update(p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file())
     h = hashlib.sha256()

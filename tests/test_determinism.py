@@ -101,3 +101,25 @@ def test_a_record_hashed_here_is_hashed_afresh_in_another_process(tmp_path):
         res = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "records.pkl")], env=env,
                              capture_output=True, text=True, timeout=120)  # fmt: skip
         assert res.stdout.strip() == "True", res.stderr
+
+
+def test_a_copy_with_changes_is_the_record_replace_would_make():
+    """`copy_with` copies a record without running its __init__ (a graph copies every op of every
+    step): equal to dataclasses.replace's, hashing as it does, keeping the cached hash only where
+    the changed fields take no part in it (a name, a repeat), and refusing a field the record
+    does not have."""
+    from dataclasses import replace
+
+    from archsim.graph.ops import Op, OpKind
+    from archsim.hashing import copy_with
+
+    op = Op(OpKind.VECTOR, m=4, n=4096, name="norm")
+    hash(op)
+    hot = copy_with(op, hot=True)
+    assert "_cached_hash" not in hot.__dict__ and op.hot is False  # the hash is worked out afresh
+    assert hot == replace(op, hot=True) and hot != op and hash(hot) == hash(replace(op, hot=True))
+    named = copy_with(op, name="other", repeat=3)
+    assert named == op and (named.name, named.repeat) == ("other", 3)
+    assert named.__dict__["_cached_hash"] == op.__dict__["_cached_hash"]
+    with pytest.raises(TypeError, match="no field 'heat'"):
+        copy_with(op, heat=True)

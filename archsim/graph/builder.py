@@ -22,6 +22,7 @@ from archsim.graph.moe import expected_active_experts
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 from archsim.graph.step import Step
+from archsim.hashing import copy_with
 
 __all__ = ["Step", "build_step", "expected_active_experts", "silu_mul_ops"]
 
@@ -91,4 +92,4 @@ def build_step(w: Workload, step: Step, ep: int = 1) -> list[Op]:
     if step.with_embedding_and_head:
         ops += head_ops(w, step.batch)
     # an elementwise kernel or copy reads what the kernel before it just wrote
-    return [replace(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]
+    return [copy_with(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]

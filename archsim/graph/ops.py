@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
-from archsim.hashing import cached_hash, record_state
+from archsim.hashing import cached_hash, copy_with, record_state
 
 
 class OpKind(str, Enum):
@@ -170,13 +170,8 @@ class Op:
 
     def named(self, name: str, repeat: int = 1) -> Op:
         """This op under a name, `repeat` times (neither takes part in what it is or costs): a
-        copy with the two set, which a graph does for every op of every step it builds. Neither
-        takes part in the hash either, so the copy keeps this one's cached hash."""
-        op = object.__new__(type(self))
-        op.__dict__.update(self.__dict__)
-        object.__setattr__(op, "name", name)
-        object.__setattr__(op, "repeat", repeat)
-        return op
+        copy with the two set, which a graph does for every op of every step it builds."""
+        return copy_with(self, name=name, repeat=repeat)
 
     @property
     def b_dtype(self) -> DType:
