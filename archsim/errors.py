@@ -99,3 +99,10 @@ def caused_by_interrupt(err: BaseException) -> bool:
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
     return False
+
+
+def reraise_interrupt(err: BaseException) -> None:
+    """Raise KeyboardInterrupt if `err` is a Ctrl-C in disguise (`caused_by_interrupt`): for a
+    handler that would otherwise take it for an error of its own."""
+    if caused_by_interrupt(err):
+        raise KeyboardInterrupt from None

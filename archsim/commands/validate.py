@@ -118,7 +118,7 @@ def _with_shipped_meta(meta: object, name: str | None) -> object:
 def refused(case, system) -> str | None:
     """Why a case's ops exceed the size limit or cannot run on the chip (refused before it is
     simulated, so one huge case neither exhausts memory nor stops the others), or None."""
-    from archsim.errors import RefusedError, caused_by_interrupt
+    from archsim.errors import RefusedError, reraise_interrupt
     from archsim.limits import check_op, check_steps_size
     from archsim.runner.validation import case_ops, check_case, model_step_workload
 
@@ -133,8 +133,7 @@ def refused(case, system) -> str | None:
     except RefusedError as err:
         return str(err)
     except Exception as err:  # any other problem of the case is validate_cases' to report
-        if caused_by_interrupt(err):  # Ctrl-C inside a compiled kernel
-            raise KeyboardInterrupt from None
+        reraise_interrupt(err)  # Ctrl-C inside a compiled kernel
         return None
     return None
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from archsim.compiler.program import Phase, Program
 from archsim.engine.kernels import simulate_phase
+from archsim.errors import reraise_interrupt
 from archsim.hardware import Chip, FoldMode
 from archsim.hardware.memory import MemoryParams, memory_params
 
@@ -87,8 +88,7 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
             trace,
         )
     except SystemError as err:  # Ctrl-C inside a compiled kernel surfaces as SystemError
-        if isinstance(err.__cause__, KeyboardInterrupt):
-            raise KeyboardInterrupt from None
+        reraise_interrupt(err)
         raise
     except ValueError as err:  # the loop's guard: time stopped advancing
         raise RuntimeError(f"{phase.label} on {chip.name}: {err}") from None

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from archsim.errors import DoesNotFitError, caused_by_interrupt
+from archsim.errors import DoesNotFitError, reraise_interrupt
 from archsim.sweep.expr import Expr
 from archsim.sweep.metrics import FACT_NAMES, design_facts, metric_names, missing_section, run_metrics
 from archsim.sweep.points import PointTask
@@ -104,8 +104,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
     except DoesNotFitError as err:
         return {**row, "status": INFEASIBLE, "error": str(err)}
     except Exception as err:
-        if caused_by_interrupt(err):  # Ctrl-C inside a compiled kernel: the sweep stops, the point is not failed
-            raise KeyboardInterrupt from None
+        reraise_interrupt(err)  # Ctrl-C inside a compiled kernel: the sweep stops, the point is not failed
         return {**row, "error": f"{type(err).__name__}: {err}"}
     if unmet:
         return {**row, **objectives, "status": INFEASIBLE, "error": unmet}
