@@ -334,10 +334,11 @@ def collective_energy(op: Op, system: System) -> EnergySplit:
 
 def clear_caches() -> None:
     """Forget every memoised choice and timing (benchmarks time simulations from scratch)."""
-    from archsim.compiler.attention import core_groups
+    from archsim.compiler.attention import combine_phase, core_groups, item_shape, kv_splits
     from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
 
     memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, core_groups, shortlist)
+    memos += (item_shape, combine_phase, kv_splits)
     for f in memos:
         f.cache_clear()
