@@ -345,7 +345,6 @@ def clear_caches() -> None:
     from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
 
-    memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, core_groups, shortlist)
-    memos += (item_shape, combine_phase, kv_splits)
-    for f in memos:
+    memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist)
+    for f in memos + (core_groups, item_shape, combine_phase, kv_splits):
         f.cache_clear()
