@@ -28,7 +28,7 @@ from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, System
-from archsim.hardware.power import Activity, EnergySplit, energy_split, held_clock_hz, power_w
+from archsim.hardware.power import CLOCK_TOLERANCE, Activity, EnergySplit, energy_split, held_clock_hz, power_w
 
 
 class Condition(str, Enum):
@@ -52,6 +52,9 @@ class Condition(str, Enum):
     STANDALONE = "standalone"
     KERNEL = "kernel"
     HOST = "host"
+
+
+MAX_HELD_PLAYS = 8  # plays of a kernel on the way to the clock its power holds, at most (see play_held)
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,7 +97,9 @@ def play_held(program: Program, chip: Chip, played: ProgramResult | None = None)
     clock unless the kernel would draw more than the limit there (`played`: already played at
     the chip's clock). The time at another clock f is estimated as the critical core's compute
     scaling as 1/f and the rest as fixed; the program is played again at the clock found, twice,
-    each play correcting the estimate."""
+    each play correcting the estimate, and on while a play still draws more than the limit by
+    more than the search's tolerance (the estimate errs high, as the stalls shrink too at a
+    lower clock; MAX_HELD_PLAYS bounds it)."""
     played = played or play_program(program, chip)
     p, f_max = chip.power, chip.clock_hz
     if p is None or played.cycles == 0:
@@ -103,8 +108,10 @@ def play_held(program: Program, chip: Chip, played: ProgramResult | None = None)
     if power_w(p, a, played.cycles / f_max, f_max, f_max) <= p.limit_w:
         return f_max, played
     clock = f_max
-    for _ in range(2):
+    for replays in range(MAX_HELD_PLAYS - 1):
         compute_s, total_s = played.compute_cycles / clock, played.cycles / clock
+        if replays >= 2 and power_w(p, a, total_s, clock, f_max) <= p.limit_w * (1 + CLOCK_TOLERANCE):
+            break
 
         def time_at(
             f: float, compute_s: float = compute_s, other_s: float = total_s - compute_s, at: float = clock
@@ -334,10 +341,10 @@ def collective_energy(op: Op, system: System) -> EnergySplit:
 
 def clear_caches() -> None:
     """Forget every memoised choice and timing (benchmarks time simulations from scratch)."""
-    from archsim.compiler.attention import core_groups
+    from archsim.compiler.attention import combine_phase, core_groups, item_shape, kv_splits
     from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
 
-    memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, core_groups, shortlist)
-    for f in memos:
+    memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist)
+    for f in memos + (core_groups, item_shape, combine_phase, kv_splits):
         f.cache_clear()

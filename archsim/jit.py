@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 _command_line = [False]
-INTERPRETED_ELEMENTS = 4096  # array elements kernels may take as Python before Numba is loaded, in all
+INTERPRETED_ELEMENTS = 16384  # array elements kernels may take as Python before Numba is loaded, in all
 _interpreted = [0]  # elements taken so far
 _inside = threading.local()  # `depth`: interpreted kernels this thread is inside
 

@@ -1,5 +1,7 @@
 """The power model and the clock a power limit holds, on a made-up power budget computed by hand."""
 
+from dataclasses import replace
+
 import pytest
 
 from archsim.dtypes import DType
@@ -62,3 +64,25 @@ def test_a_kernel_under_the_limit_keeps_the_highest_clock():
     """A memory-bound kernel: 1e10 HBM bytes in 3 ms draws 150 + 0.32 / 0.003 = 257 W."""
     a = Activity(hbm_bytes=1e10)
     assert held_clock_hz(P, a, lambda f: 3e-3, F_MAX) == F_MAX
+
+
+def test_a_power_limited_gemm_plays_at_the_limit_not_over_it():
+    """The A100 PCIe's 300 W holds its 8192^3 GEMM well below 1.41 GHz. There the kernel moves
+    from waiting on its operands to computing, so the estimate from one play (compute scaling
+    as 1/f, the rest fixed) errs high: two corrections leave it at 1.06 GHz drawing 309 W.
+    The play the clock settles on draws at most the limit (within the search's tolerance), and
+    one at a clock 0.5% of the top higher draws more: the held clock is the highest under it."""
+    from archsim.choose import choose, play_program, played_activity, time_op
+    from archsim.config.loader import load_system
+    from archsim.graph.ops import Op, OpKind
+    from archsim.hardware.power import CLOCK_TOLERANCE
+
+    chip = load_system("a100_pcie")[0].chip
+    op = Op(OpKind.GEMM, dtype=DType.FP16, m=8192, k=8192, n=8192)
+    c, p = choose(op, chip), chip.power
+    assert c.clock_hz < 0.8 * chip.clock_hz
+    assert time_op(op, chip).kernel_power_w <= p.limit_w * (1 + CLOCK_TOLERANCE)
+    higher = c.clock_hz + 0.005 * chip.clock_hz
+    played = play_program(c.program, replace(chip, clock_hz=higher))
+    power = power_w(p, played_activity(c.program, played), played.cycles / higher, higher, chip.clock_hz)
+    assert power > p.limit_w

@@ -160,7 +160,7 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200
     shortlist is worked out once and both read it (a list each, so neither can change the
     other's), and a later process reads it from disk."""
     from archsim.compiler.compile import compile_candidates
-    from archsim.compiler.gemm import candidate_tilings, shortlist
+    from archsim.compiler.gemm import candidate_tilings, shortlist, shortlist_size
     from archsim.limits import gemm_entries
 
     op = Op(OpKind.GEMM, m=96, k=2048, n=3072)
@@ -174,7 +174,7 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200
     shortlist.cache_clear()
     opcache._open.cache_clear()  # a fresh process
     again = candidate_tilings(op, h200.chip)
-    assert shortlist.cache_info().misses == 0 and again == list(shortlist(op, h200.chip))
+    assert shortlist.cache_info().misses == 0 and again == list(shortlist(op, h200.chip, shortlist_size(op)))
 
 
 CACHED_RUN = """

@@ -10,9 +10,12 @@ from test_serving import TINY
 
 from archsim import opcache
 from archsim.compiler.attention import compile_attention, core_groups
+from archsim.config.loader import load_workload
 from archsim.graph.builder import Step
-from archsim.graph.model import Phase, Scenario
+from archsim.graph.mixed import PER_SEQUENCE_OPS, decode_attention_ops, prefill_attention_ops, step_ops
+from archsim.graph.model import Fusion, Phase, Scenario
 from archsim.graph.ops import Op, OpKind
+from archsim.graph.parallel import Parallelism
 from archsim.runner.generation import run_generation, simulate_step
 
 
@@ -48,6 +51,25 @@ def test_another_block_count_deals_again(h200):
     compile_attention(decode(2048), h200.chip)  # 16 blocks
     compile_attention(decode(2049), h200.chip)  # 17
     assert core_groups.cache_info().misses == 2
+
+
+@pytest.mark.parametrize("name", ["llama3_8b", "gemma2_9b", "deepseek_v3", "gpt_oss_120b", "mixtral_8x7b"])
+def test_a_steps_length_dependent_ops_are_built_without_its_ffn(name):
+    """Decode and prefill attention are built from the layers' attention blocks alone; they are
+    the ops of the whole step (its FFN, embedding and head, collectives in place) that depend on
+    the sequences' lengths, the same ops in the same order: dense, windowed, MLA with MTP
+    layers, MoE; eager and fused; on one chip and spread by TP, EP and PP."""
+    w = load_workload(name)[0]
+    pars = [None, Parallelism(tp=2), Parallelism(pp=2)] + ([Parallelism(tp=2, ep=2)] if w.model.experts > 1 else [])
+    for fusion in Fusion:
+        wf = replace(w, fusion=fusion)
+        for par in pars:
+            for step, got in (
+                (Step(Phase.DECODE, 3, 1, 4999), decode_attention_ops(wf, 3, 5000, par)),
+                (Step(Phase.PREFILL, 2, 300, 700), prefill_attention_ops(wf, 300, 700, 2, par)),
+            ):
+                whole = [op for op in step_ops(wf, step, par) if op.name in PER_SEQUENCE_OPS]
+                assert got == whole and got, (name, fusion, par, step)
 
 
 def test_a_run_times_every_decode_step_at_its_own_kv_length(h200):

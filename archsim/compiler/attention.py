@@ -54,12 +54,22 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
-from archsim.compiler.program import PARTIAL_BYTES, Family, Program, build_phase, coarse_steps, deal_items, entries
+from archsim.compiler.program import (
+    PARTIAL_BYTES,
+    Family,
+    Phase,
+    Program,
+    build_phase,
+    coarse_steps,
+    deal_items,
+    entries,
+)
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
 from archsim.graph.ops import Op, attended_pairs
 from archsim.hardware import Chip
 from archsim.hardware.power import Activity
+from archsim.hashing import copy_with
 from archsim.units import ceil_div
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
@@ -74,6 +84,7 @@ SPLIT_EFFICIENCY = 0.85  # the smallest split within this share of the best wave
 PLAYED_BLOCKS = 1 << 17  # K/V blocks a kernel's distinct cores play a step each; beyond it, k a step
 
 
+@lru_cache(maxsize=4096)
 def kv_splits(items: int, cores: int, kv_blocks: int) -> int:
     """How many ways a decode kernel splits each item's KV range (FlashAttention-2's
     num_splits_heuristic): wave efficiency n / ceil(n) of n = items x splits / cores."""
@@ -139,6 +150,24 @@ def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
     return rows, bq, bk
 
 
+@lru_cache(maxsize=4096)
+def item_shape(shape: Op, chip: Chip) -> tuple[int, int, int, float]:
+    """(query rows per item, bq, bk, cycles of one KV block) of an attention op: `shape` is the
+    op with its KV length 0, as none of them depends on it (a decode at every length asks)."""
+    rows, bq, bk = _blocks(shape, chip)
+    qrows = rows if shape.q_len == 1 else min(bq, shape.q_len)
+    return qrows, bq, bk, block_cycles(shape, chip, qrows, bk)
+
+
+@lru_cache(maxsize=4096)
+def combine_phase(chip: Chip, rows: int, splits: int, value_dim: int, head_dim: int, dtype_bytes: int) -> Phase:
+    """The kernel that combines a decode's `splits` fp32 partial outputs (and their log-sum-exps)
+    of `rows` query rows into the output."""
+    reads, lane_ops = splits * PARTIAL_BYTES, 3 * splits
+    partials = Stream(rows * value_dim, reads, dtype_bytes, lane_ops, 1, "split-KV combine", head_dim, True)
+    return streaming_phase(chip, partials)
+
+
 Signature = tuple[tuple[int, bool, bool], ...]  # a core's items: (KV blocks, first touch, reaches the end)
 
 
@@ -188,17 +217,15 @@ def compile_attention(op: Op, chip: Chip) -> Program:
         op = replace(op, kv_len=op.window)
     d, dv, a = op.head_dim, op.value_dim, op.dtype.bytes
     kv_row = op.kv_row_elements * op.kv_format.bytes  # bytes one cached token of one KV head
-    rows, bq, bk = _blocks(op, chip)
+    qrows, bq, bk, step_cycles = item_shape(copy_with(op, kv_len=0), chip)
     decode = op.q_len == 1
     heads_per_item = op.heads // op.kv_heads if decode else 1
     q_blocks = 1 if decode else math.ceil(op.q_len / bq)
     kv_blocks = math.ceil(op.kv_len / bk)
     past = op.kv_len - op.q_len
-    qrows = rows if decode else min(bq, op.q_len)
-    step_cycles = block_cycles(op, chip, qrows, bk)
     kv_block_bytes = float(bk * kv_row)
     last_block_bytes = float((op.kv_len - (kv_blocks - 1) * bk) * kv_row)  # only its valid rows
-    q_bytes = qrows * heads_per_item * d * a if not decode else rows * d * a
+    q_bytes = qrows * heads_per_item * d * a if not decode else qrows * d * a
     out_bytes = q_bytes * dv / d
     splits = 1
     if decode and op.split_kv:
@@ -259,22 +286,8 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
     inflight = pipeline_bytes(stages, kv_block_bytes)
     phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight)]
-    if splits > 1:  # combine the fp32 partial outputs (and their log-sum-exps) per query row
-        phases.append(
-            streaming_phase(
-                chip,
-                Stream(
-                    op.batch * op.heads * dv,
-                    splits * PARTIAL_BYTES,
-                    a,
-                    3 * splits,
-                    1,
-                    "split-KV combine",
-                    row_elements=d,
-                    reads_hit_l2=True,
-                ),
-            )
-        )
+    if splits > 1:
+        phases.append(combine_phase(chip, op.batch * op.heads, splits, dv, d, a))
     pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal, op.window)
     lane_ops = pairs * (SOFTMAX_LANE_OPS + (SOFTCAP_LANE_OPS if op.softcap else 0))
     special_ops = pairs * (2 if op.softcap else 1)

@@ -34,6 +34,13 @@ from archsim.units import ceil_div
 TILE_SIZES = tuple(MIN_TILE_EDGE << i for i in range(7))  # 8 .. 512
 K_STEPS = tuple(MIN_K_STEP << i for i in range(5))  # 32 .. 512
 SPLITS = (2, 3, 4, 6, 8, 12, 16)  # K slices per tile a split-K kernel offers
+SHORTLIST = 4  # tile shapes played per GEMM (the autotuner's shortlist)
+# a GEMM of fewer FLOPs per compulsory byte (decode's and short prefills' GEMMs: about M) plays
+# twice as many shapes, each also at its shortest K step: the estimate leaves HBM out, and such a
+# GEMM's tilings mostly tie on it (L2 or per-core feed), so its order is the ties' order; they
+# are cheap to play (few K steps per core)
+LOW_INTENSITY = 256.0
+LOW_INTENSITY_SHORTLIST = 8
 
 
 class GemmMapping(str, Enum):
@@ -92,12 +99,23 @@ def _stage_bytes(tm, tn, tk, a: float, b: float):
     return tm * tk * a + tk * tn * b
 
 
-def candidate_tilings(op: Op, chip: Chip, count: int = 4) -> list[Tiling]:
-    """The `count` most promising tilings of the GEMM on the chip, best first (`shortlist`,
-    worked out once per op and chip, and kept in the on-disk op cache: the size check before a
-    run asks for every GEMM's, whose ops the cache may already hold)."""
+def low_intensity(op: Op) -> bool:
+    """Whether the GEMM does fewer than LOW_INTENSITY FLOPs per compulsory byte."""
+    return op.flops() < LOW_INTENSITY * op.min_bytes()
+
+
+def shortlist_size(op: Op) -> int:
+    """Tile shapes the autotuner plays for the GEMM (`shortlist`)."""
+    return LOW_INTENSITY_SHORTLIST if low_intensity(op) else SHORTLIST
+
+
+def candidate_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tiling]:
+    """The `count` (`shortlist_size`) most promising tilings of the GEMM on the chip, best first
+    (`shortlist`, worked out once per op and chip, and kept in the on-disk op cache: the size
+    check before a run asks for every GEMM's, whose ops the cache may already hold)."""
     from archsim import opcache
 
+    count = shortlist_size(op) if count is None else count
     cache = opcache.cache_for_chip(chip)
     if cache is None:
         return list(shortlist(op, chip, count))
@@ -123,8 +141,9 @@ def _tilings_from_value(value: object) -> tuple[Tiling, ...] | None:
 
 
 @lru_cache(maxsize=4096)
-def shortlist(op: Op, chip: Chip, count: int = 4) -> tuple[Tiling, ...]:
-    """The `count` most promising tilings of the GEMM on the chip, best first.
+def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
+    """The `count` most promising tilings of the GEMM on the chip, best first (and, for a
+    low-intensity GEMM, each of their shapes again at its shortest K step).
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
     bandwidth, L2 bandwidth); the best 3 x `count` are then ranked with ties going to less HBM
@@ -208,7 +227,13 @@ def shortlist(op: Op, chip: Chip, count: int = 4) -> tuple[Tiling, ...]:
         for t, _hbm, _compute in tied:
             out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
         start = end
-    return tuple(out.values())[:count]
+    picked = tuple(out.values())[:count]
+    if not low_intensity(op):
+        return picked
+    # a low-intensity GEMM's shapes also with their shortest K step, the deepest pipeline the
+    # SRAM holds for them: the estimate cannot tell the K steps' latency hiding apart
+    deep = (replace(t, tk=int(tks[0])) for t in picked if t.tk != tks[0])
+    return picked + tuple(best_raster(op, chip, t)[0] for t in deep)
 
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:

@@ -37,8 +37,9 @@ def silu_mul_ops(act: DType, rows: int, ffn: int, eager: bool, layers: int = 1) 
 
 def layer_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:
     """The ops of the model's transformer layers, each with its repeat (the experts those of
-    the busiest of `ep` expert-parallel ranks)."""
-    return attention_block_ops(w, step) + ffn_ops(w, step.tokens, ep)
+    the busiest of `ep` expert-parallel ranks); the attention blocks only without `with_ffn`."""
+    ffn = ffn_ops(w, step.tokens, ep) if step.with_ffn else []
+    return attention_block_ops(w, step) + ffn
 
 
 def embedding_ops(w: Workload, tokens: int) -> list[Op]:

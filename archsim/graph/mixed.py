@@ -101,13 +101,13 @@ def prefill_attention_ops(
     w: Workload, new_tokens: int, past: int, batch: int = 1, par: Parallelism | None = None
 ) -> list[Op]:
     """Attention (and, in eager code, the K/V expansion) of a prefill chunk (of `batch` equal ones)."""
-    ops = step_ops(w, Step(Phase.PREFILL, batch, new_tokens, past, with_embedding_and_head=False), par)
+    ops = step_ops(w, Step(Phase.PREFILL, batch, new_tokens, past, with_embedding_and_head=False, with_ffn=False), par)
     return [op for op in ops if op.name in PER_SEQUENCE_OPS]
 
 
 def decode_attention_ops(w: Workload, batch: int, kv_len: int, par: Parallelism | None = None) -> list[Op]:
     """Attention of `batch` decodes, each over `kv_len` keys (the new one included)."""
-    ops = step_ops(w, Step(Phase.DECODE, batch, 1, kv_len - 1, with_embedding_and_head=False), par)
+    ops = step_ops(w, Step(Phase.DECODE, batch, 1, kv_len - 1, with_embedding_and_head=False, with_ffn=False), par)
     return [op for op in ops if op.name in PER_SEQUENCE_OPS]
 
 

@@ -158,7 +158,7 @@ def shard_step(w: Workload, step: Step, par: Parallelism) -> ParallelStep:
     check_parallelism(w.model, par)
     micro, seqs = local_batch(step.batch, par)
     local = replace(w, model=shard_model(w.model, par))
-    sub = Step(step.phase, seqs, step.new_tokens, step.past, step.with_embedding_and_head)
+    sub = Step(step.phase, seqs, step.new_tokens, step.past, step.with_embedding_and_head, step.with_ffn)
     tokens, act = sub.tokens, w.dtypes.activations
     hidden_bytes = int(tokens * w.model.hidden * act.bytes)
     out: list[Op] = []

@@ -10,13 +10,16 @@ from archsim.graph.model import Phase
 
 @dataclass(frozen=True)
 class Step:
-    """One forward step: `batch` sequences, `new_tokens` each, after `past` cached tokens."""
+    """One forward step: `batch` sequences, `new_tokens` each, after `past` cached tokens
+    (`with_ffn` False: the layers' attention blocks only, for the parts of a step that depend
+    on the sequences' lengths)."""
 
     phase: Phase
     batch: int
     new_tokens: int
     past: int
     with_embedding_and_head: bool = True
+    with_ffn: bool = True
 
     @property
     def tokens(self) -> int:
