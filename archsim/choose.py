@@ -345,6 +345,7 @@ def clear_caches() -> None:
     from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
 
-    memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist)
-    for f in memos + (core_groups, item_shape, combine_phase, kv_splits):
-        f.cache_clear()
+    for memo in (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist):
+        memo.cache_clear()
+    for attention_memo in (core_groups, item_shape, combine_phase, kv_splits):
+        attention_memo.cache_clear()

@@ -154,3 +154,37 @@ def test_a_derived_chip_changes_datasheet_values_only(derived, base, datasheet):
     a, b = _flat(load_system(derived)[1]), _flat(load_system(base)[1])
     changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
     assert changed <= datasheet, f"{derived} differs from {base} beyond its datasheet: {sorted(changed - datasheet)}"
+
+
+# design points and SCALE-Sim's idealised arrays: their values are choices, not sourced facts
+DESIGN_FILES = ("scalesim_", "dataflow_", "lpu", "wafer")
+UNSOURCED_KEYS = {"name", "description", "dataflow", "fold_mode", "split", "topology", "node", "algorithms", "chips"}
+
+
+def unsourced_values(text: str) -> list[int]:
+    """Lines of a chip file that set a value with no comment on the line or on a section above
+    it (where a comment states the source of what it holds)."""
+    sections: list[tuple[int, bool]] = []  # (indent, commented) of the open sections
+    bad = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        body, _, comment = line.partition("#")
+        indent = len(line) - len(line.lstrip())
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        key, _, value = body.strip().partition(":")
+        if not value.strip():
+            sections.append((indent, bool(comment.strip())))
+        elif key not in UNSOURCED_KEYS and not comment.strip() and not any(c for _, c in sections):
+            bad.append(number)
+    return bad
+
+
+def test_every_value_of_a_real_chip_states_its_source():
+    """A chip file's values each carry a comment with their source tag or reasoning ([DS],
+    [WP], [CAL], [EST], ...), on their line or on the section that holds them."""
+    assert unsourced_values("a:\n  b: 1 # [DS]\n  c: 2\nd:  # [EST]\n  e: 3\n") == [3]
+    for path in sorted((ROOT / "hw_configs").glob("*.yaml")):
+        if not path.name.startswith(DESIGN_FILES):
+            assert unsourced_values(path.read_text()) == [], path.name

@@ -34,11 +34,10 @@ from archsim.units import ceil_div
 TILE_SIZES = tuple(MIN_TILE_EDGE << i for i in range(7))  # 8 .. 512
 K_STEPS = tuple(MIN_K_STEP << i for i in range(5))  # 32 .. 512
 SPLITS = (2, 3, 4, 6, 8, 12, 16)  # K slices per tile a split-K kernel offers
-SHORTLIST = 4  # tile shapes played per GEMM (the autotuner's shortlist)
+SHORTLIST = 4  # tilings played per GEMM (the autotuner's shortlist)
 # a GEMM of fewer FLOPs per compulsory byte (decode's and short prefills' GEMMs: about M) plays
-# twice as many shapes, each also at its shortest K step: the estimate leaves HBM out, and such a
-# GEMM's tilings mostly tie on it (L2 or per-core feed), so its order is the ties' order; they
-# are cheap to play (few K steps per core)
+# twice as many: the estimate leaves HBM out, and such a GEMM's tilings mostly tie on it (L2 or
+# per-core feed), so its order is the ties' order; they are cheap to play (few K steps per core)
 LOW_INTENSITY = 256.0
 LOW_INTENSITY_SHORTLIST = 8
 
@@ -99,14 +98,10 @@ def _stage_bytes(tm, tn, tk, a: float, b: float):
     return tm * tk * a + tk * tn * b
 
 
-def low_intensity(op: Op) -> bool:
-    """Whether the GEMM does fewer than LOW_INTENSITY FLOPs per compulsory byte."""
-    return op.flops() < LOW_INTENSITY * op.min_bytes()
-
-
 def shortlist_size(op: Op) -> int:
-    """Tile shapes the autotuner plays for the GEMM (`shortlist`)."""
-    return LOW_INTENSITY_SHORTLIST if low_intensity(op) else SHORTLIST
+    """Tilings the autotuner plays for the GEMM (`shortlist`): more below LOW_INTENSITY FLOPs
+    per compulsory byte."""
+    return LOW_INTENSITY_SHORTLIST if op.flops() < LOW_INTENSITY * op.min_bytes() else SHORTLIST
 
 
 def candidate_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tiling]:
@@ -142,8 +137,7 @@ def _tilings_from_value(value: object) -> tuple[Tiling, ...] | None:
 
 @lru_cache(maxsize=4096)
 def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
-    """The `count` most promising tilings of the GEMM on the chip, best first (and, for a
-    low-intensity GEMM, each of their shapes again at its shortest K step).
+    """The `count` most promising tilings of the GEMM on the chip, best first.
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
     bandwidth, L2 bandwidth); the best 3 x `count` are then ranked with ties going to less HBM
@@ -227,13 +221,7 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
         for t, _hbm, _compute in tied:
             out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
         start = end
-    picked = tuple(out.values())[:count]
-    if not low_intensity(op):
-        return picked
-    # a low-intensity GEMM's shapes also with their shortest K step, the deepest pipeline the
-    # SRAM holds for them: the estimate cannot tell the K steps' latency hiding apart
-    deep = (replace(t, tk=int(tks[0])) for t in picked if t.tk != tks[0])
-    return picked + tuple(best_raster(op, chip, t)[0] for t in deep)
+    return tuple(out.values())[:count]
 
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
