@@ -28,7 +28,7 @@ from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, System
-from archsim.hardware.power import CLOCK_TOLERANCE, Activity, EnergySplit, energy_split, held_clock_hz, power_w
+from archsim.hardware.power import Activity, EnergySplit, energy_split, held_clock_hz, power_w
 
 
 class Condition(str, Enum):
@@ -97,9 +97,8 @@ def play_held(program: Program, chip: Chip, played: ProgramResult | None = None)
     clock unless the kernel would draw more than the limit there (`played`: already played at
     the chip's clock). The time at another clock f is estimated as the critical core's compute
     scaling as 1/f and the rest as fixed; the program is played again at the clock found, twice,
-    each play correcting the estimate, and on while a play still draws more than the limit by
-    more than the search's tolerance (the estimate errs high, as the stalls shrink too at a
-    lower clock; MAX_HELD_PLAYS bounds it)."""
+    each play correcting the estimate, and on while a play still draws more than the limit (the
+    estimate errs high, as the stalls shrink too at a lower clock; MAX_HELD_PLAYS bounds it)."""
     played = played or play_program(program, chip)
     p, f_max = chip.power, chip.clock_hz
     if p is None or played.cycles == 0:
@@ -110,7 +109,7 @@ def play_held(program: Program, chip: Chip, played: ProgramResult | None = None)
     clock = f_max
     for replays in range(MAX_HELD_PLAYS - 1):
         compute_s, total_s = played.compute_cycles / clock, played.cycles / clock
-        if replays >= 2 and power_w(p, a, total_s, clock, f_max) <= p.limit_w * (1 + CLOCK_TOLERANCE):
+        if replays >= 2 and power_w(p, a, total_s, clock, f_max) <= p.limit_w:
             break
 
         def time_at(

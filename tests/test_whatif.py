@@ -107,4 +107,3 @@ def test_a_lower_power_limit_lowers_a_dense_gemm_clock_not_a_copy(h200):
     assert gemm_400 < gemm_700 < h200.clock_hz
     copy = Op(OpKind.COPY, bytes=1 << 30)
     assert choose(copy, h200).clock_hz == choose(copy, low).clock_hz == h200.clock_hz
-

@@ -76,7 +76,6 @@ class Activity:
     link_bytes: float = 0.0  # bytes on the chip's links (line rate times the transfer time)
 
 
-CLOCK_TOLERANCE = 1e-3  # of the top clock: how close the search for a held clock comes (and its power to the limit)
 SRAM_ACCESSES_PER_BYTE = 2  # a byte through the L2 is written into a core's SRAM and read out once
 
 
@@ -164,7 +163,7 @@ def power_w(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz:
 
 
 def held_clock_hz(
-    p: Power, a: Activity, time_at: Callable[[float], float], max_clock_hz: float, tolerance: float = CLOCK_TOLERANCE
+    p: Power, a: Activity, time_at: Callable[[float], float], max_clock_hz: float, tolerance: float = 1e-3
 ) -> float:
     """The highest clock in [f_min, f_max] at which the kernel's power stays under the limit;
     `time_at(f)` is its time at clock f (non-increasing in f). Power rises with f (more actions
