@@ -107,3 +107,21 @@ def test_a_lower_power_limit_lowers_a_dense_gemm_clock_not_a_copy(h200):
     assert gemm_400 < gemm_700 < h200.clock_hz
     copy = Op(OpKind.COPY, bytes=1 << 30)
     assert choose(copy, h200).clock_hz == choose(copy, low).clock_hz == h200.clock_hz
+
+
+def test_capping_the_clock_above_a_power_held_gemm_leaves_it_alone(h200):
+    """The 700 W limit holds 8192^3 near 1.41 GHz. The same silicon capped at 1.5 GHz keeps its
+    voltage line (0.7 V at 345 MHz to 1.0 V at 1.98 GHz: 0.7 + 0.3 x 1.155 / 1.635 = 0.912 V at
+    1.5 GHz), so its core energies at the cap are 0.912^2 = 0.832 of the top clock's, and idle
+    power 0.832 x 1.5 / 1.98 = 0.630: every clock below the cap draws what it drew, and the GEMM
+    holds the same clock and time (within the search's 0.1%). A design that reaches 1.5 GHz at
+    the top voltage (`clock` alone) draws more at 1.41 GHz (0.98 V against 0.89 V), so the same
+    limit holds it lower: slower."""
+    p, e, s = h200.power, h200.power.energies, 0.912**2
+    energies = replace(e, mac_j=tuple((f, j * s) for f, j in e.mac_j), lane_op_j=e.lane_op_j * s,
+                       special_op_j=e.special_op_j * s, l2_j_per_byte=e.l2_j_per_byte * s)  # fmt: skip
+    power = replace(p, voltage_max_v=0.912, idle_w=p.idle_w * s * 1.5 / 1.98, energies=energies)
+    capped = replace(h200, clock_hz=1.5e9, power=power)
+    base = simulate_op(BIG_GEMM, h200).time_s
+    assert simulate_op(BIG_GEMM, capped).time_s == pytest.approx(base, rel=2e-3)
+    assert simulate_op(BIG_GEMM, replace(h200, clock_hz=1.5e9)).time_s > 1.02 * base
