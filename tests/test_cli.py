@@ -65,6 +65,16 @@ def test_op_gemm_json(tmp_path):
     assert data["cycles"] >= data["compute_cycles"] > 0 and data["stall_cycles"] >= 0 and data["time_s"] > 0
 
 
+def test_op_says_when_the_power_limit_holds_the_clock(capsys):
+    """A 4096^3 GEMM draws more than the A100 PCIe's 300 W at 1.41 GHz: the line names the limit
+    and the clock it holds (the JSON's clock_hz); a 64^3 GEMM is held by nothing."""
+    assert main(["op", "gemm", "--hw", "a100_pcie", "--M", "4096", "--K", "4096", "--N", "4096"]) == 0
+    held = " ".join(capsys.readouterr().out.split())
+    assert "the 300 W power limit holds it at" in held and "(of 1.41)" in held
+    assert main(["op", "gemm", "--hw", "a100_pcie", "--M", "64", "--K", "64", "--N", "64"]) == 0
+    assert "power limit" not in capsys.readouterr().out
+
+
 def test_op_strided_vector_and_misplaced_flag(tmp_path, capsys):
     out = tmp_path / "mul.json"
     assert main(["op", "mul", "--M", "512", "--N", "4096", "--strided", "--json", str(out)]) == 0

@@ -180,6 +180,12 @@ def run(args) -> int:
         f"HBM {format_bytes(t.hbm_bytes)} at {format_rate(t.achieved_bytes_per_s, 'B/s')}, "
         f"L2 {format_bytes(t.l2_bytes)}; {t.active_cores} cores active"
     )
+    power = system.chip.power
+    if power is not None and t.clock_hz < system.chip.clock_hz:
+        line += (
+            f"; the {power.limit_w:.0f} W power limit holds it at {t.clock_hz / 1e9:.2f} GHz "
+            f"(of {system.chip.clock_hz / 1e9:.2f})"
+        )
     data = {"op": args.kind, **timing_dict(t), **_config(ResolvedConfig(hw_cfg, None, {"op": _op_options(op, args)}))}
     emit(args, console(args), [line], data=data)
     if args.json:
