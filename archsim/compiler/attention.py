@@ -164,7 +164,9 @@ def combine_phase(chip: Chip, rows: int, splits: int, value_dim: int, head_dim: 
     """The kernel that combines a decode's `splits` fp32 partial outputs (and their log-sum-exps)
     of `rows` query rows into the output."""
     reads, lane_ops = splits * PARTIAL_BYTES, 3 * splits
-    partials = Stream(rows * value_dim, reads, dtype_bytes, lane_ops, 1, "split-KV combine", head_dim, True)
+    partials = Stream(
+        rows * value_dim, reads, dtype_bytes, lane_ops, 1, "split-KV combine", row_elements=head_dim, reads_hit_l2=True
+    )
     return streaming_phase(chip, partials)
 
 
