@@ -1,7 +1,8 @@
 """The event loop as it was before it took up only the sequences an event changes: every
 sequence is scanned at every event, and every entry keeps its times (tests/test_speed_engine.py
-plays programs through both and requires the same numbers). Kept verbatim but for this text and
-its fair share, which the loop still calls unchanged (archsim/engine/sharing.py).
+plays programs through both and requires the same numbers). Kept verbatim but for this text, with
+the fair share it called then (over every flow; archsim/engine/sharing.py now fills only the
+active ones).
 
 The event loop: cores working through tile entries, sharing L2 and HBM bandwidth as fluids.
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.engine.sharing import INF, _fair_share
+from archsim.engine.sharing import INF
 from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
 from archsim.jit import njit
 
@@ -34,6 +35,63 @@ EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
+
+
+@njit
+def _fair_share(rate, use_h, use_l, weight, active, hbm_cap, l2_cap):
+    """Max-min fair rates by progressive filling: every active flow's rate rises together from
+    zero until it reaches its own cap (`rate` on entry) or a pool it uses (HBM, L2) is full;
+    flows so stopped keep their rate and the rest go on. A flow moves `use_h` bytes of HBM and
+    `use_l` of L2 traffic per byte; `weight` counts the identical cores it stands for. When every
+    flow's cap fits under both pools, the caps are the rates (filling would stop every flow at
+    its cap first), and no filling is needed. Returns the HBM bytes per cycle the rates use."""
+    n = rate.shape[0]
+    demand_h = 0.0
+    demand_l = 0.0
+    for i in range(n):
+        if active[i]:
+            demand_h += weight[i] * rate[i] * use_h[i]
+            demand_l += weight[i] * rate[i] * use_l[i]
+        else:
+            rate[i] = 0.0
+    if demand_h <= hbm_cap and demand_l <= l2_cap:
+        return demand_h
+    cap = rate.copy()
+    frozen = np.empty(n, np.bool_)
+    for i in range(n):
+        rate[i] = 0.0
+        frozen[i] = not active[i]
+    while True:
+        delta = INF
+        inc_h = 0.0
+        inc_l = 0.0
+        load_h = 0.0
+        load_l = 0.0
+        for i in range(n):
+            if not active[i]:
+                continue
+            load_h += weight[i] * rate[i] * use_h[i]
+            load_l += weight[i] * rate[i] * use_l[i]
+            if not frozen[i]:
+                delta = min(delta, cap[i] - rate[i])
+                inc_h += weight[i] * use_h[i]
+                inc_l += weight[i] * use_l[i]
+        if delta >= INF:
+            return load_h
+        if inc_h > 0.0:
+            delta = min(delta, max(0.0, hbm_cap - load_h) / inc_h)
+        if inc_l > 0.0:
+            delta = min(delta, max(0.0, l2_cap - load_l) / inc_l)
+        load_h += delta * inc_h
+        load_l += delta * inc_l
+        full_h = load_h >= hbm_cap * (1.0 - 1e-12)
+        full_l = load_l >= l2_cap * (1.0 - 1e-12)
+        for i in range(n):
+            if frozen[i]:
+                continue
+            rate[i] += delta
+            if rate[i] >= cap[i] * (1.0 - 1e-12) or (full_h and use_h[i] > 0.0) or (full_l and use_l[i] > 0.0):
+                frozen[i] = True
 
 
 @njit

@@ -104,16 +104,46 @@ def test_jit_and_python_give_identical_cycles():
 def test_fair_share_by_progressive_filling():
     """Flows A (cap 10, HBM), B (cap 100, HBM, weight w_b) and C (cap 100, L2) on an HBM pool of
     50 and an L2 pool of 30 bytes per cycle. All rise together to 10, where A stops at its cap;
-    B then fills what HBM has left, (50 - 10) / w_b; C is stopped by L2 at 30."""
-    from archsim.engine.sharing import _fair_share
+    B then fills what HBM has left, (50 - 10) / w_b; C is stopped by L2 at 30. The HBM bytes per
+    cycle used are 10 + w_b x (50 - 10) / w_b = 50."""
+    from archsim.engine.sharing import share
 
+    flows, frozen = np.array([0, 1, 2]), np.zeros(3, np.bool_)
     for w_b, expected_b in ((1.0, 40.0), (2.0, 20.0)):
-        rate = np.array([10.0, 100.0, 100.0])
+        rate, cap = np.zeros(3), np.array([10.0, 100.0, 100.0])
         use_h, use_l = np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
-        weight, active = np.array([1.0, w_b, 1.0]), np.array([True, True, True])
-        _fair_share(rate, use_h, use_l, weight, active, 50.0, 30.0)
+        hbm = share(rate, cap, use_h, use_l, np.array([1.0, w_b, 1.0]), flows, 3, frozen, 50.0, 30.0)
         np.testing.assert_allclose(rate, [10.0, expected_b, 30.0])
-    # an inactive flow gets nothing and takes nothing; a flow using both pools stops at the first full
-    rate = np.array([100.0, 100.0])
-    _fair_share(rate, np.array([0.5, 1.0]), np.array([0.5, 0.0]), np.ones(2), np.array([True, False]), 50.0, 10.0)
-    np.testing.assert_allclose(rate, [20.0, 0.0])  # 0.5 x 20 = 10 fills L2
+        assert hbm == pytest.approx(50.0)
+    # a flow not in the active list takes nothing and keeps its rate; a flow using both pools
+    # stops at the first full: 0.5 x 20 = 10 fills L2
+    rate = np.array([-1.0, -1.0])
+    share(
+        rate,
+        np.array([100.0, 100.0]),
+        np.array([0.5, 1.0]),
+        np.array([0.5, 0.0]),
+        np.ones(2),
+        np.array([0, 1]),
+        1,
+        np.zeros(2, np.bool_),
+        50.0,
+        10.0,
+    )
+    np.testing.assert_allclose(rate, [20.0, -1.0])
+    # caps that fit under both pools are the rates: 5 + 2 x 5 = 15 B of HBM per cycle
+    rate = np.zeros(2)
+    hbm = share(
+        rate,
+        np.array([5.0, 5.0]),
+        np.ones(2),
+        np.zeros(2),
+        np.array([1.0, 2.0]),
+        np.array([0, 1]),
+        2,
+        np.zeros(2, np.bool_),
+        50.0,
+        10.0,
+    )
+    np.testing.assert_allclose(rate, [5.0, 5.0])
+    assert hbm == 15.0

@@ -120,9 +120,10 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     # each sequence's next event other than a flow draining; `flows[:n_flows]` the active flows
     # in flow order (kind x s_count + s), so the sums over them are those over all flows.
     rate_f, cap_f, use_h_f, use_l_f = rate.ravel(), cap.ravel(), use_h.ravel(), use_l.ravel()
-    wflow_f, active_f, left_f = wflow.ravel(), active.ravel(), left.ravel()
+    wflow_f, left_f = wflow.ravel(), left.ravel()
     flows = np.zeros(FLOW_KINDS * s_count, np.int64)
     n_flows = 0
+    frozen = np.zeros(FLOW_KINDS * s_count, np.bool_)  # the fair share's scratch
     seq_next = np.full(s_count, INF)
     taken = np.zeros(s_count, np.bool_)
     again = np.zeros(s_count, np.bool_)  # issued a load of no bytes: its next load may go at the next event
@@ -226,9 +227,9 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                 use_h_f,
                 use_l_f,
                 wflow_f,
-                active_f,
                 flows,
                 n_flows,
+                frozen,
                 p.hbm_bytes_per_cycle,
                 p.l2_bytes_per_cycle,
             )
