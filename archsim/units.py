@@ -169,15 +169,21 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def sig3(x: float) -> str:
+    """`x` to 3 significant figures, trailing zeros kept: 4.9965 -> '5.00', 12.34 -> '12.3', 850 -> '850'."""
+    text = f"{x:#.3g}"
+    return text[:-1] if text.endswith(".") else text
+
+
 def format_seconds(t: float) -> str:
-    """Human-readable time ('12.3 ms', '850 us')."""
-    if t >= 1.0:
-        return f"{t:.3g} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3g} ms"
-    if t >= 1e-6:
-        return f"{t * 1e6:.3g} us"
-    return f"{t * 1e9:.3g} ns"
+    """A time to 3 significant figures: '5.00 ms', '12.3 ms', '850 us', '1,235 s' (what rounds
+    to 1.00 of a unit is shown in it: 0.9996 s is '1.00 s')."""
+    if abs(t) >= 999.5:
+        return f"{t:,.0f} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(t) >= scale * 0.9995:
+            return f"{sig3(t / scale)} {unit}"
+    return f"{sig3(t * 1e9)} ns" if t else "0 s"
 
 
 def format_rate(x: float, unit: str) -> str:

@@ -140,7 +140,7 @@ HW_CASES = [
         "hbm.refresh_time=",
         "refresh_time: 5 us",
         "hbm.refresh_time",
-        "must be shorter than refresh_interval (3.9 us) (got 5 us)",
+        "must be shorter than refresh_interval (3.90 us) (got 5.00 us)",
     ),
     ("hbm.latency=", "latncy: 650 ns", "hbm.latncy", "unknown key; did you mean 'latency'?"),
     ("name=", "name: ''", "name", "must not be empty (got '')"),

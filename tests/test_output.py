@@ -8,7 +8,7 @@ import json
 import pytest
 
 from archsim.cli import main
-from archsim.report.tables import format_seconds
+from archsim.units import format_seconds
 
 RUN = ["run", "--prompt", "256", "--generate", "4"]
 

@@ -87,8 +87,7 @@ def run_collective(args, system, hw_cfg) -> int:
     from archsim.config.resolved import ResolvedConfig
     from archsim.hardware.collectives import Collective, CollectiveError, collective_time, system_fabric
     from archsim.report.export import write_json
-    from archsim.report.tables import format_seconds
-    from archsim.units import format_bytes, format_rate
+    from archsim.units import format_bytes, format_rate, format_seconds
 
     ranks = args.ranks or (2 if args.kind == "send" else system.chips)
     if ranks < 2:
@@ -134,8 +133,7 @@ def run(args) -> int:
     from archsim.hardware import DType
     from archsim.limits import check_op
     from archsim.report.export import timing_dict, write_json
-    from archsim.report.tables import format_seconds
-    from archsim.units import format_bytes, format_rate
+    from archsim.units import format_bytes, format_rate, format_seconds
 
     check_sizes(args)
     check_outputs(args, ("json", "trace_out"), inputs=(args.hw,))

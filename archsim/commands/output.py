@@ -80,10 +80,12 @@ def emit(args, out, tables=(), data: dict | None = None, rows: list[dict] | None
         writer.writeheader()
         writer.writerows(rows)
     else:
-        from archsim.report.tables import fit
-
         for t in tables:
-            out.print(fit(t, out.width) if not isinstance(t, str) else t)
+            if not isinstance(t, str):
+                from archsim.report.tables import fit  # rich's tables only where there is one
+
+                t = fit(t, out.width)
+            out.print(t)
 
 
 def jit_cold() -> bool:

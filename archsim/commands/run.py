@@ -113,7 +113,7 @@ def add_parallel_flags(p) -> None:
 def communication_table(report, system_name: str):
     from rich.table import Table
 
-    from archsim.report.tables import format_seconds
+    from archsim.units import format_seconds
 
     par = report.parallelism
     t = Table(title=f"communication on the busiest chip ({par.label()} on {system_name})", title_justify="left")

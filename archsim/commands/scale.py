@@ -118,7 +118,7 @@ def gains_stop(points: list[ScalePoint], threshold: float = STOP_GAIN) -> ScaleP
 
 
 def verdict(points: list[ScalePoint]) -> str:
-    from archsim.report.tables import format_seconds
+    from archsim.units import format_seconds
 
     if len(points) < 2:
         return "one degree only: nothing to compare"
@@ -143,7 +143,7 @@ def verdict(points: list[ScalePoint]) -> str:
 def scale_table(points: list[ScalePoint], title: str, batch: int):
     from rich.table import Table
 
-    from archsim.report.tables import format_seconds
+    from archsim.units import format_seconds
 
     t = Table(title=title, title_justify="left")
     for col in ("TP", "fits", "decode step", "collectives", "share", "one all-reduce", "tokens/s", "speed-up", "gain"):

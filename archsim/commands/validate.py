@@ -188,8 +188,8 @@ def run(args) -> int:
     from archsim.config.loader import load_system
     from archsim.errors import printable
     from archsim.report.export import write_json
-    from archsim.report.tables import format_seconds
     from archsim.runner.validation import summarise
+    from archsim.units import format_seconds
 
     check_outputs(args, ("json",), inputs=(args.hw, args.system, args.cases, str(case_path(args.cases))))
     cases, meta, name = load_case_file(args.cases)

@@ -12,12 +12,11 @@ import math
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from archsim.config.hw_schema import HardwareCfg
-from archsim.config.workload_schema import WorkloadCfg, dtypes_of, model_spec
 from archsim.config.yamlfile import YamlDoc, read_yaml
 from archsim.errors import ConfigError, Problem, quote
 from archsim.graph.model import Fusion, Scenario, Workload
@@ -41,6 +40,9 @@ from archsim.hardware import (
 from archsim.hardware.area import AreaSpec, Node
 from archsim.hardware.chip import HostLink, min_tile_bytes
 from archsim.hardware.power import Energies, Power
+
+if TYPE_CHECKING:
+    from archsim.config.workload_schema import WorkloadCfg
 
 ROOT = Path(__file__).resolve().parents[2]
 Model = TypeVar("Model", bound=BaseModel)
@@ -415,6 +417,8 @@ def system_from_doc(doc: YamlDoc) -> tuple[System, dict]:
 
 
 def workload_from_cfg(cfg: WorkloadCfg, source: str) -> Workload:
+    from archsim.config.workload_schema import dtypes_of, model_spec
+
     return Workload(
         model=model_spec(cfg.model, cfg.name),
         dtypes=dtypes_of(cfg.dtypes),
@@ -428,5 +432,7 @@ def load_workload(name_or_path: str) -> tuple[Workload, dict]:
     """Load a workload file: the Workload and its resolved configuration."""
     path = resolve_path(name_or_path, "workloads")
     doc = read_yaml(path)
+    from archsim.config.workload_schema import WorkloadCfg  # its schema only where a workload is read
+
     cfg = validate_doc(doc, WorkloadCfg)
     return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")

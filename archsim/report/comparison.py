@@ -16,9 +16,9 @@ from rich.table import Table
 from archsim.engine.timing import Bound
 from archsim.graph.ops import OpKind
 from archsim.hardware.area import Area
-from archsim.report.tables import format_seconds
 from archsim.runner.energy import RunEnergy
 from archsim.runner.generation import RunResult, StepResult
+from archsim.units import format_seconds
 
 
 @dataclass(frozen=True)

@@ -197,7 +197,7 @@ def area_table(a: Area, chip_name: str, node: str, result: RunResult | None = No
 
 def format_joules(j: float) -> str:
     """'1.23 J', '456 mJ', '12.3 kJ' (3 significant figures)."""
-    from archsim.report.tables import sig3
+    from archsim.units import sig3
 
     for unit, scale in (("MJ", 1e6), ("kJ", 1e3), ("J", 1.0), ("mJ", 1e-3), ("uJ", 1e-6)):
         if abs(j) >= scale * 0.9995:

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 from archsim.config.resolved import ResolvedConfig
 from archsim.engine.timing import OpTiming
 from archsim.errors import OutputError
-from archsim.runner.generation import OpRecord, RunResult, StepResult
 
 if TYPE_CHECKING:
     from archsim.hardware import System
     from archsim.runner.energy import RunEnergy
+    from archsim.runner.generation import OpRecord, RunResult, StepResult
 
 
 def timing_dict(t: OpTiming) -> dict:

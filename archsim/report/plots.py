@@ -149,7 +149,7 @@ def time_parts(step: StepResult) -> dict[OpKind, dict[str, float]]:
 @styled
 def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
     """Per op kind, where each step's time goes (horizontal stacked bars, one panel per step)."""
-    from archsim.report.tables import format_seconds
+    from archsim.units import format_seconds
 
     fig, axes = figure(5.0 * len(steps), 4.0, cols=len(steps))
     for ax, (label, step) in zip(np.atleast_1d(axes), steps):

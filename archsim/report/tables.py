@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
 from archsim.engine.timing import OpTiming
-from archsim.runner.generation import RunResult, StepResult
-from archsim.units import format_bytes, format_rate
+from archsim.units import format_bytes, format_rate, format_seconds
 
-
-def sig3(x: float) -> str:
-    """`x` to 3 significant figures, trailing zeros kept: 4.9965 -> '5.00', 12.34 -> '12.3', 850 -> '850'."""
-    text = f"{x:#.3g}"
-    return text[:-1] if text.endswith(".") else text
-
-
-def format_seconds(t: float) -> str:
-    """A time as tables show it, to 3 significant figures: '5.00 ms', '12.3 ms', '850 us',
-    '1,235 s' (what rounds to 1.00 of a unit is shown in it: 0.9996 s is '1.00 s')."""
-    if abs(t) >= 999.5:
-        return f"{t:,.0f} s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(t) >= scale * 0.9995:
-            return f"{sig3(t / scale)} {unit}"
-    return f"{sig3(t * 1e9)} ns" if t else "0 s"
+if TYPE_CHECKING:
+    from archsim.runner.generation import RunResult, StepResult
 
 
 def summary_table(r: RunResult, chip_name: str, model_name: str) -> Table:

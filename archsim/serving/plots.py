@@ -22,7 +22,7 @@ WINDOWS = 300  # windows a series over time is averaged in
 
 
 def _cdf(ax, values_s: np.ndarray, weights: np.ndarray | None, label: str, unit_label: str, slo_s: float | None):
-    from archsim.report.tables import format_seconds
+    from archsim.units import format_seconds
 
     values = np.asarray(values_s, dtype=float)
     weights = np.ones(len(values)) if weights is None else np.asarray(weights, dtype=float)

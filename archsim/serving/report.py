@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from archsim.config.resolved import ResolvedConfig
-from archsim.report.tables import format_seconds
 from archsim.serving.metrics import ServeMetrics, Slo, Stats
 from archsim.serving.simulate import InstanceRun, ServeResult
+from archsim.units import format_seconds
 
 OVER_TIME_POINTS = 1000  # samples per instance kept in the JSON
 
