@@ -430,9 +430,9 @@ def workload_from_cfg(cfg: WorkloadCfg, source: str) -> Workload:
 
 def load_workload(name_or_path: str) -> tuple[Workload, dict]:
     """Load a workload file: the Workload and its resolved configuration."""
+    from archsim.config.workload_schema import WorkloadCfg  # built only where a workload is read
+
     path = resolve_path(name_or_path, "workloads")
     doc = read_yaml(path)
-    from archsim.config.workload_schema import WorkloadCfg  # its schema only where a workload is read
-
     cfg = validate_doc(doc, WorkloadCfg)
     return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
