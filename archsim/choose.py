@@ -148,14 +148,19 @@ def choose(op: Op, chip: Chip) -> Choice:
     return Choice(best[1], best[2], len(candidates), best[3])
 
 
+def prologue_s(chip: Chip, family: Family) -> float:
+    """The prologue of a program's first kernel: a matrix-unit or fused-attention kernel's setup."""
+    o = chip.overheads
+    return {Family.GEMM: o.matrix_setup_s, Family.ATTENTION: o.attention_setup_s}.get(family, 0.0)
+
+
 def fixed_cost_s(chip: Chip, launches: int, family: Family, condition: Condition, first: bool) -> float:
     """Fixed cost of one run of a program of `launches` kernels measured under `condition`
     (`first`: the first kernel of the timed region): each kernel's own fixed duration and the
     matrix-unit prologue, a gap between kernels unless only kernel durations are summed, and a
     lone launch's or the host's cost."""
     o = chip.overheads
-    prologue = {Family.GEMM: o.matrix_setup_s, Family.ATTENTION: o.attention_setup_s}.get(family, 0.0)
-    cost = launches * o.kernel_s + (prologue if launches else 0.0)
+    cost = launches * o.kernel_s + (prologue_s(chip, family) if launches else 0.0)
     if condition is Condition.KERNEL:
         return cost
     cost += launches * o.gap_s
@@ -256,6 +261,24 @@ def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: b
         energy_j=energy.total_j,
     )
     return TimedOp(timing, energy, kernel_w)
+
+
+def kernel_durations_s(op: Op, chip: Chip) -> tuple[float, ...]:
+    """The duration of each kernel one execution of `op` launches, as a profiler records each
+    (Condition.KERNEL): the played cycles of the phases it runs, at the clock its power held,
+    and its fixed cost (the kernel overhead; the prologue on its program's first kernel). They
+    add up to `simulate_op(op, chip, Condition.KERNEL).time_s`, but for the cycle each op's
+    total is rounded to."""
+    c = choose(op, chip)
+    durations: list[float] = []
+    for phase, played in zip(c.program.phases, c.played.phases, strict=True):
+        if phase.new_kernel:
+            setup = prologue_s(chip, c.program.family) if not durations else 0.0
+            durations.append(chip.overheads.kernel_s + setup)
+        elif not durations:  # a program whose first phase launches nothing: no fixed cost
+            durations.append(0.0)
+        durations[-1] += int(played.total_cycles) / c.clock_hz
+    return tuple(durations) * op.kernels
 
 
 def simulate_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> OpTiming:

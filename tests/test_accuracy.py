@@ -5,8 +5,10 @@ apart): a change that makes the model less accurate fails here.
 The bounds are the figures README reports, rounded up by about half a point: they move only with
 the README's accuracy table, and only down unless a change says why. A100 all-reduce cases under
 1 MiB scatter by up to 6x between neighbouring sizes (the measurement's own noise), hence their
-loose worst-case bounds. Two of the H200's targets are bounded on their own: the 8192^3 GEMM
-against the calibration file's measured ceiling, and the compute-bound GEMMs (M >= 1024).
+loose worst-case bounds. The A100's timer reports whole microseconds, so a vector kernel near
+one reads one or the other: measured 1 us and predicted at 2.0x us, +100%, is its held-out worst.
+Two of the H200's targets are bounded on their own: the 8192^3 GEMM against the calibration
+file's measured ceiling, and the compute-bound GEMMs (M >= 1024).
 """
 
 import json
@@ -38,14 +40,14 @@ BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
         "vector": (8.5, 22.0),
     },
     ("a100_calibration", "calibration"): {
-        "allreduce": (29.5, 75.0),
-        "gemm": (6.5, 38.5),
-        "vector": (14.5, 40.5),
+        "allreduce": (29.5, 75.5),
+        "gemm": (6.0, 36.5),
+        "vector": (12.5, 50.5),
     },
     ("a100_calibration", "held out"): {
-        "allreduce": (28.0, 96.0),
-        "gemm": (6.5, 29.0),
-        "vector": (15.0, 48.0),
+        "allreduce": (27.0, 92.0),
+        "gemm": (6.5, 28.5),
+        "vector": (13.0, 100.5),
     },
 }
 

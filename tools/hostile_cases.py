@@ -1442,6 +1442,19 @@ def cases_cases(full: bool) -> list[Case]:
         c("too-large-sparse", None, setup=_sparse("c.json", 10 << 30, b'{"cases": ['), timeout_s=20),
         c("fifo", None, setup=_mkfifo("c.json"), timeout_s=10),
     ]
+    meta_values = {  # meta fields whose values are refused before any case runs
+        "resolution-bare": {"resolution": "1"},
+        "resolution-bytes": {"resolution": "1 MB"},
+        "resolution-zero": {"resolution": "0 us"},
+        "resolution-negative": {"resolution": "-1 us"},
+        "resolution-number": {"resolution": 1},
+        "resolution-list": {"resolution": ["1 us"]},
+        "timing-unknown": {"timing": "wallclock: around the launch"},
+        "vector-kernels-style": {"vector_kernels": {"rmsnorm": "fused"}},
+        "vector-kernels-list": {"vector_kernels": ["rmsnorm"]},
+    }
+    for name, meta in meta_values.items():
+        out.append(c(f"meta-{name}", None, text=json.dumps({"meta": meta, "cases": base[:1]})))
     return out
 
 

@@ -26,6 +26,7 @@ class ShippedSet:
     role: str = "calibration"  # or "development": used to choose mechanisms, never fitted
 
 
+ADDED_META = ("vector_kernels", "resolution")  # what archsim added to a shipped set's meta
 SHIPPED = {
     "h200_calibration": ShippedSet("h200"),
     "h200_holdout": ShippedSet("h200", role="development"),
@@ -108,10 +109,10 @@ def campaign(meta: object) -> str | None:
 
 def _with_shipped_meta(meta: object, name: str | None) -> object:
     """A file from a shipped campaign gets what archsim added to that set's meta (which kernels
-    ran, `vector_kernels`) where it does not say itself."""
+    ran, `vector_kernels`; the timer's `resolution`) where it does not say itself."""
     if name is None or not isinstance(meta, dict):
         return meta
-    added = {k: v for k, v in _shipped_meta(name).items() if k == "vector_kernels"}
+    added = {k: v for k, v in _shipped_meta(name).items() if k in ADDED_META}
     return {**added, **meta}
 
 

@@ -15,6 +15,10 @@ default), `kernel` (a profiler's summed kernel durations, inputs just written by
 or `host`. Which vector kernels ran is the file's `meta.vector_kernels` ({op: style}): `eager`
 (PyTorch's own kernels; SiLU·mul as two kernels on the halves, the default) or `per_token`
 (a serving engine's custom kernel, one thread block per token with scalar loads).
+`meta.resolution` ("1 us") is the timer's: each duration it reports is truncated to a whole
+number of it, each kernel's under `kernel` timing (PyTorch's profiler counts a kernel's
+whole microseconds: `KinetoEvent::durationUs`, an integer division of nanoseconds), the timed
+interval's otherwise; the prediction is truncated as the timer would.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from archsim.choose import Condition, simulate_collective, simulate_op
+from archsim.choose import Condition, kernel_durations_s, simulate_collective, simulate_op
 from archsim.graph.builder import Step, silu_mul_ops
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Phase, Scenario, Workload
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.hardware import DType, System
 from archsim.runner.generation import simulate_step
+from archsim.units import Dim, parse_quantity
 
 FIELDS = {
     "gemm": ("M", "K", "N"),
@@ -74,6 +79,7 @@ class CaseFile:
 
     timing: Condition | None = None
     vector_kernels: tuple[tuple[str, str], ...] = ()
+    resolution_s: float = 0.0  # the timer's: durations it reports are whole multiples (0: exact)
 
     @classmethod
     def from_meta(cls, meta: Any) -> CaseFile:
@@ -89,7 +95,15 @@ class CaseFile:
                     f"meta.vector_kernels: {op!r}: {style!r} must map one of {', '.join(VECTOR_OPS)} "
                     f"to {' or '.join(VECTOR_STYLES)}"
                 )
-        return cls(timing, tuple(sorted(styles.items())))
+        resolution = 0.0
+        if "resolution" in meta:
+            try:
+                resolution = parse_quantity(meta["resolution"], Dim.SECONDS)
+            except ValueError as err:
+                raise CaseError(f"meta.resolution: {err}") from None
+            if resolution <= 0:
+                raise CaseError(f"meta.resolution must be greater than zero (got {meta['resolution']!r:.40})")
+        return cls(timing, tuple(sorted(styles.items())), resolution)
 
     def style(self, op: str) -> str:
         return dict(self.vector_kernels).get(op, "eager")
@@ -261,7 +275,7 @@ def predict_ms(case: dict, system: System, meta: CaseFile = CaseFile(), collecti
         if condition is not Condition.GRAPH:
             raise CaseError(f"a model_step is timed as a CUDA graph replay (got timing {condition.value})")
         w, step = model_step_workload(case)
-        return 1e3 * simulate_step(w, system, step).time_s
+        return 1e3 * truncate(simulate_step(w, system, step).time_s, meta.resolution_s)
     ops = case_ops(case, meta)
     if condition is Condition.KERNEL:  # timed inside a running model: the input was just written
         ops = [replace(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]
@@ -272,9 +286,22 @@ def predict_ms(case: dict, system: System, meta: CaseFile = CaseFile(), collecti
                 f"an all-reduce over {case['ranks']} chips needs a multi-chip system "
                 f"({fabric.chip.name} x{fabric.chips}{' has no links' if fabric.interconnect is None else ''})"
             )
-        return 1e3 * simulate_collective(ops[0], fabric).time_s
+        return 1e3 * truncate(simulate_collective(ops[0], fabric).time_s, meta.resolution_s)
     chip = system.chip
-    return 1e3 * sum(simulate_op(op, chip, condition, first=(i == 0)).time_s for i, op in enumerate(ops))
+    if condition is Condition.KERNEL and meta.resolution_s > 0:
+        return 1e3 * sum(truncate(d, meta.resolution_s) for op in ops for d in kernel_durations_s(op, chip))
+    return 1e3 * truncate(
+        sum(simulate_op(op, chip, condition, first=(i == 0)).time_s for i, op in enumerate(ops)), meta.resolution_s
+    )
+
+
+def truncate(duration_s: float, resolution_s: float) -> float:
+    """`duration_s` as a timer of `resolution_s` reports it, its whole multiples of the
+    resolution (`duration_s` itself where the resolution is 0: an exact timer). A duration a
+    rounding error short of a multiple counts as that multiple."""
+    if resolution_s <= 0:
+        return duration_s
+    return math.floor(duration_s / resolution_s + 1e-9) * resolution_s
 
 
 def validate_cases(

@@ -1,0 +1,65 @@
+"""How `archsim validate` models the timer of a case file: a profiler that reports each kernel's
+whole microseconds (`meta.resolution`), and the per-kernel durations it reads."""
+
+import math
+
+import pytest
+
+from archsim.choose import Condition, kernel_durations_s, simulate_op
+from archsim.config.loader import load_system
+from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.hardware import DType
+from archsim.runner.validation import CaseError, CaseFile, case_ops, predict_ms, truncate
+
+
+@pytest.fixture(scope="module")
+def a100():
+    return load_system("a100_pcie")[0]
+
+
+def test_truncate_keeps_whole_multiples_of_the_resolution():
+    # a 2.7 us kernel reads 2 us on a 1 us timer (integer division of its nanoseconds by 1000);
+    # 3 us less a rounding error reads 3; a 0.4 us one reads 0; an exact timer changes nothing
+    assert truncate(2.7e-6, 1e-6) == pytest.approx(2e-6)
+    assert truncate(3e-6 * (1 - 1e-12), 1e-6) == pytest.approx(3e-6)
+    assert truncate(0.4e-6, 1e-6) == 0.0
+    assert truncate(2.7e-6, 0.0) == 2.7e-6
+
+
+def test_meta_resolution_is_a_time_with_its_unit():
+    assert CaseFile.from_meta({"resolution": "1 us"}).resolution_s == pytest.approx(1e-6)
+    assert CaseFile.from_meta({}).resolution_s == 0.0
+    for bad, why in (("1", "a unit is required"), ("1 MB", "is bytes"), ("0 us", "greater than zero")):
+        with pytest.raises(CaseError, match=f"meta.resolution.*{why}"):
+            CaseFile.from_meta({"resolution": bad})
+
+
+def test_kernel_durations_add_up_to_the_kernel_timed_op(a100):
+    chip = a100.chip
+    # Llama-3-8B's down projection for 64 tokens: the A100 runs it split-K, then reduces
+    gemm = Op(OpKind.GEMM, DType.FP16, m=64, k=14336, n=4096, out_dtype=DType.BF16)
+    rms = Op(OpKind.VECTOR, DType.FP16, m=4096, n=4096, vop=VectorOp.RMSNORM, per_row=True, hot=True)
+    for op in (gemm, rms):
+        timing = simulate_op(op, chip, Condition.KERNEL, first=False)
+        durations = kernel_durations_s(op, chip)
+        assert len(durations) == timing.kernels
+        # the op's total is rounded to a whole cycle, the durations are not
+        assert abs(sum(durations) - timing.time_s) <= 1 / chip.clock_hz
+    split = kernel_durations_s(gemm, chip)
+    assert len(split) == 2, "the split-K GEMM and its reduction"
+    # each kernel carries its own overhead; the matrix prologue is the first kernel's alone
+    o = chip.overheads
+    assert split[0] > o.kernel_s + o.matrix_setup_s and o.kernel_s < split[1] < split[0]
+
+
+def test_a_kernel_timed_case_is_predicted_as_its_timer_reads_it(a100):
+    case = {"id": "c", "kind": "gemm", "M": 64, "K": 14336, "N": 4096, "dtype": "fp16", "measured_ms": 0.088}
+    exact = CaseFile(Condition.KERNEL)
+    timer = CaseFile(Condition.KERNEL, resolution_s=1e-6)
+    (op,) = case_ops(case, timer)
+    durations_us = [d * 1e6 for d in kernel_durations_s(op, a100.chip)]
+    assert len(durations_us) == 2
+    # each kernel's whole microseconds, summed: at most a microsecond less than it per kernel
+    us = predict_ms(case, a100, timer) * 1e3
+    assert us == pytest.approx(sum(math.floor(d) for d in durations_us))
+    assert 0 < predict_ms(case, a100, exact) * 1e3 - us < len(durations_us)
