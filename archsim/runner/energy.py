@@ -171,7 +171,8 @@ class RunEnergy:
 
 
 def _parts(split: EnergySplit) -> np.ndarray:
-    return np.array([split.parts()[k] for k in ENERGY_PARTS])
+    parts = split.parts()
+    return np.array([parts[k] for k in ENERGY_PARTS])
 
 
 def _as_split(values: np.ndarray) -> EnergySplit:
