@@ -1,6 +1,7 @@
 """How `archsim validate` models the timer of a case file: a profiler that reports each kernel's
 whole microseconds (`meta.resolution`), and the per-kernel durations it reads."""
 
+import json
 import math
 
 import pytest
@@ -63,3 +64,19 @@ def test_a_kernel_timed_case_is_predicted_as_its_timer_reads_it(a100):
     us = predict_ms(case, a100, timer) * 1e3
     assert us == pytest.approx(sum(math.floor(d) for d in durations_us))
     assert 0 < predict_ms(case, a100, exact) * 1e3 - us < len(durations_us)
+
+
+def test_validate_keeps_the_simulated_time_beside_the_timers_reading(a100, tmp_path):
+    from archsim.cli import main
+
+    case = {"id": "c", "kind": "gemm", "M": 64, "K": 14336, "N": 4096, "dtype": "fp16", "measured_ms": 0.088}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"meta": {"timing": "kernel", "resolution": "1 us"}, "cases": [case]}))
+    out = tmp_path / "o.json"
+    assert main(["validate", str(path), "--hw", "a100_pcie", "--quiet", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["cases"]
+    exact = predict_ms(case, a100, CaseFile(Condition.KERNEL))
+    # the reading drops each kernel's fraction of a microsecond; the simulated time is the model's
+    assert row["simulated_ms"] == pytest.approx(exact)
+    assert row["predicted_ms"] * 1e3 == pytest.approx(round(row["predicted_ms"] * 1e3))
+    assert row["predicted_ms"] < row["simulated_ms"]

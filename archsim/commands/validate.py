@@ -205,7 +205,8 @@ def run(args) -> int:
     results, errors = validate_with_progress(cases, system, args, meta, collectives)
     table = Table(title=f"{shown(args.cases)} on {shown(system.chip.name)}", title_justify="left")
     table.add_column("case", overflow="fold")
-    for col in ("measured", "predicted", "error"):
+    timer = meta.resolution_s > 0  # predictions are what the timer reads; show the simulated time too
+    for col in ("measured", "predicted", *(("simulated",) if timer else ()), "error"):
         table.add_column(col, justify="right", overflow="fold")
     for r in results:
         colour = "green" if abs(r.error_pct) <= 10 else "yellow" if abs(r.error_pct) <= 25 else "red"
@@ -213,6 +214,7 @@ def run(args) -> int:
             shown(r.id),
             format_seconds(r.measured_ms / 1e3),
             format_seconds(r.predicted_ms / 1e3),
+            *((format_seconds(r.simulated_ms / 1e3),) if timer else ()),
             f"[{colour}]{r.error_pct:+.1f}%[/{colour}]",
         )
     summary = summarise(results)
@@ -227,7 +229,7 @@ def run(args) -> int:
         data["split"] = split
     rows = [
         {"id": r.id, "kind": r.kind, "measured_ms": r.measured_ms, "predicted_ms": r.predicted_ms,
-         "error_pct": r.error_pct}
+         "simulated_ms": r.simulated_ms, "error_pct": r.error_pct}
         for r in results
     ]  # fmt: skip
     data["cases"] = rows

@@ -63,10 +63,14 @@ class CaseError(ValueError):
 
 @dataclass(frozen=True)
 class CaseResult:
+    """One case: measured, predicted as the case's timer would read it, and the simulated time
+    before the timer (the same but where the file states a resolution)."""
+
     id: str
     kind: str
     measured_ms: float
     predicted_ms: float
+    simulated_ms: float
 
     @property
     def error_pct(self) -> float:
@@ -268,14 +272,24 @@ def model_step_workload(case: dict) -> tuple[Workload, Step]:
 
 
 def predict_ms(case: dict, system: System, meta: CaseFile = CaseFile(), collectives: System | None = None) -> float:
-    """The case's predicted time on `system` (collectives on `collectives`, or on `system`)."""
+    """The case's predicted time on `system` (collectives on `collectives`, or on `system`), as
+    its timer reads it."""
+    return predict(case, system, meta, collectives)[0]
+
+
+def predict(
+    case: dict, system: System, meta: CaseFile = CaseFile(), collectives: System | None = None
+) -> tuple[float, float]:
+    """(the case's time as its timer reads it, the simulated time), in ms."""
     check_case(case)
+    r = meta.resolution_s
     condition = case_condition(case, meta)
     if case["kind"] == "model_step":
         if condition is not Condition.GRAPH:
             raise CaseError(f"a model_step is timed as a CUDA graph replay (got timing {condition.value})")
         w, step = model_step_workload(case)
-        return 1e3 * truncate(simulate_step(w, system, step).time_s, meta.resolution_s)
+        t = simulate_step(w, system, step).time_s
+        return 1e3 * truncate(t, r), 1e3 * t
     ops = case_ops(case, meta)
     if condition is Condition.KERNEL:  # timed inside a running model: the input was just written
         ops = [replace(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]
@@ -286,13 +300,13 @@ def predict_ms(case: dict, system: System, meta: CaseFile = CaseFile(), collecti
                 f"an all-reduce over {case['ranks']} chips needs a multi-chip system "
                 f"({fabric.chip.name} x{fabric.chips}{' has no links' if fabric.interconnect is None else ''})"
             )
-        return 1e3 * truncate(simulate_collective(ops[0], fabric).time_s, meta.resolution_s)
+        t = simulate_collective(ops[0], fabric).time_s
+        return 1e3 * truncate(t, r), 1e3 * t
     chip = system.chip
-    if condition is Condition.KERNEL and meta.resolution_s > 0:
-        return 1e3 * sum(truncate(d, meta.resolution_s) for op in ops for d in kernel_durations_s(op, chip))
-    return 1e3 * truncate(
-        sum(simulate_op(op, chip, condition, first=(i == 0)).time_s for i, op in enumerate(ops)), meta.resolution_s
-    )
+    t = sum(simulate_op(op, chip, condition, first=(i == 0)).time_s for i, op in enumerate(ops))
+    if condition is Condition.KERNEL and r > 0:
+        return 1e3 * sum(truncate(d, r) for op in ops for d in kernel_durations_s(op, chip)), 1e3 * t
+    return 1e3 * truncate(t, r), 1e3 * t
 
 
 def truncate(duration_s: float, resolution_s: float) -> float:
@@ -314,8 +328,8 @@ def validate_cases(
         try:
             if not isinstance(case, dict):
                 raise CaseError("a case must be an object")
-            predicted = predict_ms(case, system, meta, collectives)
-            results.append(CaseResult(cid, case["kind"], float(case["measured_ms"]), predicted))
+            predicted, simulated = predict(case, system, meta, collectives)
+            results.append(CaseResult(cid, case["kind"], float(case["measured_ms"]), predicted, simulated))
         except (CaseError, ValueError, TypeError) as err:
             errors.append((cid, str(err)))
     return results, errors
