@@ -16,6 +16,7 @@ from archsim.compiler.l2reuse import wave_hbm_fractions
 from archsim.compiler.program import ENTRY, build_phase, entries
 from archsim.compiler.streaming import compile_vector
 from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.hardware import DType
 
 
 def _no_multicast(chip):
@@ -222,16 +223,64 @@ def test_a_partial_last_kv_block_moves_only_its_rows(h200):
 
 def test_per_token_kernels_chain_through_each_row_with_scalar_loads(h200):
     """A 2023 serving kernel on one token of 22,016 SiLU·mul outputs: one block of 1024 threads
-    walks the row with an element per thread per operand, so the core keeps 1024 x 2 operands x
-    2 B = 4 KiB in flight, a latency per 1024 elements; the vectorised kernel over all cores
-    keeps its requests' worth in flight and is faster."""
+    walks the row with an element per thread per operand, 21 full steps and one of 512 threads:
+    each full step loads 1024 x 2 operands x 2 B = 4 KiB and stores 2 KiB, the last 2 KiB and
+    1 KiB; a step's loads are all in flight at once (one latency), none ahead of its compute.
+    The vectorised kernel over all cores keeps its requests' worth in flight and is faster."""
     row = Op(OpKind.VECTOR, m=1, n=22016, vop=VectorOp.SILU_MUL, per_row=True)
     (phase,) = compile_vector(row, h200.chip).phases
-    assert phase.active_cores == 1 and phase.inflight_bytes == 1024 * 2 * 2 and phase.stages == 1
+    assert phase.active_cores == 1 and phase.inflight_bytes == 4096 and phase.stages == 1
+    np.testing.assert_array_equal(phase.hbm_bytes, [4096] * 21 + [2048])
+    np.testing.assert_array_equal(phase.store_bytes, [2048] * 21 + [1024])
     vectorised = replace(row, per_row=False)
     from archsim.choose import simulate_op
 
     assert simulate_op(row, h200.chip).time_s > simulate_op(vectorised, h200.chip).time_s
+
+
+@pytest.fixture(scope="module")
+def a100():
+    from archsim.config.loader import load_system
+
+    return load_system("a100_pcie")[0]
+
+
+def test_per_token_blocks_are_played_each_as_a_sequence_of_rows(a100):
+    """rms_norm over 4,096-wide tokens on the A100: blocks of 1024 threads, two resident per SM
+    (2,048 threads), so 108 x 2 = 216 block slots; 1,000 tokens give 5 rows to each of 200 slots
+    (1000 // 5) and none left. A row is 4 steps reading 2 KiB from HBM (1024 threads x 2 B), then
+    4 re-reading it from L2 and storing 2 KiB each."""
+    op = Op(OpKind.VECTOR, DType.FP16, m=1000, n=4096, vop=VectorOp.RMSNORM, per_row=True)
+    (phase,) = compile_vector(op, a100.chip).phases
+    assert phase.core_weight.tolist() == [200] and phase.entries == 5 * 8
+    np.testing.assert_array_equal(phase.hbm_bytes[:8], [2048] * 4 + [0] * 4)
+    np.testing.assert_array_equal(phase.l2_bytes[:8], [0] * 4 + [2048] * 4)
+    np.testing.assert_array_equal(phase.store_bytes[:8], [0] * 4 + [2048] * 4)
+    # its input just written by the kernel before (8 MB, within a quarter of the 40 MiB L2): read in L2
+    (hot,) = compile_vector(replace(op, hot=True), a100.chip).phases
+    assert hot.hbm_bytes.sum() == 0 and (hot.l2_bytes * hot.entry_weights).sum() == 1000 * 2 * 4096 * 2
+
+
+def test_a_per_token_rotary_block_follows_the_query_heads(a100):
+    """rotary_embedding on Llama-3-8B's 32 q and 8 k heads of 128 (N = 5,120 a token): blocks of
+    min(32 x 64, 512) = 512 threads, four resident per SM (432 slots); a token's block loads its
+    position (8 B), then rotates 2,048 q pairs in 4 steps and 512 k pairs in 1, a pair per thread
+    (x and y: 512 x 2 x 2 B = 2 KiB a step), the first also loading the token's cos/sin row
+    (2 x 64 x 2 B). At TP 8 (4 q heads, 1 k head): 256 threads, eight resident, a q step of 256
+    pairs and a k step of 64."""
+    op = Op(
+        OpKind.VECTOR, DType.FP16, m=432, n=5120, vop=VectorOp.ROPE, per_row=True, heads=32, kv_heads=8, head_dim=128
+    )
+    (phase,) = compile_vector(op, a100.chip).phases
+    assert phase.core_weight.tolist() == [432] and phase.entries == 6
+    np.testing.assert_array_equal(phase.hbm_bytes, [8, 2048 + 256, 2048, 2048, 2048, 2048])
+    np.testing.assert_array_equal(phase.store_bytes, [0] + [2048] * 5)
+    tp8 = replace(op, m=864, n=640, heads=4, kv_heads=1)
+    (phase,) = compile_vector(tp8, a100.chip).phases
+    assert phase.core_weight.tolist() == [864]
+    np.testing.assert_array_equal(phase.hbm_bytes, [8, 1024 + 256, 256])
+    with pytest.raises(ValueError, match="q and k heads"):
+        compile_vector(replace(op, heads=0), a100.chip)
 
 
 def test_lane_ops_issue_at_the_issue_width_not_the_fp32_lanes(h200):

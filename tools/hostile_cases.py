@@ -1455,6 +1455,16 @@ def cases_cases(full: bool) -> list[Case]:
     }
     for name, meta in meta_values.items():
         out.append(c(f"meta-{name}", None, text=json.dumps({"meta": meta, "cases": base[:1]})))
+    rotary = {"id": "rot", "kind": "vector", "op": "rotary", "M": 8, "N": 640, "dtype": "fp16", "measured_ms": 0.003}
+    per_token = {"vector_kernels": {"rotary": "per_token"}}
+    for name, fields in {  # a per-token rotary needs its q and k heads, and they must make N
+        "rotary-heads-missing": {},
+        "rotary-heads-mismatch": {"heads_q": 4, "heads_kv": 2},
+        "rotary-heads-string": {"heads_q": "4", "heads_kv": 1},
+        "rotary-heads-zero": {"heads_q": 0, "heads_kv": 5},
+    }.items():
+        cases = [base[0], {**rotary, **fields}]
+        out.append(c(name, None, text=json.dumps({"meta": per_token, "cases": cases}), props=(ok_kept,)))
     return out
 
 

@@ -15,10 +15,16 @@ outputs, with no reuse between elements. Its mapping is set by how it meets memo
 * A kernel whose input the previous kernel just wrote finds it in L2 when it fits in
   HOT_L2_SHARE of it (`reads_hit_l2`, `writes_hit_l2`).
 * A serving engine's custom per-token kernel (`Op.per_row`: vLLM's and Sarathi's 2023 rms_norm,
-  silu_and_mul and rotary_embedding) gives each row (token) a block of up to PER_ROW_THREADS
-  threads that loop over it with scalar loads, an element per thread per operand and pass: a
-  row-wise chain of that step, with as many rows in flight on a core as its resident threads
-  allow.
+  silu_and_mul and rotary_embedding, csrc/*.cu) gives each row (token) a thread block that loops
+  over it with scalar loads, and a core holds as many blocks as its resident threads allow. Each
+  resident block is played as its own sequence (`per_token_phase`): its rows one after another,
+  each row a chain of the block's steps, a step loading what its threads load at once (an
+  element per thread per operand), which waits one access latency before it computes. rms_norm
+  and silu_and_mul run min(row, PER_ROW_THREADS) threads, rms_norm in two passes (the second
+  re-reads the row from L2); rotary_embedding runs min(q heads x rot_dim / 2, ROTARY_THREADS)
+  threads on (x, y) pairs, over the query heads and then the key heads, after loading the
+  token's position, and its first step waits on the token's cos/sin row from HBM. A hot input
+  is read in L2 as above.
 
 `compile_vector`, `compile_copy` and `compile_embedding` turn ops into Streams (graph/ops.py
 holds each vector op's per-element instruction counts).
@@ -33,13 +39,19 @@ import numpy as np
 
 from archsim.compiler.program import Phase, Program, build_phase, entries
 from archsim.compiler.tiles import vector_step_cycles
-from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, Op
+from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, Op, VectorOp
 from archsim.hardware import Chip
 from archsim.hardware.power import Activity
 from archsim.units import ceil_div
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
 PER_ROW_THREADS = 1024  # threads of a per-token kernel's block: min(row length, 1024) in vLLM's kernels
+ROTARY_THREADS = 512  # rotary_embedding's block: min(q heads x rot_dim / 2, 512) threads, one (x, y) pair each
+# rotary_embedding's instructions per pair and step: the head and offset of the pair by integer
+# division and remainder by the runtime rot_dim / 2 (about 20), 64-bit index arithmetic (6),
+# four loads (cos, sin, x, y), the rotation in fp16 (4), two stores and the loop (4)
+ROTARY_PAIR_LANE_OPS = 40
+POSITION_BYTES = 8  # rotary_embedding's first load: the token's int64 position
 # share of the L2 a tensor the previous kernel wrote may take and still be there for the next:
 # the producer's other traffic (its weights and inputs) streams through the rest
 HOT_L2_SHARE = 0.25
@@ -63,7 +75,6 @@ class Stream:
     row_inflight_bytes: float = 0.0  # > 0: a row-wise kernel, that many bytes in flight per row
     inflight_bytes: float = float("inf")  # the kernel's bytes in flight per core
     min_chunk_bytes: float = MIN_CHUNK_BYTES
-    resident_rows: int = 0  # > 0: rows a core works on at once (its resident blocks), else all of its chunk
 
 
 def stream_activity(s: Stream) -> Activity:
@@ -87,8 +98,7 @@ def streaming_phase(chip: Chip, s: Stream) -> Phase:
     last_rows = rows - (chunks - 1) * rows_per_chunk
     inflight_bytes = s.inflight_bytes
     if s.row_inflight_bytes > 0:
-        concurrent = min(rows_per_chunk, s.resident_rows) if s.resident_rows else rows_per_chunk
-        inflight_bytes = min(inflight_bytes, concurrent * s.row_inflight_bytes)
+        inflight_bytes = min(inflight_bytes, rows_per_chunk * s.row_inflight_bytes)
     elif inflight_bytes < chip.core.max_inflight_bytes:
         max_rows = min(max_rows, max(min_rows, int(inflight_bytes // row_bytes)))
 
@@ -153,8 +163,8 @@ def compile_vector(op: Op, chip: Chip) -> Program:
     a = op.dtype.bytes
     elements = op.m * op.n
     if op.per_row:
-        per_row = _per_row_stream(op, chip)
-        return Program((streaming_phase(chip, per_row),), op.flops(), op.min_bytes(), False, stream_activity(per_row))
+        phase, activity = per_token_phase(op, chip)
+        return Program((phase,), op.flops(), op.min_bytes(), False, activity)
     access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads + c.writes)
     stream = Stream(
         elements,
@@ -171,24 +181,67 @@ def compile_vector(op: Op, chip: Chip) -> Program:
     return Program((streaming_phase(chip, stream),), op.flops(), op.min_bytes(), False, stream_activity(stream))
 
 
-def _per_row_stream(op: Op, chip: Chip) -> Stream:
-    """A per-token kernel: a block of min(row, PER_ROW_THREADS) threads per row, scalar loads of
-    one element per thread per operand and pass, as many blocks per core as its threads hold."""
+def _token_steps(op: Op) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, int]:
+    """A per-token kernel's block over one row: its threads, its steps (an ENTRY each: the
+    bytes its threads load at once, from HBM or for re-reads from L2, and store), the lane and
+    special-function ops each step issues, and how many of its first steps wait on HBM even
+    where the kernel's input is in L2."""
     c, a = op.vector_cost, op.dtype.bytes
+    if op.vop is VectorOp.ROPE:
+        if op.heads <= 0 or op.head_dim <= 0 or (op.heads + op.kv_heads) * op.head_dim != op.n:
+            raise ValueError(
+                f"a per-token rotary over {op.n} elements a token needs its q and k heads "
+                f"(heads {op.heads} + kv_heads {op.kv_heads}) x head_dim {op.head_dim} to be {op.n}"
+            )
+        half = op.head_dim // 2
+        threads = min(op.heads * half, ROTARY_THREADS)
+        pairs = [min(threads, left) for heads in (op.heads, op.kv_heads) for left in range(heads * half, 0, -threads)]
+        steps = entries(1 + len(pairs))
+        steps["hbm_bytes"][0] = POSITION_BYTES
+        active = np.array(pairs, dtype=np.float64)
+        steps["hbm_bytes"][1:] = active * 2 * a  # x and y of each pair
+        steps["hbm_bytes"][1] += 2 * half * a  # the token's cos and sin
+        steps["store_bytes"][1:] = active * 2 * a
+        lane = np.concatenate(([0.0], active * ROTARY_PAIR_LANE_OPS))
+        return threads, steps, lane, np.zeros(len(steps)), 2  # the position, and the cos/sin row
     threads = min(op.n, PER_ROW_THREADS)
-    return Stream(
-        op.m * op.n,
-        c.reads * a,
-        c.writes * a,
-        c.lane_ops,
-        c.special_ops,
-        f"{op.vop.value if op.vop else 'vector'} per token",
-        row_elements=op.n,
-        l2_rereads_per_element=(c.passes - 1) * c.reads * a,
-        row_inflight_bytes=threads * c.reads * a,
-        inflight_bytes=chip.core.request_inflight_bytes(a),
-        resident_rows=max(1, chip.core.vector.threads // threads),
-    )
+    active = np.array([min(threads, left) for left in range(op.n, 0, -threads)], dtype=np.float64)
+    steps = entries(c.passes * len(active))
+    per_pass = len(active)
+    steps["hbm_bytes"][:per_pass] = active * c.reads * a
+    steps["l2_bytes"][per_pass:] = np.tile(active, c.passes - 1) * c.reads * a  # later passes find the row in L2
+    steps["store_bytes"][-per_pass:] = active * c.writes * a
+    per_step = np.tile(active, c.passes)
+    return threads, steps, per_step * c.lane_ops / c.passes, per_step * c.special_ops / c.passes, 0
+
+
+def per_token_phase(op: Op, chip: Chip) -> tuple[Phase, Activity]:
+    """A per-token kernel's phase (see the module doc) and its vector work: each of a core's
+    resident blocks a sequence of rows, a row its block's steps, each loading one step's bytes
+    (one access latency) before it computes."""
+    threads, steps, lane, special, cold = _token_steps(op)
+    steps["cycles"] = [vector_step_cycles(chip.core, float(n), float(s)) for n, s in zip(lane, special, strict=True)]
+    in_l2 = chip.l2.capacity_bytes * HOT_L2_SHARE
+    c, a = op.vector_cost, op.dtype.bytes
+    if op.hot and op.m * op.n * c.reads * a <= in_l2:  # the input the kernel before just wrote
+        steps["l2_bytes"][cold:] += steps["hbm_bytes"][cold:]
+        steps["hbm_bytes"][cold:] = 0.0
+    if op.hot and op.m * op.n * c.writes * a <= in_l2:
+        steps["store_l2_bytes"] += steps["store_bytes"]
+        steps["store_bytes"] = 0.0
+    resident = max(1, chip.core.vector.threads // threads)
+    slots = chip.cores * resident
+    rows_per_slot = ceil_div(op.m, slots)
+    full, last = divmod(op.m, rows_per_slot)
+    sequences, weights = [np.tile(steps, rows_per_slot)], [full]
+    if last:
+        sequences.append(np.tile(steps, last))
+        weights.append(1)
+    inflight = float(np.max(steps["hbm_bytes"] + steps["l2_bytes"]))
+    label = f"{op.vop.value if op.vop else 'vector'} per token"
+    phase = build_phase(sequences, 1, label, weights=weights, inflight_bytes=inflight)
+    activity = Activity(lane_ops=op.m * float(lane.sum()), special_ops=op.m * float(special.sum()))
+    return phase, activity
 
 
 def compile_embedding(op: Op, chip: Chip) -> Program:

@@ -177,6 +177,11 @@ def _check_sizes(case: dict, kind: str) -> None:
             raise CaseError(f"unknown vector op {case['op']!r:.40}; expected one of {', '.join(VECTOR_OPS)}")
         if _whole(case, "M") * _whole(case, "N") > MAX_ELEMENTS:
             raise CaseError(f"M x N is more than {MAX_ELEMENTS:,}")
+        if case["op"] == "rotary" and ("heads_q" in case or "heads_kv" in case):
+            hq, hkv = _whole(case, "heads_q"), _whole(case, "heads_kv", 0)
+            d = _whole(case, "head_dim", 2, 1024) if "head_dim" in case else 128
+            if (hq + hkv) * d != case["N"]:
+                raise CaseError(f"N ({case['N']}) must be (heads_q + heads_kv) x head_dim = {(hq + hkv) * d}")
     elif kind == "copy":
         _whole(case, "bytes", 1, MAX_BYTES)
     elif kind == "allreduce":
@@ -244,7 +249,14 @@ def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
         if op == "silu_mul" and style == "eager":  # on the halves of a [M, 2N] tensor, as eager code runs it
             return silu_mul_ops(dt, case["M"], case["N"], eager=True)
         vector = Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=VECTOR_OPS[op])
-        return [replace(vector, per_row=True) if style == "per_token" else vector]
+        if style != "per_token":
+            return [vector]
+        if op == "rotary":  # its block is set by the q heads; it rotates them, then the k heads
+            if "heads_q" not in case or "heads_kv" not in case:
+                raise CaseError("a per-token rotary case needs heads_q and heads_kv (its q and k heads on the chip)")
+            heads = {"heads": case["heads_q"], "kv_heads": case["heads_kv"], "head_dim": case.get("head_dim", 128)}
+            vector = replace(vector, **heads)
+        return [replace(vector, per_row=True)]
     if kind == "copy":
         return [Op(OpKind.COPY, dt, bytes=int(case["bytes"]))]
     if kind == "allreduce":
