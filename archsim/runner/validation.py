@@ -14,7 +14,10 @@ single kernels, the default), `graph` (a CUDA graph replay: the H200 `model_step
 default), `kernel` (a profiler's summed kernel durations, inputs just written by the op before)
 or `host`. Which vector kernels ran is the file's `meta.vector_kernels` ({op: style}): `eager`
 (PyTorch's own kernels; SiLU·mul as two kernels on the halves, the default) or `per_token`
-(a serving engine's custom kernel, one thread block per token with scalar loads).
+(a serving engine's custom kernel, one thread block per token with scalar loads). A per-token
+`rotary` case also says `heads_q` and `heads_kv`, the query and key heads of its N per token
+(N = (heads_q + heads_kv) x head_dim, head_dim ROTARY_HEAD_DIM unless given): they set its
+kernel's thread block.
 `meta.resolution` ("1 us") is the timer's: each duration it reports is truncated to a whole
 number of it, each kernel's under `kernel` timing (PyTorch's profiler counts a kernel's
 whole microseconds: `KinetoEvent::durationUs`, an integer division of nanoseconds), the timed
@@ -50,6 +53,7 @@ VECTOR_OPS = {"rmsnorm": VectorOp.RMSNORM, "silu_mul": VectorOp.SILU_MUL, "add":
               "softmax": VectorOp.SOFTMAX, "rotary": VectorOp.ROPE}  # fmt: skip
 VECTOR_STYLES = ("eager", "per_token")
 BOOL_FIELDS = ("causal", "embedding_and_head", "split_kv")
+ROTARY_HEAD_DIM = 128  # a rotary case's head_dim unless it says (Llama-family models)
 # Cases beyond these sizes are refused before any work: a case is one kernel or one model step
 # of a real chip, and a shape this large is a typo (and would exhaust memory when mapped).
 MAX_DIM = 1 << 20  # rows, columns, heads, tokens of one case
@@ -179,7 +183,7 @@ def _check_sizes(case: dict, kind: str) -> None:
             raise CaseError(f"M x N is more than {MAX_ELEMENTS:,}")
         if case["op"] == "rotary" and ("heads_q" in case or "heads_kv" in case):
             hq, hkv = _whole(case, "heads_q"), _whole(case, "heads_kv", 0)
-            d = _whole(case, "head_dim", 2, 1024) if "head_dim" in case else 128
+            d = _whole(case, "head_dim", 2, 1024) if "head_dim" in case else ROTARY_HEAD_DIM
             if (hq + hkv) * d != case["N"]:
                 raise CaseError(f"N ({case['N']}) must be (heads_q + heads_kv) x head_dim = {(hq + hkv) * d}")
     elif kind == "copy":
@@ -254,7 +258,11 @@ def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
         if op == "rotary":  # its block is set by the q heads; it rotates them, then the k heads
             if "heads_q" not in case or "heads_kv" not in case:
                 raise CaseError("a per-token rotary case needs heads_q and heads_kv (its q and k heads on the chip)")
-            heads = {"heads": case["heads_q"], "kv_heads": case["heads_kv"], "head_dim": case.get("head_dim", 128)}
+            heads = {
+                "heads": case["heads_q"],
+                "kv_heads": case["heads_kv"],
+                "head_dim": case.get("head_dim", ROTARY_HEAD_DIM),
+            }
             vector = replace(vector, **heads)
         return [replace(vector, per_row=True)]
     if kind == "copy":
