@@ -223,7 +223,13 @@ def run(args) -> int:
             f"[{colour}]{r.error_pct:+.1f}%[/{colour}]",
         )
     summary = summarise(results, cases)
-    tables = [table, summary_table("summary (absolute error; floor: the least any model reaches whose time never falls as a case grows)", summary)]
+    tables = [
+        table,
+        summary_table(
+            "summary (absolute error; floor: the least any model reaches whose time never falls as a case grows)",
+            summary,
+        ),
+    ]
     data = {"hardware": hw, "summary": summary}
     if held:
         split = {
