@@ -75,6 +75,24 @@ def test_op_says_when_the_power_limit_holds_the_clock(capsys):
     assert "power limit" not in capsys.readouterr().out
 
 
+def test_op_takes_hardware_values_as_run_does(tmp_path, capsys):
+    # a 1 x 8192 x 8192 GEMV streams its 134 MB of weights from HBM: at half the pin rate the
+    # stream takes twice as long, less than twice in all for its fixed costs and latencies
+    base, half = tmp_path / "base.json", tmp_path / "half.json"
+    gemv = ["op", "gemm", "--M", "1", "--K", "8192", "--N", "8192", "--json"]
+    assert main([*gemv, str(base)]) == 0
+    assert main([*gemv, str(half), "--set", "hardware.hbm.data_rate=3.125 Gbps"]) == 0
+    a, b = (json.loads(p.read_text()) for p in (base, half))
+    assert 1.8 < b["time_s"] / a["time_s"] < 2.0
+    assert b["config"]["hardware"]["hbm"]["data_rate"] != a["config"]["hardware"]["hbm"]["data_rate"]
+    assert b["config_hash"] != a["config_hash"]
+    capsys.readouterr()
+    assert main(["op", "gemm", "--M", "1", "--K", "64", "--N", "64", "--set", "workload.scenario.batch=2"]) == 2
+    assert "--set: workload.scenario.batch: archsim op runs no workload" in capsys.readouterr().err
+    assert main(["op", "gemm", "--M", "1", "--K", "64", "--N", "64", "--set", "hardware.hbm.data_rate=-1 Gbps"]) == 2
+    assert "--set: hardware.hbm.data_rate: must be greater than zero" in capsys.readouterr().err
+
+
 def test_op_strided_vector_and_misplaced_flag(tmp_path, capsys):
     out = tmp_path / "mul.json"
     assert main(["op", "mul", "--M", "512", "--N", "4096", "--strided", "--json", str(out)]) == 0

@@ -80,3 +80,24 @@ def test_validate_keeps_the_simulated_time_beside_the_timers_reading(a100, tmp_p
     assert row["simulated_ms"] == pytest.approx(exact)
     assert row["predicted_ms"] * 1e3 == pytest.approx(round(row["predicted_ms"] * 1e3))
     assert row["predicted_ms"] < row["simulated_ms"]
+
+
+def test_the_floor_is_the_least_error_of_predictions_that_never_fall_as_a_case_grows():
+    from archsim.runner.floor import chain_floor, floor_by_kind
+
+    # measured 2, 1, 2 at sizes 1, 2, 3: predictions p1 <= p2 <= p3. (1, 1, 2) errs |1 - 2| / 2 =
+    # 0.5 on the first alone; (2, 2, 2) errs 1 on the second; anything between errs more than 0.5
+    # (the first case's error falls at half the rate the second's grows): the floor is 0.5
+    assert chain_floor([1, 2, 3], [2.0, 1.0, 2.0]) == pytest.approx(0.5)
+    # two cases of one size get one prediction v: |v - 1| / 1 + |v - 2| / 2 is least at v = 1
+    assert chain_floor([4, 4], [1.0, 2.0]) == pytest.approx(0.5)
+    assert chain_floor([1, 2, 3], [1.0, 2.0, 3.0]) == 0.0, "measurements that grow with size cost nothing"
+
+    def gemm(i, m, n, ms):
+        return {"id": f"g{i}", "kind": "gemm", "dtype": "bf16", "M": m, "K": 64, "N": n, "measured_ms": ms}
+
+    step = {"id": "s", "kind": "model_step", "dtype": "bf16", "measured_ms": 1.0}
+    cases = [gemm(0, 1, 8, 2.0), gemm(1, 2, 8, 1.0), gemm(2, 1, 16, 1.0), step]
+    # the N = 8 pair is one chain (0.5, as above), the N = 16 case a chain of its own (0): a mean
+    # of 0.5 / 3 over the GEMMs; a model step has no size axis
+    assert floor_by_kind(cases) == pytest.approx({"gemm": 100 * 0.5 / 3, "model_step": 0.0})

@@ -83,7 +83,7 @@ def run(args) -> int:
     import sys
 
     from archsim import api
-    from archsim.commands.run import _set, load_inputs
+    from archsim.commands.run import load_inputs, set_values
     from archsim.errors import DoesNotFitError, RefusedError, TooLargeError, printable
     from archsim.graph.parallel import Parallelism, ParallelismError
     from archsim.report.comparison import ChipRun, compare_dict, compare_table, energy_area_table
@@ -92,14 +92,16 @@ def run(args) -> int:
     check_outputs(args, ("json", "plots"), ("plots",), (*args.chips, args.workload, args.model))
     _, workload = load_inputs(args)
     w = workload.workload
-    chips = [(hw, _set(api.load_system(hw), args.set or [], "hardware")) for hw in args.chips]  # all checked first
+    chips = [
+        (hw, set_values(api.load_system(hw), args.set or [], "hardware")) for hw in args.chips
+    ]  # all checked first
     need = args.tp * args.pp * args.ep
     systems = []
     for hw, hardware in chips:  # a lone chip under a layout of several runs on its shipped system
         found = system_for(hw, hardware, need)
         if found is not None and found[0] != hw:
             notes(args).print(f"note: {hw}: {need} chips for the layout: {found[0]}")
-            found = (found[0], _set(found[1], args.set or [], "hardware"))
+            found = (found[0], set_values(found[1], args.set or [], "hardware"))
         systems.append(found or (hw, hardware))
     chips = systems
     if args.plots:

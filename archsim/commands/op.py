@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from archsim.commands import UsageError, check_outputs, positive_int, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, renamed
-from archsim.commands.run import DEFAULT_HW
+from archsim.commands.run import DEFAULT_HW, add_set_flag
 from archsim.dtypes import DTYPE_NAMES
 from archsim.graph.ops import VectorOp
 
@@ -50,6 +50,7 @@ def add_parser(sub) -> None:
     )
     op.add_argument("--json", metavar="PATH", help="write the timing and the hardware config as JSON")
     op.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
+    add_set_flag(op)
     renamed(op, "--trace", "--trace-out PATH")
     add_output_flags(op, formats=("table", "json"), quiet_help=None)
 
@@ -125,9 +126,26 @@ def run_collective(args, system, hw_cfg) -> int:
     return 0
 
 
+def load_hardware(args):
+    """(System, its config) of --hw with each --set hardware value, validated as a file is; an op
+    has no workload, so a workload value is a usage error."""
+    from archsim.config.loader import load_system
+
+    settings = args.set or []
+    for root, path, _value in settings:
+        if root != "hardware":
+            raise UsageError(f"--set: {root}.{path}: archsim op runs no workload; set hardware.PATH=VALUE")
+    if not settings:
+        return load_system(args.hw)
+    from archsim.api import load_system as load_hardware_file
+    from archsim.commands.run import set_values
+
+    hardware = set_values(load_hardware_file(args.hw), settings, "hardware")
+    return hardware.system, hardware.config
+
+
 def run(args) -> int:
     from archsim.choose import Condition, simulate_op
-    from archsim.config.loader import load_system
     from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
@@ -137,7 +155,7 @@ def run(args) -> int:
 
     check_sizes(args)
     check_outputs(args, ("json", "trace_out"), inputs=(args.hw,))
-    system, hw_cfg = load_system(args.hw)
+    system, hw_cfg = load_hardware(args)
     if args.kind in COLLECTIVES:
         if args.trace_out:
             raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")

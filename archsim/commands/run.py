@@ -200,11 +200,11 @@ def load_inputs(args, hw: str | None = None, scenario_flags: bool = True):
         flags["scenario.prompt_tokens"] = getattr(args, "prompt", None)
         flags["scenario.output_tokens"] = getattr(args, "generate", None)
     workload = workload.with_params({k: v for k, v in flags.items() if v is not None}, "flags")
-    workload = _set(workload, settings, "workload")
-    return (_set(load_system(hw), settings, "hardware") if hw is not None else None), workload
+    workload = set_values(workload, settings, "workload")
+    return (set_values(load_system(hw), settings, "hardware") if hw is not None else None), workload
 
 
-def _set(obj, settings, root: str):
+def set_values(obj, settings, root: str):
     """`obj` with the --set values of `root`; a bad one reported as `--set: root.path: why`."""
     from archsim.errors import ConfigError, Problem
 

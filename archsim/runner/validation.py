@@ -35,6 +35,7 @@ from archsim.graph.builder import Step, silu_mul_ops
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Phase, Scenario, Workload
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.hardware import DType, System
+from archsim.runner.floor import floor_by_kind
 from archsim.runner.generation import simulate_step
 from archsim.units import Dim, parse_quantity
 
@@ -355,11 +356,19 @@ def validate_cases(
     return results, errors
 
 
-def summarise(results: list[CaseResult]) -> dict[str, dict]:
+def summarise(results: list[CaseResult], cases: list | None = None) -> dict[str, dict]:
+    """Per kind: the cases, their mean and worst absolute error, and with `cases` (the case
+    objects, of which those with a result count), the error floor of any model whose time never
+    falls as a case grows (archsim/runner/floor.py)."""
     out: dict[str, list[float]] = {}
     for r in results:
         out.setdefault(r.kind, []).append(abs(r.error_pct))
+    floors: dict[str, float] = {}
+    if cases is not None:
+        done = {r.id for r in results}
+        floors = floor_by_kind([c for c in cases if isinstance(c, dict) and str(c.get("id")) in done])
     return {
         k: {"n": len(v), "mean_abs_error_pct": sum(v) / len(v), "max_abs_error_pct": max(v)}
+        | ({"floor_pct": floors.get(k, 0.0)} if cases is not None else {})
         for k, v in sorted(out.items())
     }
