@@ -101,3 +101,16 @@ def test_the_floor_is_the_least_error_of_predictions_that_never_fall_as_a_case_g
     # the N = 8 pair is one chain (0.5, as above), the N = 16 case a chain of its own (0): a mean
     # of 0.5 / 3 over the GEMMs; a model step has no size axis
     assert floor_by_kind(cases) == pytest.approx({"gemm": 100 * 0.5 / 3, "model_step": 0.0})
+
+
+def test_an_error_within_one_step_of_the_timer_is_not_beyond_its_resolution():
+    from archsim.runner.validation import CaseResult
+
+    # on a 1 us timer a kernel of 1.99 us reads 1 and one of 2.0 us reads 2: a reading of 1 us
+    # predicted as 2 us is +100% but within one step; 3 us against 1 is 1 us beyond it, +100%
+    assert CaseResult("a", "vector", 0.001, 0.002, 0.002).beyond_resolution_pct(0.001) == 0.0
+    assert CaseResult("b", "vector", 0.001, 0.003, 0.003).beyond_resolution_pct(0.001) == pytest.approx(100.0)
+    # 10 us predicted as 8.5 us is 1.5 us off, 0.5 us beyond the step: 5% of the reading
+    assert CaseResult("c", "gemm", 0.010, 0.0085, 0.0085).beyond_resolution_pct(0.001) == pytest.approx(5.0)
+    # an exact timer: the whole error
+    assert CaseResult("d", "gemm", 0.010, 0.0085, 0.0085).beyond_resolution_pct(0.0) == pytest.approx(15.0)
