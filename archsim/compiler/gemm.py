@@ -77,13 +77,42 @@ def pipeline_bytes(stages: int, stage_bytes: float) -> float:
     return max(1, stages - 1) * stage_bytes
 
 
-def operand_shares(op: Op, chip: Chip, tm: int, tn: int) -> tuple[float, float]:
+@dataclass(frozen=True)
+class WaveLayout:
+    """What of a chip decides a GEMM's work items, the waves they run in and which of their
+    operand loads hit L2: the cores, the cores one transfer feeds (`noc.multicast`), and the
+    L2's capacity and partitions. Not the arrays, SRAM, clock or HBM: chips that differ only in
+    those (the points of a sweep) share what is worked out from it."""
+
+    cores: int
+    multicast: int
+    l2_capacity_bytes: int
+    l2_partitions: int
+
+    @property
+    def reuse_capacity_bytes(self) -> float:
+        """L2 bytes that can hold operand panels every core reads: one partition's worth."""
+        return self.l2_capacity_bytes / self.l2_partitions
+
+
+def wave_layout(chip: Chip) -> WaveLayout:
+    """The chip's wave layout."""
+    return WaveLayout(chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions)
+
+
+def clear_layout_memos() -> None:
+    """Forget what was worked out per wave layout (benchmarks time compiles from scratch)."""
+    for memo in (_schedule, _tiling_hbm_bytes):
+        memo.cache_clear()
+
+
+def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, float]:
     """Shares of its A and B blocks each core moves itself: with a cluster of c cores that one
     transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
     tiles of one column share the B block (of one row, the A block): the larger of the two
     that the grid lets c tiles share is moved once per cluster."""
-    c = chip.noc.multicast
-    if c <= 1 or chip.cores < c:
+    c = lay.multicast
+    if c <= 1 or lay.cores < c:
         return 1.0, 1.0
     a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
     # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
@@ -91,6 +120,17 @@ def operand_shares(op: Op, chip: Chip, tm: int, tn: int) -> tuple[float, float]:
     share_b = rows % c == 0 and b_block >= a_block
     share_a = cols % c == 0 and not share_b
     return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
+
+
+def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`operand_shares` of many tile shapes at once (arrays of tm and tn)."""
+    c = lay.multicast
+    if c <= 1 or lay.cores < c:
+        return np.ones(len(tm)), np.ones(len(tm))
+    a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
+    share_b = (ceil_div(op.m, tm) % c == 0) & (b_block >= a_block)
+    share_a = (ceil_div(op.n, tn) % c == 0) & ~share_b
+    return np.where(share_a, 1.0 / c, 1.0), np.where(share_b, 1.0 / c, 1.0)
 
 
 def _stage_bytes(tm, tn, tk, a: float, b: float):
@@ -160,8 +200,8 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     if not ok.any():
         ok = stage == stage.min()
     tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
-    shares = np.array([operand_shares(op, chip, int(x), int(y)) for x, y in zip(tm, tn)]).reshape(-1, 2)
-    moved_stage = tm * tk * a * shares[:, 0] + tk * tn * b * shares[:, 1]  # bytes a core loads per step
+    share_a, share_b = grid_shares(op, wave_layout(chip), tm, tn)
+    moved_stage = tm * tk * a * share_a + tk * tn * b * share_b  # bytes a core loads per step
     em, en = np.minimum(tm, m), np.minimum(tn, n)
     cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype)
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
@@ -228,11 +268,12 @@ def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
     """The tiling with the raster that reads the least from HBM (the first of equals, row-major
     first), and those bytes: a raster changes only which loads hit L2. Where tiles launch in
     clusters, the raster orders the clusters."""
-    sa, sb = operand_shares(op, chip, t.tm, t.tn)
-    c = chip.noc.multicast
+    lay = wave_layout(chip)
+    sa, sb = operand_shares(op, lay, t.tm, t.tn)
+    c = lay.multicast
     grid = ceil_div(op.m, t.tm) // (c if sb < 1 else 1), ceil_div(op.n, t.tn) // (c if sa < 1 else 1)
     options = [replace(t, raster=r, group=g) for r, g in rasters(*grid)]
-    scored = [(tiling_hbm_bytes(op, chip, o), i) for i, o in enumerate(options)]
+    scored = [(_tiling_hbm_bytes(op, lay, o), i) for i, o in enumerate(options)]
     hbm, i = min(scored)
     return options[i], hbm
 
@@ -262,15 +303,15 @@ def conversion_ops(op: Op, chip: Chip, t: Tiling) -> float:
     return float(op.groups * op.k * (rows * op.n * cb + cols * op.m * ca))
 
 
-def _items(op: Op, chip: Chip, t: Tiling) -> dict[str, np.ndarray]:
+def _items(op: Op, lay: WaveLayout, t: Tiling) -> dict[str, np.ndarray]:
     """Work items in launch order, as arrays: group, row block, column block and K slice
     (g, i, j, s) with the item's rows, columns and K length (em, en, kl). Groups one after
     another, each group's tiles in the raster's order (by clusters where they multicast), a
     tile's K slices together."""
     m, k, n, tm, tn = op.m, op.k, op.n, t.tm, t.tn
     per = ceil_div(ceil_div(k, t.tk), t.split) * t.tk
-    sa, sb = operand_shares(op, chip, tm, tn)
-    cm, cn = (chip.noc.multicast if sb < 1 else 1), (chip.noc.multicast if sa < 1 else 1)
+    sa, sb = operand_shares(op, lay, tm, tn)
+    cm, cn = (lay.multicast if sb < 1 else 1), (lay.multicast if sa < 1 else 1)
     rows, cols = cluster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group, cm, cn)
     tiles = len(rows)
     g = np.repeat(np.arange(op.groups), tiles * t.split)
@@ -293,31 +334,43 @@ def _items(op: Op, chip: Chip, t: Tiling) -> dict[str, np.ndarray]:
 
 def reuse_capacity_bytes(chip: Chip) -> float:
     """L2 bytes that can hold operand panels every core reads: one partition's worth."""
-    return chip.l2.capacity_bytes / chip.l2.partitions
+    return wave_layout(chip).reuse_capacity_bytes
 
 
-def _schedule(op: Op, chip: Chip, t: Tiling) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+@lru_cache(maxsize=4096)
+def _schedule(op: Op, lay: WaveLayout, t: Tiling) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """The tiling's work items in launch order, the wave each runs in, and how many of them
     (the first) run data-parallel. Stream-K runs all but the last full wave of tiles
-    data-parallel, in waves of one tile per core, and its tail's tiles in flight together."""
-    items = _items(op, chip, t)
+    data-parallel, in waves of one tile per core, and its tail's tiles in flight together.
+    Worked out once per op, layout and tiling: its arrays are read-only."""
+    items = _items(op, lay, t)
     count = len(items["kl"])
-    wave = np.arange(count) // chip.cores
-    if t.mapping is not GemmMapping.STREAM_K:
-        return items, wave, count
-    dp = max(0, count // chip.cores - 1) * chip.cores
-    wave[dp:] = dp // chip.cores
+    wave = np.arange(count) // lay.cores
+    if t.mapping is GemmMapping.STREAM_K:
+        dp = max(0, count // lay.cores - 1) * lay.cores
+        wave[dp:] = dp // lay.cores
+    else:
+        dp = count
+    for array in (*items.values(), wave):
+        array.flags.writeable = False
     return items, wave, dp
 
 
 def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     """HBM bytes of the GEMM under `t`: operands after L2 reuse (l2reuse.py), the output, and
     the fp32 partials of a split-K GEMM written and read back where they do not fit in L2."""
-    items, wave, _dp = _schedule(op, chip, t)
+    return _tiling_hbm_bytes(op, wave_layout(chip), t)
+
+
+@lru_cache(maxsize=16384)
+def _tiling_hbm_bytes(op: Op, lay: WaveLayout, t: Tiling) -> float:
+    """`tiling_hbm_bytes`, worked out once per op, layout and tiling (the tilings of a sweep's
+    chips recur, their rasters each costed by a walk over the waves)."""
+    items, wave, _dp = _schedule(op, lay, t)
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    total = operand_hbm_bytes(items, wave, a, b, reuse_capacity_bytes(chip), operand_shares(op, chip, t.tm, t.tn))
+    total = operand_hbm_bytes(items, wave, a, b, lay.reuse_capacity_bytes, operand_shares(op, lay, t.tm, t.tn))
     total += op.groups * op.m * op.n * op.c_dtype.bytes
-    if t.split > 1 and not _partials_fit(op, chip, t.split):
+    if t.split > 1 and not _partials_fit(op, lay.l2_capacity_bytes, t.split):
         total += 2 * t.split * op.groups * op.m * op.n * PARTIAL_BYTES
     return total
 
@@ -331,16 +384,17 @@ def _k_steps(kl: int, tk: int) -> np.ndarray:
 
 def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -> Phase:
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    items, wave, _dp = _schedule(op, chip, t)
+    lay = wave_layout(chip)
+    items, wave, _dp = _schedule(op, lay, t)
     items = {key: v[:limit_items] for key, v in items.items()}
     wave = wave[:limit_items]
     cores = chip.cores
-    sa, sb = operand_shares(op, chip, t.tm, t.tn)
-    wave_frac = wave_hbm_fractions(items, wave, a, b, reuse_capacity_bytes(chip), (sa, sb))
+    sa, sb = operand_shares(op, lay, t.tm, t.tn)
+    wave_frac = wave_hbm_fractions(items, wave, a, b, lay.reuse_capacity_bytes, (sa, sb))
     fracs, frac_id = np.unique(wave_frac, return_inverse=True)
     frac_id = frac_id[wave]
     out_bytes = PARTIAL_BYTES if t.split > 1 else op.c_dtype.bytes
-    partials_in_l2 = t.split > 1 and _partials_fit(op, chip, t.split)
+    partials_in_l2 = t.split > 1 and _partials_fit(op, chip.l2.capacity_bytes, t.split)
     # items of the same shape and miss fraction have the same entries: build each kind once
     em_, en_, kl_ = items["em"], items["en"], items["kl"]
     code = ((em_ * (int(en_.max()) + 1) + en_) * (int(kl_.max()) + 1) + kl_) * len(fracs) + frac_id
@@ -368,9 +422,9 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
     return build_phase(sequences, stages, t.label, weights=weights, inflight_bytes=pipeline_bytes(stages, stage))
 
 
-def _partials_fit(op: Op, chip: Chip, split: int) -> bool:
+def _partials_fit(op: Op, l2_capacity_bytes: int, split: int) -> bool:
     """Whether the fp32 partial sums of a split-K GEMM stay in L2 until they are reduced."""
-    return split * op.groups * op.m * op.n * PARTIAL_BYTES <= chip.l2.capacity_bytes // 2
+    return split * op.groups * op.m * op.n * PARTIAL_BYTES <= l2_capacity_bytes // 2
 
 
 def _reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
@@ -383,7 +437,7 @@ def _reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
         lane_ops_per_element=split,
         special_ops_per_element=0,
         label=f"split-K reduce x{split}",
-        reads_hit_l2=_partials_fit(op, chip, split),
+        reads_hit_l2=_partials_fit(op, chip.l2.capacity_bytes, split),
     )
     return streaming_phase(chip, stream)
 
@@ -395,7 +449,8 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     fp32 partial to L2; the core that finishes the tile reads the others' partials back."""
     a, b = op.dtype.bytes, op.b_dtype.bytes
     cores = chip.cores
-    items, wave, dp_tiles = _schedule(op, chip, t)
+    lay = wave_layout(chip)
+    items, wave, dp_tiles = _schedule(op, lay, t)
     phases = []
     if dp_tiles:
         phases.append(_gemm_phase(op, chip, t, limit_items=dp_tiles))
@@ -404,7 +459,7 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     per = ceil_div(sk_iters, cores)
     tail = {key: v[dp_tiles:] for key, v in items.items()}
     # the tail's tiles are in flight together: the first touch of each operand block misses
-    sa, sb = operand_shares(op, chip, t.tm, t.tn)
+    sa, sb = operand_shares(op, lay, t.tm, t.tn)
     frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0, (sa, sb))[0])
     # every K iteration of the tail at once: core c takes iterations [c x per, (c + 1) x per);
     # a core's run of iterations inside one tile is a segment, whose last entry stores
