@@ -102,7 +102,7 @@ def wave_layout(chip: Chip) -> WaveLayout:
 
 def clear_layout_memos() -> None:
     """Forget what was worked out per wave layout (benchmarks time compiles from scratch)."""
-    for memo in (_schedule, _tiling_hbm_bytes):
+    for memo in (_schedule, _tiling_hbm_bytes, _gemm_plan, _stream_k_plan):
         memo.cache_clear()
 
 
@@ -382,31 +382,77 @@ def _k_steps(kl: int, tk: int) -> np.ndarray:
     return ks
 
 
+@dataclass(frozen=True, eq=False)
+class PhasePlan:
+    """A GEMM kernel's phase as far as the wave layout decides it: every column, but in place of
+    an entry's compute cycles the index of its tile step shape in `shapes` (rows, K, columns);
+    and the cores' sequences before they were joined (`runs`, with their weights), to tell
+    whether two of them become one on a chip whose arrays take equally long over their shapes.
+    Shared by every chip of the layout: its arrays are never written."""
+
+    phase: Phase
+    shapes: tuple[tuple[int, int, int], ...]
+    runs: tuple[np.ndarray, ...] = ()
+    weights: tuple[int, ...] = ()
+
+
+def _phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
+    """The planned phase on `chip`: each entry's cycles those of its step shape on the chip's
+    arrays, and as many SRAM buffers as the chip's SRAM holds stages of the tiling."""
+    core = chip.core
+    table = np.array([step_cycles(core, em, k, en, op.dtype, op.b_dtype) for em, k, en in plan.shapes], np.int64)
+    stage = _stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
+    stages = core.sram.capacity_bytes // stage
+    phase = plan.phase
+    if plan.runs:  # sequences alike but for their shapes' cycles are one sequence on this chip
+        runs = [run.copy() for run in plan.runs]
+        for run in runs:
+            run["cycles"] = table[run["cycles"].astype(np.int64)]
+        if len({run.tobytes() for run in runs}) < len(runs):
+            groups: dict[bytes, list] = {}
+            for run, weight in zip(runs, plan.weights, strict=True):
+                groups.setdefault(run.tobytes(), [run, 0])[1] += weight
+            joined, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+            return build_phase(joined, stages, phase.label, phase.new_kernel, weights, pipeline_bytes(stages, stage))
+    return replace(
+        phase,
+        compute_cycles=table[phase.compute_cycles],
+        stages=max(1, int(stages)),
+        inflight_bytes=pipeline_bytes(stages, stage),
+    )
+
+
 def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -> Phase:
+    """The GEMM kernel's phase: its first `limit_items` items (all by default)."""
+    return _phase_on(_gemm_plan(op, wave_layout(chip), t, limit_items), op, chip, t)
+
+
+@lru_cache(maxsize=1024)
+def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, limit_items: int | None) -> PhasePlan:
     a, b = op.dtype.bytes, op.b_dtype.bytes
-    lay = wave_layout(chip)
     items, wave, _dp = _schedule(op, lay, t)
     items = {key: v[:limit_items] for key, v in items.items()}
     wave = wave[:limit_items]
-    cores = chip.cores
+    cores = lay.cores
     sa, sb = operand_shares(op, lay, t.tm, t.tn)
     wave_frac = wave_hbm_fractions(items, wave, a, b, lay.reuse_capacity_bytes, (sa, sb))
     fracs, frac_id = np.unique(wave_frac, return_inverse=True)
     frac_id = frac_id[wave]
     out_bytes = PARTIAL_BYTES if t.split > 1 else op.c_dtype.bytes
-    partials_in_l2 = t.split > 1 and _partials_fit(op, chip.l2.capacity_bytes, t.split)
+    partials_in_l2 = t.split > 1 and _partials_fit(op, lay.l2_capacity_bytes, t.split)
     # items of the same shape and miss fraction have the same entries: build each kind once
     em_, en_, kl_ = items["em"], items["en"], items["kl"]
     code = ((em_ * (int(en_.max()) + 1) + en_) * (int(kl_.max()) + 1) + kl_) * len(fracs) + frac_id
     _codes, first, kind_of = np.unique(code, return_index=True, return_inverse=True)
+    shapes: dict[tuple[int, int, int], int] = {}  # each step shape's index, in order of first use
     blocks = []
     for idx in first:
         em, en, kl, f = int(em_[idx]), int(en_[idx]), int(kl_[idx]), float(fracs[frac_id[idx]])
         ks = _k_steps(kl, t.tk)
         moved = ks * (em * a * sa + en * b * sb)
         seq = entries(len(ks), hbm_bytes=moved * f, l2_bytes=moved * (1.0 - f))
-        seq["cycles"] = step_cycles(chip.core, em, t.tk, en, op.dtype, op.b_dtype)
-        seq["cycles"][-1] = step_cycles(chip.core, em, int(ks[-1]), en, op.dtype, op.b_dtype)
+        seq["cycles"] = shapes.setdefault((em, t.tk, en), len(shapes))
+        seq["cycles"][-1] = shapes.setdefault((em, int(ks[-1]), en), len(shapes))
         seq["store_l2_bytes" if partials_in_l2 else "store_bytes"][-1] = em * en * out_bytes
         blocks.append(seq)
     # core c runs items c, c + cores, ...: cores with the same kinds in the same order are one sequence
@@ -417,9 +463,7 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
         entry[1] += 1
     sequences = [np.concatenate([blocks[k] for k in sig]) for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
-    stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
-    stages = chip.core.sram.capacity_bytes // stage
-    return build_phase(sequences, stages, t.label, weights=weights, inflight_bytes=pipeline_bytes(stages, stage))
+    return PhasePlan(build_phase(sequences, 1, t.label, weights=weights), tuple(shapes))
 
 
 def _partials_fit(op: Op, l2_capacity_bytes: int, split: int) -> bool:
@@ -447,13 +491,18 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     tiles run data-parallel; the remaining tiles' K iterations are divided evenly between the
     cores, so no core idles in a partial last wave. A core that ends inside a tile writes its
     fp32 partial to L2; the core that finishes the tile reads the others' partials back."""
-    a, b = op.dtype.bytes, op.b_dtype.bytes
-    cores = chip.cores
     lay = wave_layout(chip)
+    dp_tiles = _schedule(op, lay, t)[2]
+    phases = [_gemm_phase(op, chip, t, limit_items=dp_tiles)] if dp_tiles else []
+    return [*phases, _phase_on(_stream_k_plan(op, lay, t), op, chip, t)]
+
+
+@lru_cache(maxsize=1024)
+def _stream_k_plan(op: Op, lay: WaveLayout, t: Tiling) -> PhasePlan:
+    """The stream-K tail's phase as the wave layout decides it (see `PhasePlan`)."""
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    cores = lay.cores
     items, wave, dp_tiles = _schedule(op, lay, t)
-    phases = []
-    if dp_tiles:
-        phases.append(_gemm_phase(op, chip, t, limit_items=dp_tiles))
     ksteps = ceil_div(op.k, t.tk)
     sk_iters = (len(items["kl"]) - dp_tiles) * ksteps
     per = ceil_div(sk_iters, cores)
@@ -473,8 +522,7 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     # a step's cycles depend on its shape (rows, K, columns): a few distinct ones
     code = (em * (t.tk + 1) + ks) * (int(en.max(initial=0)) + 1) + en
     _codes, first, shape_of = np.unique(code, return_index=True, return_inverse=True)
-    cycles = [step_cycles(chip.core, int(em[i]), int(ks[i]), int(en[i]), op.dtype, op.b_dtype) for i in first]
-    flat["cycles"] = np.array(cycles, dtype=np.int64)[shape_of]
+    flat["cycles"] = shape_of
     # a core that finishes a tile folds in the partials of the cores before it in the tile (each
     # holds a contiguous run of `per` iterations) and writes C; one ending inside a tile writes its partial
     first_it = tile * ksteps
@@ -484,21 +532,12 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     flat["store_bytes"][ends_tile] = (em * en * op.c_dtype.bytes)[ends_tile]
     cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
     flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
-    # cores whose runs of iterations are alike (whole cycles already) are one weighted sequence
+    # cores whose runs of iterations are alike (the same step shapes) are one weighted sequence
     groups: dict[bytes, list] = {}
     for c in range(min(cores, ceil_div(sk_iters, per))):
         run = flat[c * per : min(sk_iters, (c + 1) * per)]
         groups.setdefault(run.tobytes(), [run, 0])[1] += 1
-    stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
-    stages = chip.core.sram.capacity_bytes // stage
-    phases.append(
-        build_phase(
-            [g[0] for g in groups.values()],
-            stages,
-            t.label,
-            new_kernel=not phases,
-            weights=[g[1] for g in groups.values()],
-            inflight_bytes=pipeline_bytes(stages, stage),
-        )
-    )
-    return phases
+    runs, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+    phase = build_phase(runs, 1, t.label, new_kernel=dp_tiles == 0, weights=weights)
+    shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
+    return PhasePlan(phase, shapes, tuple(run.copy() for run in runs), tuple(weights))
