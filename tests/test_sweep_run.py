@@ -304,3 +304,13 @@ def test_ctrl_c_inside_a_compiled_kernel_stops_the_sweep_and_fails_no_point(tmp_
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--quiet"]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert not [row for row in parts(out) if row["status"] == "failed"]
+
+
+def test_the_pool_warm_up_loads_numba_without_blas_and_writes_no_op_cache(tmp_path):
+    """The process a pool's workers fork from imports archsim.sweep.warm: Numba is then loaded
+    (without scipy's BLAS, as on the command line), and the GEMM it times leaves no op cache."""
+    code = "import sys, archsim.sweep.warm; from archsim import jit; print(jit.loaded(), 'scipy.linalg' in sys.modules)"
+    env = {**os.environ, "ARCHSIM_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "False"], done.stderr
+    assert not (tmp_path / "cache").exists()

@@ -404,7 +404,7 @@ def _phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
     stage = _stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
     stages = core.sram.capacity_bytes // stage
     phase = plan.phase
-    if plan.runs:  # sequences alike but for their shapes' cycles are one sequence on this chip
+    if plan.runs and len(set(table.tolist())) < len(table):  # sequences may now be alike: join them
         runs = [run.copy() for run in plan.runs]
         for run in runs:
             run["cycles"] = table[run["cycles"].astype(np.int64)]
