@@ -271,3 +271,14 @@ def test_pareto_front_minimise_both_and_three_objectives():
         c = pts * [-1, -1, 1]
         dominated = np.any(np.all(c <= c[i], axis=1) & np.any(c < c[i], axis=1))
         assert mask[i] == (not dominated)
+
+
+def test_automatic_chunks_shrink_with_the_points_left():
+    """40 points on 2 workers: each chunk is the points left over 2 x 8, rounded up, so the
+    last ones are single points. 40, 37 and 34 left give chunks of 3; 31 down to 17 left
+    (odd counts, two at a time) chunks of 2, eight of them; the last 15 one point each."""
+    from archsim.sweep.driver import chunked, tapering
+
+    sizes = [len(c) for c in chunked(range(40), tapering(40, 2))]
+    assert sizes == [3] * 3 + [2] * 8 + [1] * 15
+    assert [len(c) for c in chunked(range(7), 3)] == [3, 3, 1]
