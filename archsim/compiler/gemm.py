@@ -95,6 +95,7 @@ class WaveLayout:
         return self.l2_capacity_bytes / self.l2_partitions
 
 
+@lru_cache(maxsize=256)
 def wave_layout(chip: Chip) -> WaveLayout:
     """The chip's wave layout."""
     return WaveLayout(chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions)
@@ -102,7 +103,7 @@ def wave_layout(chip: Chip) -> WaveLayout:
 
 def clear_layout_memos() -> None:
     """Forget what was worked out per wave layout (benchmarks time compiles from scratch)."""
-    for memo in (_schedule, _tiling_hbm_bytes, _gemm_plan, _stream_k_plan):
+    for memo in (wave_layout, _schedule, _tiling_hbm_bytes, _best_raster, _gemm_plan, _stream_k_plan):
         memo.cache_clear()
 
 
@@ -200,7 +201,8 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     if not ok.any():
         ok = stage == stage.min()
     tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
-    share_a, share_b = grid_shares(op, wave_layout(chip), tm, tn)
+    lay = wave_layout(chip)
+    share_a, share_b = grid_shares(op, lay, tm, tn)
     moved_stage = tm * tk * a * share_a + tk * tn * b * share_b  # bytes a core loads per step
     em, en = np.minimum(tm, m), np.minimum(tn, n)
     cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype)
@@ -256,7 +258,7 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
         end = start
         while end < len(head) and head[end][0] == head[start][0]:
             end += 1
-        tied = sorted(((*best_raster(op, chip, t), compute) for _est, compute, t in head[start:end]),
+        tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
                       key=lambda x: (x[1], x[2]))  # fmt: skip
         for t, _hbm, _compute in tied:
             out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
@@ -268,7 +270,11 @@ def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
     """The tiling with the raster that reads the least from HBM (the first of equals, row-major
     first), and those bytes: a raster changes only which loads hit L2. Where tiles launch in
     clusters, the raster orders the clusters."""
-    lay = wave_layout(chip)
+    return _best_raster(op, wave_layout(chip), t)
+
+
+@lru_cache(maxsize=16384)
+def _best_raster(op: Op, lay: WaveLayout, t: Tiling) -> tuple[Tiling, float]:
     sa, sb = operand_shares(op, lay, t.tm, t.tn)
     c = lay.multicast
     grid = ceil_div(op.m, t.tm) // (c if sb < 1 else 1), ceil_div(op.n, t.tn) // (c if sa < 1 else 1)
