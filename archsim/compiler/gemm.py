@@ -435,6 +435,7 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
 
 @lru_cache(maxsize=1024)
 def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, limit_items: int | None) -> PhasePlan:
+    """The GEMM kernel's phase as the wave layout decides it (see `PhasePlan`)."""
     a, b = op.dtype.bytes, op.b_dtype.bytes
     items, wave, _dp = _schedule(op, lay, t)
     items = {key: v[:limit_items] for key, v in items.items()}
