@@ -12,6 +12,7 @@ L2 bandwidth), the best are costed for HBM traffic with the L2 model the compile
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache
@@ -103,8 +104,9 @@ def wave_layout(chip: Chip) -> WaveLayout:
 
 def clear_layout_memos() -> None:
     """Forget what was worked out per wave layout (benchmarks time compiles from scratch)."""
-    for memo in (wave_layout, _schedule, _tiling_hbm_bytes, _best_raster, _gemm_plan, _stream_k_plan):
+    for memo in (wave_layout, _tiling_hbm_bytes, _best_raster):
         memo.cache_clear()
+    _forget_plans()
 
 
 def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, float]:
@@ -343,12 +345,10 @@ def reuse_capacity_bytes(chip: Chip) -> float:
     return wave_layout(chip).reuse_capacity_bytes
 
 
-@lru_cache(maxsize=4096)
 def _schedule(op: Op, lay: WaveLayout, t: Tiling) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """The tiling's work items in launch order, the wave each runs in, and how many of them
     (the first) run data-parallel. Stream-K runs all but the last full wave of tiles
-    data-parallel, in waves of one tile per core, and its tail's tiles in flight together.
-    Worked out once per op, layout and tiling: its arrays are read-only."""
+    data-parallel, in waves of one tile per core, and its tail's tiles in flight together."""
     items = _items(op, lay, t)
     count = len(items["kl"])
     wave = np.arange(count) // lay.cores
@@ -357,8 +357,6 @@ def _schedule(op: Op, lay: WaveLayout, t: Tiling) -> tuple[dict[str, np.ndarray]
         wave[dp:] = dp // lay.cores
     else:
         dp = count
-    for array in (*items.values(), wave):
-        array.flags.writeable = False
     return items, wave, dp
 
 
@@ -400,6 +398,7 @@ class PhasePlan:
     shapes: tuple[tuple[int, int, int], ...]
     runs: tuple[np.ndarray, ...] = ()
     weights: tuple[int, ...] = ()
+    dp_items: int = 0  # stream-K: the items before its tail, run data-parallel by a phase of their own
 
 
 def _phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
@@ -428,12 +427,37 @@ def _phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
     )
 
 
+PLAN_BUDGET_BYTES = 128 << 20  # arrays of the plans kept, the most recently used (a sweep's few hundred fit)
+_plans: OrderedDict[tuple, tuple[PhasePlan, int]] = OrderedDict()
+_plan_bytes = [0]
+
+
+def _kept_plan(key: tuple, plan_of) -> PhasePlan:
+    """The plan of `key` (`plan_of(*key)` the first time), kept while the plans used since take
+    at most PLAN_BUDGET_BYTES: a long prompt's phases are large, and a run asks for each once."""
+    hit = _plans.get(key)
+    if hit is not None:
+        _plans.move_to_end(key)
+        return hit[0]
+    plan = plan_of(*key)
+    size = sum(a.nbytes for a in (*vars(plan.phase).values(), *plan.runs) if isinstance(a, np.ndarray))
+    _plans[key] = (plan, size)
+    _plan_bytes[0] += size
+    while _plan_bytes[0] > PLAN_BUDGET_BYTES and len(_plans) > 1:
+        _plan_bytes[0] -= _plans.popitem(last=False)[1][1]
+    return plan
+
+
+def _forget_plans() -> None:
+    _plans.clear()
+    _plan_bytes[0] = 0
+
+
 def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -> Phase:
     """The GEMM kernel's phase: its first `limit_items` items (all by default)."""
-    return _phase_on(_gemm_plan(op, wave_layout(chip), t, limit_items), op, chip, t)
+    return _phase_on(_kept_plan((op, wave_layout(chip), t, limit_items), _gemm_plan), op, chip, t)
 
 
-@lru_cache(maxsize=1024)
 def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, limit_items: int | None) -> PhasePlan:
     """The GEMM kernel's phase as the wave layout decides it (see `PhasePlan`)."""
     a, b = op.dtype.bytes, op.b_dtype.bytes
@@ -498,13 +522,11 @@ def _stream_k_phases(op: Op, chip: Chip, t: Tiling) -> list[Phase]:
     tiles run data-parallel; the remaining tiles' K iterations are divided evenly between the
     cores, so no core idles in a partial last wave. A core that ends inside a tile writes its
     fp32 partial to L2; the core that finishes the tile reads the others' partials back."""
-    lay = wave_layout(chip)
-    dp_tiles = _schedule(op, lay, t)[2]
-    phases = [_gemm_phase(op, chip, t, limit_items=dp_tiles)] if dp_tiles else []
-    return [*phases, _phase_on(_stream_k_plan(op, lay, t), op, chip, t)]
+    plan = _kept_plan((op, wave_layout(chip), t), _stream_k_plan)
+    phases = [_gemm_phase(op, chip, t, limit_items=plan.dp_items)] if plan.dp_items else []
+    return [*phases, _phase_on(plan, op, chip, t)]
 
 
-@lru_cache(maxsize=1024)
 def _stream_k_plan(op: Op, lay: WaveLayout, t: Tiling) -> PhasePlan:
     """The stream-K tail's phase as the wave layout decides it (see `PhasePlan`)."""
     a, b = op.dtype.bytes, op.b_dtype.bytes
@@ -547,4 +569,4 @@ def _stream_k_plan(op: Op, lay: WaveLayout, t: Tiling) -> PhasePlan:
     runs, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
     phase = build_phase(runs, 1, t.label, new_kernel=dp_tiles == 0, weights=weights)
     shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
-    return PhasePlan(phase, shapes, tuple(run.copy() for run in runs), tuple(weights))
+    return PhasePlan(phase, shapes, tuple(run.copy() for run in runs), tuple(weights), dp_tiles)
