@@ -274,11 +274,13 @@ def test_pareto_front_minimise_both_and_three_objectives():
 
 
 def test_automatic_chunks_shrink_with_the_points_left():
-    """40 points on 2 workers: each chunk is the points left over 2 x 8, rounded up, so the
-    last ones are single points. 40, 37 and 34 left give chunks of 3; 31 down to 17 left
-    (odd counts, two at a time) chunks of 2, eight of them; the last 15 one point each."""
+    """100 points on 2 workers: each chunk is the points left over 2 x 8, rounded up, but at
+    least 4. 100 left gives 7; 93, 87 and 81 give 6; 75, 70 and 65 give 5; from 60 left on, 4
+    (60 / 16 rounded up, then the floor): 15 chunks of 4. 10 points start at one a chunk
+    (10 / 16 rounded up), under the floor: they stay at one."""
     from archsim.sweep.driver import chunked, tapering
 
-    sizes = [len(c) for c in chunked(range(40), tapering(40, 2))]
-    assert sizes == [3] * 3 + [2] * 8 + [1] * 15
+    sizes = [len(c) for c in chunked(range(100), tapering(100, 2))]
+    assert sizes == [7, 6, 6, 6, 5, 5, 5] + [4] * 15
+    assert [len(c) for c in chunked(range(10), tapering(10, 2))] == [1] * 10
     assert [len(c) for c in chunked(range(7), 3)] == [3, 3, 1]

@@ -22,6 +22,7 @@ from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses
 
 CHUNKS_PER_WORKER = 8  # auto chunk size: about this many chunks per worker, for balance and resumability
 MAX_AUTO_CHUNK = 16  # points; at ~0.2 s a point a kill loses at most a few seconds per worker
+MIN_TAPERED_CHUNK = 4  # points: each chunk costs the sweep a round trip to a worker and a part (3-4 ms to write)
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,11 @@ def chunked(tasks, size: int | Callable[[int], int]) -> Iterator[list[PointTask]
 
 
 def tapering(points: int, workers: int) -> Callable[[int], int]:
-    """Chunk sizes that shrink with the points left (`auto_chunk_size` of those): the last
-    chunks are small, so that no worker is left alone with a large one while the others idle."""
-    return lambda taken: auto_chunk_size(max(0, points - taken), workers)
+    """Chunk sizes that shrink with the points left (`auto_chunk_size` of those) down to
+    MIN_TAPERED_CHUNK: the last chunks are small, so that no worker is left alone with a large
+    one while the others idle, but not so small that writing the parts holds the sweep back."""
+    floor = min(MIN_TAPERED_CHUNK, auto_chunk_size(points, workers))
+    return lambda taken: max(floor, auto_chunk_size(max(0, points - taken), workers))
 
 
 ProgressFn = Callable[[int, int, int], None]  # (points done by this run, points to run, failed so far)

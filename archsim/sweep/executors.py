@@ -128,7 +128,7 @@ def _bounded(submit, collect, chunks: Iterable[list[PointTask]], limit: int) -> 
 
 class PoolExecutor:
     """A local pool of `workers` processes (forkserver where available: workers start from a
-    process that has already imported archsim and loaded Numba and its compiled kernels, warm.py)."""
+    process that has already imported what a point uses, warm.py)."""
 
     label = "process pool"
 
