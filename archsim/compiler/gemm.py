@@ -12,6 +12,7 @@ L2 bandwidth), the best are costed for HBM traffic with the L2 model the compile
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -430,27 +431,32 @@ def _phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
 PLAN_BUDGET_BYTES = 128 << 20  # arrays of the plans kept, the most recently used (a sweep's few hundred fit)
 _plans: OrderedDict[tuple, tuple[PhasePlan, int]] = OrderedDict()
 _plan_bytes = [0]
+_plans_lock = threading.Lock()  # threads timing ops at once keep the books straight
 
 
 def _kept_plan(key: tuple, plan_of) -> PhasePlan:
     """The plan of `key` (`plan_of(*key)` the first time), kept while the plans used since take
     at most PLAN_BUDGET_BYTES: a long prompt's phases are large, and a run asks for each once."""
-    hit = _plans.get(key)
-    if hit is not None:
-        _plans.move_to_end(key)
-        return hit[0]
+    with _plans_lock:
+        hit = _plans.get(key)
+        if hit is not None:
+            _plans.move_to_end(key)
+            return hit[0]
     plan = plan_of(*key)
     size = sum(a.nbytes for a in (*vars(plan.phase).values(), *plan.runs) if isinstance(a, np.ndarray))
-    _plans[key] = (plan, size)
-    _plan_bytes[0] += size
-    while _plan_bytes[0] > PLAN_BUDGET_BYTES and len(_plans) > 1:
-        _plan_bytes[0] -= _plans.popitem(last=False)[1][1]
+    with _plans_lock:
+        if key not in _plans:
+            _plans[key] = (plan, size)
+            _plan_bytes[0] += size
+        while _plan_bytes[0] > PLAN_BUDGET_BYTES and len(_plans) > 1:
+            _plan_bytes[0] -= _plans.popitem(last=False)[1][1]
     return plan
 
 
 def _forget_plans() -> None:
-    _plans.clear()
-    _plan_bytes[0] = 0
+    with _plans_lock:
+        _plans.clear()
+        _plan_bytes[0] = 0
 
 
 def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -> Phase:
