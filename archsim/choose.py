@@ -364,10 +364,11 @@ def collective_energy(op: Op, system: System) -> EnergySplit:
 def clear_caches() -> None:
     """Forget every memoised choice and timing (benchmarks time simulations from scratch)."""
     from archsim.compiler.attention import combine_phase, core_groups, item_shape, kv_splits
-    from archsim.compiler.gemm import shortlist
+    from archsim.compiler.gemm import clear_layout_memos, shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
 
     for memo in (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist):
         memo.cache_clear()
+    clear_layout_memos()
     for attention_memo in (core_groups, item_shape, combine_phase, kv_splits):
         attention_memo.cache_clear()
