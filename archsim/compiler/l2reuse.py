@@ -102,12 +102,35 @@ def wave_hbm_fractions(
     keys, size = _panels(items, a_bytes, b_bytes)
     moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
     total = np.bincount(wave, moved, minlength=waves)
-    # the panels each wave touches, sorted, for all waves at once: distinct (wave, panel) codes
-    codes = np.sort((wave[None, :] * len(size) + keys).ravel())
-    codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
-    bounds = np.searchsorted(codes // len(size), np.arange(waves + 1))
-    missed = _missed_bytes(codes % len(size), bounds, size, float(capacity_bytes))
+    panels, bounds = _wave_panels(keys, wave, waves)
+    missed = _missed_bytes(panels, bounds, size, float(capacity_bytes))
     return np.minimum(1.0, np.divide(missed, total, out=np.zeros(waves), where=total > 0))
+
+
+@njit
+def _wave_panels(keys, wave, waves):
+    """The distinct panels each wave touches, in increasing order: wave w's are
+    `panels[bounds[w]:bounds[w + 1]]`, of the A and B panels (`keys[0]`, `keys[1]`) of the items
+    run in it (`wave`: each item's, non-decreasing). Each wave is sorted on its own, its items
+    being consecutive."""
+    count = wave.shape[0]
+    panels = np.empty(2 * count, np.int64)
+    bounds = np.zeros(waves + 1, np.int64)
+    lo = 0
+    n = 0
+    for w in range(waves):
+        hi = lo
+        while hi < count and wave[hi] == w:
+            hi += 1
+        touched = np.concatenate((keys[0, lo:hi], keys[1, lo:hi]))
+        touched.sort()
+        for i in range(touched.shape[0]):
+            if i == 0 or touched[i] != touched[i - 1]:
+                panels[n] = touched[i]
+                n += 1
+        bounds[w + 1] = n
+        lo = hi
+    return panels[:n], bounds
 
 
 @njit
