@@ -20,7 +20,7 @@ import numpy as np
 
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.l2reuse import Raster, cluster_order, operand_hbm_bytes, rasters, wave_hbm_fractions
-from archsim.compiler.program import PARTIAL_BYTES, Family, Phase, Program, build_phase, entries
+from archsim.compiler.program import ENTRY, PARTIAL_BYTES, Family, Phase, Program, build_phase, entries, entry_rows
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
@@ -361,7 +361,9 @@ def _gemm_phase(op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -
         sig = np.ascontiguousarray(kind_of[c::cores])
         entry = groups.setdefault(sig.tobytes(), [sig, 0])
         entry[1] += 1
-    sequences = [np.concatenate([blocks[k] for k in sig]) for sig, _w in groups.values()]
+    # joined as rows of floats: a record array's concatenation promotes its fields for each part
+    rows = [entry_rows(block) for block in blocks]
+    sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
     stage = _stage_bytes(t.tm, t.tn, t.tk, a, b)
     stages = chip.core.sram.capacity_bytes // stage
