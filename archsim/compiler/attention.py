@@ -55,14 +55,16 @@ import numpy as np
 
 from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
 from archsim.compiler.program import (
+    ENTRY,
     PARTIAL_BYTES,
     Family,
     Phase,
     Program,
     build_phase,
-    coarse_steps,
-    deal_items,
+    coarse_rows,
+    deal_cores,
     entries,
+    entry_rows,
 )
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
@@ -193,25 +195,35 @@ def core_groups(
     share their KV head's blocks through L2. Memoised: consecutive decode KV lengths in one KV
     block deal the same items, and only their last block's bytes differ."""
     order = sorted(items, key=lambda x: -x[1])
-    all_items = [(b, h, qb, n_kv) for b in range(batch) for h in range(heads_items) for qb, n_kv in order]
-    costs = np.array([n for *_x, n in all_items], dtype=np.float64)
-    per_core = deal_items(costs, cores)
-    seen: set = set()
-    first_touch: set[int] = set()  # the items that fetch their K/V from HBM
-    for idx, (b, h, qb, _n_kv) in enumerate(all_items):
-        kvh = h if decode else h // group
-        wave = idx // cores if not fits else 0
-        key = (b, kvh, qb if decode else 0, wave)
-        if key not in seen:
-            seen.add(key)
-            first_touch.add(idx)
+    per_head = len(order)
+    if batch * heads_items * per_head == 0:
+        return ()
+    idx = np.arange(batch * heads_items * per_head)  # items (b, h, query block or split) in launch order
+    b, h, j = idx // (heads_items * per_head), idx // per_head % heads_items, idx % per_head
+    qb = np.array([q for q, _n in order], dtype=np.int64)[j]
+    n_kv = np.array([n for _q, n in order], dtype=np.int64)[j]
+    core_of = deal_cores(n_kv.astype(np.float64), cores)
+    # the items that fetch their K/V from HBM: the first of each (b, KV head, split, wave)
+    kvh = h if decode else h // group
+    wave = idx // cores if not fits else np.zeros_like(idx)
+    kv_heads = heads_items if decode else ceil_div(heads_items, group)
+    key = ((b * kv_heads + kvh) * (len(reach) if decode else 1) + (qb if decode else 0)) * (wave[-1] + 1) + wave
+    first_touch = np.zeros(len(idx), np.bool_)
+    first_touch[np.unique(key, return_index=True)[1]] = True
+    kind = (n_kv * 2 + first_touch) * 2 + np.array(reach, dtype=np.int64)[qb]
     # cores that run items of the same kinds in the same order are one weighted sequence
-    groups: dict[Signature, list] = {}
-    for items_of_core in per_core:
-        sig = tuple((all_items[i][3], i in first_touch, reach[all_items[i][2]]) for i in items_of_core)
-        if sig:
-            groups.setdefault(sig, [sig, 0])[1] += 1
-    return tuple((sig, w) for sig, w in groups.values())
+    by_core = np.argsort(core_of, kind="stable")
+    bounds = np.searchsorted(core_of[by_core], np.arange(cores + 1))
+    groups: dict[bytes, list] = {}
+    for c in range(cores):
+        mine = by_core[bounds[c] : bounds[c + 1]]
+        if len(mine):
+            groups.setdefault(kind[mine].tobytes(), [mine, 0])[1] += 1
+    signatures = (
+        (tuple(zip(n_kv[mine].tolist(), first_touch[mine].tolist(), np.array(reach)[qb[mine]].tolist())), w)
+        for mine, w in groups.values()
+    )
+    return tuple(signatures)
 
 
 def compile_attention(op: Op, chip: Chip) -> Program:
@@ -261,8 +273,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     blocks: dict[tuple[int, bool, bool], np.ndarray] = {}
 
     def item_entries(n_kv: int, miss: bool, last: bool) -> np.ndarray:
-        """Entries of one item: a K/V block each, the Q block with the first, the output last;
-        an item that reaches the end of the KV cache moves only the valid rows of its last block."""
+        """Entries of one item as rows of floats (`entry_rows`): a K/V block each, the Q block
+        with the first, the output last; an item that reaches the end of the KV cache moves only
+        the valid rows of its last block."""
         if (n_kv, miss, last) not in blocks:
             seq = entries(n_kv, cycles=math.ceil(step_cycles))  # whole cycles, as played, before any run sums them
             seq["hbm_bytes" if miss else "l2_bytes"] = kv_block_bytes
@@ -273,13 +286,14 @@ def compile_attention(op: Op, chip: Chip) -> Program:
                 seq["store_bytes"][-1] = out_bytes
             else:
                 seq["store_l2_bytes"][-1] = out_bytes / a * PARTIAL_BYTES
-            blocks[n_kv, miss, last] = seq
+            blocks[n_kv, miss, last] = entry_rows(seq)
         return blocks[n_kv, miss, last]
 
-    def core_entries(sig: Signature) -> tuple[np.ndarray, ...]:
-        """A core's items in order, a block a step, or in steps of `run` consecutive blocks."""
-        parts = tuple(item_entries(*kind) for kind in sig)
-        return parts if run == 1 else (coarse_steps(parts, run),)
+    def core_entries(sig: Signature) -> np.ndarray:
+        """A core's items in order, a block a step, or in steps of `run` consecutive blocks
+        (`program.coarse_steps`)."""
+        rows = np.concatenate([item_entries(*kind) for kind in sig])
+        return (rows if run == 1 else coarse_rows(rows, run)).view(ENTRY).ravel()
 
     sequences = [core_entries(sig) for sig, _w in groups]
     weights = [w for _sig, w in groups]
