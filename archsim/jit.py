@@ -206,9 +206,10 @@ def _dispatch_all() -> None:
     with _loading:
         if _loaded[0]:
             return
+        compile_with = _numba_njit()
         for kernel in _waiting:
-            compile_with = _numba_njit(kernel.options)
-            kernel.dispatcher = compile_with(kernel.py_func) if compile_with else kernel.py_func
+            make = _numba_njit(kernel.options) if kernel.options and compile_with else compile_with
+            kernel.dispatcher = make(kernel.py_func) if make else kernel.py_func
         _waiting.clear()
         _loaded[0] = True
         for module in list(sys.modules.values()):
@@ -234,6 +235,13 @@ def njit(func, options: dict | None = None):
             return kernel
     compile_with = _numba_njit(options)
     return compile_with(func) if compile_with else func
+
+
+def njit_inline(func):
+    """`njit` whose calls from another kernel are inlined into it (Numba's `inline="always"`):
+    a small helper that the event loop calls at every event then costs no call, nor the
+    reference counting of the arrays it is passed."""
+    return njit(func, {"inline": "always"})
 
 
 def njit_ieee(func):

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.engine.sharing import INF, insert_flow, remove_flow, share
+from archsim.engine.sharing import INF, flow_place, insert_flow, remove_flow, share
 from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
-from archsim.jit import njit, njit_ieee
+from archsim.jit import njit, njit_ieee, njit_inline
 
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
@@ -34,26 +34,25 @@ FLOW_KINDS = 3
 
 
 @njit_ieee
-def move_flows(left, rate, end, ok, drained, count, dt, t_next):
+def move_flows(left, rate, end, drained, count, dt, t_next):
     """Move the first `count` flows (compact arrays) on by `dt` cycles to `t_next`: their bytes
-    left, their ends from `t_next` on (`end`, each now `ok`), and whether each `drained`: within
-    EPS cycles of its end, or so close that its end cannot be told from `t_next` in float time
-    (at huge cycle counts). Returns how many drained. Division by a zero rate gives inf rather
-    than raising (a flow of no rate never ends), so that the loop runs as vector instructions."""
+    left, their ends from `t_next` on (`end`), and whether each `drained`: within EPS cycles of
+    its end, or so close that its end cannot be told from `t_next` in float time (at huge cycle
+    counts). Returns how many drained. Division by a zero rate gives inf rather than raising (a
+    flow of no rate never ends), so that the loop runs as vector instructions."""
     n = 0
     for i in range(count):
         left_i = left[i] - rate[i] * dt
         left[i] = left_i
         end_i = t_next + left_i / rate[i]
         end[i] = end_i
-        ok[i] = True
         done = (left_i <= rate[i] * EPS) | (end_i <= t_next)
         drained[i] = done
         n += done
     return n
 
 
-@njit
+@njit_inline
 def earliest(values, count):
     """The least of `values[:count]` (INF if none), in four running minima: the same number
     whatever the order, as no value is NaN."""
@@ -71,7 +70,7 @@ def earliest(values, count):
     return min(min(m0, m1), min(m2, m3))
 
 
-@njit
+@njit_inline
 def tree_set(tree, leaves, s, value):
     """Set sequence s's next event in the min tree `tree` (its `leaves` leaves from index
     `leaves`; tree[1] the earliest of all), updating the nodes above it while they change."""
@@ -86,7 +85,7 @@ def tree_set(tree, leaves, s, value):
         i >>= 1
 
 
-@njit
+@njit_inline
 def tree_due(tree, leaves, t, out, count, taken, stack):
     """Append to `out` (from `count`) every sequence whose next event in `tree` is at or before
     `t` and that is not yet `taken` (marking it); the new count. `stack` is scratch."""
@@ -113,7 +112,7 @@ def tree_due(tree, leaves, t, out, count, taken, stack):
     return count
 
 
-@njit
+@njit_inline
 def ring_slot(s, base, j, ring, trace):
     """Where entry j of sequence s (entries from `base`) keeps its compute end and load done:
     its own place under a trace, else slot j mod `ring` of the sequence's ring."""
@@ -201,17 +200,23 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     n_flows = 0
     frozen = np.zeros(FLOW_KINDS * s_count, np.bool_)  # the fair share's scratch
     # the active flows in no order, as compact arrays that moving them to the next event runs
-    # over: flow, bytes left, rate, end (t + left / rate, at the current t), whether that end is
-    # of the current bytes and rate, and whether it drained at the last move; `slot[f]` is flow
-    # f's place, -1 while inactive. A flow's bytes are kept here while it is active (`left`
-    # has them when its sequence is taken up), its rate in `rate` as well (the fair share's)
+    # over: flow, bytes left, rate, end (t + left / rate, at the current t) and whether it
+    # drained at the last move; `slot[f]` is flow f's place, -1 while inactive. A flow's bytes
+    # are kept here while it is active (`left` has them when its sequence is taken up), its rate
+    # in `rate` as well (the fair share's). The flows of the sequences taken up at an event
+    # (`stale`, `n_stale` of them) are the only ones whose bytes or cap can change there; their
+    # ends are worked out again once the rates are set
     slot = np.full(FLOW_KINDS * s_count, -1, np.int64)
     act_flow = np.zeros(FLOW_KINDS * s_count, np.int64)
     act_left = np.zeros(FLOW_KINDS * s_count)
     act_rate = np.zeros(FLOW_KINDS * s_count)
     act_end = np.zeros(FLOW_KINDS * s_count)
-    act_ok = np.zeros(FLOW_KINDS * s_count, np.bool_)
     act_drained = np.zeros(FLOW_KINDS * s_count, np.bool_)
+    stale = np.zeros(FLOW_KINDS * s_count, np.int64)
+    n_stale = 0
+    fair = True  # whether the rates were last set by fair sharing (else every rate is its cap)
+    demand = np.zeros((2, FLOW_KINDS * s_count))  # the fair share's running sums (`share`)
+    dirty = 0  # the first place in `flows` whose flow or cap changed since the rates were set
     leaves = 1
     while leaves < s_count:
         leaves *= 2
@@ -225,6 +230,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     changed = True  # whether the active flows or their caps changed since the rates were set
     while True:
         n_again = 0
+        n_stale = 0
         for i in range(n_todo):
             s = todo[i]
             taken[s] = False
@@ -301,9 +307,11 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                 if now and not active[k, s]:
                     slot[f] = n_flows
                     act_flow[n_flows] = f
+                    dirty = min(dirty, flow_place(flows, n_flows, f))
                     n_flows = insert_flow(flows, n_flows, f)
                     changed = True
                 elif active[k, s] and not now:
+                    dirty = min(dirty, flow_place(flows, n_flows, f))
                     n_flows = remove_flow(flows, n_flows, f)
                     at = slot[f]
                     last = act_flow[n_flows]  # the last in place of the removed
@@ -311,16 +319,17 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                     act_left[at] = act_left[n_flows]
                     act_rate[at] = act_rate[n_flows]
                     act_end[at] = act_end[n_flows]
-                    act_ok[at] = act_ok[n_flows]
                     slot[last] = at
                     slot[f] = -1
                     changed = True
                 elif now and k == LOAD and issued:
+                    dirty = min(dirty, flow_place(flows, n_flows, f))
                     changed = True  # a new load at a new cap
                 active[k, s] = now
                 if now:
                     act_left[slot[f]] = left[k, s]
-                    act_ok[slot[f]] = False
+                    stale[n_stale] = f
+                    n_stale += 1
             nxt = INF
             if not finished[s]:
                 if computing[s]:
@@ -333,7 +342,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
         # rates of the active flows: each at its cap, then shared max-min fairly; the same flows
         # at the same caps as when the rates were set keep them
         if changed:
-            hbm_load = share(
+            hbm_load, fair_now = share(
                 rate_f,
                 cap_f,
                 use_h_f,
@@ -342,16 +351,23 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                 flows,
                 n_flows,
                 frozen,
+                demand,
+                dirty,
+                fair,
                 p.hbm_bytes_per_cycle,
                 p.l2_bytes_per_cycle,
             )
             hbm_util = hbm_load / p.hbm_bytes_per_cycle
             changed = False
-            for i in range(n_flows):
-                r = rate_f[act_flow[i]]
-                if r != act_rate[i]:
-                    act_rate[i] = r
-                    act_ok[i] = False
+            dirty = n_flows
+            if fair or fair_now:  # any rate may have changed: each flow's end again if its did
+                for i in range(n_flows):
+                    r = rate_f[act_flow[i]]
+                    if r != act_rate[i]:
+                        act_rate[i] = r
+                        act_end[i] = t + act_left[i] / r
+            # else every rate is its cap, as it was, but for the stale flows' (below)
+            fair = fair_now
         if trace and n_ev < n_events:
             read = 0.0
             write = 0.0
@@ -365,10 +381,10 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
             ev_write[n_ev] = write
             n_ev += 1
         # next event: a compute ends, a load's data starts flowing, or a flow drains
-        for i in range(n_flows):
-            if not act_ok[i]:
-                act_end[i] = t + act_left[i] / act_rate[i]
-                act_ok[i] = True
+        for i in range(n_stale):
+            at = slot[stale[i]]
+            act_rate[at] = rate_f[stale[i]]
+            act_end[at] = t + act_left[at] / act_rate[at]
         t_next = min(seq_next[1], earliest(act_end, n_flows))
         if t_next >= INF:
             # nothing in flight: every remaining core is waiting on a zero-time transition
@@ -385,7 +401,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
         # the flows move to t (each within EPS of its end, or past it in float time, ends), and
         # the sequences with an event at t are taken up
         n_todo = 0
-        if move_flows(act_left, act_rate, act_end, act_ok, act_drained, n_flows, dt, t_next):
+        if move_flows(act_left, act_rate, act_end, act_drained, n_flows, dt, t_next):
             for i in range(n_flows):
                 if act_drained[i]:
                     act_left[i] = 0.0
