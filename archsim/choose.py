@@ -366,8 +366,11 @@ def clear_caches() -> None:
     from archsim.compiler.attention import combine_phase, core_groups, item_shape, kv_splits
     from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
+    from archsim.graph.parallel import sharded_workload
+    from archsim.hardware.memory import memory_params
 
-    for memo in (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist):
+    memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist, memory_params)
+    for memo in (*memos, sharded_workload):
         memo.cache_clear()
     for attention_memo in (core_groups, item_shape, combine_phase, kv_splits):
         attention_memo.cache_clear()
