@@ -273,13 +273,17 @@ def _items(op: Op, chip: Chip, t: Tiling) -> dict[str, np.ndarray]:
     cm, cn = (chip.noc.multicast if sb < 1 else 1), (chip.noc.multicast if sa < 1 else 1)
     rows, cols = cluster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group, cm, cn)
     tiles = len(rows)
-    g = np.repeat(np.arange(op.groups), tiles * t.split)
-    i = np.tile(np.repeat(rows, t.split), op.groups)
-    j = np.tile(np.repeat(cols, t.split), op.groups)
-    s = np.tile(np.arange(t.split), op.groups * tiles)
-    kl = np.minimum(k, (s + 1) * per) - s * per
-    keep = kl > 0
-    g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
+    if op.groups == 1 and t.split == 1 and k > 0:  # one item per tile, over all of K
+        g, s = np.zeros(tiles, dtype=np.int64), np.zeros(tiles, dtype=np.int64)
+        i, j, kl = rows, cols, np.full(tiles, k, dtype=np.int64)
+    else:
+        g = np.repeat(np.arange(op.groups), tiles * t.split)
+        i = np.tile(np.repeat(rows, t.split), op.groups)
+        j = np.tile(np.repeat(cols, t.split), op.groups)
+        s = np.tile(np.arange(t.split), op.groups * tiles)
+        kl = np.minimum(k, (s + 1) * per) - s * per
+        keep = kl > 0
+        g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
     return {
         "g": g,
         "i": i,
