@@ -71,21 +71,6 @@ def rasters(tiles_m: int, tiles_n: int) -> list[tuple[Raster, int]]:
     return out
 
 
-def _panels(items: dict[str, np.ndarray], a_bytes: float, b_bytes: float) -> tuple[np.ndarray, np.ndarray]:
-    """Each item's A and B panel as keys into one key space, and each key's bytes."""
-    count = len(items["kl"])
-    slices = int(items["s"].max()) + 1 if count else 1
-    groups = int(items["g"].max()) + 1 if count else 1
-    rows = int(items["i"].max()) + 1 if count else 1
-    cols = int(items["j"].max()) + 1 if count else 1
-    a_key = (items["g"] * rows + items["i"]) * slices + items["s"]
-    b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
-    size = np.zeros(groups * (rows + cols) * slices)
-    size[a_key] = items["em"] * items["kl"] * a_bytes
-    size[b_key] = items["en"] * items["kl"] * b_bytes
-    return np.stack([a_key, b_key]), size
-
-
 def wave_hbm_fractions(
     items: dict[str, np.ndarray],
     wave: np.ndarray,
@@ -97,40 +82,70 @@ def wave_hbm_fractions(
     """Share of each wave's operand bytes that comes from HBM, for items run in waves `wave`
     (wave index per item, non-decreasing) with `capacity_bytes` of L2 to reuse panels in; each
     core moves `shares` of its A and B blocks (less than 1 where a cluster multicasts them)."""
+    return _wave_walk(items, wave, a_bytes, b_bytes, capacity_bytes, shares)[1]
+
+
+def _wave_walk(
+    items: dict[str, np.ndarray],
+    wave: np.ndarray,
+    a_bytes: float,
+    b_bytes: float,
+    capacity_bytes: float,
+    shares: tuple[float, float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each wave's operand bytes and the share of them from HBM (`wave_hbm_fractions`)."""
     count = len(items["kl"])
     waves = int(wave[-1]) + 1 if count else 0
-    keys, size = _panels(items, a_bytes, b_bytes)
-    moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
-    total = np.bincount(wave, moved, minlength=waves)
-    panels, bounds = _wave_panels(keys, wave, waves)
+    cols = ("g", "i", "j", "s", "em", "en", "kl")
+    g, i, j, s, em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in cols)
+    moved, panels, bounds, size = _wave_panels(g, i, j, s, em, en, kl, wave, waves, a_bytes, b_bytes, *shares)
     missed = _missed_bytes(panels, bounds, size, float(capacity_bytes))
-    return np.minimum(1.0, np.divide(missed, total, out=np.zeros(waves), where=total > 0))
+    return moved, np.minimum(1.0, np.divide(missed, moved, out=np.zeros(waves), where=moved > 0))
 
 
 @njit
-def _wave_panels(keys, wave, waves):
-    """The distinct panels each wave touches, in increasing order: wave w's are
-    `panels[bounds[w]:bounds[w + 1]]`, of the A and B panels (`keys[0]`, `keys[1]`) of the items
-    run in it (`wave`: each item's, non-decreasing). Each wave is sorted on its own, its items
-    being consecutive."""
+def _wave_panels(g, i, j, s, em, en, kl, wave, waves, a_bytes, b_bytes, a_share, b_share):
+    """Each wave's operand bytes (each item's `em` x a_bytes x a_share + `en` x b_bytes x
+    b_share per unit of K length `kl`, added in item order), the distinct panels each wave
+    touches, in increasing order (wave w's are `panels[bounds[w]:bounds[w + 1]]`), and each
+    panel's bytes. Items (group g, row block i, column block j, K slice s) read the A panel
+    (g, i, s) and the B panel (g, j, s), numbered in one key space, A's first. A wave's items are
+    consecutive (`wave` is non-decreasing): its panels are gathered once each (the wave that last
+    took a panel is kept) and only those are sorted."""
     count = wave.shape[0]
+    slices = groups = rows = cols = 1
+    for t in range(count):
+        slices = max(slices, s[t] + 1)
+        groups = max(groups, g[t] + 1)
+        rows = max(rows, i[t] + 1)
+        cols = max(cols, j[t] + 1)
+    size = np.zeros(groups * (rows + cols) * slices)
+    moved = np.zeros(waves)
     panels = np.empty(2 * count, np.int64)
     bounds = np.zeros(waves + 1, np.int64)
-    lo = 0
+    taken_in = np.full(size.shape[0], -1, np.int64)
     n = 0
+    lo = 0
     for w in range(waves):
         hi = lo
         while hi < count and wave[hi] == w:
             hi += 1
-        touched = np.concatenate((keys[0, lo:hi], keys[1, lo:hi]))
-        touched.sort()
-        for i in range(touched.shape[0]):
-            if i == 0 or touched[i] != touched[i - 1]:
-                panels[n] = touched[i]
-                n += 1
+        first = n
+        for t in range(lo, hi):
+            moved[w] += (em[t] * a_bytes * a_share + en[t] * b_bytes * b_share) * kl[t]
+            a_key = (g[t] * rows + i[t]) * slices + s[t]
+            b_key = groups * rows * slices + (g[t] * cols + j[t]) * slices + s[t]
+            size[a_key] = em[t] * kl[t] * a_bytes
+            size[b_key] = en[t] * kl[t] * b_bytes
+            for key in (a_key, b_key):
+                if taken_in[key] != w:
+                    taken_in[key] = w
+                    panels[n] = key
+                    n += 1
+        panels[first:n].sort()
         bounds[w + 1] = n
         lo = hi
-    return panels[:n], bounds
+    return moved, panels[:n], bounds, size
 
 
 @njit
@@ -235,6 +250,5 @@ def operand_hbm_bytes(
     shares: tuple[float, float] = (1.0, 1.0),
 ) -> float:
     """Operand bytes read from HBM by all items (wave_hbm_fractions summed over the waves)."""
-    moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
-    total = np.bincount(wave, moved)
-    return float(np.sum(total * wave_hbm_fractions(items, wave, a_bytes, b_bytes, capacity_bytes, shares)))
+    moved, fractions = _wave_walk(items, wave, a_bytes, b_bytes, capacity_bytes, shares)
+    return float(np.sum(moved * fractions))
