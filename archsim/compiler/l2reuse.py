@@ -58,6 +58,8 @@ def cluster_order(
     cm x cn tiles (dividing the grid): the raster orders the clusters, and a cluster's tiles
     launch together, row by row."""
     rows, cols = raster_order(tiles_m // cm, tiles_n // cn, raster, group)
+    if cm == cn == 1:  # clusters of one tile: the raster's own order
+        return rows, cols
     di, dj = np.divmod(np.arange(cm * cn), cn)
     return (rows[:, None] * cm + di).ravel(), (cols[:, None] * cn + dj).ravel()
 
