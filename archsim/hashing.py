@@ -49,11 +49,13 @@ def copy_with(record, **changes):
         unknown = sorted(set(changes) - set(compared))
         raise TypeError(f"{type(record).__name__} has no field {unknown[0]!r}")
     out = object.__new__(type(record))
-    out.__dict__.update(record.__dict__)
-    for name, value in changes.items():
-        object.__setattr__(out, name, value)
-    if any(compared[name] for name in changes):
-        out.__dict__.pop(_KEY, None)
+    state = out.__dict__  # a frozen record's fields are plain entries of its __dict__
+    state.update(record.__dict__)
+    state.update(changes)
+    for name in changes:
+        if compared[name]:
+            state.pop(_KEY, None)
+            break
     return out
 
 

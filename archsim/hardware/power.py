@@ -28,6 +28,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from archsim.dtypes import DType
 
@@ -47,8 +48,12 @@ class Energies:
     )
 
     def mac(self, dtype: DType) -> float:
-        table = dict(self.mac_j)
+        table = self._mac_table
         return table.get(dtype.value, table.get(DType.BF16.value, 0.0))
+
+    @cached_property
+    def _mac_table(self) -> dict[str, float]:
+        return dict(self.mac_j)
 
 
 @dataclass(frozen=True, kw_only=True)
