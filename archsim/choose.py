@@ -397,11 +397,12 @@ def clear_caches() -> None:
     from archsim.compiler.attention import combine_phase, core_groups, item_shape, kv_splits
     from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
+    from archsim.engine.simulate import replayed_phase
     from archsim.graph.parallel import sharded_workload
     from archsim.hardware.memory import memory_params
 
     memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist, memory_params)
-    for memo in (*memos, sharded_workload):
+    for memo in (*memos, sharded_workload, replayed_phase):
         memo.cache_clear()
     for attention_memo in (core_groups, item_shape, combine_phase, kv_splits):
         attention_memo.cache_clear()

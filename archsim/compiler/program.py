@@ -46,7 +46,7 @@ class Phase:
     def entries(self) -> int:
         return int(self.core_start[-1])
 
-    @property
+    @cached_property
     def active_cores(self) -> int:
         return int(self.core_weight[np.diff(self.core_start) > 0].sum())
 
@@ -54,6 +54,23 @@ class Phase:
     def entry_weights(self) -> np.ndarray:
         """float64 [n]: the cores that run each entry (its sequence's weight)."""
         return np.repeat(self.core_weight.astype(np.float64), np.diff(self.core_start))
+
+    @cached_property
+    def hbm_write_fraction(self) -> float:
+        """Share of the bytes all cores move between them and HBM that are written."""
+        stores = float(np.sum(self.store_bytes * self.entry_weights))
+        loads = float(np.sum(self.hbm_bytes * self.entry_weights))
+        return stores / (stores + loads) if stores + loads > 0 else 0.0
+
+    @cached_property
+    def hbm_traffic_bytes(self) -> float:
+        """Bytes all cores load from and store to HBM."""
+        return float(np.sum((self.hbm_bytes + self.store_bytes) * self.entry_weights))
+
+    @cached_property
+    def l2_traffic_bytes(self) -> float:
+        """Bytes all cores load from and store to L2 (its hits)."""
+        return float(np.sum((self.l2_bytes + self.store_l2_bytes) * self.entry_weights))
 
 
 class Family(str, Enum):
