@@ -394,7 +394,7 @@ def collective_energy(op: Op, system: System) -> EnergySplit:
 
 def clear_caches() -> None:
     """Forget every memoised choice and timing (benchmarks time simulations from scratch)."""
-    from archsim.compiler.attention import combine_phase, core_groups, item_shape, kv_splits
+    from archsim.compiler.attention import _decode_layout, combine_phase, core_groups, item_shape, kv_splits
     from archsim.compiler.gemm import shortlist
     from archsim.compiler.tiles import step_cycles, vector_step_cycles
     from archsim.engine.simulate import replayed_phase
@@ -404,5 +404,5 @@ def clear_caches() -> None:
     memos = (choose, time_op, replay, time_collective, step_cycles, vector_step_cycles, shortlist, memory_params)
     for memo in (*memos, sharded_workload, replayed_phase):
         memo.cache_clear()
-    for attention_memo in (core_groups, item_shape, combine_phase, kv_splits):
+    for attention_memo in (core_groups, item_shape, combine_phase, kv_splits, _decode_layout):
         attention_memo.cache_clear()
