@@ -31,6 +31,7 @@ EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
+FEW_FLOWS = 8  # active flows the loop moves itself; more go to `move_flows`'s vector loop
 
 
 @njit_ieee
@@ -115,10 +116,11 @@ def tree_due(tree, leaves, t, out, count, taken, stack):
 @njit_inline
 def ring_slot(s, base, j, ring, trace):
     """Where entry j of sequence s (entries from `base`) keeps its compute end and load done:
-    its own place under a trace, else slot j mod `ring` of the sequence's ring."""
+    its own place under a trace, else slot j mod `ring` of the sequence's ring (a power of two:
+    the remainder is a mask, not a division)."""
     if trace:
         return base + j
-    return s * ring + j % ring
+    return s * ring + (j & (ring - 1))
 
 
 @njit
@@ -135,11 +137,14 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     n_trace = n_total if trace else 0
     # when each entry's compute ends and its load is done: a trace keeps every entry's; otherwise
     # only a ring per sequence of the `stages` + 1 entries a core can still read (those from
-    # `stages` before its next compute up to its last load issued), `ring_slot` giving the place
+    # `stages` before its next compute up to its last load issued), `ring_slot` giving the place;
+    # a ring of more places (the next power of two) only reuses each place later
     longest = 0
     for s in range(s_count):
         longest = max(longest, core_start[s + 1] - core_start[s])
-    ring = min(stages, longest) + 1  # a core never holds more entries than it has
+    ring = 1
+    while ring < min(stages, longest) + 1:  # a core never holds more entries than it has
+        ring *= 2
     kept = n_total if trace else s_count * ring
     comp_end = np.zeros(kept)
     load_done = np.full(kept, INF)
@@ -208,6 +213,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     # ends are worked out again once the rates are set
     slot = np.full(FLOW_KINDS * s_count, -1, np.int64)
     act_flow = np.zeros(FLOW_KINDS * s_count, np.int64)
+    act_seq = np.zeros(FLOW_KINDS * s_count, np.int64)  # the flow's sequence
     act_left = np.zeros(FLOW_KINDS * s_count)
     act_rate = np.zeros(FLOW_KINDS * s_count)
     act_end = np.zeros(FLOW_KINDS * s_count)
@@ -307,6 +313,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                 if now and not active[k, s]:
                     slot[f] = n_flows
                     act_flow[n_flows] = f
+                    act_seq[n_flows] = s
                     dirty = min(dirty, flow_place(flows, n_flows, f))
                     n_flows = insert_flow(flows, n_flows, f)
                     changed = True
@@ -316,6 +323,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                     at = slot[f]
                     last = act_flow[n_flows]  # the last in place of the removed
                     act_flow[at] = last
+                    act_seq[at] = act_seq[n_flows]
                     act_left[at] = act_left[n_flows]
                     act_rate[at] = act_rate[n_flows]
                     act_end[at] = act_end[n_flows]
@@ -401,11 +409,24 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
         # the flows move to t (each within EPS of its end, or past it in float time, ends), and
         # the sequences with an event at t are taken up
         n_todo = 0
-        if move_flows(act_left, act_rate, act_end, act_drained, n_flows, dt, t_next):
+        if n_flows <= FEW_FLOWS:  # moved here, without a call: the same operations, one by one
+            drained = 0
+            for i in range(n_flows):
+                left_i = act_left[i] - act_rate[i] * dt
+                act_left[i] = left_i
+                gone = left_i <= act_rate[i] * EPS
+                if not gone:
+                    act_end[i] = t_next + left_i / act_rate[i]
+                    gone = act_end[i] <= t_next
+                act_drained[i] = gone
+                drained += gone
+        else:
+            drained = move_flows(act_left, act_rate, act_end, act_drained, n_flows, dt, t_next)
+        if drained:
             for i in range(n_flows):
                 if act_drained[i]:
                     act_left[i] = 0.0
-                    s = act_flow[i] % s_count
+                    s = act_seq[i]
                     if not taken[s]:
                         taken[s] = True
                         todo[n_todo] = s

@@ -8,12 +8,12 @@ A flow is numbered kind x sequences + sequence: its place in the [kind, sequence
 
 from __future__ import annotations
 
-from archsim.jit import njit, njit_inline
+from archsim.jit import njit_inline
 
 INF = 1.0e300
 
 
-@njit
+@njit_inline
 def _fair_share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, l2_cap):
     """Max-min fair rates of the active flows (`flows[:count]`, in flow order) by progressive
     filling: every flow's rate rises together from zero until it reaches its own cap or a pool
