@@ -95,37 +95,37 @@ def _wave_walk(
     capacity_bytes: float,
     shares: tuple[float, float],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each wave's operand bytes and the share of them from HBM (`wave_hbm_fractions`)."""
+    """Each wave's operand bytes and the share of them from HBM (`wave_hbm_fractions`). Items
+    (group g, row block i, column block j, K slice s) read the A panel (g, i, s) and the B panel
+    (g, j, s), numbered in one key space, A's first."""
     count = len(items["kl"])
     waves = int(wave[-1]) + 1 if count else 0
-    cols = ("g", "i", "j", "s", "em", "en", "kl")
-    g, i, j, s, em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in cols)
-    moved, panels, bounds, size = _wave_panels(g, i, j, s, em, en, kl, wave, waves, a_bytes, b_bytes, *shares)
-    missed = _missed_bytes(panels, bounds, size, float(capacity_bytes))
+    slices = int(items["s"].max()) + 1 if count else 1
+    groups = int(items["g"].max()) + 1 if count else 1
+    rows = int(items["i"].max()) + 1 if count else 1
+    cols = int(items["j"].max()) + 1 if count else 1
+    a_key = (items["g"] * rows + items["i"]) * slices + items["s"]
+    b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
+    em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in ("em", "en", "kl"))
+    keys = groups * (rows + cols) * slices
+    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, a_bytes, b_bytes, *shares, capacity_bytes)
     return moved, np.minimum(1.0, np.divide(missed, moved, out=np.zeros(waves), where=moved > 0))
 
 
 @njit
-def _wave_panels(g, i, j, s, em, en, kl, wave, waves, a_bytes, b_bytes, a_share, b_share):
+def _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, a_bytes, b_bytes, a_share, b_share, capacity_bytes):
     """Each wave's operand bytes (each item's `em` x a_bytes x a_share + `en` x b_bytes x
-    b_share per unit of K length `kl`, added in item order), the distinct panels each wave
-    touches, in increasing order (wave w's are `panels[bounds[w]:bounds[w + 1]]`), and each
-    panel's bytes. Items (group g, row block i, column block j, K slice s) read the A panel
-    (g, i, s) and the B panel (g, j, s), numbered in one key space, A's first. A wave's items are
-    consecutive (`wave` is non-decreasing): its panels are gathered once each (the wave that last
-    took a panel is kept) and only those are sorted."""
+    b_share per unit of K length `kl`, added in item order) and the bytes it reads from HBM
+    (`_missed_bytes` of the distinct panels it touches, in increasing order, each panel's bytes
+    its rows or columns x K length x element bytes). A wave's items are consecutive (`wave` is
+    non-decreasing): its panels are gathered once each (the wave that last took a panel is
+    kept) and only those are sorted."""
     count = wave.shape[0]
-    slices = groups = rows = cols = 1
-    for t in range(count):
-        slices = max(slices, s[t] + 1)
-        groups = max(groups, g[t] + 1)
-        rows = max(rows, i[t] + 1)
-        cols = max(cols, j[t] + 1)
-    size = np.zeros(groups * (rows + cols) * slices)
+    size = np.zeros(keys)
     moved = np.zeros(waves)
     panels = np.empty(2 * count, np.int64)
     bounds = np.zeros(waves + 1, np.int64)
-    taken_in = np.full(size.shape[0], -1, np.int64)
+    taken_in = np.full(keys, -1, np.int64)
     n = 0
     lo = 0
     for w in range(waves):
@@ -135,11 +135,9 @@ def _wave_panels(g, i, j, s, em, en, kl, wave, waves, a_bytes, b_bytes, a_share,
         first = n
         for t in range(lo, hi):
             moved[w] += (em[t] * a_bytes * a_share + en[t] * b_bytes * b_share) * kl[t]
-            a_key = (g[t] * rows + i[t]) * slices + s[t]
-            b_key = groups * rows * slices + (g[t] * cols + j[t]) * slices + s[t]
-            size[a_key] = em[t] * kl[t] * a_bytes
-            size[b_key] = en[t] * kl[t] * b_bytes
-            for key in (a_key, b_key):
+            size[a_key[t]] = em[t] * kl[t] * a_bytes
+            size[b_key[t]] = en[t] * kl[t] * b_bytes
+            for key in (a_key[t], b_key[t]):
                 if taken_in[key] != w:
                     taken_in[key] = w
                     panels[n] = key
@@ -147,7 +145,7 @@ def _wave_panels(g, i, j, s, em, en, kl, wave, waves, a_bytes, b_bytes, a_share,
         panels[first:n].sort()
         bounds[w + 1] = n
         lo = hi
-    return moved, panels[:n], bounds, size
+    return moved, _missed_bytes(panels[:n], bounds, size, float(capacity_bytes))
 
 
 @njit
