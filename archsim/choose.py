@@ -138,9 +138,8 @@ def same_play(a: Program, b: Program) -> bool:
 def _same_phase(x: Phase, y: Phase) -> bool:
     if (x.stages, x.inflight_bytes, x.new_kernel, x.entries) != (y.stages, y.inflight_bytes, y.new_kernel, y.entries):
         return False
-    columns = ("core_start", "core_weight", "compute_cycles", "hbm_bytes", "l2_bytes", "store_bytes")
-    columns += ("store_l2_bytes", "load_trips")
-    for name in columns:
+    columns = ("core_start", "core_weight", "compute_cycles", "hbm_bytes", "l2_bytes")
+    for name in (*columns, "store_bytes", "store_l2_bytes", "load_trips"):
         u, v = getattr(x, name), getattr(y, name)
         if u.dtype != v.dtype or u.shape != v.shape:
             return False
@@ -159,7 +158,7 @@ def choose(op: Op, chip: Chip) -> Choice:
     # until the next one is slower even unthrottled (a lower clock never makes a kernel faster).
     # A candidate that plays as an earlier one (`same_play`) takes that one's play, and is not
     # held again: its time would equal the earlier one's, and the first of equals wins
-    at_max = []
+    at_max: list[tuple[float, int, Program, ProgramResult, int]] = []
     for i, p in enumerate(candidates):
         twin = next((j for j in range(i) if same_play(candidates[j], p)), i)
         played = play_program(p, chip) if twin == i else at_max[twin][3]

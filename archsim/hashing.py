@@ -9,6 +9,7 @@ between processes, so a pickled or copied record (`record_state`) is hashed afre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
 from operator import attrgetter
@@ -20,13 +21,14 @@ def cached_hash(record: object) -> int:
     """hash() of the record's compared fields, computed once."""
     value = record.__dict__.get(_KEY)
     if value is None:
-        value = hash(_compared_values(type(record))(record))
+        cls: type = type(record)
+        value = hash(_compared_values(cls)(record))
         object.__setattr__(record, _KEY, value)
     return value
 
 
 @cache
-def _compared_values(cls: type):
+def _compared_values(cls: type) -> Callable[[object], tuple]:
     """A function of a record of `cls` that returns the tuple of its compared fields' values."""
     names = [name for name, compare in _compared(cls).items() if compare]
     if len(names) > 1:

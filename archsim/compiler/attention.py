@@ -283,9 +283,7 @@ def _decode_layout(shape: Op, chip: Chip, kv_blocks: int, fits: bool) -> DecodeL
     return DecodeLayout(empty[0], last_hbm, last_l2, empty[1] if len(empty) > 1 else None)
 
 
-def _flash_phases(
-    op: Op, chip: Chip, kv_blocks: int, last_block_bytes: float, fits: bool
-) -> tuple[list[Phase], int]:
+def _flash_phases(op: Op, chip: Chip, kv_blocks: int, last_block_bytes: float, fits: bool) -> tuple[list[Phase], int]:
     """The flash attention kernel of `op` (over `kv_blocks` K/V blocks, the last holding
     `last_block_bytes`; all K/V fitting the L2's reuse capacity or not) and, for a decode split
     along the KV length, the kernel that combines the splits; and the K/V blocks each step of the
