@@ -101,6 +101,7 @@ class OpCache:
         self.path = path
         self.values: dict[str, object] = {}
         self.writable = True
+        self.folder_made = False  # its folder made by an earlier put
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError):
@@ -124,7 +125,9 @@ class OpCache:
             return
         line = (json.dumps({"k": key, "v": value}, separators=(",", ":")) + "\n").encode()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.folder_made:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.folder_made = True
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line)
