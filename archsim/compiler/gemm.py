@@ -22,7 +22,7 @@ import numpy as np
 
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.l2reuse import Raster, cluster_order, operand_hbm_bytes, rasters, wave_hbm_fractions
-from archsim.compiler.program import PARTIAL_BYTES, Family, Phase, Program, build_phase, entries
+from archsim.compiler.program import ENTRY, PARTIAL_BYTES, Family, Phase, Program, build_phase, entries, entry_rows
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
@@ -323,13 +323,17 @@ def _items(op: Op, lay: WaveLayout, t: Tiling) -> dict[str, np.ndarray]:
     cm, cn = (lay.multicast if sb < 1 else 1), (lay.multicast if sa < 1 else 1)
     rows, cols = cluster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group, cm, cn)
     tiles = len(rows)
-    g = np.repeat(np.arange(op.groups), tiles * t.split)
-    i = np.tile(np.repeat(rows, t.split), op.groups)
-    j = np.tile(np.repeat(cols, t.split), op.groups)
-    s = np.tile(np.arange(t.split), op.groups * tiles)
-    kl = np.minimum(k, (s + 1) * per) - s * per
-    keep = kl > 0
-    g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
+    if op.groups == 1 and t.split == 1 and k > 0:  # one item per tile, over all of K
+        g, s = np.zeros(tiles, dtype=np.int64), np.zeros(tiles, dtype=np.int64)
+        i, j, kl = rows, cols, np.full(tiles, k, dtype=np.int64)
+    else:
+        g = np.repeat(np.arange(op.groups), tiles * t.split)
+        i = np.tile(np.repeat(rows, t.split), op.groups)
+        j = np.tile(np.repeat(cols, t.split), op.groups)
+        s = np.tile(np.arange(t.split), op.groups * tiles)
+        kl = np.minimum(k, (s + 1) * per) - s * per
+        keep = kl > 0
+        g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
     return {
         "g": g,
         "i": i,
@@ -498,7 +502,9 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, limit_items: int | None) -> P
         sig = np.ascontiguousarray(kind_of[c::cores])
         entry = groups.setdefault(sig.tobytes(), [sig, 0])
         entry[1] += 1
-    sequences = [np.concatenate([blocks[k] for k in sig]) for sig, _w in groups.values()]
+    # joined as rows of floats: a record array's concatenation promotes its fields for each part
+    rows = [entry_rows(block) for block in blocks]
+    sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig, _w in groups.values()]
     weights = [w for _sig, w in groups.values()]
     return PhasePlan(build_phase(sequences, 1, t.label, weights=weights), tuple(shapes))
 
