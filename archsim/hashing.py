@@ -9,8 +9,10 @@ between processes, so a pickled or copied record (`record_state`) is hashed afre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
+from operator import attrgetter
 
 _KEY = "_cached_hash"
 
@@ -19,9 +21,19 @@ def cached_hash(record: object) -> int:
     """hash() of the record's compared fields, computed once."""
     value = record.__dict__.get(_KEY)
     if value is None:
-        value = hash(tuple(getattr(record, f.name) for f in fields(record) if f.compare))  # type: ignore[arg-type]
+        cls: type = type(record)
+        value = hash(_compared_values(cls)(record))
         object.__setattr__(record, _KEY, value)
     return value
+
+
+@cache
+def _compared_values(cls: type) -> Callable[[object], tuple]:
+    """A function of a record of `cls` that returns the tuple of its compared fields' values."""
+    names = [name for name, compare in _compared(cls).items() if compare]
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda record: tuple(getattr(record, name) for name in names)  # attrgetter of one is no tuple
 
 
 @cache
@@ -35,15 +47,17 @@ def copy_with(record, **changes):
     record for every op of every step they build): the fields copied and `changes` set; the
     cached hash is kept when only fields that take no part in it change."""
     compared = _compared(type(record))
-    unknown = sorted(set(changes) - set(compared))
-    if unknown:
+    if not changes.keys() <= compared.keys():
+        unknown = sorted(set(changes) - set(compared))
         raise TypeError(f"{type(record).__name__} has no field {unknown[0]!r}")
     out = object.__new__(type(record))
-    out.__dict__.update(record.__dict__)
-    for name, value in changes.items():
-        object.__setattr__(out, name, value)
-    if any(compared[name] for name in changes):
-        out.__dict__.pop(_KEY, None)
+    state = out.__dict__  # a frozen record's fields are plain entries of its __dict__
+    state.update(record.__dict__)
+    state.update(changes)
+    for name in changes:
+        if compared[name]:
+            state.pop(_KEY, None)
+            break
     return out
 
 

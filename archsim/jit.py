@@ -74,8 +74,9 @@ class Kernel:
     stay small (`_interprets`), else it has every kernel's dispatcher made (`_dispatch_all`) and
     runs its own."""
 
-    def __init__(self, func):
+    def __init__(self, func, options: dict | None = None):
         self.py_func = func
+        self.options = options or {}
         self.dispatcher = None
         functools.update_wrapper(self, func)
 
@@ -186,8 +187,9 @@ def _use_kernel_cache_dir() -> None:
         config.CACHE_DIR = str(path)  # type: ignore[attr-defined]
 
 
-def _numba_njit():
-    """numba.njit as archsim compiles with (disk cache, no GIL), or None without numba."""
+def _numba_njit(options: dict | None = None):
+    """numba.njit as archsim compiles with (disk cache, no GIL, and `options`), or None without
+    numba."""
     _use_kernel_cache_dir()
     try:
         import numba
@@ -195,7 +197,7 @@ def _numba_njit():
         return None
     if _command_line[0]:
         _load_numba_without_blas()
-    return numba.njit(cache=True, nogil=True)
+    return numba.njit(cache=True, nogil=True, **(options or {}))
 
 
 def _dispatch_all() -> None:
@@ -206,7 +208,8 @@ def _dispatch_all() -> None:
             return
         compile_with = _numba_njit()
         for kernel in _waiting:
-            kernel.dispatcher = compile_with(kernel.py_func) if compile_with else kernel.py_func
+            make = _numba_njit(kernel.options) if kernel.options and compile_with else compile_with
+            kernel.dispatcher = make(kernel.py_func) if make else kernel.py_func
         _waiting.clear()
         _loaded[0] = True
         for module in list(sys.modules.values()):
@@ -220,15 +223,29 @@ def _dispatch_all() -> None:
             _on_load.pop(0)()
 
 
-def njit(func):
-    """`func` as a Numba kernel (compiled on its first call, cached on disk) where numba is
-    installed and enabled; else `func` unchanged."""
+def njit(func, options: dict | None = None):
+    """`func` as a Numba kernel (compiled on its first call, cached on disk, with Numba's
+    `options`) where numba is installed and enabled; else `func` unchanged."""
     if os.environ.get("NUMBA_DISABLE_JIT") == "1":
         return func
     with _loading:  # not while another thread is making the dispatchers
         if not _loaded[0]:
-            kernel = Kernel(func)
+            kernel = Kernel(func, options)
             _waiting.append(kernel)
             return kernel
-    compile_with = _numba_njit()
+    compile_with = _numba_njit(options)
     return compile_with(func) if compile_with else func
+
+
+def njit_inline(func):
+    """`njit` whose calls from another kernel are inlined into it (Numba's `inline="always"`):
+    a small helper that the event loop calls at every event then costs no call, nor the
+    reference counting of the arrays it is passed."""
+    return njit(func, {"inline": "always"})
+
+
+def njit_ieee(func):
+    """`njit` whose division by zero gives inf or NaN as IEEE 754 says (numpy's error model)
+    instead of raising: no check before each division, so that a loop of them can run as vector
+    instructions. The results of every division by a nonzero number are the same."""
+    return njit(func, {"error_model": "numpy"})

@@ -54,10 +54,22 @@ def enabled() -> bool:
 
 def cache_dir() -> Path:
     """Where the cache lives: $ARCHSIM_CACHE_DIR, $XDG_CACHE_HOME/archsim or ~/.cache/archsim."""
-    if os.environ.get("ARCHSIM_CACHE_DIR"):
-        return Path(os.environ["ARCHSIM_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "archsim"
+    return Path(_cache_folder())
+
+
+def _cache_folder() -> str:
+    """`cache_dir()` as text, worked out once per value of the variables it reads (every op
+    that a run times asks for its cache)."""
+    env = os.environ
+    return _folder_of(env.get("ARCHSIM_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+
+
+@lru_cache(maxsize=16)
+def _folder_of(archsim_dir: str | None, xdg_dir: str | None, _home: str | None) -> str:
+    if archsim_dir:
+        return str(Path(archsim_dir))
+    base = xdg_dir or str(Path.home() / ".cache")
+    return str(Path(base) / "archsim")
 
 
 def digest(text: str) -> str:
@@ -123,9 +135,13 @@ class OpCache:
         if not self.writable:
             return
         line = (json.dumps({"k": key, "v": value}, separators=(",", ":")) + "\n").encode()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, flags, 0o644)
+            except FileNotFoundError:  # its folder is not there (yet)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, flags, 0o644)
             try:
                 os.write(fd, line)
             finally:
@@ -143,14 +159,14 @@ def cache_for(system: System) -> OpCache | None:
     """The cache of `system` (None when the cache is off)."""
     if not enabled():
         return None
-    return _open(str(cache_dir()), code_version(), system_digest(system))
+    return _open(_cache_folder(), code_version(), system_digest(system))
 
 
 def cache_for_chip(chip: Chip) -> OpCache | None:
     """The cache of single-op timings on `chip` (None when the cache is off)."""
     if not enabled():
         return None
-    return _open(str(cache_dir()), code_version(), "chip-" + chip_digest(chip))
+    return _open(_cache_folder(), code_version(), "chip-" + chip_digest(chip))
 
 
 TIMING_FIELDS = tuple(f.name for f in fields(OpTiming))

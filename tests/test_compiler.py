@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from archsim.compiler.attention import _blocks, compile_attention
-from archsim.compiler.gemm import GemmMapping, Tiling, compile_gemm, tiling_hbm_bytes
+from archsim.compiler.gemm import GemmMapping, PhasePlan, Tiling, _phase_on, compile_gemm, tiling_hbm_bytes
 from archsim.compiler.l2reuse import wave_hbm_fractions
 from archsim.compiler.program import ENTRY, build_phase, entries
 from archsim.compiler.streaming import compile_vector
@@ -80,6 +80,27 @@ def test_stream_k_segments_on_four_cores(h200):
     np.testing.assert_allclose(phase.l2_bytes, expected_l2)
     assert np.flatnonzero(phase.store_bytes).tolist() == finishing
     assert np.flatnonzero(phase.store_l2_bytes).tolist() == [2, 5, 8]
+
+
+def test_a_planned_phase_joins_cores_whose_steps_take_equally_long_on_the_chip(h200):
+    """A phase planned once for every chip of a wave layout names each entry's step shape, not
+    its cycles: cores that run different shapes are different sequences. On a chip where those
+    shapes take equally long, the cores run alike and are one sequence of their summed weight.
+    Two cores of weight 2 and 1 run two 128 x 64 x 128 steps, the second core's second step
+    listed as another shape of the same size: each step 4 folds of the 16-row arrays over
+    K = 64, each streaming 128 rows, plus 16 + 32 - 2 cycles of fill and drain, 558 cycles
+    (as in test_data_parallel_gemm_tiles_one_wave), so one sequence of weight 3. A shape of
+    K = 32 (2 folds: 2 x 128 + 46 = 302 cycles) keeps them apart."""
+    op = Op(OpKind.GEMM, m=128, k=128, n=128)
+    tiling = Tiling(128, 128, 64, GemmMapping.STREAM_K)
+    runs = (entries(2, hbm_bytes=1.0, cycles=0.0), entries(2, hbm_bytes=1.0, cycles=[0.0, 1.0]))
+    planned = build_phase(list(runs), 1, weights=[2, 1])
+    same = PhasePlan(planned, ((128, 64, 128), (128, 64, 128)), runs, (2, 1))
+    joined = _phase_on(same, op, _no_multicast(h200.chip), tiling)
+    assert joined.core_weight.tolist() == [3] and joined.compute_cycles.tolist() == [558, 558]
+    apart = _phase_on(replace(same, shapes=((128, 64, 128), (128, 32, 128))), op, _no_multicast(h200.chip), tiling)
+    assert apart.core_weight.tolist() == [2, 1] and apart.compute_cycles.tolist() == [558, 558, 558, 302]
+    assert joined.stages == apart.stages == 7  # 233,472 B of SRAM // 32 KiB a stage
 
 
 def test_l2_first_touch_per_wave_and_lru_capacity():

@@ -85,3 +85,33 @@ def test_a_power_limited_gemm_plays_at_the_limit_not_over_it():
     played = play_program(c.program, replace(chip, clock_hz=higher))
     power = power_w(p, played_activity(c.program, played), played.cycles / higher, higher, chip.clock_hz)
     assert power > p.limit_w
+
+
+def test_a_candidate_that_plays_as_an_earlier_one_is_played_once(h200, monkeypatch):
+    """Two tilings can compile to the same program (a 128 x 256 and a 256 x 128 tile of a bf16
+    GEMM move the same bytes a step): of a 4096 x 1024 x 2048 GEMM's four candidates on the
+    H200, the second plays as the first and the fourth as the third. The choice plays each twin
+    neither at the chip's clock nor on the way to the held clock, and chooses what playing every
+    candidate chooses: the same program, clock and cycles."""
+    import archsim.choose as ch
+    from archsim.compiler.compile import compile_candidates
+    from archsim.graph.ops import Op, OpKind
+
+    op = Op(OpKind.GEMM, m=4096, k=1024, n=2048)
+    candidates = compile_candidates(op, h200.chip)
+    assert [ch.same_play(candidates[0], c) for c in candidates] == [True, True, False, False]
+    assert ch.same_play(candidates[2], candidates[3])
+    plays: list[float] = []  # the clock of each play
+    play = ch.play_program
+    monkeypatch.setattr(ch, "play_program", lambda p, chip, trace=False: plays.append(chip.clock_hz) or play(p, chip))
+    ch.choose.cache_clear()
+    once = ch.choose(op, h200.chip)
+    twice = len(plays)
+    monkeypatch.setattr(ch, "same_play", lambda a, b: False)
+    ch.choose.cache_clear()
+    every = ch.choose(op, h200.chip)
+    ch.choose.cache_clear()
+    assert plays[:twice].count(h200.chip.clock_hz) == 2 and plays[twice:].count(h200.chip.clock_hz) == 4
+    assert twice < len(plays) - twice  # fewer plays on the way to the held clock too
+    assert once.program.phases[0].label == every.program.phases[0].label
+    assert (once.clock_hz, once.played.cycles) == (every.clock_hz, every.played.cycles)

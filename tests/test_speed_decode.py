@@ -9,7 +9,7 @@ import pytest
 from test_serving import TINY
 
 from archsim import opcache
-from archsim.compiler.attention import compile_attention, core_groups
+from archsim.compiler.attention import _decode_layout, compile_attention, core_groups
 from archsim.config.loader import load_workload
 from archsim.graph.builder import Step
 from archsim.graph.mixed import PER_SEQUENCE_OPS, decode_attention_ops, prefill_attention_ops, step_ops
@@ -35,8 +35,10 @@ def test_lengths_in_one_kv_block_differ_only_in_the_last_blocks_bytes(h200):
     one KV head caches K and V rows of 128 bf16 each: 512 B; the last block holds 1 key (512 B)
     and 52 keys (26,624 B). Every other number of the two programs is the same."""
     core_groups.cache_clear()
+    _decode_layout.cache_clear()
     a, b = compile_attention(decode(2049), h200.chip), compile_attention(decode(2100), h200.chip)
-    assert core_groups.cache_info().hits == 1  # the second length reused the first one's deal
+    assert core_groups.cache_info().misses == 1  # one deal for the block count
+    assert _decode_layout.cache_info().hits == 1  # the second length took the first one's layout
     (pa,), (pb,) = a.phases, b.phases
     for name in ("core_start", "core_weight", "compute_cycles", "store_bytes", "store_l2_bytes"):
         np.testing.assert_array_equal(getattr(pa, name), getattr(pb, name))
@@ -46,8 +48,32 @@ def test_lengths_in_one_kv_block_differ_only_in_the_last_blocks_bytes(h200):
     assert set((moved_b[differs] - moved_a[differs]).tolist()) == {26624.0 - 512.0}
 
 
+@pytest.mark.parametrize("kv_len", [1, 128, 129, 2049, 2100, 4096])
+def test_a_decode_from_its_block_counts_layout_is_the_decode_compiled_anew(h200, kv_len):
+    """Each length's kernels come from its block count's layout with the last blocks' bytes
+    added in; compiled anew (the general path) they hold the same numbers, bit for bit."""
+    import math
+
+    from archsim.compiler import attention
+
+    op = decode(kv_len)
+    kv_row = op.kv_row_elements * op.kv_format.bytes
+    bk = attention.item_shape(replace(op, kv_len=0), h200.chip)[2]
+    blocks = math.ceil(kv_len / bk)
+    last = float((kv_len - (blocks - 1) * bk) * kv_row)
+    fits = float(op.batch * op.kv_heads * kv_len * kv_row) <= attention.reuse_capacity_bytes(h200.chip)
+    anew, _run = attention._flash_phases(op, h200.chip, blocks, last, fits)
+    laid = compile_attention(op, h200.chip).phases
+    assert len(laid) == len(anew)
+    for x, y in zip(laid, anew, strict=True):
+        for name in ("core_start", "core_weight", "hbm_bytes", "l2_bytes", "compute_cycles", "store_bytes"):
+            assert getattr(x, name).tobytes() == getattr(y, name).tobytes()
+        assert (x.stages, x.label, x.inflight_bytes) == (y.stages, y.label, y.inflight_bytes)
+
+
 def test_another_block_count_deals_again(h200):
     core_groups.cache_clear()
+    _decode_layout.cache_clear()
     compile_attention(decode(2048), h200.chip)  # 16 blocks
     compile_attention(decode(2049), h200.chip)  # 17
     assert core_groups.cache_info().misses == 2

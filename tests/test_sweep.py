@@ -271,3 +271,16 @@ def test_pareto_front_minimise_both_and_three_objectives():
         c = pts * [-1, -1, 1]
         dominated = np.any(np.all(c <= c[i], axis=1) & np.any(c < c[i], axis=1))
         assert mask[i] == (not dominated)
+
+
+def test_automatic_chunks_shrink_with_the_points_left():
+    """100 points on 2 workers: each chunk is the points left over 2 x 8, rounded up, but at
+    least 4. 100 left gives 7; 93, 87 and 81 give 6; 75, 70 and 65 give 5; from 60 left on, 4
+    (60 / 16 rounded up, then the floor): 15 chunks of 4. 10 points start at one a chunk
+    (10 / 16 rounded up), under the floor: they stay at one."""
+    from archsim.sweep.driver import chunked, tapering
+
+    sizes = [len(c) for c in chunked(range(100), tapering(100, 2))]
+    assert sizes == [7, 6, 6, 6, 5, 5, 5] + [4] * 15
+    assert [len(c) for c in chunked(range(10), tapering(10, 2))] == [1] * 10
+    assert [len(c) for c in chunked(range(7), 3)] == [3, 3, 1]

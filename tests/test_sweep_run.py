@@ -304,3 +304,16 @@ def test_ctrl_c_inside_a_compiled_kernel_stops_the_sweep_and_fails_no_point(tmp_
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--quiet"]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert not [row for row in parts(out) if row["status"] == "failed"]
+
+
+def test_pool_workers_load_numba_without_blas():
+    """The process a pool's workers fork from imports archsim.sweep.warm: Numba is not loaded
+    there (a sweep whose ops are all cached never needs it), and once a worker loads it, scipy's
+    BLAS stays out, as on the command line."""
+    code = (
+        "import sys, archsim.sweep.warm; from archsim import jit; print(jit.loaded()); "
+        "jit.load(); print(jit.loaded(), 'scipy.linalg' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True", "False"], done.stderr

@@ -48,21 +48,23 @@ combines them.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
 from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
 from archsim.compiler.program import (
+    ENTRY,
     PARTIAL_BYTES,
     Family,
     Phase,
     Program,
     build_phase,
-    coarse_steps,
-    deal_items,
+    coarse_rows,
+    deal_cores,
     entries,
+    entry_rows,
 )
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
@@ -193,40 +195,107 @@ def core_groups(
     share their KV head's blocks through L2. Memoised: consecutive decode KV lengths in one KV
     block deal the same items, and only their last block's bytes differ."""
     order = sorted(items, key=lambda x: -x[1])
-    all_items = [(b, h, qb, n_kv) for b in range(batch) for h in range(heads_items) for qb, n_kv in order]
-    costs = np.array([n for *_x, n in all_items], dtype=np.float64)
-    per_core = deal_items(costs, cores)
-    seen: set = set()
-    first_touch: set[int] = set()  # the items that fetch their K/V from HBM
-    for idx, (b, h, qb, _n_kv) in enumerate(all_items):
-        kvh = h if decode else h // group
-        wave = idx // cores if not fits else 0
-        key = (b, kvh, qb if decode else 0, wave)
-        if key not in seen:
-            seen.add(key)
-            first_touch.add(idx)
+    per_head = len(order)
+    if batch * heads_items * per_head == 0:
+        return ()
+    idx = np.arange(batch * heads_items * per_head)  # items (b, h, query block or split) in launch order
+    b, h, j = idx // (heads_items * per_head), idx // per_head % heads_items, idx % per_head
+    qb = np.array([q for q, _n in order], dtype=np.int64)[j]
+    n_kv = np.array([n for _q, n in order], dtype=np.int64)[j]
+    core_of = deal_cores(n_kv.astype(np.float64), cores)
+    # the items that fetch their K/V from HBM: the first of each (b, KV head, split, wave)
+    kvh = h if decode else h // group
+    wave = idx // cores if not fits else np.zeros_like(idx)
+    kv_heads = heads_items if decode else ceil_div(heads_items, group)
+    key = ((b * kv_heads + kvh) * (len(reach) if decode else 1) + (qb if decode else 0)) * (wave[-1] + 1) + wave
+    first_touch = np.zeros(len(idx), np.bool_)
+    first_touch[np.unique(key, return_index=True)[1]] = True
+    kind = (n_kv * 2 + first_touch) * 2 + np.array(reach, dtype=np.int64)[qb]
     # cores that run items of the same kinds in the same order are one weighted sequence
-    groups: dict[Signature, list] = {}
-    for items_of_core in per_core:
-        sig = tuple((all_items[i][3], i in first_touch, reach[all_items[i][2]]) for i in items_of_core)
-        if sig:
-            groups.setdefault(sig, [sig, 0])[1] += 1
-    return tuple((sig, w) for sig, w in groups.values())
+    by_core = np.argsort(core_of, kind="stable")
+    bounds = np.searchsorted(core_of[by_core], np.arange(cores + 1))
+    groups: dict[bytes, list] = {}
+    for c in range(cores):
+        mine = by_core[bounds[c] : bounds[c + 1]]
+        if len(mine):
+            groups.setdefault(kind[mine].tobytes(), [mine, 0])[1] += 1
+    signatures = (
+        (tuple(zip(n_kv[mine].tolist(), first_touch[mine].tolist(), np.array(reach)[qb[mine]].tolist())), w)
+        for mine, w in groups.values()
+    )
+    return tuple(signatures)
 
 
 def compile_attention(op: Op, chip: Chip) -> Program:
     if op.window and not op.causal and op.kv_len > op.window:  # every query sees the same last keys
         op = replace(op, kv_len=op.window)
+    shape = copy_with(op, kv_len=0)
+    kv_row = op.kv_row_elements * op.kv_format.bytes  # bytes one cached token of one KV head
+    bk = item_shape(shape, chip)[2]
+    kv_blocks = math.ceil(op.kv_len / bk)
+    last_block_bytes = float((op.kv_len - (kv_blocks - 1) * bk) * kv_row)  # only its valid rows
+    fits = float(op.batch * op.kv_heads * op.kv_len * kv_row) <= reuse_capacity_bytes(chip)
+    layout = _decode_layout(shape, chip, kv_blocks, fits) if op.q_len == 1 else None
+    if layout is not None:  # a decode: the layout of its block count, with this length's last blocks
+        phases = layout.phases(last_block_bytes)
+    else:
+        phases = _flash_phases(op, chip, kv_blocks, last_block_bytes, fits)[0]
+    pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal, op.window)
+    lane_ops = pairs * (SOFTMAX_LANE_OPS + (SOFTCAP_LANE_OPS if op.softcap else 0))
+    special_ops = pairs * (2 if op.softcap else 1)
+    activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=lane_ops, special_ops=special_ops)
+    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.ATTENTION)
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeLayout:
+    """A decode's kernels at every KV length of one block count: the attention phase as it is
+    with last blocks of no bytes (`base`), the entries whose HBM or L2 bytes are a last block's
+    (`last_hbm`, `last_l2`: those bytes are added to the base's, which holds the Q block there
+    where an item is one block long), and the kernel that combines the KV splits, if any."""
+
+    base: Phase
+    last_hbm: np.ndarray
+    last_l2: np.ndarray
+    combine: Phase | None
+
+    def phases(self, last_block_bytes: float) -> list[Phase]:
+        """The kernels at a KV length whose last block holds `last_block_bytes`: the same numbers
+        as compiling it anew (`_flash_phases`), as x + 0.0 is x and q + b is b + q."""
+        hbm, l2 = self.base.hbm_bytes.copy(), self.base.l2_bytes.copy()
+        hbm[self.last_hbm] += last_block_bytes
+        l2[self.last_l2] += last_block_bytes
+        main = replace(self.base, hbm_bytes=hbm, l2_bytes=l2)
+        return [main] if self.combine is None else [main, self.combine]
+
+
+@lru_cache(maxsize=4096)
+def _decode_layout(shape: Op, chip: Chip, kv_blocks: int, fits: bool) -> DecodeLayout | None:
+    """The `DecodeLayout` of a decode (`shape`: the op with its KV length 0) over `kv_blocks`
+    blocks, or None where its blocks are played k at a time (a last block's bytes are then summed
+    with others'). Worked out by compiling it with last blocks of no bytes and of NaN bytes: the
+    entries that are NaN in the second hold a last block."""
+    empty, run = _flash_phases(shape, chip, kv_blocks, 0.0, fits)
+    if run > 1:
+        return None
+    marked = _flash_phases(shape, chip, kv_blocks, math.nan, fits)[0][0]
+    last_hbm, last_l2 = np.flatnonzero(np.isnan(marked.hbm_bytes)), np.flatnonzero(np.isnan(marked.l2_bytes))
+    return DecodeLayout(empty[0], last_hbm, last_l2, empty[1] if len(empty) > 1 else None)
+
+
+def _flash_phases(op: Op, chip: Chip, kv_blocks: int, last_block_bytes: float, fits: bool) -> tuple[list[Phase], int]:
+    """The flash attention kernel of `op` (over `kv_blocks` K/V blocks, the last holding
+    `last_block_bytes`; all K/V fitting the L2's reuse capacity or not) and, for a decode split
+    along the KV length, the kernel that combines the splits; and the K/V blocks each step of the
+    first plays (1, or k at a time for a long kernel)."""
     d, dv, a = op.head_dim, op.value_dim, op.dtype.bytes
     kv_row = op.kv_row_elements * op.kv_format.bytes  # bytes one cached token of one KV head
     qrows, bq, bk, step_cycles = item_shape(copy_with(op, kv_len=0), chip)
     decode = op.q_len == 1
     heads_per_item = op.heads // op.kv_heads if decode else 1
     q_blocks = 1 if decode else math.ceil(op.q_len / bq)
-    kv_blocks = math.ceil(op.kv_len / bk)
     past = op.kv_len - op.q_len
     kv_block_bytes = float(bk * kv_row)
-    last_block_bytes = float((op.kv_len - (kv_blocks - 1) * bk) * kv_row)  # only its valid rows
     q_bytes = qrows * heads_per_item * d * a if not decode else qrows * d * a
     out_bytes = q_bytes * dv / d
     splits = 1
@@ -249,8 +318,6 @@ def compile_attention(op: Op, chip: Chip) -> Program:
             ]
     splits = len(items) if decode else 1
     heads_items = op.heads // heads_per_item
-    kv_total = float(op.batch * op.kv_heads * op.kv_len * kv_row)
-    fits = kv_total <= reuse_capacity_bytes(chip)
     if decode:  # a decode split reaches the end of the KV cache if it streams its last block
         reach = tuple(min(per_split * (qb + 1), kv_blocks) == kv_blocks for qb in range(len(items)))
     else:  # a prefill query block if its causal range reaches the last key (every block, unmasked)
@@ -261,8 +328,9 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     blocks: dict[tuple[int, bool, bool], np.ndarray] = {}
 
     def item_entries(n_kv: int, miss: bool, last: bool) -> np.ndarray:
-        """Entries of one item: a K/V block each, the Q block with the first, the output last;
-        an item that reaches the end of the KV cache moves only the valid rows of its last block."""
+        """Entries of one item as rows of floats (`entry_rows`): a K/V block each, the Q block
+        with the first, the output last; an item that reaches the end of the KV cache moves only
+        the valid rows of its last block."""
         if (n_kv, miss, last) not in blocks:
             seq = entries(n_kv, cycles=math.ceil(step_cycles))  # whole cycles, as played, before any run sums them
             seq["hbm_bytes" if miss else "l2_bytes"] = kv_block_bytes
@@ -273,13 +341,14 @@ def compile_attention(op: Op, chip: Chip) -> Program:
                 seq["store_bytes"][-1] = out_bytes
             else:
                 seq["store_l2_bytes"][-1] = out_bytes / a * PARTIAL_BYTES
-            blocks[n_kv, miss, last] = seq
+            blocks[n_kv, miss, last] = entry_rows(seq)
         return blocks[n_kv, miss, last]
 
-    def core_entries(sig: Signature) -> tuple[np.ndarray, ...]:
-        """A core's items in order, a block a step, or in steps of `run` consecutive blocks."""
-        parts = tuple(item_entries(*kind) for kind in sig)
-        return parts if run == 1 else (coarse_steps(parts, run),)
+    def core_entries(sig: Signature) -> np.ndarray:
+        """A core's items in order, a block a step, or in steps of `run` consecutive blocks
+        (`program.coarse_steps`)."""
+        rows = np.concatenate([item_entries(*kind) for kind in sig])
+        return (rows if run == 1 else coarse_rows(rows, run)).view(ENTRY).ravel()
 
     sequences = [core_entries(sig) for sig, _w in groups]
     weights = [w for _sig, w in groups]
@@ -290,8 +359,4 @@ def compile_attention(op: Op, chip: Chip) -> Program:
     phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight)]
     if splits > 1:
         phases.append(combine_phase(chip, op.batch * op.heads, splits, dv, d, a))
-    pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal, op.window)
-    lane_ops = pairs * (SOFTMAX_LANE_OPS + (SOFTCAP_LANE_OPS if op.softcap else 0))
-    special_ops = pairs * (2 if op.softcap else 1)
-    activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=lane_ops, special_ops=special_ops)
-    return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.ATTENTION)
+    return phases, run

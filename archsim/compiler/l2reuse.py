@@ -58,6 +58,8 @@ def cluster_order(
     cm x cn tiles (dividing the grid): the raster orders the clusters, and a cluster's tiles
     launch together, row by row."""
     rows, cols = raster_order(tiles_m // cm, tiles_n // cn, raster, group)
+    if cm == cn == 1:  # clusters of one tile: the raster's own order
+        return rows, cols
     di, dj = np.divmod(np.arange(cm * cn), cn)
     return (rows[:, None] * cm + di).ravel(), (cols[:, None] * cn + dj).ravel()
 
@@ -71,21 +73,6 @@ def rasters(tiles_m: int, tiles_n: int) -> list[tuple[Raster, int]]:
     return out
 
 
-def _panels(items: dict[str, np.ndarray], a_bytes: float, b_bytes: float) -> tuple[np.ndarray, np.ndarray]:
-    """Each item's A and B panel as keys into one key space, and each key's bytes."""
-    count = len(items["kl"])
-    slices = int(items["s"].max()) + 1 if count else 1
-    groups = int(items["g"].max()) + 1 if count else 1
-    rows = int(items["i"].max()) + 1 if count else 1
-    cols = int(items["j"].max()) + 1 if count else 1
-    a_key = (items["g"] * rows + items["i"]) * slices + items["s"]
-    b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
-    size = np.zeros(groups * (rows + cols) * slices)
-    size[a_key] = items["em"] * items["kl"] * a_bytes
-    size[b_key] = items["en"] * items["kl"] * b_bytes
-    return np.stack([a_key, b_key]), size
-
-
 def wave_hbm_fractions(
     items: dict[str, np.ndarray],
     wave: np.ndarray,
@@ -97,17 +84,68 @@ def wave_hbm_fractions(
     """Share of each wave's operand bytes that comes from HBM, for items run in waves `wave`
     (wave index per item, non-decreasing) with `capacity_bytes` of L2 to reuse panels in; each
     core moves `shares` of its A and B blocks (less than 1 where a cluster multicasts them)."""
+    return _wave_walk(items, wave, a_bytes, b_bytes, capacity_bytes, shares)[1]
+
+
+def _wave_walk(
+    items: dict[str, np.ndarray],
+    wave: np.ndarray,
+    a_bytes: float,
+    b_bytes: float,
+    capacity_bytes: float,
+    shares: tuple[float, float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each wave's operand bytes and the share of them from HBM (`wave_hbm_fractions`). Items
+    (group g, row block i, column block j, K slice s) read the A panel (g, i, s) and the B panel
+    (g, j, s), numbered in one key space, A's first."""
     count = len(items["kl"])
     waves = int(wave[-1]) + 1 if count else 0
-    keys, size = _panels(items, a_bytes, b_bytes)
-    moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
-    total = np.bincount(wave, moved, minlength=waves)
-    # the panels each wave touches, sorted, for all waves at once: distinct (wave, panel) codes
-    codes = np.sort((wave[None, :] * len(size) + keys).ravel())
-    codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
-    bounds = np.searchsorted(codes // len(size), np.arange(waves + 1))
-    missed = _missed_bytes(codes % len(size), bounds, size, float(capacity_bytes))
-    return np.minimum(1.0, np.divide(missed, total, out=np.zeros(waves), where=total > 0))
+    slices = int(items["s"].max()) + 1 if count else 1
+    groups = int(items["g"].max()) + 1 if count else 1
+    rows = int(items["i"].max()) + 1 if count else 1
+    cols = int(items["j"].max()) + 1 if count else 1
+    a_key = (items["g"] * rows + items["i"]) * slices + items["s"]
+    b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
+    em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in ("em", "en", "kl"))
+    keys = groups * (rows + cols) * slices
+    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, a_bytes, b_bytes, *shares, capacity_bytes)
+    return moved, np.minimum(1.0, np.divide(missed, moved, out=np.zeros(waves), where=moved > 0))
+
+
+@njit
+def _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, a_bytes, b_bytes, a_share, b_share, capacity_bytes):
+    """Each wave's operand bytes (each item's `em` x a_bytes x a_share + `en` x b_bytes x
+    b_share per unit of K length `kl`, added in item order) and the bytes it reads from HBM
+    (`_missed_bytes` of the distinct panels it touches, in increasing order, each panel's bytes
+    its rows or columns x K length x element bytes). A wave's items are consecutive (`wave` is
+    non-decreasing): its panels are gathered once each (the wave that last took a panel is
+    kept) and only those are sorted."""
+    count = wave.shape[0]
+    size = np.zeros(keys)
+    moved = np.zeros(waves)
+    panels = np.empty(2 * count, np.int64)
+    bounds = np.zeros(waves + 1, np.int64)
+    taken_in = np.full(keys, -1, np.int64)
+    n = 0
+    lo = 0
+    for w in range(waves):
+        hi = lo
+        while hi < count and wave[hi] == w:
+            hi += 1
+        first = n
+        for t in range(lo, hi):
+            moved[w] += (em[t] * a_bytes * a_share + en[t] * b_bytes * b_share) * kl[t]
+            size[a_key[t]] = em[t] * kl[t] * a_bytes
+            size[b_key[t]] = en[t] * kl[t] * b_bytes
+            for key in (a_key[t], b_key[t]):
+                if taken_in[key] != w:
+                    taken_in[key] = w
+                    panels[n] = key
+                    n += 1
+        panels[first:n].sort()
+        bounds[w + 1] = n
+        lo = hi
+    return moved, _missed_bytes(panels[:n], bounds, size, float(capacity_bytes))
 
 
 @njit
@@ -212,6 +250,5 @@ def operand_hbm_bytes(
     shares: tuple[float, float] = (1.0, 1.0),
 ) -> float:
     """Operand bytes read from HBM by all items (wave_hbm_fractions summed over the waves)."""
-    moved = (items["em"] * a_bytes * shares[0] + items["en"] * b_bytes * shares[1]) * items["kl"]
-    total = np.bincount(wave, moved)
-    return float(np.sum(total * wave_hbm_fractions(items, wave, a_bytes, b_bytes, capacity_bytes, shares)))
+    moved, fractions = _wave_walk(items, wave, a_bytes, b_bytes, capacity_bytes, shares)
+    return float(np.sum(moved * fractions))

@@ -15,6 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from archsim.hardware.power import Activity
+from archsim.jit import njit
 
 PARTIAL_BYTES = 4  # partial sums (split-K, stream-K, split-KV attention) are kept in fp32
 
@@ -45,7 +46,7 @@ class Phase:
     def entries(self) -> int:
         return int(self.core_start[-1])
 
-    @property
+    @cached_property
     def active_cores(self) -> int:
         return int(self.core_weight[np.diff(self.core_start) > 0].sum())
 
@@ -53,6 +54,23 @@ class Phase:
     def entry_weights(self) -> np.ndarray:
         """float64 [n]: the cores that run each entry (its sequence's weight)."""
         return np.repeat(self.core_weight.astype(np.float64), np.diff(self.core_start))
+
+    @cached_property
+    def hbm_write_fraction(self) -> float:
+        """Share of the bytes all cores move between them and HBM that are written."""
+        stores = float(np.sum(self.store_bytes * self.entry_weights))
+        loads = float(np.sum(self.hbm_bytes * self.entry_weights))
+        return stores / (stores + loads) if stores + loads > 0 else 0.0
+
+    @cached_property
+    def hbm_traffic_bytes(self) -> float:
+        """Bytes all cores load from and store to HBM."""
+        return float(np.sum((self.hbm_bytes + self.store_bytes) * self.entry_weights))
+
+    @cached_property
+    def l2_traffic_bytes(self) -> float:
+        """Bytes all cores load from and store to L2 (its hits)."""
+        return float(np.sum((self.l2_bytes + self.store_l2_bytes) * self.entry_weights))
 
 
 class Family(str, Enum):
@@ -164,19 +182,40 @@ def coarse_steps(parts: tuple[np.ndarray, ...], run: int) -> np.ndarray:
     """A core's ENTRY steps (given as parts in order) played `run` at a time: each coarse step
     loads, computes and stores what its `run` steps do in all and stands for their loads
     (`trips` summed), so that it pays their access latencies one after another as they would."""
-    rows = np.concatenate([entry_rows(part) for part in parts])
-    return np.add.reduceat(rows, np.arange(0, len(rows), run), axis=0).view(ENTRY).ravel()
+    return coarse_rows(np.concatenate([entry_rows(part) for part in parts]), run).view(ENTRY).ravel()
 
 
-def deal_items(item_costs: np.ndarray, cores: int) -> list[list[int]]:
+def coarse_rows(rows: np.ndarray, run: int) -> np.ndarray:
+    """`coarse_steps` of steps given as rows of floats (`entry_rows`), as rows."""
+    return np.add.reduceat(rows, np.arange(0, len(rows), run), axis=0)
+
+
+@njit
+def deal_cores(item_costs, cores):
     """Assign work items to cores as a hardware block scheduler does: each item goes to the core
-    that frees up first, in the order given (ties to the lowest core). Returns item indices per core."""
-    import heapq
-
-    heap = [(0.0, c) for c in range(cores)]
-    out: list[list[int]] = [[] for _ in range(cores)]
-    for idx, cost in enumerate(item_costs):
-        t, c = heapq.heappop(heap)
-        out[c].append(idx)
-        heapq.heappush(heap, (t + float(cost), c))
+    that frees up first, in the order given (ties to the lowest core). Returns the core of each
+    item. A heap of (time the core frees up, core), least first: each item is taken by its top,
+    which then frees up the item's cost later."""
+    free_at = np.zeros(cores)  # the heap's entries: when each core frees up, and which core
+    core = np.arange(cores)
+    out = np.empty(item_costs.shape[0], np.int64)
+    for idx in range(item_costs.shape[0]):
+        out[idx] = core[0]
+        free_at[0] += item_costs[idx]
+        i = 0  # sift the top down: (time, core) pairs compared in order
+        while True:
+            child = 2 * i + 1
+            if child >= cores:
+                break
+            right = child + 1
+            if right < cores and (
+                free_at[right] < free_at[child] or (free_at[right] == free_at[child] and core[right] < core[child])
+            ):
+                child = right
+            if free_at[child] < free_at[i] or (free_at[child] == free_at[i] and core[child] < core[i]):
+                free_at[i], free_at[child] = free_at[child], free_at[i]
+                core[i], core[child] = core[child], core[i]
+                i = child
+            else:
+                break
     return out

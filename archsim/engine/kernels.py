@@ -23,30 +23,104 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.engine.sharing import INF, insert_flow, remove_flow, share
+from archsim.engine.sharing import INF, flow_place, insert_flow, remove_flow, share
 from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
-from archsim.jit import njit
+from archsim.jit import njit, njit_ieee, njit_inline
 
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
+FEW_FLOWS = 8  # active flows the loop moves itself; more go to `move_flows`'s vector loop
 
 
-@njit
-def _drained(left, rate, t_next):
-    """Whether a flow with `left` bytes at `rate` is done at `t_next`: within EPS cycles of its
-    end, or so close that its end cannot be told from now in float time (at huge cycle counts)."""
-    return left <= rate * EPS or t_next + left / rate <= t_next
+@njit_ieee
+def move_flows(left, rate, end, drained, count, dt, t_next):
+    """Move the first `count` flows (compact arrays) on by `dt` cycles to `t_next`: their bytes
+    left, their ends from `t_next` on (`end`), and whether each `drained`: within EPS cycles of
+    its end, or so close that its end cannot be told from `t_next` in float time (at huge cycle
+    counts). Returns how many drained. Division by a zero rate gives inf rather than raising (a
+    flow of no rate never ends), so that the loop runs as vector instructions."""
+    n = 0
+    for i in range(count):
+        left_i = left[i] - rate[i] * dt
+        left[i] = left_i
+        end_i = t_next + left_i / rate[i]
+        end[i] = end_i
+        done = (left_i <= rate[i] * EPS) | (end_i <= t_next)
+        drained[i] = done
+        n += done
+    return n
 
 
-@njit
+@njit_inline
+def earliest(values, count):
+    """The least of `values[:count]` (INF if none), in four running minima: the same number
+    whatever the order, as no value is NaN."""
+    m0 = m1 = m2 = m3 = INF
+    i = 0
+    while i + 4 <= count:
+        m0 = min(m0, values[i])
+        m1 = min(m1, values[i + 1])
+        m2 = min(m2, values[i + 2])
+        m3 = min(m3, values[i + 3])
+        i += 4
+    while i < count:
+        m0 = min(m0, values[i])
+        i += 1
+    return min(min(m0, m1), min(m2, m3))
+
+
+@njit_inline
+def tree_set(tree, leaves, s, value):
+    """Set sequence s's next event in the min tree `tree` (its `leaves` leaves from index
+    `leaves`; tree[1] the earliest of all), updating the nodes above it while they change."""
+    i = leaves + s
+    tree[i] = value
+    i >>= 1
+    while i >= 1:
+        low = min(tree[2 * i], tree[2 * i + 1])
+        if tree[i] == low:
+            break
+        tree[i] = low
+        i >>= 1
+
+
+@njit_inline
+def tree_due(tree, leaves, t, out, count, taken, stack):
+    """Append to `out` (from `count`) every sequence whose next event in `tree` is at or before
+    `t` and that is not yet `taken` (marking it); the new count. `stack` is scratch."""
+    if tree[1] > t:
+        return count
+    stack[0] = 1
+    depth = 1
+    while depth:
+        depth -= 1
+        i = stack[depth]
+        if i >= leaves:
+            s = i - leaves
+            if not taken[s]:
+                taken[s] = True
+                out[count] = s
+                count += 1
+            continue
+        if tree[2 * i] <= t:
+            stack[depth] = 2 * i
+            depth += 1
+        if tree[2 * i + 1] <= t:
+            stack[depth] = 2 * i + 1
+            depth += 1
+    return count
+
+
+@njit_inline
 def ring_slot(s, base, j, ring, trace):
     """Where entry j of sequence s (entries from `base`) keeps its compute end and load done:
-    its own place under a trace, else slot j mod `ring` of the sequence's ring."""
+    its own place under a trace, else slot j mod `ring` of the sequence's ring (a power of two:
+    the remainder is a mask, not a division)."""
     if trace:
         return base + j
-    return s * ring + j % ring
+    return s * ring + (j & (ring - 1))
 
 
 @njit
@@ -63,11 +137,14 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     n_trace = n_total if trace else 0
     # when each entry's compute ends and its load is done: a trace keeps every entry's; otherwise
     # only a ring per sequence of the `stages` + 1 entries a core can still read (those from
-    # `stages` before its next compute up to its last load issued), `ring_slot` giving the place
+    # `stages` before its next compute up to its last load issued), `ring_slot` giving the place;
+    # a ring of more places (the next power of two) only reuses each place later
     longest = 0
     for s in range(s_count):
         longest = max(longest, core_start[s + 1] - core_start[s])
-    ring = min(stages, longest) + 1  # a core never holds more entries than it has
+    ring = 1
+    while ring < min(stages, longest) + 1:  # a core never holds more entries than it has
+        ring *= 2
     kept = n_total if trace else s_count * ring
     comp_end = np.zeros(kept)
     load_done = np.full(kept, INF)
@@ -116,26 +193,58 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     # data may start flowing, one of whose flows drained, or that issued a load of no bytes at
     # the last event (a DMA takes one load per event), completes what ended, starts what can
     # start and sets its flows' activity. The others' state cannot change at t (each waits for
-    # an event of its own), so the rest is as if every sequence were taken. `seq_next` holds
-    # each sequence's next event other than a flow draining; `flows[:n_flows]` the active flows
-    # in flow order (kind x s_count + s), so the sums over them are those over all flows.
+    # an event of its own), so the rest is as if every sequence were taken; the order they are
+    # taken up in does not matter, as each changes only its own state and flows. `seq_next`
+    # holds each sequence's next event other than a flow draining, as a min tree (`tree_set`,
+    # `tree_due`: the earliest and the due ones found without a pass over all sequences);
+    # `flows[:n_flows]` the active flows in flow order (kind x s_count + s), so the sums over
+    # them are those over all flows.
     rate_f, cap_f, use_h_f, use_l_f = rate.ravel(), cap.ravel(), use_h.ravel(), use_l.ravel()
-    wflow_f, left_f = wflow.ravel(), left.ravel()
+    wflow_f = wflow.ravel()
     flows = np.zeros(FLOW_KINDS * s_count, np.int64)
     n_flows = 0
     frozen = np.zeros(FLOW_KINDS * s_count, np.bool_)  # the fair share's scratch
-    seq_next = np.full(s_count, INF)
+    # the active flows in no order, as compact arrays that moving them to the next event runs
+    # over: flow, bytes left, rate, end (t + left / rate, at the current t) and whether it
+    # drained at the last move; `slot[f]` is flow f's place, -1 while inactive. A flow's bytes
+    # are kept here while it is active (`left` has them when its sequence is taken up), its rate
+    # in `rate` as well (the fair share's). The flows of the sequences taken up at an event
+    # (`stale`, `n_stale` of them) are the only ones whose bytes or cap can change there; their
+    # ends are worked out again once the rates are set
+    slot = np.full(FLOW_KINDS * s_count, -1, np.int64)
+    act_flow = np.zeros(FLOW_KINDS * s_count, np.int64)
+    act_seq = np.zeros(FLOW_KINDS * s_count, np.int64)  # the flow's sequence
+    act_left = np.zeros(FLOW_KINDS * s_count)
+    act_rate = np.zeros(FLOW_KINDS * s_count)
+    act_end = np.zeros(FLOW_KINDS * s_count)
+    act_drained = np.zeros(FLOW_KINDS * s_count, np.bool_)
+    stale = np.zeros(FLOW_KINDS * s_count, np.int64)
+    n_stale = 0
+    fair = True  # whether the rates were last set by fair sharing (else every rate is its cap)
+    demand = np.zeros((2, FLOW_KINDS * s_count))  # the fair share's running sums (`share`)
+    dirty = 0  # the first place in `flows` whose flow or cap changed since the rates were set
+    leaves = 1
+    while leaves < s_count:
+        leaves *= 2
+    seq_next = np.full(2 * leaves, INF)  # a min tree over the sequences' next events (`tree_set`)
+    stack = np.zeros(64, np.int64)  # `tree_due`'s scratch
     taken = np.zeros(s_count, np.bool_)
-    again = np.zeros(s_count, np.bool_)  # issued a load of no bytes: its next load may go at the next event
+    again = np.zeros(s_count, np.int64)  # issued a load of no bytes: its next load may go at the next event
+    n_again = 0
     todo = np.arange(s_count)  # the sequences to take up at this event, `n_todo` of them
     n_todo = s_count
     changed = True  # whether the active flows or their caps changed since the rates were set
     while True:
+        n_again = 0
+        n_stale = 0
         for i in range(n_todo):
             s = todo[i]
             taken[s] = False
-            again[s] = False
             issued = False
+            for k in range(FLOW_KINDS):
+                at = slot[k * s_count + s]
+                if at >= 0:
+                    left[k, s] = act_left[at]
             if not finished[s]:
                 base = core_start[s]
                 n = core_start[s + 1] - base
@@ -171,7 +280,8 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                         nbytes = hbm[e] + l2[e]
                         if nbytes <= 0.0:
                             load_done[ring_slot(s, base, j, ring, trace)] = max(t, slot_free)
-                            again[s] = True  # one load a pass: the next one waits for the next event
+                            again[n_again] = s  # one load a pass: the next one waits for the next event
+                            n_again += 1
                         else:
                             hf = hbm[e] / nbytes
                             lat = load_latency(p, hf, hbm_util)
@@ -201,27 +311,46 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                 now = (loading[s] >= 0 and ready_at[s] <= t) if k == LOAD else left[k, s] > 0.0
                 f = k * s_count + s
                 if now and not active[k, s]:
+                    slot[f] = n_flows
+                    act_flow[n_flows] = f
+                    act_seq[n_flows] = s
+                    dirty = min(dirty, flow_place(flows, n_flows, f))
                     n_flows = insert_flow(flows, n_flows, f)
                     changed = True
                 elif active[k, s] and not now:
+                    dirty = min(dirty, flow_place(flows, n_flows, f))
                     n_flows = remove_flow(flows, n_flows, f)
+                    at = slot[f]
+                    last = act_flow[n_flows]  # the last in place of the removed
+                    act_flow[at] = last
+                    act_seq[at] = act_seq[n_flows]
+                    act_left[at] = act_left[n_flows]
+                    act_rate[at] = act_rate[n_flows]
+                    act_end[at] = act_end[n_flows]
+                    slot[last] = at
+                    slot[f] = -1
                     changed = True
                 elif now and k == LOAD and issued:
+                    dirty = min(dirty, flow_place(flows, n_flows, f))
                     changed = True  # a new load at a new cap
                 active[k, s] = now
+                if now:
+                    act_left[slot[f]] = left[k, s]
+                    stale[n_stale] = f
+                    n_stale += 1
             nxt = INF
             if not finished[s]:
                 if computing[s]:
                     nxt = comp_busy_until[s]
                 if loading[s] >= 0 and not active[LOAD, s]:
                     nxt = min(nxt, ready_at[s])
-            seq_next[s] = nxt
+            tree_set(seq_next, leaves, s, nxt)
         if done >= s_count:
             break
         # rates of the active flows: each at its cap, then shared max-min fairly; the same flows
         # at the same caps as when the rates were set keep them
         if changed:
-            hbm_load = share(
+            hbm_load, fair_now = share(
                 rate_f,
                 cap_f,
                 use_h_f,
@@ -230,11 +359,23 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                 flows,
                 n_flows,
                 frozen,
+                demand,
+                dirty,
+                fair,
                 p.hbm_bytes_per_cycle,
                 p.l2_bytes_per_cycle,
             )
             hbm_util = hbm_load / p.hbm_bytes_per_cycle
             changed = False
+            dirty = n_flows
+            if fair or fair_now:  # any rate may have changed: each flow's end again if its did
+                for i in range(n_flows):
+                    r = rate_f[act_flow[i]]
+                    if r != act_rate[i]:
+                        act_rate[i] = r
+                        act_end[i] = t + act_left[i] / r
+            # else every rate is its cap, as it was, but for the stale flows' (below)
+            fair = fair_now
         if trace and n_ev < n_events:
             read = 0.0
             write = 0.0
@@ -248,12 +389,11 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
             ev_write[n_ev] = write
             n_ev += 1
         # next event: a compute ends, a load's data starts flowing, or a flow drains
-        t_next = INF
-        for s in range(s_count):
-            t_next = min(t_next, seq_next[s])
-        for i in range(n_flows):
-            f = flows[i]
-            t_next = min(t_next, t + left_f[f] / rate_f[f])
+        for i in range(n_stale):
+            at = slot[stale[i]]
+            act_rate[at] = rate_f[stale[i]]
+            act_end[at] = t + act_left[at] / act_rate[at]
+        t_next = min(seq_next[1], earliest(act_end, n_flows))
         if t_next >= INF:
             # nothing in flight: every remaining core is waiting on a zero-time transition
             t_next = t
@@ -269,18 +409,32 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
         # the flows move to t (each within EPS of its end, or past it in float time, ends), and
         # the sequences with an event at t are taken up
         n_todo = 0
-        for i in range(n_flows):
-            f = flows[i]
-            left_f[f] -= rate_f[f] * dt
-            if _drained(left_f[f], rate_f[f], t_next):
-                left_f[f] = 0.0
-                s = f % s_count
-                if not taken[s]:
-                    taken[s] = True
-                    todo[n_todo] = s
-                    n_todo += 1
-        for s in range(s_count):
-            if (seq_next[s] <= t or again[s]) and not taken[s]:
+        if n_flows <= FEW_FLOWS:  # moved here, without a call: the same operations, one by one
+            drained = 0
+            for i in range(n_flows):
+                left_i = act_left[i] - act_rate[i] * dt
+                act_left[i] = left_i
+                gone = left_i <= act_rate[i] * EPS
+                if not gone:
+                    act_end[i] = t_next + left_i / act_rate[i]
+                    gone = act_end[i] <= t_next
+                act_drained[i] = gone
+                drained += gone
+        else:
+            drained = move_flows(act_left, act_rate, act_end, act_drained, n_flows, dt, t_next)
+        if drained:
+            for i in range(n_flows):
+                if act_drained[i]:
+                    act_left[i] = 0.0
+                    s = act_seq[i]
+                    if not taken[s]:
+                        taken[s] = True
+                        todo[n_todo] = s
+                        n_todo += 1
+        n_todo = tree_due(seq_next, leaves, t, todo, n_todo, taken, stack)
+        for i in range(n_again):
+            s = again[i]
+            if not taken[s]:
                 taken[s] = True
                 todo[n_todo] = s
                 n_todo += 1

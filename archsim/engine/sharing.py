@@ -8,12 +8,12 @@ A flow is numbered kind x sequences + sequence: its place in the [kind, sequence
 
 from __future__ import annotations
 
-from archsim.jit import njit
+from archsim.jit import njit_inline
 
 INF = 1.0e300
 
 
-@njit
+@njit_inline
 def _fair_share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, l2_cap):
     """Max-min fair rates of the active flows (`flows[:count]`, in flow order) by progressive
     filling: every flow's rate rises together from zero until it reaches its own cap or a pool
@@ -58,7 +58,7 @@ def _fair_share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, 
                 frozen[f] = True
 
 
-@njit
+@njit_inline
 def insert_flow(flows, count, f):
     """Add flow `f` to the first `count` entries of `flows`, kept in increasing order; the new count."""
     i = count
@@ -69,7 +69,7 @@ def insert_flow(flows, count, f):
     return count + 1
 
 
-@njit
+@njit_inline
 def remove_flow(flows, count, f):
     """Take flow `f` out of the first `count` entries of `flows` (in order); the new count."""
     i = 0
@@ -81,20 +81,41 @@ def remove_flow(flows, count, f):
     return count - 1
 
 
-@njit
-def share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, l2_cap):
+@njit_inline
+def flow_place(flows, count, f):
+    """Where flow `f` is, or would go, in the first `count` entries of `flows` (in order)."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if flows[mid] < f:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit_inline
+def share(rate, cap, use_h, use_l, weight, flows, count, frozen, demand, dirty, was_fair, hbm_cap, l2_cap):
     """Rates of the active flows (`flows[:count]`, in order): their caps when the caps fit under
     both pools (filling would stop every flow at its cap first), else `_fair_share`. Arrays
     ravelled, one place per flow; an inactive flow's rate is left as it was. Returns the HBM
-    bytes per cycle the rates use."""
-    demand_h = 0.0
-    demand_l = 0.0
-    for i in range(count):
+    bytes per cycle the rates use, and whether they were shared fairly (else each is its cap).
+
+    The pools' demand at the caps is summed in flow order; `demand[0, i]` and `demand[1, i]`
+    keep the HBM and L2 sums up to place i from one call to the next, and only the places from
+    `dirty` on (the first whose flow or cap changed since) are summed again: the same additions
+    of the same numbers. The caps are set as the rates from `dirty` on, or all of them after
+    rates were last shared fairly (`was_fair`)."""
+    demand_h = demand[0, dirty - 1] if dirty > 0 else 0.0
+    demand_l = demand[1, dirty - 1] if dirty > 0 else 0.0
+    for i in range(dirty, count):
         f = flows[i]
         demand_h += weight[f] * cap[f] * use_h[f]
         demand_l += weight[f] * cap[f] * use_l[f]
+        demand[0, i] = demand_h
+        demand[1, i] = demand_l
     if demand_h <= hbm_cap and demand_l <= l2_cap:
-        for i in range(count):
+        for i in range(0 if was_fair else dirty, count):
             rate[flows[i]] = cap[flows[i]]
-        return demand_h
-    return _fair_share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, l2_cap)
+        return demand_h, False
+    return _fair_share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, l2_cap), True

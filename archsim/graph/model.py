@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from archsim.dtypes import DType
+from archsim.hashing import cached_hash, record_state
 
 
 class Phase(str, Enum):
@@ -253,3 +254,9 @@ class Workload:
     scenario: Scenario
     fusion: Fusion = Fusion.FUSED
     source: str = ""
+
+    def __hash__(self) -> int:  # keys the memo of every decode step's ops: worked out once
+        return cached_hash(self)
+
+    def __getstate__(self) -> dict:
+        return record_state(self)

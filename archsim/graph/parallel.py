@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -153,11 +154,18 @@ class ParallelStep:
     micro_batches: int
 
 
+@lru_cache(maxsize=256)
+def sharded_workload(w: Workload, par: Parallelism) -> Workload:
+    """The workload with the busiest chip's slice of the model (`shard_model`), once the layout
+    is checked (a decode step at every KV length asks)."""
+    check_parallelism(w.model, par)
+    return replace(w, model=shard_model(w.model, par))
+
+
 def shard_step(w: Workload, step: Step, par: Parallelism) -> ParallelStep:
     """The busiest chip's ops of `step` under `par`, with the collectives in place."""
-    check_parallelism(w.model, par)
+    local = sharded_workload(w, par)
     micro, seqs = local_batch(step.batch, par)
-    local = replace(w, model=shard_model(w.model, par))
     sub = Step(step.phase, seqs, step.new_tokens, step.past, step.with_embedding_and_head, step.with_ffn)
     tokens, act = sub.tokens, w.dtypes.activations
     hidden_bytes = int(tokens * w.model.hidden * act.bytes)

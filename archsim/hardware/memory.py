@@ -24,6 +24,7 @@ into a `MemoryParams` record, and the `@njit` functions below are what the loop 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import NamedTuple
 
 from archsim.hardware.chip import Chip, Hbm
@@ -75,9 +76,11 @@ class MemoryParams(NamedTuple):
     store_inflight_bytes: float  # bytes one core's posted writes keep in flight
 
 
+@lru_cache(maxsize=4096)
 def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float) -> MemoryParams:
     """The chip's memory figures for a phase that writes `write_fraction` of its HBM bytes and
-    whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA)."""
+    whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA).
+    Memoised: a decode's attention at every KV length asks for the same."""
     clock, hbm = chip.clock_hz, chip.hbm
     eff = hbm_efficiency(hbm, write_fraction)
     dma = float(chip.core.max_inflight_bytes)

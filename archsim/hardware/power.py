@@ -25,8 +25,10 @@ two SRAM accesses per byte through the L2), L2 and the on-chip network, HBM, chi
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from archsim.dtypes import DType
 
@@ -46,8 +48,12 @@ class Energies:
     )
 
     def mac(self, dtype: DType) -> float:
-        table = dict(self.mac_j)
+        table = self._mac_table
         return table.get(dtype.value, table.get(DType.BF16.value, 0.0))
+
+    @cached_property
+    def _mac_table(self) -> dict[str, float]:
+        return dict(self.mac_j)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +100,7 @@ class EnergySplit:
 
     @property
     def total_j(self) -> float:
-        return sum(getattr(self, f.name) for f in fields(self))
+        return sum(_energy_values(self))
 
     @property
     def dynamic_j(self) -> float:
@@ -102,16 +108,17 @@ class EnergySplit:
         return self.total_j - self.static_j - self.idle_j
 
     def __add__(self, other: EnergySplit) -> EnergySplit:
-        return EnergySplit(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return EnergySplit(*map(operator.add, _energy_values(self), _energy_values(other)))
 
     def scaled(self, factor: float) -> EnergySplit:
-        return EnergySplit(*(factor * getattr(self, f.name) for f in fields(self)))
+        return EnergySplit(*(factor * value for value in _energy_values(self)))
 
     def parts(self) -> dict[str, float]:
         """Joules by unit: matrix, vector, sram, l2, hbm, link, static, idle."""
         return {f.name.removesuffix("_j"): getattr(self, f.name) for f in fields(self)}
 
 
+_energy_values = operator.attrgetter(*(f.name for f in fields(EnergySplit)))  # an EnergySplit's joules, in field order
 ENERGY_PARTS = tuple(EnergySplit().parts())
 
 

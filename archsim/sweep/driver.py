@@ -22,6 +22,7 @@ from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses
 
 CHUNKS_PER_WORKER = 8  # auto chunk size: about this many chunks per worker, for balance and resumability
 MAX_AUTO_CHUNK = 16  # points; at ~0.2 s a point a kill loses at most a few seconds per worker
+MIN_TAPERED_CHUNK = 4  # points: each chunk costs the sweep a round trip to a worker and a part (3-4 ms to write)
 
 
 @dataclass(frozen=True)
@@ -83,16 +84,29 @@ def auto_chunk_size(points: int, workers: int) -> int:
     return max(1, min(MAX_AUTO_CHUNK, math.ceil(points / (max(1, workers) * CHUNKS_PER_WORKER))))
 
 
-def chunked(tasks, size: int) -> Iterator[list[PointTask]]:
-    """Lists of up to `size` tasks, taken from any iterable as they come."""
+def chunked(tasks, size: int | Callable[[int], int]) -> Iterator[list[PointTask]]:
+    """Lists of up to `size` tasks, taken from any iterable as they come; `size` may be a
+    function of how many tasks were taken before the list."""
+    taken = 0
+    limit = size(taken) if callable(size) else size
     chunk: list[PointTask] = []
     for task in tasks:
         chunk.append(task)
-        if len(chunk) == size:
+        if len(chunk) == limit:
             yield chunk
+            taken += len(chunk)
+            limit = size(taken) if callable(size) else size
             chunk = []
     if chunk:
         yield chunk
+
+
+def tapering(points: int, workers: int) -> Callable[[int], int]:
+    """Chunk sizes that shrink with the points left (`auto_chunk_size` of those) down to
+    MIN_TAPERED_CHUNK: the last chunks are small, so that no worker is left alone with a large
+    one while the others idle, but not so small that writing the parts holds the sweep back."""
+    floor = min(MIN_TAPERED_CHUNK, auto_chunk_size(points, workers))
+    return lambda taken: max(floor, auto_chunk_size(max(0, points - taken), workers))
 
 
 ProgressFn = Callable[[int, int, int], None]  # (points done by this run, points to run, failed so far)
@@ -116,7 +130,7 @@ def run_sweep(
         todo_estimate = max(0, samples - len(done))
         if on_resolved:
             on_resolved(samples, todo_estimate)
-        size = chunk_size or spec.chunk_size or auto_chunk_size(todo_estimate, executor.workers)
+        size = chunk_size or spec.chunk_size or tapering(todo_estimate, executor.workers)
         lost: list[str] = []
         ran, cpu_s = 0, 0.0
 

@@ -128,7 +128,7 @@ def _bounded(submit, collect, chunks: Iterable[list[PointTask]], limit: int) -> 
 
 class PoolExecutor:
     """A local pool of `workers` processes (forkserver where available: workers start from a
-    process that has already imported archsim and loaded its compiled kernels)."""
+    process that has already imported what a point uses, warm.py)."""
 
     label = "process pool"
 
@@ -143,7 +143,7 @@ class PoolExecutor:
         method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         ctx = mp.get_context(method)
         if method == "forkserver":
-            ctx.set_forkserver_preload(["archsim.sweep.evaluate", "archsim.engine.kernels"])
+            ctx.set_forkserver_preload(["archsim.sweep.evaluate", "archsim.sweep.warm"])
         pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
         broken: list[str] = []
 

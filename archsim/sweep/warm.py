@@ -1,0 +1,17 @@
+"""What a sweep's worker processes load before their first point, loaded once for all of them.
+
+A local pool's workers are forked from a server process (executors.py) that imports this
+module first: every worker then starts with the modules a point uses, and loads Numba, when its
+first point needs a kernel, without scipy's BLAS (archsim/jit.py: no kernel calls it, and
+importing it cost each worker 0.45 s), as a process of archsim's own does. Numba itself is left
+to the workers: loading it and the compiled kernels here (0.4-0.7 s) would hold back every
+worker's start, and a sweep whose ops are all in the op cache never needs it.
+"""
+
+from __future__ import annotations
+
+from archsim import jit
+from archsim.runner import energy, generation  # noqa: F401  (what evaluate_point imports)
+from archsim.sweep import evaluate, metrics  # noqa: F401
+
+jit.for_command_line()
