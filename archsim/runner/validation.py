@@ -85,7 +85,7 @@ class CaseResult:
         """The absolute error in excess of one step of the timer's resolution, in percent of the
         measurement: a timer of resolution r reads a duration d as floor(d / r) r, so a reading
         and a prediction one step apart may stand for durations a hair apart (2.0 and 1.99 us
-        read 2 and 1 on a 1 us timer); zero for an exact timer's error only if there is none."""
+        read 2 and 1 on a 1 us timer); with an exact timer (r = 0), the whole error."""
         return 100.0 * max(0.0, abs(self.predicted_ms - self.measured_ms) - resolution_ms) / self.measured_ms
 
 
