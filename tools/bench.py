@@ -8,8 +8,10 @@ machine the wall time stretches with the load, the CPU time much less.
     whole process with an empty Numba cache (cold), with a filled one (warm), and warm with the
     op-result cache (archsim/opcache.py) filled by the run before; then the simulation alone
     in a warm process (fresh result caches);
-(c) start-up: `archsim op gemm` on a 64 x 64 x 64 shape and `archsim --help`, whole process;
-(d) Llama-3-70B on h200x8, tensor parallel 8, batch 64, 2048 + 1024, whole process warm;
+(c) start-up: `archsim op gemm` on a 64 x 64 x 64 shape, its chip file validated by no process
+    before and by one before (archsim/config/memo.py), and `archsim --help`, whole process;
+(d) Llama-3-70B on h200x8, tensor parallel 8, batch 64, 2048 + 1024, whole process warm: its
+    files validated by no process before and by one before, then with the op cache filled;
 (e) with --long: Llama-3-8B at batch 8, prompt 2048 and 32768 (one generated token), whole
     process; the target is the long prompt at most 3x the short one, peaking under 400 MB;
 (f) a cProfile of (b)'s simulation.
@@ -25,6 +27,7 @@ import cProfile
 import io
 import os
 import pstats
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,10 +54,20 @@ def process_cost(args: list[str], env: dict[str, str]) -> tuple[float, float, fl
     return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
 
 
-def report(label: str, args: list[str], env: dict[str, str], fresh_cache: bool = True) -> float:
+def report(
+    label: str, args: list[str], env: dict[str, str], fresh_cache: bool = True, memo: Path | None = None
+) -> float:
+    """One process's cost. `fresh_cache`: from an empty op cache; `memo`: a folder that keeps
+    the validated configurations (archsim/config/memo.py) from one process to the next, copied
+    into that empty cache before and back after."""
     with tempfile.TemporaryDirectory() as cache:
+        if memo is not None:
+            shutil.copytree(memo, cache, dirs_exist_ok=True)
         run_env = {**env, "ARCHSIM_CACHE_DIR": cache} if fresh_cache else env
         cpu, wall, peak = process_cost(args, run_env)
+        if memo is not None:
+            for folder in Path(cache).glob("*/validated"):
+                shutil.copytree(folder, memo / folder.parent.name / folder.name, dirs_exist_ok=True)
     print(f"{label}: {cpu:.2f} s CPU ({wall:.2f} s wall), peak RSS {peak:.0f} MB", flush=True)
     return cpu
 
@@ -123,9 +136,15 @@ def main() -> None:
         filled = {**env, "ARCHSIM_CACHE_DIR": op_cache}
         process_cost(RUN_8B, filled)
         report("(b) archsim run 8B b64, warm Numba cache, op cache filled", RUN_8B, filled, fresh_cache=False)
-        report("(c) archsim op gemm 64^3, warm", TINY_GEMM, env)
+        memo = Path(op_cache) / "memo"  # validated configurations alone, kept between processes
+        memo.mkdir()
+        report("(c) archsim op gemm 64^3, warm, its chip never validated before", TINY_GEMM, env, memo=memo)
+        report("(c) archsim op gemm 64^3, warm, its chip validated before", TINY_GEMM, env, memo=memo)
         report("(c) archsim --help", ["--help"], env)
-        report("(d) archsim run 70B h200x8 TP 8 b64, warm", RUN_70B, env)
+        report("(d) archsim run 70B h200x8 TP 8 b64, warm, inputs never validated before", RUN_70B, env, memo=memo)
+        report("(d) archsim run 70B h200x8 TP 8 b64, warm, inputs validated before", RUN_70B, env, memo=memo)
+        process_cost(RUN_70B, filled)
+        report("(d) the same, op cache filled", RUN_70B, filled, fresh_cache=False)
         if args.long:
             short = ["run", "--batch", "8", "--prompt", "2048", "--generate", "1", "--quiet"]
             long = ["run", "--batch", "8", "--prompt", "32768", "--generate", "1", "--quiet"]

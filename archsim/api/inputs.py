@@ -15,14 +15,12 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Self, TypeVar
 
-from archsim.config.loader import resolve_path, system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.loader import build, resolve_path
 from archsim.config.resolved import config_hash
-from archsim.config.workload_schema import WorkloadCfg
-from archsim.config.yamlfile import YamlDoc, dotted, read_yaml
-from archsim.errors import ConfigError, Problem
+from archsim.config.yamlfile import KeyPath, YamlDoc, read_yaml
+from archsim.errors import ConfigError
 from archsim.graph.model import Workload as FrozenWorkload
 from archsim.hardware import System
-from archsim.sweep.design import KeyPath, path_problem, with_overrides
 
 PYTHON_SOURCE = "<python>"  # the file name of a document given as a mapping
 
@@ -133,34 +131,11 @@ def _read(name_or_data: str | Mapping, kind: str) -> YamlDoc:
     return read_yaml(resolve_path(name_or_data, kind))
 
 
-def _overridden(key: str, paths: set[str]) -> bool:
-    return any(key == p or key.startswith(p + ".") or p.startswith(key + ".") for p in paths)
-
-
 def _build(
     cls: type[_V], doc: YamlDoc, params: list[tuple[KeyPath, Any]], where: str, warnings: tuple[str, ...] = ()
 ) -> _V:
-    """Apply `params` to `doc`, validate, and build; ConfigError with every problem."""
-    problems = [
-        Problem(where, None, dotted(path), why)
-        for path, _ in params
-        if (why := path_problem((cls.ROOT, *map(str, path)))) is not None
-    ]
-    if problems:
-        raise ConfigError(problems)
-    edited = YamlDoc(doc.path, with_overrides(doc.data, params), doc.lines) if params else doc
-    given = {dotted(path) for path, _ in params}
-    value: System | FrozenWorkload
-    try:
-        if cls is Hardware:
-            value, config = system_from_doc(edited)
-        else:
-            cfg = validate_doc(edited, WorkloadCfg)
-            value, config = workload_from_cfg(cfg, doc.path), cfg.model_dump(mode="json")
-    except ConfigError as err:
-        raise ConfigError(
-            [Problem(where, None, p.key, p.message) if _overridden(p.key, given) else p for p in err.problems]
-        ) from None
+    """Apply `params` to `doc`, validate, and build (`loader.build`); ConfigError with every problem."""
+    value, config, edited = build(cls.ROOT, doc, params, where)
     return cls(edited, value, config, tuple(warnings))
 
 

@@ -3,6 +3,9 @@
 `load_system("h200")` and `load_system("hw_configs/h200.yaml")` both work: a bare name is
 looked up among the shipped configs. Validation errors from the schemas are mapped back to the
 line of the offending key, with a did-you-mean for misspelt keys.
+
+pydantic and the schemas are imported by the functions that validate, not with this module:
+a process whose files were validated before (archsim/config/memo.py) never imports them.
 """
 
 from __future__ import annotations
@@ -10,14 +13,12 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
-
-from archsim.config.hw_schema import HardwareCfg
-from archsim.config.yamlfile import YamlDoc, read_yaml
+from archsim.config.yamlfile import KeyPath, YamlDoc, dotted, read_yaml
 from archsim.errors import ConfigError, Problem, quote
 from archsim.graph.model import Fusion, Scenario, Workload
 from archsim.hardware import (
@@ -42,10 +43,13 @@ from archsim.hardware.chip import HostLink, min_tile_bytes
 from archsim.hardware.power import Energies, Power
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+    from archsim.config.hw_schema import HardwareCfg
     from archsim.config.workload_schema import WorkloadCfg
 
 ROOT = Path(__file__).resolve().parents[2]
-Model = TypeVar("Model", bound=BaseModel)
+Model = TypeVar("Model", bound="BaseModel")
 
 
 INSTALLED_DATA = Path(__file__).resolve().parents[1] / "data"  # where a wheel puts them (setup.py)
@@ -148,6 +152,8 @@ def _fields_at(schema: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def validate_doc(doc: YamlDoc, schema: type[Model]) -> Model:
+    from pydantic import ValidationError
+
     try:
         return schema.model_validate(doc.data)
     except ValidationError as err:
@@ -405,11 +411,14 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
 
 def load_system(name_or_path: str) -> tuple[System, dict]:
     """Load a hardware file: the System and its resolved (canonical-unit) configuration."""
-    return system_from_doc(read_yaml(resolve_path(name_or_path, "hw_configs")))
+    value, config, _ = build("hardware", read_yaml(resolve_path(name_or_path, "hw_configs")))
+    return value, config
 
 
 def system_from_doc(doc: YamlDoc) -> tuple[System, dict]:
     """Validate and build a hardware document already read (and possibly edited, as sweeps do)."""
+    from archsim.config.hw_schema import HardwareCfg
+
     cfg = validate_doc(doc, HardwareCfg)
     system = _build_system(cfg, doc.path)
     _check_system(system, doc)
@@ -428,11 +437,57 @@ def workload_from_cfg(cfg: WorkloadCfg, source: str) -> Workload:
     )
 
 
-def load_workload(name_or_path: str) -> tuple[Workload, dict]:
-    """Load a workload file: the Workload and its resolved configuration."""
+def workload_from_doc(doc: YamlDoc) -> tuple[Workload, dict]:
+    """Validate and build a workload document already read."""
     from archsim.config.workload_schema import WorkloadCfg  # built only where a workload is read
 
-    path = resolve_path(name_or_path, "workloads")
-    doc = read_yaml(path)
     cfg = validate_doc(doc, WorkloadCfg)
-    return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
+    return workload_from_cfg(cfg, doc.path), cfg.model_dump(mode="json")
+
+
+def load_workload(name_or_path: str) -> tuple[Workload, dict]:
+    """Load a workload file: the Workload and its resolved configuration."""
+    value, config, _ = build("workload", read_yaml(resolve_path(name_or_path, "workloads")))
+    return value, config
+
+
+def build(
+    root: str, doc: YamlDoc, params: Sequence[tuple[KeyPath, Any]] = (), where: str = "--set"
+) -> tuple[Any, dict, YamlDoc]:
+    """(the System or Workload, its resolved configuration, the edited document) of `doc`, a
+    `root` ("hardware" or "workload") document, with each value of `params` set at its key path
+    (as `--set` and the API's `with_params` give them). ConfigError names every problem: a bad
+    path or a value given in `params` located at `where`, any other at its file:line.
+
+    A document and paths that validated before are read back from the memo (config/memo.py)."""
+    from archsim.config import memo
+
+    edited = doc.edited(params) if params else doc
+    entry = memo.key(root, doc.path, doc.data, params)
+    kept = memo.get(entry)
+    if kept is not None:
+        value, config = kept
+        return value, config, edited
+    if params:  # (the paths' check imports both schemas)
+        from archsim.sweep.design import path_problem
+
+        problems = [
+            Problem(where, None, dotted(path), why)
+            for path, _ in params
+            if (why := path_problem((root, *map(str, path)))) is not None
+        ]
+        if problems:
+            raise ConfigError(problems)
+    given = {dotted(path) for path, _ in params}
+    try:
+        value, config = (system_from_doc if root == "hardware" else workload_from_doc)(edited)
+    except ConfigError as err:
+        raise ConfigError(
+            [Problem(where, None, p.key, p.message) if _overridden(p.key, given) else p for p in err.problems]
+        ) from None
+    memo.put(entry, (value, config))
+    return value, config, edited
+
+
+def _overridden(key: str, paths: set[str]) -> bool:
+    return any(key == p or key.startswith(p + ".") or p.startswith(key + ".") for p in paths)

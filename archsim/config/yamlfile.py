@@ -15,8 +15,9 @@ config file, and the error never quotes its content.
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,18 @@ class YamlDoc:
 
     def problem(self, key: KeyPath, message: str) -> Problem:
         return Problem(self.path, self.line_of(key), dotted(key), message)
+
+    def edited(self, values: Sequence[tuple[KeyPath, Any]]) -> YamlDoc:
+        """A copy with each value set at its key path (missing sections made), lines kept."""
+        data = copy.deepcopy(self.data)
+        for path, value in values:
+            node = data
+            for key in path[:-1]:
+                if not isinstance(node.get(key), dict):
+                    node[key] = {}
+                node = node[key]
+            node[path[-1]] = value
+        return YamlDoc(self.path, data, self.lines)
 
 
 def dotted(key: KeyPath) -> str:

@@ -12,7 +12,6 @@ else's, and its error column would carry what the file says).
 
 from __future__ import annotations
 
-import copy
 import difflib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -52,19 +51,6 @@ def config_value(value: Any, unit: str | None) -> Any:
     return f"{value!r} {unit}" if isinstance(value, float) else f"{value} {unit}"
 
 
-def with_overrides(data: dict, overrides: list[Override]) -> dict:
-    """A deep copy of `data` with each value set at its path (missing sections created)."""
-    out = copy.deepcopy(data)
-    for path, value in overrides:
-        node = out
-        for key in path[:-1]:
-            if not isinstance(node.get(key), dict):
-                node[key] = {}
-            node = node[key]
-        node[path[-1]] = value
-    return out
-
-
 @lru_cache(maxsize=64)
 def base_doc(path: str) -> YamlDoc:
     """A base file, read once per process."""
@@ -73,13 +59,11 @@ def base_doc(path: str) -> YamlDoc:
 
 def build_hardware(path: str, overrides: tuple[Override, ...]) -> tuple[System, dict]:
     """The System and its resolved configuration; ConfigError naming the bad keys."""
-    base = base_doc(path)
-    return system_from_doc(YamlDoc(path, with_overrides(base.data, list(overrides)), base.lines))
+    return system_from_doc(base_doc(path).edited(overrides))
 
 
 def build_workload(path: str, overrides: tuple[Override, ...]) -> tuple[Workload, dict]:
-    base = base_doc(path)
-    cfg = validate_doc(YamlDoc(path, with_overrides(base.data, list(overrides)), base.lines), WorkloadCfg)
+    cfg = validate_doc(base_doc(path).edited(overrides), WorkloadCfg)
     return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
 
 

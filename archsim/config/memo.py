@@ -1,0 +1,75 @@
+"""Validated configurations kept on disk, so that a process does not validate again a hardware or
+workload document an earlier one validated: it then imports neither pydantic nor the schemas
+(0.15-0.2 s of a small command's start-up).
+
+An entry is keyed by a digest (SHA-256) of archsim's version (`opcache.code_version`: its version
+number and the text of every source file, so a changed schema or builder never reads what the
+old one built), the kind of document, the file it was read from (recorded in what is built), its
+data as read, and the values set on it by dotted path, each path with its value. Only a document
+that validated is kept, with the paths set on it, so a hit stands for a document and paths that
+passed every check before; a document that fails is validated, and its problems reported, every
+time. The value is the frozen record built (`System` or `Workload`) and the resolved
+configuration, pickled: records of archsim's own classes, read back equal to what was built.
+
+Layout: DIR/<version>/validated/<key>.pickle beside the op cache (archsim/opcache.py: the same
+DIR, `--no-cache`, ARCHSIM_NO_CACHE); each entry is written to a temporary file and renamed into
+place, so a reader sees a whole entry or none. An entry that cannot be read (missing, cut short,
+from another Python) is a miss; one that cannot be written is not kept: the memo never fails a
+load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from archsim import opcache
+
+FOLDER = "validated"
+
+
+def key(kind: str, source: str, data: Any, params: Any) -> str:
+    """The key of document `data` of `kind`, read from `source`, with `params` set on it."""
+    text = repr((opcache.code_version(), kind, source, data, params))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _path(entry: str) -> Path:
+    return opcache.cache_dir() / opcache.code_version() / FOLDER / f"{entry}.pickle"
+
+
+def get(entry: str) -> Any | None:
+    """What was kept under `entry`, or None."""
+    if not opcache.enabled():
+        return None
+    try:
+        with _path(entry).open("rb") as f:
+            return pickle.load(f)
+    except Exception:  # missing, cut short, or unreadable (pickle raises many types): validate instead
+        return None
+
+
+def put(entry: str, value: Any) -> None:
+    """Keep `value` under `entry` (whole or not at all)."""
+    if not opcache.enabled():
+        return
+    path = _path(entry)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{entry}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        tmp = None
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):  # a read-only disk, or not picklable
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
