@@ -110,11 +110,11 @@ def exit_now(code: int) -> int:
     of a small command. The process ends here as the interpreter would end it, less that: the
     `atexit` handlers run (temporary folders, logging, multiprocessing's pools), then standard
     output and error are flushed, then `os._exit`. Every file archsim writes is closed when it is
-    written. Where another thread that is not a daemon still runs (a user's hook, a Dask client),
-    the interpreter's own exit waits for it, so `code` is returned to that exit."""
-    if threading.active_count() > 1 and any(
-        not t.daemon for t in threading.enumerate() if t is not threading.main_thread()
-    ):
+    written. `code` is returned to the interpreter's own exit instead where it has more to do:
+    where another thread that is not a daemon still runs (a user's hook, a Dask client), which
+    that exit waits for, and where a profiler, tracer or coverage tool watches the process
+    (`python -m cProfile -m archsim ...`), which reports after the command returns."""
+    if _watched() or any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         return code
     import atexit
 
@@ -125,6 +125,14 @@ def exit_now(code: int) -> int:
         except (OSError, ValueError):  # a reader that left (`| head`), or a stream closed
             code = code or 1
     os._exit(code)
+
+
+def _watched() -> bool:
+    """Whether a profiler, tracer or coverage tool watches this process."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12+: tools that need no trace function
+    return monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6))
 
 
 def _say(line: str) -> None:

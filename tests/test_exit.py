@@ -81,3 +81,12 @@ def test_a_daemon_thread_does_not_hold_the_process():
     code += "exit_now(4)\nprint('not reached')"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 4 and res.stdout == ""
+
+
+def test_a_profiled_command_still_reports_its_profile():
+    """`python -m cProfile -m archsim ...` prints its statistics after the command returns:
+    a process under a profiler ends through the interpreter's own exit."""
+    args = [sys.executable, "-m", "cProfile", "-m", "archsim", "op", "gemm", "--M", "64", "--K", "64", "--N", "64"]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "function calls" in res.stdout
