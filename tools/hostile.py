@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import fnmatch
 import io
 import json
@@ -354,7 +355,13 @@ def _start_fork(case: Case, folder: Path) -> _Running:
 
 
 def _start_exec(case: Case, folder: Path) -> _Running:
+    """The case as `python -m archsim` in a process of its own; forked where exec cannot run it:
+    a case with a `target` of its own (a file-size limit set in the child before archsim's
+    main), or more argument bytes than exec takes."""
     import subprocess
+
+    if case.target is not None:
+        return _start_fork(case, folder)
 
     out_path, err_path, stdin_path = folder.parent / "stdout", folder.parent / "stderr", folder.parent / "stdin"
     stdin_path.write_bytes(case.stdin)
@@ -367,7 +374,12 @@ def _start_exec(case: Case, folder: Path) -> _Running:
 
     argv = [sys.executable, "-m", "archsim", *(_expand(a, folder) for a in case.argv)]
     with open(stdin_path, "rb") as i, open(out_path, "wb") as o, open(err_path, "wb") as e:
-        proc = subprocess.Popen(argv, cwd=folder, env=env, stdin=i, stdout=o, stderr=e, preexec_fn=limits)
+        try:
+            proc = subprocess.Popen(argv, cwd=folder, env=env, stdin=i, stdout=o, stderr=e, preexec_fn=limits)
+        except OSError as err:
+            if err.errno != errno.E2BIG:
+                raise
+            return _start_fork(case, folder)
     proc.returncode = 0  # reaped by os.wait4 in run_cases, not by Popen
     return _Running(case, proc.pid, time.monotonic(), folder, out_path, err_path)
 
