@@ -276,6 +276,7 @@ def run_all(args) -> int:
     for col in ("chip", "cases", "kind", "n", "mean", "worst", "floor"):
         table.add_column(col, justify="right" if col in ("n", "mean", "worst", "floor") else "left")
     data: dict = {"sets": {}, "blind": BLIND}
+    rows: list[dict] = []  # the table's rows, for --format csv
     failed = False
     for name, s in SHIPPED.items():
         system = load_system(s.chip)[0]
@@ -297,9 +298,10 @@ def run_all(args) -> int:
             for kind, v in summary.items():
                 chip = s.collectives if kind == "allreduce" and s.collectives else s.chip
                 table.add_row(chip, f"{name} ({role})", kind, str(v["n"]), *summary_cells(v))
+                rows.append({"chip": chip, "set": name, "role": role, "kind": kind} | v)
     for chip, basis in BLIND.items():
         table.add_row(chip, f"blind: {basis}", "-", "-", "-", "-", "-")
-    emit(args, console(args), [table], data=data)
+    emit(args, console(args), [table], data=data, rows=rows)
     if args.json:
         write_json(args.json, data)
     return 2 if failed else 0
