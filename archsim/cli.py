@@ -97,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 def console_main() -> int:
     """The `archsim` console script and `python -m archsim`: `main` in a process of its own."""
     from archsim import jit
+    from archsim.config import memo
 
     jit.for_command_line()
+    memo.for_command_line()
     return exit_now(main())
 
 

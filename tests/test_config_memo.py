@@ -1,6 +1,7 @@
 """The memo of validated configurations (archsim/config/memo.py): a document that validated is
 read back equal to what validation builds, and nothing else is: not a changed file, not a bad
-one, not one whose values were set by other paths, not when the cache is off."""
+one, not one whose values were set by other paths, not when the cache is off, and nothing at
+all outside the command line."""
 
 import pytest
 
@@ -10,6 +11,12 @@ from archsim.config.yamlfile import read_yaml
 from archsim.errors import ConfigError
 
 ROOT = loader.ROOT
+
+
+@pytest.fixture(autouse=True)
+def command_line(monkeypatch):
+    """The memo as archsim's command line has it (a Python session has none)."""
+    monkeypatch.setattr(memo, "_active", [True])
 
 
 def _entries(cache) -> list[str]:
@@ -81,6 +88,14 @@ def test_an_entry_cut_short_is_a_miss(cache_dir, monkeypatch):
 
 def test_no_cache_neither_reads_nor_writes(cache_dir, monkeypatch):
     opcache.set_enabled(False)
+    seen = _validated(monkeypatch)
+    loader.load_system("h200")
+    loader.load_system("h200")
+    assert len(seen) == 2 and _entries(cache_dir) == []
+
+
+def test_a_python_session_neither_reads_nor_writes_it(cache_dir, monkeypatch):
+    monkeypatch.setattr(memo, "_active", [False])
     seen = _validated(monkeypatch)
     loader.load_system("h200")
     loader.load_system("h200")

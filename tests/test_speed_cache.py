@@ -182,6 +182,8 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200
 
 CACHED_RUN = """
 import json, sys
+from archsim.config import memo
+memo.for_command_line()  # as the console script does
 from archsim.cli import main
 main(["run", "--workload", "llama3_8b", "--batch", "2", "--prompt", "64", "--generate", "4", "--quiet", "--json", sys.argv[1]])
 print(json.dumps(["numba" in sys.modules, "pydantic" in sys.modules]))

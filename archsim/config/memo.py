@@ -1,6 +1,8 @@
-"""Validated configurations kept on disk, so that a process does not validate again a hardware or
-workload document an earlier one validated: it then imports neither pydantic nor the schemas
-(0.15-0.2 s of a small command's start-up).
+"""Validated configurations kept on disk, so that a command-line process does not validate again
+a hardware or workload document an earlier one validated: it then imports neither pydantic nor
+the schemas (0.15-0.2 s of a small command's start-up). Only archsim's own command line
+(`for_command_line`) reads and writes it: a Python session imports the schemas once for all its
+loads, and one that sets values in a loop (`with_params`) would leave a file per value.
 
 An entry is keyed by a digest (SHA-256) of archsim's version (`opcache.code_version`: its version
 number and the text of every source file, so a changed schema or builder never reads what the
@@ -24,28 +26,41 @@ import contextlib
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from archsim import opcache
-
 FOLDER = "validated"
+_active = [False]  # this process is archsim's command line
+
+
+def for_command_line() -> None:
+    """This process is archsim's command line: keep and read back what validation builds."""
+    _active[0] = True
+
+
+def active() -> bool:
+    from archsim import opcache  # (not at import: the command line imports this before it knows its command)
+
+    return _active[0] and opcache.enabled()
 
 
 def key(kind: str, source: str, data: Any, params: Any) -> str:
     """The key of document `data` of `kind`, read from `source`, with `params` set on it."""
+    from archsim import opcache
+
     text = repr((opcache.code_version(), kind, source, data, params))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _path(entry: str) -> Path:
+    from archsim import opcache
+
     return opcache.cache_dir() / opcache.code_version() / FOLDER / f"{entry}.pickle"
 
 
 def get(entry: str) -> Any | None:
     """What was kept under `entry`, or None."""
-    if not opcache.enabled():
+    if not active():
         return None
     try:
         with _path(entry).open("rb") as f:
@@ -56,8 +71,10 @@ def get(entry: str) -> Any | None:
 
 def put(entry: str, value: Any) -> None:
     """Keep `value` under `entry` (whole or not at all)."""
-    if not opcache.enabled():
+    if not active():
         return
+    import tempfile
+
     path = _path(entry)
     tmp = None
     try:
