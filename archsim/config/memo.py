@@ -12,6 +12,7 @@ that validated is kept, with the paths set on it, so a hit stands for a document
 passed every check before; a document that fails is validated, and its problems reported, every
 time. The value is the frozen record built (`System` or `Workload`) and the resolved
 configuration, pickled: records of archsim's own classes, read back equal to what was built.
+The folder is the user's own, as Numba's cache of compiled kernels (pickled too) is.
 
 Layout: DIR/<version>/validated/<key>.pickle beside the op cache (archsim/opcache.py: the same
 DIR, `--no-cache`, ARCHSIM_NO_CACHE); each entry is written to a temporary file and renamed into
