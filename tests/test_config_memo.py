@@ -26,13 +26,14 @@ def _entries(cache) -> list[str]:
 def _validated(monkeypatch) -> list[str]:
     """Record every document validation builds from (a memo hit builds none)."""
     seen: list[str] = []
-    build = loader.system_from_doc
+    for name in ("system_from_doc", "workload_from_doc"):
+        build = getattr(loader, name)
 
-    def counting(doc):
-        seen.append(doc.path)
-        return build(doc)
+        def counting(doc, build=build):
+            seen.append(doc.path)
+            return build(doc)
 
-    monkeypatch.setattr(loader, "system_from_doc", counting)
+        monkeypatch.setattr(loader, name, counting)
     return seen
 
 
@@ -109,3 +110,22 @@ def test_a_cache_that_cannot_be_written_is_no_error(tmp_path, monkeypatch):
     opcache.set_enabled(True)
     assert loader.load_system("h200")[0].chip.cores == 132
     assert loader.load_system("h200")[0].chip.cores == 132
+
+
+def _shipped(kind: str) -> list[str]:
+    return sorted(p.stem for p in (ROOT / kind).glob("*.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("hw_configs", n) for n in _shipped("hw_configs")] + [("workloads", n) for n in _shipped("workloads")],
+)
+def test_every_shipped_file_reads_back_as_validation_builds_it(cache_dir, monkeypatch, kind, name):
+    """Pickling keeps every record of every shipped chip and workload: what the second load reads
+    back is what the first built, to its repr, and its resolved configuration is equal."""
+    load = loader.load_system if kind == "hw_configs" else loader.load_workload
+    seen = _validated(monkeypatch)
+    built = load(name)
+    kept = load(name)
+    assert len(seen) == 1 and len(_entries(cache_dir)) == 1
+    assert repr(kept[0]) == repr(built[0]) and kept[1] == built[1]
