@@ -463,8 +463,8 @@ def build(
     from archsim.config import memo
 
     edited = doc.edited(params) if params else doc
-    entry = memo.key(root, doc.path, doc.data, params) if memo.active() else None
-    kept = memo.get(entry) if entry else None
+    entry = memo.key(root, doc.path, doc.data, params)
+    kept = memo.get(entry)
     if kept is not None:
         value, config = kept
         return value, config, edited
@@ -485,8 +485,7 @@ def build(
         raise ConfigError(
             [Problem(where, None, p.key, p.message) if _overridden(p.key, given) else p for p in err.problems]
         ) from None
-    if entry:
-        memo.put(entry, (value, config))
+    memo.put(entry, (value, config))
     return value, config, edited
 
 

@@ -39,16 +39,13 @@ def for_command_line() -> None:
     _active[0] = True
 
 
-def active() -> bool:
+def key(kind: str, source: str, data: Any, params: Any) -> str | None:
+    """The key of document `data` of `kind`, read from `source`, with `params` set on it; None
+    where the memo is not used (outside the command line, or with the cache off)."""
     from archsim import opcache  # (not at import: the command line imports this before it knows its command)
 
-    return _active[0] and opcache.enabled()
-
-
-def key(kind: str, source: str, data: Any, params: Any) -> str:
-    """The key of document `data` of `kind`, read from `source`, with `params` set on it."""
-    from archsim import opcache
-
+    if not (_active[0] and opcache.enabled()):
+        return None
     text = repr((opcache.code_version(), kind, source, data, params))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -59,9 +56,9 @@ def _path(entry: str) -> Path:
     return opcache.cache_dir() / opcache.code_version() / FOLDER / f"{entry}.pickle"
 
 
-def get(entry: str) -> Any | None:
-    """What was kept under `entry`, or None."""
-    if not active():
+def get(entry: str | None) -> Any | None:
+    """What was kept under `entry` (a `key`), or None."""
+    if entry is None:
         return None
     try:
         with _path(entry).open("rb") as f:
@@ -70,9 +67,9 @@ def get(entry: str) -> Any | None:
         return None
 
 
-def put(entry: str, value: Any) -> None:
-    """Keep `value` under `entry` (whole or not at all)."""
-    if not active():
+def put(entry: str | None, value: Any) -> None:
+    """Keep `value` under `entry` (a `key`; whole or not at all)."""
+    if entry is None:
         return
     import tempfile
 
