@@ -10,11 +10,20 @@ average, since a busy machine stretches the wall time but not the CPU time. With
 (Linux) the sweep is pinned to that many CPUs, so a big machine measures a small one. The sweep
 starts from an empty op cache (archsim/opcache.py), so it measures simulation; `--warm-cache`
 runs it twice and times the second, which reads every op back.
+
+`--breakdown N` instead evaluates the spec's first N points in this process, one after another
+from empty result caches (after a first point that loads the kernels), and prints where a
+point's time goes: the event loop (archsim/engine/kernels.py) under the candidates' plays at the
+chip's clock and under the power search's replays at the clock its power holds, the event loop
+on phases of more than 8 distinct core sequences (stream-K GEMMs, causal attention), the
+compilation of the candidates, and the rest (building the design's steps, energy, bookkeeping).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import itertools
 import json
 import os
 import subprocess
@@ -40,6 +49,67 @@ def spec_with_points(points: int, folder: Path) -> Path:
     return path
 
 
+def breakdown(points: int) -> None:
+    """Where a sweep point's time goes, in wall milliseconds a point in this process (see above).
+    The parts are timed by wrapping the module globals archsim.choose calls them through."""
+    from archsim import choose, jit, opcache
+    from archsim.engine import simulate
+    from archsim.sweep.evaluate import Evaluation, evaluate_point
+    from archsim.sweep.points import iter_points
+    from archsim.sweep.spec import load_spec
+
+    opcache.set_enabled(False)
+    spec = load_spec(SPEC)
+    ev = Evaluation.of(spec)
+    tasks = list(itertools.islice(iter_points(spec), points + 1))
+    jit.load()
+    evaluate_point(tasks[0], ev)  # the kernels loaded
+    spent: collections.Counter[str] = collections.Counter()
+    plays: collections.Counter[str] = collections.Counter()
+    held = [False]
+    kernel, play_held, compile_candidates = simulate.simulate_phase, choose.play_held, choose.compile_candidates
+
+    def timed_kernel(core_start, *args):
+        t0 = time.perf_counter()
+        try:
+            return kernel(core_start, *args)
+        finally:
+            where = "power search replays" if held[0] else "candidate plays"
+            wide = " (> 8 sequences)" if len(core_start) > 9 else ""
+            spent[where + wide] += time.perf_counter() - t0
+            plays[where + wide] += 1
+
+    def timed_held(*args):
+        held[0] = True
+        try:
+            return play_held(*args)
+        finally:
+            held[0] = False
+
+    def timed_compile(*args):
+        t0 = time.perf_counter()
+        try:
+            return compile_candidates(*args)
+        finally:
+            spent["compiling candidates"] += time.perf_counter() - t0
+
+    simulate.simulate_phase, choose.play_held, choose.compile_candidates = timed_kernel, timed_held, timed_compile
+    try:
+        choose.clear_caches()
+        start = time.perf_counter()
+        for task in tasks[1:]:
+            evaluate_point(task, ev)
+        total = time.perf_counter() - start
+    finally:
+        simulate.simulate_phase, choose.play_held, choose.compile_candidates = kernel, play_held, compile_candidates
+    n = len(tasks) - 1
+    print(f"{n} points in this process: {1000 * total / n:.1f} ms a point (wall), of which")
+    for part in sorted(spent, key=lambda k: -spent[k]):
+        count = f" ({plays[part] / n:.1f} phases a point)" if part in plays else ""
+        print(f"  {1000 * spent[part] / n:6.1f} ms  {part}{count}")
+    print(f"  {1000 * (total - sum(spent.values())) / n:6.1f} ms  the rest")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
@@ -47,7 +117,12 @@ def main() -> int:
     ap.add_argument("--cpus", type=int, help="pin the sweep to the first N CPUs (Linux taskset)")
     ap.add_argument("--out", help="results folder to keep (default: a temporary one)")
     ap.add_argument("--warm-cache", action="store_true", help="time a second sweep, its ops all in the op cache")
+    ap.add_argument("--breakdown", type=int, metavar="N", help="where the time of the first N points goes, in-process")
     args = ap.parse_args()
+    if args.breakdown:
+        sys.path.insert(0, str(ROOT))
+        breakdown(args.breakdown)
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench_sweep_") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "results"
         env = {**os.environ, "ARCHSIM_CACHE_DIR": str(Path(tmp) / "opcache")}
