@@ -16,6 +16,12 @@ kernels of `archsim op gemm` on a 64^3 GEMM a few milliseconds); the first large
 The results are the same either way, to the bit (the kernels run as Python under
 NUMBA_DISABLE_JIT, and tests compare the two).
 
+Where the module of kernels compiled ahead of time (archsim/aot.py) has a kernel, the first large
+call gives it that module's function instead of loading Numba (0.6-0.7 s), and so does every
+later call whose arguments are the types it was compiled for; any other call loads Numba then.
+The module is built, in place of Numba's compilation, by the first process after the kernel
+sources change.
+
 Compiled kernels are cached on disk in `kernel_cache_dir()`, a folder named by a digest of every
 source file they are built from: Numba itself checks only the file that defines a kernel.
 
@@ -34,6 +40,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,18 +85,30 @@ class Kernel:
         self.py_func = func
         self.options = options or {}
         self.dispatcher = None
+        self.compiled: Callable[[tuple], tuple[bool, object]] | None = None  # from archsim/aot.py
         functools.update_wrapper(self, func)
 
     def __call__(self, *args, **kwargs):
         if self.dispatcher is None:
+            if self.compiled is not None and not kwargs:
+                took, out = self.compiled(args)
+                if took:
+                    return out
             if _interprets(args):
                 _inside.depth = getattr(_inside, "depth", 0) + 1
                 try:
                     return self.py_func(*args, **kwargs)
                 finally:
                     _inside.depth -= 1
+            if not _ahead[0]:
+                _use_ahead_of_time()
+                return self(*args, **kwargs)
             _dispatch_all()
         return self.dispatcher(*args, **kwargs)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.py_func.__module__}.{self.py_func.__qualname__}"
 
     def __repr__(self) -> str:
         return f"Kernel({self.py_func.__qualname__})"
@@ -109,13 +128,50 @@ def _interprets(args: tuple) -> bool:
 
 _waiting: list[Kernel] = []  # kernels defined before Numba was loaded
 _loaded = [False]
+_ahead = [False]  # whether the kernels compiled ahead of time were looked for (`_use_ahead_of_time`)
+_building = [False]  # while they are being compiled
 _loading = threading.Lock()  # two threads calling their first kernels make the dispatchers once
 _on_load: list = []  # what to call once Numba is loaded (`when_loaded`)
+
+
+def _use_ahead_of_time() -> None:
+    """Give every waiting kernel with a function in the module compiled ahead of time
+    (archsim/aot.py, built now if it never was) that function, once per process: a call it takes
+    runs there, without Numba; one it does not take loads Numba."""
+    with _loading:
+        if _ahead[0]:
+            return
+        _ahead[0] = True
+        if _loaded[0]:
+            return
+        from archsim import aot
+
+        module = aot.load(build=False)
+        if module is None and aot.buildable():
+            _building[0] = True
+            try:
+                for announce in list(_on_load):  # a progress line names the compilation
+                    announce()
+                module = aot.load(build=True)
+            finally:
+                _building[0] = False
+        if module is None:
+            return
+        for kernel in _waiting:
+            codes = aot.ENTRIES.get(kernel.qualified_name)
+            function = getattr(module, aot.export_name(kernel.qualified_name), None)
+            if codes is not None and function is not None:
+                kernel.compiled = aot.adapter(function, codes)
 
 
 def loaded() -> bool:
     """Whether Numba is loaded (a large kernel call was made, or `load()`)."""
     return _loaded[0]
+
+
+def building() -> bool:
+    """Whether the kernels are being compiled ahead of time (archsim/aot.py) now."""
+    return _building[0]
 
 
 def load() -> None:
@@ -126,7 +182,8 @@ def load() -> None:
 
 def when_loaded(fn) -> None:
     """Call `fn()` once Numba is loaded and the dispatchers made, before any kernel compiles
-    (now, if it is loaded); `forget(fn)` takes it back."""
+    (now, if it is loaded), and before the kernels are compiled ahead of time (archsim/aot.py;
+    `building()` is then True); `forget(fn)` takes it back."""
     if _loaded[0]:
         fn()
     else:

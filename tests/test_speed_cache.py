@@ -126,8 +126,10 @@ print(json.dumps(sorted(m for m in LATE if m in sys.modules)))
 """
 
 
-def _start_up(mode: str, m: int, numba: bool = False) -> tuple[dict, list[str]]:
-    env = {**os.environ, "ARCHSIM_NO_CACHE": "1"}
+def _start_up(mode: str, m: int, numba: bool = False, aot: bool = False) -> tuple[dict, list[str]]:
+    """The op's JSON and the late modules a process loaded; `aot`: with the kernels compiled
+    ahead of time where they are built (archsim/aot.py), else with Numba's JIT alone."""
+    env = {**os.environ, "ARCHSIM_NO_CACHE": "1", "ARCHSIM_AOT": "1" if aot else "0"}
     args = [sys.executable, "-c", START_UP, mode, str(m), "numba" if numba else "-"]
     res = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
     lines = res.stdout.strip().splitlines()  # the op's JSON document, then the modules loaded
@@ -139,7 +141,8 @@ def test_a_command_line_process_loads_only_what_its_command_uses():
     the op command builds only its own parser, shows no progress into a pipe, and imports
     neither the workload schema, the run's machinery nor rich's tables (0.1 s of its start-up). The op's
     cycles are those of a process that loaded everything. An 8192 x 4096 x 4096 GEMM's kernels
-    take far more than jit.INTERPRETED_ELEMENTS elements, so both processes load Numba."""
+    take far more than jit.INTERPRETED_ELEMENTS elements, so both processes load Numba (the
+    kernels compiled ahead of time left out: tests/test_aot.py)."""
     pytest.importorskip("scipy")
     cli_doc, cli_loaded = _start_up("cli", 8192)
     api_doc, api_loaded = _start_up("api", 8192)
@@ -194,7 +197,7 @@ def test_numba_loads_only_when_a_kernel_runs(tmp_path):
     """A run whose every op is in the op cache calls no kernel, so it never loads Numba; the one
     that filled the cache did, and both report the same result. Its chip and workload were
     validated by the first run (archsim/config/memo.py), so it imports no pydantic either."""
-    env = {**os.environ, "ARCHSIM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "ARCHSIM_CACHE_DIR": str(tmp_path / "cache"), "ARCHSIM_AOT": "0"}  # Numba's JIT
     env.pop("ARCHSIM_NO_CACHE", None)
     loaded, docs = [], []
     for i in range(2):

@@ -5,13 +5,16 @@ machine the wall time stretches with the load, the CPU time much less.
 
 (a) an M=K=N=8192 GEMM on scalesim_ws_128x128 (simulated cycles per CPU-second);
 (b) `archsim run` of Llama-3-8B on the H200, batch 64, prompt 2048, 1024 generated tokens:
-    whole process with an empty Numba cache (cold), with a filled one (warm), and warm with the
+    whole process with an empty kernel cache (cold: the kernels are compiled, ahead of time
+    where the machine has a C compiler, archsim/aot.py), with a filled one (warm), warm on
+    Numba's JIT instead of the module compiled ahead of time (ARCHSIM_AOT=0), and warm with the
     op-result cache (archsim/opcache.py) filled by the run before; then the simulation alone
     in a warm process (fresh result caches);
 (c) start-up: `archsim op gemm` on a 64 x 64 x 64 shape, its chip file validated by no process
     before and by one before (archsim/config/memo.py), and `archsim --help`, whole process;
 (d) Llama-3-70B on h200x8, tensor parallel 8, batch 64, 2048 + 1024, whole process warm: its
-    files validated by no process before and by one before, then with the op cache filled;
+    files validated by no process before and by one before, the latter on Numba's JIT as well,
+    then with the op cache filled;
 (e) with --long: Llama-3-8B at batch 8, prompt 2048 and 32768 (one generated token), whole
     process; the target is the long prompt at most 3x the short one, peaking under 400 MB;
 (f) a cProfile of (b)'s simulation.
@@ -131,11 +134,13 @@ def main() -> None:
     # whole processes first, while this one is small: a child's peak RSS counts what it was forked from
     with tempfile.TemporaryDirectory() as numba_cache, tempfile.TemporaryDirectory() as op_cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache}
-        report("(b) archsim run 8B b64, cold Numba cache", RUN_8B, env)
-        report("(b) archsim run 8B b64, warm Numba cache", RUN_8B, env)
+        jit_only = {**env, "ARCHSIM_AOT": "0"}
+        report("(b) archsim run 8B b64, cold kernel cache", RUN_8B, env)
+        report("(b) archsim run 8B b64, warm kernel cache", RUN_8B, env)
+        report("(b) archsim run 8B b64, warm, on Numba's JIT (ARCHSIM_AOT=0)", RUN_8B, jit_only)
         filled = {**env, "ARCHSIM_CACHE_DIR": op_cache}
         process_cost(RUN_8B, filled)
-        report("(b) archsim run 8B b64, warm Numba cache, op cache filled", RUN_8B, filled, fresh_cache=False)
+        report("(b) archsim run 8B b64, warm kernel cache, op cache filled", RUN_8B, filled, fresh_cache=False)
         memo = Path(op_cache) / "memo"  # validated configurations alone, kept between processes
         memo.mkdir()
         report("(c) archsim op gemm 64^3, warm, its chip never validated before", TINY_GEMM, env, memo=memo)
@@ -143,6 +148,7 @@ def main() -> None:
         report("(c) archsim --help", ["--help"], env)
         report("(d) archsim run 70B h200x8 TP 8 b64, warm, inputs never validated before", RUN_70B, env, memo=memo)
         report("(d) archsim run 70B h200x8 TP 8 b64, warm, inputs validated before", RUN_70B, env, memo=memo)
+        report("(d) the same on Numba's JIT (ARCHSIM_AOT=0)", RUN_70B, jit_only, memo=memo)
         process_cost(RUN_70B, filled)
         report("(d) the same, op cache filled", RUN_70B, filled, fresh_cache=False)
         if args.long:

@@ -89,8 +89,11 @@ def emit(args, out, tables=(), data: dict | None = None, rows: list[dict] | None
 
 
 def jit_cold() -> bool:
-    """Whether the simulation kernels will be compiled on first use (no Numba cache on disk);
-    False while Numba is not loaded (archsim/jit.py)."""
+    """Whether the simulation kernels are being compiled ahead of time (archsim/aot.py) or will
+    be compiled on first use (no Numba cache on disk); False while neither is loaded
+    (archsim/jit.py)."""
+    if jit.building():
+        return True
     if os.environ.get("NUMBA_DISABLE_JIT") == "1" or not jit.loaded():
         return False
     try:
@@ -155,7 +158,7 @@ def progress(args, label: str, total: int | None = None, compiles: bool = True) 
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(label, total=total)
 
-        def name_the_compile() -> None:  # when the first kernel is called (never, if the op cache has all)
+        def name_the_compile() -> None:  # when the first large kernel call is made (never, if the op cache has all)
             if jit_cold():
                 bar.update(task, description=f"{COMPILING}, then {label}")
 

@@ -1,0 +1,314 @@
+"""Kernels compiled ahead of time, so that a process runs them without loading Numba.
+
+Loading Numba and its cached machine code costs a process 0.6-0.7 s (importing numba 0.3 s, its
+typing and lowering registries 0.35 s), more than the simulation of a small run. The kernels a
+process calls from Python (`ENTRIES`) are therefore also compiled, once per machine and per
+digest of archsim's kernel sources, into one extension module by Numba's ahead-of-time compiler
+(`numba.pycc`), in a child process; it is kept beside Numba's own cache
+(`folder()`), and a process imports it in milliseconds. It is the same
+LLVM code as Numba's JIT makes, for this machine's CPU and without fast-math, so its numbers are
+the JIT's to the bit (tests/test_aot.py).
+
+A compiled function reads its arguments as the types it was built for, unchecked, so a call is
+passed to it only when every argument is exactly such a type (`_accepts`: 1-D C-contiguous,
+aligned, writeable int64 or float64 arrays, Python or numpy scalars of the kind); any other call
+goes to Numba's JIT, loaded then (archsim/jit.py).
+
+The module is built by the first process that calls a kernel too large to run as Python
+(archsim/jit.py) after archsim's kernel sources changed, where Numba would otherwise compile
+them, in 20-40 s; the command line names it in its progress line. A file lock makes concurrent
+processes (a sweep's workers) build it once. Where it cannot be built (no C compiler, no
+numba.pycc), the reason is kept in the folder (`FAILED`), said once on a terminal, and Numba's
+JIT compiles the kernels as before. `ARCHSIM_AOT=0` turns all of it off.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+MODULE = "archsim_kernels"
+FAILED = "build-failed.txt"  # in the module's folder: why it could not be built
+BUILD_TIMEOUT_S = 900
+
+# Kernels called from Python, each with the argument types archsim calls it with, a letter each:
+# I / F a 1-D C-contiguous int64 / float64 array, i / f an int64 / float64 scalar, b a bool, and
+# P the event loop's MemoryParams (passed to the module as a float64 array of its fields).
+ENTRIES = {
+    "archsim.engine.kernels.simulate_phase": "IIFFIFFFiPb",
+    "archsim.compiler.l2reuse._walk_waves": "IIIIIIiifffff",
+    "archsim.compiler.program.deal_cores": "Fi",
+    "archsim.serving.kernels.apply_decodes": "IiIIIiFffIFb",
+    "archsim.serving.kernels.apply_tokens": "IIIIIFFfIF",
+    "archsim.serving.kernels.decode_bounds": "IIIIIiib",
+    "archsim.serving.kernels.hist_add_steps": "IFFii",
+    "archsim.serving.kernels.plan_running": "IIIIIIiiib",
+    "archsim.serving.kernels.step_shape": "IIIII",
+}
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
+def enabled() -> bool:
+    return os.environ.get("ARCHSIM_AOT", "1") != "0" and os.environ.get("NUMBA_DISABLE_JIT") != "1"
+
+
+def export_name(qualified: str) -> str:
+    return qualified.replace(".", "_")
+
+
+def _memory_params():
+    from archsim.hardware.memory import MemoryParams
+
+    return MemoryParams
+
+
+def _accepts(codes: str, args: tuple) -> bool:
+    """Whether `args` are exactly the types `codes` were compiled for (see ENTRIES)."""
+    if len(args) != len(codes):
+        return False
+    for code, a in zip(codes, args):
+        if code in "IF":
+            if type(a) is not np.ndarray or a.ndim != 1 or a.dtype != (np.int64 if code == "I" else np.float64):
+                return False
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned and flags.writeable):
+                return False
+        elif code == "i":
+            if not (type(a) is np.int64 or (type(a) is int and INT64_RANGE[0] <= a <= INT64_RANGE[1])):
+                return False
+        elif code == "f":
+            if type(a) is not float and type(a) is not np.float64:
+                return False
+        elif code == "b":
+            if type(a) is not bool and type(a) is not np.bool_:
+                return False
+        elif type(a) is not _memory_params() or any(type(x) is not float for x in a):  # "P"
+            return False
+    return True
+
+
+def adapter(function: Callable, codes: str) -> Callable:
+    """A call of the module's `function` for arguments of `codes`, returning None (nothing it may
+    take) where the arguments are not those types: the caller then takes the JIT's path."""
+    params = [i for i, code in enumerate(codes) if code == "P"]
+
+    def call(args: tuple) -> tuple[bool, object]:
+        if not _accepts(codes, args):
+            return False, None
+        if params:
+            args = tuple(np.array(a, dtype=np.float64) if i in params else a for i, a in enumerate(args))
+        return True, function(*args)
+
+    return call
+
+
+def folder() -> Path:
+    """Where this machine's module for these sources is kept: in Numba's cache folder for them
+    (`jit.kernel_cache_dir()`, or NUMBA_CACHE_DIR where that is set), named by a digest of the
+    kernel sources and this file (which says what each function takes) and by the CPU (a module
+    built for one CPU may not run on another that shares the home folder)."""
+    import hashlib
+
+    from archsim.jit import kernel_cache_dir, kernel_sources_digest
+
+    base = Path(os.environ.get("NUMBA_CACHE_DIR") or kernel_cache_dir())
+    sources = kernel_sources_digest().encode() + Path(__file__).read_bytes()
+    return base / f"aot-{hashlib.sha256(sources).hexdigest()[:16]}-{_cpu_key()}"
+
+
+def _cpu_key() -> str:
+    """This machine's CPU, named without loading LLVM: its architecture and a digest of the
+    first processor's model and feature flags (Linux), or of what `platform` says."""
+    import hashlib
+    import platform
+
+    text = f"{platform.machine()} {platform.processor()}"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            first = f.read(65536).split("\n\n")[0]
+        text += "".join(line for line in first.splitlines() if line.startswith(("model name", "flags")))
+    except OSError:
+        pass
+    return f"{platform.machine() or 'cpu'}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def module_file(where: Path) -> Path | None:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = where / f"{MODULE}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+_loaded: dict[str, ModuleType | None] = {}
+_lock = threading.Lock()
+
+
+def load(build: bool) -> ModuleType | None:
+    """The compiled module for this machine and these sources, built first if `build` and it
+    has not been (nor failed to be); None where there is none (the JIT is then used)."""
+    if not enabled():
+        return None
+    where = folder()
+    key = str(where)
+    with _lock:
+        if key in _loaded and (_loaded[key] is not None or not build):
+            return _loaded[key]
+        path = module_file(where)
+        if path is None and build and buildable(where):
+            path = _build_locked(where)
+        module = _import(path) if path is not None else None
+        _loaded[key] = module
+        return module
+
+
+def buildable(where: Path | None = None) -> bool:
+    """Whether `load(build=True)` would build the module: enabled, not built, not failed."""
+    where = where or folder()
+    return enabled() and module_file(where) is None and not (where / FAILED).exists()
+
+
+def _import(path: Path) -> ModuleType | None:
+    spec = importlib.util.spec_from_file_location(MODULE, path)
+    if spec is None or spec.loader is None:
+        return None
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError:  # a damaged or foreign file: the JIT instead
+        return None
+    return module
+
+
+def _build_locked(where: Path) -> Path | None:
+    """Build the module into `where` unless a concurrent process does (then wait for it)."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX file locks (Windows): not built automatically
+        return None
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        lock = open(where / "build.lock", "w")  # noqa: SIM115 (held for the build)
+    except OSError:
+        return None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = module_file(where)  # built while this process waited
+        if path is None and not (where / FAILED).exists():
+            why = _run_build(where)
+            path = module_file(where)
+            if path is None:
+                (where / FAILED).write_text((why or "no module was written") + "\n")
+                if sys.stderr.isatty():  # said once, where someone reads it; kept in the folder
+                    print(
+                        f"archsim: the kernels could not be compiled ahead of time ({why}); "
+                        f"Numba compiles them in each process instead (see {where / FAILED})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    return path
+
+
+def _run_build(where: Path) -> str | None:
+    """Build the module in a child process (Numba, its compiler and the C toolchain are loaded
+    there, not here); why it failed, or None."""
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "archsim.aot", tmp],
+                capture_output=True,
+                text=True,
+                timeout=BUILD_TIMEOUT_S,
+                env={**os.environ, "ARCHSIM_AOT": "0"},
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"{type(err).__name__}: {err}"
+        built = module_file(Path(tmp))
+        if done.returncode != 0 or built is None:
+            lines = (done.stderr or done.stdout or "").strip().splitlines()
+            return lines[-1] if lines else f"exit {done.returncode}"
+        os.replace(built, where / built.name)  # whole or not at all
+    return None
+
+
+def build(out: Path) -> Path:
+    """Compile every entry kernel into the module `MODULE` in folder `out` (run as
+    `python -m archsim.aot OUT`); its path."""
+    import warnings
+
+    from archsim import jit
+
+    jit.load()
+    import numba
+    from numba import types
+    from numba.core.codegen import AOTCPUCodegen
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numba.pycc's pending deprecation: the module is what counts
+        from numba.pycc import CC
+
+    cc = CC(MODULE)
+    cc.output_dir = str(out)
+    # for this machine as Numba's JIT compiles: its CPU and the features it reports (by default
+    # the ahead-of-time compiler takes the features a CPU model has, which a virtual machine may
+    # not offer)
+    cc.target_cpu = "host"
+    AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()  # type: ignore[method-assign]
+    memory = numba.typeof(_memory_params()(*[0.0] * len(_memory_params()._fields)))
+    kernel_types = {"I": types.int64[::1], "F": types.float64[::1], "i": types.int64, "f": types.float64}
+    kernel_types |= {"b": types.boolean, "P": memory}
+    for qualified, codes in ENTRIES.items():
+        module, name = qualified.rsplit(".", 1)
+        kernel = getattr(importlib.import_module(module), name)
+        arg_types = tuple(kernel_types[c] for c in codes)
+        kernel.compile(arg_types)
+        returns = kernel.overloads[arg_types].signature.return_type
+        export_types = tuple(types.float64[::1] if c == "P" else kernel_types[c] for c in codes)
+        cc.export(export_name(qualified), returns(*export_types))(_export_function(kernel, codes))
+    cc.compile()
+    path = module_file(out)
+    assert path is not None, f"numba.pycc wrote no {MODULE} into {out}"
+    return path
+
+
+def _export_function(kernel, codes: str):
+    """A function of the entry's arguments that calls `kernel`, the MemoryParams rebuilt from its
+    fields (a record the module's callers cannot pass)."""
+    n = len(_memory_params()._fields)
+    params = [f"a{i}" for i in range(len(codes))]
+    args = [f"_P({', '.join(f'a{i}[{j}]' for j in range(n))})" if c == "P" else f"a{i}" for i, c in enumerate(codes)]
+    source = f"def entry({', '.join(params)}):\n    return _kernel({', '.join(args)})\n"
+    scope = {"_kernel": kernel, "_P": _memory_params()}
+    exec(source, scope)  # a function of fixed arity for the compiler to type
+    return scope["entry"]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m archsim.aot OUT_FOLDER", file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    build(out)
+    return 0
+
+
+def remove(where: Path | None = None) -> None:
+    """Delete the module folder (tests; a user may delete it as well)."""
+    shutil.rmtree(where or folder(), ignore_errors=True)
+    _loaded.clear()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

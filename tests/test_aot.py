@@ -1,0 +1,194 @@
+"""The kernels compiled ahead of time (archsim/aot.py): built once, the JIT's numbers to the bit,
+given only the argument types they were compiled for, and a run that uses them never loads
+Numba."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from archsim import aot
+from archsim.graph.ops import Op, OpKind, VectorOp
+
+pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no compiled kernels")
+
+
+@pytest.fixture(scope="module")
+def module():
+    """The module for this machine and these sources, built here if no process built it yet.
+    Without a C compiler it cannot be built: the rest of archsim then runs on Numba's JIT."""
+    if not aot.enabled():
+        pytest.skip("ARCHSIM_AOT=0")
+    built = aot.load(build=True)
+    if built is None:
+        why = (aot.folder() / aot.FAILED).read_text() if (aot.folder() / aot.FAILED).exists() else "?"
+        if shutil.which("cc") or shutil.which("gcc"):
+            pytest.fail(f"the kernels could not be compiled ahead of time: {why}")
+        pytest.skip(f"no C compiler: {why}")
+    return built
+
+
+def compiled(module, qualified: str):
+    return aot.adapter(getattr(module, aot.export_name(qualified)), aot.ENTRIES[qualified])
+
+
+def test_every_entry_is_in_the_module(module):
+    for qualified in aot.ENTRIES:
+        assert callable(getattr(module, aot.export_name(qualified))), qualified
+
+
+def test_only_the_types_an_entry_was_compiled_for_are_passed_to_it(h200):
+    """A compiled function would read any argument as its own type (an int32 array as int64
+    elements: garbage or a crash), so the adapter takes only exact types."""
+    from archsim.hardware.memory import memory_params
+
+    p = memory_params(h200.chip, 0.0, 1e6)
+    ints, floats = np.arange(4, dtype=np.int64), np.zeros(4)
+    ok = (ints, ints, floats, floats, ints, floats, floats, floats, 2, p, False)
+    codes = aot.ENTRIES["archsim.engine.kernels.simulate_phase"]
+    assert aot._accepts(codes, ok)
+    readonly = floats.copy()
+    readonly.flags.writeable = False
+    wrong = {
+        0: ints.astype(np.int32),  # another dtype
+        2: np.zeros(8)[::2],  # not contiguous
+        3: readonly,  # read-only (Numba types it apart)
+        4: np.arange(4.0),  # float where int64
+        8: 2.0,  # float where int64
+        9: tuple(p),  # a tuple, not the record
+        10: 1,  # int where bool
+    }
+    for i, value in wrong.items():
+        assert not aot._accepts(codes, ok[:i] + (value,) + ok[i + 1 :]), i
+    assert not aot._accepts(codes, ok[:-1])  # one argument short
+    assert not aot._accepts("i", (True,)) and not aot._accepts("i", (2**63,))  # a bool is no int64; nor a huge int
+    assert aot._accepts("i", (np.int64(3),)) and aot._accepts("f", (np.float64(1.5),))
+    assert not aot._accepts("f", (np.float32(1.5),))
+
+
+def _programs(chip):
+    """Phases of every shape the event loop meets: a stream-K GEMM of many distinct cores, a
+    decode GEMV, causal prefill attention, split-KV decode attention and its combine, a
+    streaming vector kernel."""
+    from archsim.compiler.compile import compile_candidates
+
+    ops = [
+        Op(OpKind.GEMM, m=512, k=4096, n=28672),
+        Op(OpKind.GEMM, m=1, k=4096, n=14336),
+        Op(OpKind.ATTENTION, batch=2, heads=32, kv_heads=8, head_dim=128, q_len=1024, kv_len=1024, causal=True),
+        Op(OpKind.ATTENTION, batch=4, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=3000, split_kv=True),
+        Op(OpKind.VECTOR, m=4096, n=4096, vop=VectorOp.RMSNORM),
+    ]
+    return [p for op in ops for p in compile_candidates(op, chip)[:2]]
+
+
+def test_the_compiled_event_loop_plays_as_the_jit_to_the_bit(module, h200):
+    """Every output of the event loop, with and without a trace, is the JIT's bit for bit: the
+    same LLVM code for the same CPU, without fast-math."""
+    from archsim import jit
+    from archsim.engine import kernels
+    from archsim.engine.simulate import phase_memory
+
+    jit.load()
+    play = compiled(module, "archsim.engine.kernels.simulate_phase")
+    phases = 0
+    for program in _programs(h200.chip):
+        for ph in program.phases:
+            args = (ph.core_start, ph.core_weight, ph.hbm_bytes, ph.l2_bytes, ph.compute_cycles, ph.store_bytes)
+            args += (ph.store_l2_bytes, ph.load_trips, int(ph.stages), phase_memory(ph, h200.chip))
+            for trace in (False, True):
+                took, got = play((*args, trace))
+                assert took
+                want = kernels.simulate_phase(*args, trace)
+                for a, b in zip(got, want, strict=True):
+                    a, b = np.atleast_1d(np.asarray(a, np.float64)), np.atleast_1d(np.asarray(b, np.float64))
+                    assert a.view(np.uint64).tolist() == b.view(np.uint64).tolist()
+            phases += 1
+    assert phases >= 8
+
+
+RUN = """
+import json, sys
+from archsim import jit
+jit.for_command_line()
+from archsim.cli import main
+main(["run", "--workload", "llama3_8b", "--batch", "4", "--prompt", "512", "--generate", "8", "--quiet",
+      "--json", sys.argv[1]])
+print(json.dumps("numba" in sys.modules))
+"""
+
+
+def _run(tmp_path, name: str, aot_on: bool) -> tuple[dict, bool]:
+    out = tmp_path / f"{name}.json"
+    env = {**os.environ, "ARCHSIM_NO_CACHE": "1", "ARCHSIM_AOT": "1" if aot_on else "0"}
+    res = subprocess.run([sys.executable, "-c", RUN, str(out)], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return json.loads(out.read_text()), json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_a_run_on_the_compiled_kernels_loads_no_numba_and_reports_what_the_jit_does(module, tmp_path):
+    compiled_doc, numba_loaded = _run(tmp_path, "aot", True)
+    jit_doc, jit_numba = _run(tmp_path, "jit", False)
+    assert not numba_loaded and jit_numba
+    assert compiled_doc == jit_doc
+
+
+OTHER_TYPES = """
+import json
+import numpy as np
+from archsim import jit
+from archsim.compiler.program import deal_cores
+costs = np.linspace(1.0, 3.0, 20000)  # beyond what runs as Python
+as_compiled = deal_cores(costs, 132)
+import sys
+after_compiled = "numba" in sys.modules
+other = deal_cores(costs.astype(np.float32), 132)  # a type the module was not built for
+print(json.dumps([after_compiled, "numba" in sys.modules, as_compiled.tolist() == other.tolist()]))
+"""
+
+
+def test_a_call_of_other_types_goes_to_the_jit(module):
+    env = {**os.environ, "ARCHSIM_AOT": "1"}
+    res = subprocess.run([sys.executable, "-c", OTHER_TYPES], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == [False, True, True]
+
+
+def test_a_module_that_cannot_be_built_is_kept_as_failed_and_not_tried_again(tmp_path, monkeypatch):
+    """The reason is written into the folder; later loads do not build again (each would cost a
+    child process and its compilation) and use the JIT."""
+    calls = []
+
+    def failing(where):
+        calls.append(where)
+        return "error: command 'cc' failed: No such file or directory"
+
+    monkeypatch.setattr(aot, "_run_build", failing)
+    monkeypatch.setattr(aot, "folder", lambda: tmp_path / "aot")
+    aot._loaded.clear()
+    try:
+        assert aot.buildable()
+        assert aot.load(build=True) is None
+        assert "No such file" in (tmp_path / "aot" / aot.FAILED).read_text()
+        assert not aot.buildable()
+        aot._loaded.clear()  # a later process
+        assert aot.load(build=True) is None
+        assert len(calls) == 1
+    finally:
+        aot._loaded.clear()
+
+
+def test_the_folder_follows_the_sources_and_the_cpu(monkeypatch, tmp_path):
+    """A changed kernel source or a changed list of what each entry takes must not find a
+    module built before (it would read its arguments as other types); the CPU is in the name."""
+    from archsim import jit
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    before = aot.folder()
+    assert before.parent == tmp_path and aot._cpu_key() in before.name
+    monkeypatch.setattr(jit, "kernel_sources_digest", lambda root=None: "another")
+    assert aot.folder() != before
