@@ -120,10 +120,11 @@ def folder() -> Path:
     built for one CPU may not run on another that shares the home folder)."""
     import hashlib
 
-    from archsim.jit import kernel_cache_dir, kernel_sources_digest
+    from archsim.jit import KERNEL_CACHE, cache_root, kernel_sources_digest
 
-    base = Path(os.environ.get("NUMBA_CACHE_DIR") or kernel_cache_dir())
-    sources = kernel_sources_digest().encode() + Path(__file__).read_bytes()
+    digest = kernel_sources_digest()
+    base = Path(os.environ.get("NUMBA_CACHE_DIR") or cache_root() / KERNEL_CACHE / digest)
+    sources = digest.encode() + Path(__file__).read_bytes()
     return base / f"aot-{hashlib.sha256(sources).hexdigest()[:16]}-{_cpu_key()}"
 
 

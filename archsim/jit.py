@@ -224,8 +224,12 @@ def kernel_cache_dir() -> Path:
     the files whose kernels and constants it calls: a changed `sharing.py` would leave the event
     loop of `kernels.py` running the old fair share, and the op cache (keyed by the new sources)
     storing its results. A folder per digest of every such file makes any change compile anew."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "archsim" / KERNEL_CACHE / kernel_sources_digest()
+    return cache_root() / KERNEL_CACHE / kernel_sources_digest()
+
+
+def cache_root() -> Path:
+    """$XDG_CACHE_HOME/archsim, else ~/.cache/archsim."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "archsim"
 
 
 def _use_kernel_cache_dir() -> None:
