@@ -73,44 +73,70 @@ def _memory_params():
     return MemoryParams
 
 
+def prepare() -> None:
+    """Import what the adapters read (the MemoryParams record), so that making one imports no
+    module of kernels (whose definitions take archsim.jit's lock)."""
+    _memory_params()
+
+
 def _accepts(codes: str, args: tuple) -> bool:
     """Whether `args` are exactly the types `codes` were compiled for (see ENTRIES)."""
-    if len(args) != len(codes):
-        return False
-    for code, a in zip(codes, args):
-        if code in "IF":
-            if type(a) is not np.ndarray or a.ndim != 1 or a.dtype != (np.int64 if code == "I" else np.float64):
-                return False
-            flags = a.flags
-            if not (flags.c_contiguous and flags.aligned and flags.writeable):
-                return False
-        elif code == "i":
-            if not (type(a) is np.int64 or (type(a) is int and INT64_RANGE[0] <= a <= INT64_RANGE[1])):
-                return False
-        elif code == "f":
-            if type(a) is not float and type(a) is not np.float64:
-                return False
-        elif code == "b":
-            if type(a) is not bool and type(a) is not np.bool_:
-                return False
-        elif type(a) is not _memory_params() or any(type(x) is not float for x in a):  # "P"
-            return False
-    return True
+    return adapter(lambda *a: None, codes)(args)[0]
 
 
-def adapter(function: Callable, codes: str) -> Callable:
-    """A call of the module's `function` for arguments of `codes`, returning None (nothing it may
-    take) where the arguments are not those types: the caller then takes the JIT's path."""
-    params = [i for i, code in enumerate(codes) if code == "P"]
+_CHECKS = {  # the test of argument `a` for each letter of ENTRIES; `return MISS` where it fails
+    "I": "if type({a}) is not ndarray or {a}.ndim != 1 or ({a}.dtype is not I64 and {a}.dtype != I64): return MISS\n"
+    "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
+    "F": "if type({a}) is not ndarray or {a}.ndim != 1 or ({a}.dtype is not F64 and {a}.dtype != F64): return MISS\n"
+    "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
+    "i": "if not ((type({a}) is int and LOW <= {a} <= HIGH) or type({a}) is int64): return MISS",
+    "f": "if type({a}) is not float and type({a}) is not float64: return MISS",
+    "b": "if type({a}) is not bool and type({a}) is not bool_: return MISS",
+    "P": "if type({a}) is not MemoryParams: return MISS\n    {a} = fields({a})\n    if {a} is None: return MISS",
+}
+MISS = (False, None)
 
-    def call(args: tuple) -> tuple[bool, object]:
-        if not _accepts(codes, args):
-            return False, None
-        if params:
-            args = tuple(np.array(a, dtype=np.float64) if i in params else a for i, a in enumerate(args))
-        return True, function(*args)
 
-    return call
+def _fields(p) -> np.ndarray | None:
+    """A MemoryParams as the float64 array of its fields, or None if one is not a float (the
+    JIT would type such a record apart). Kept per record: a phase's is memoised upstream."""
+    got = _field_arrays.get(p)
+    if got is None:
+        if any(type(x) is not float for x in p):
+            return None
+        if len(_field_arrays) >= 4096:
+            _field_arrays.clear()
+        got = _field_arrays[p] = np.array(p, dtype=np.float64)
+    return got
+
+
+_field_arrays: dict = {}
+
+
+def adapter(function: Callable, codes: str) -> Callable[[tuple], tuple[bool, object]]:
+    """A call of the module's `function` for arguments of `codes`: (True, its result), or
+    (False, None) where the arguments are not those types (the caller then takes the JIT's
+    path). Written out per entry, a test per argument, as it runs at every kernel call."""
+    names = [f"a{i}" for i in range(len(codes))]
+    lines = [f"def call(args):\n    if len(args) != {len(codes)}: return MISS\n    {', '.join(names)}, = args"]
+    lines += ["    " + _CHECKS[code].format(a=name) for code, name in zip(codes, names)]
+    lines.append(f"    return True, function({', '.join(names)})")
+    scope = {
+        "MISS": MISS,
+        "function": function,
+        "ndarray": np.ndarray,
+        "I64": np.dtype(np.int64),
+        "F64": np.dtype(np.float64),
+        "int64": np.int64,
+        "float64": np.float64,
+        "bool_": np.bool_,
+        "LOW": INT64_RANGE[0],
+        "HIGH": INT64_RANGE[1],
+        "MemoryParams": _memory_params(),
+        "fields": _fields,
+    }
+    exec("\n".join(lines), scope)
+    return scope["call"]
 
 
 def folder() -> Path:

@@ -130,6 +130,7 @@ _waiting: list[Kernel] = []  # kernels defined before Numba was loaded
 _loaded = [False]
 _ahead = [False]  # whether the kernels compiled ahead of time were looked for (`_use_ahead_of_time`)
 _building = [False]  # while they are being compiled
+_ahead_module: list = [None]  # the module compiled ahead of time, once looked for and found
 _loading = threading.Lock()  # two threads calling their first kernels make the dispatchers once
 _on_load: list = []  # what to call once Numba is loaded (`when_loaded`)
 
@@ -137,15 +138,17 @@ _on_load: list = []  # what to call once Numba is loaded (`when_loaded`)
 def _use_ahead_of_time() -> None:
     """Give every waiting kernel with a function in the module compiled ahead of time
     (archsim/aot.py, built now if it never was) that function, once per process: a call it takes
-    runs there, without Numba; one it does not take loads Numba."""
+    runs there, without Numba; one it does not take loads Numba. A kernel defined later (its
+    module imported later) gets its function when it is defined (`njit`)."""
+    from archsim import aot
+
+    aot.prepare()  # what the functions' adapters read, imported before the lock `njit` takes
     with _loading:
         if _ahead[0]:
             return
         _ahead[0] = True
         if _loaded[0]:
             return
-        from archsim import aot
-
         module = aot.load(build=False)
         if module is None and aot.buildable():
             _building[0] = True
@@ -155,13 +158,20 @@ def _use_ahead_of_time() -> None:
                 module = aot.load(build=True)
             finally:
                 _building[0] = False
-        if module is None:
-            return
+        _ahead_module[0] = module
         for kernel in _waiting:
-            codes = aot.ENTRIES.get(kernel.qualified_name)
-            function = getattr(module, aot.export_name(kernel.qualified_name), None)
-            if codes is not None and function is not None:
-                kernel.compiled = aot.adapter(function, codes)
+            _give_compiled(kernel, module)
+
+
+def _give_compiled(kernel: Kernel, module) -> None:
+    """Give `kernel` its function in the module compiled ahead of time, if it has one."""
+    from archsim import aot
+
+    if module is None or kernel.qualified_name not in aot.ENTRIES:
+        return
+    function = getattr(module, aot.export_name(kernel.qualified_name), None)
+    if function is not None:
+        kernel.compiled = aot.adapter(function, aot.ENTRIES[kernel.qualified_name])
 
 
 def loaded() -> bool:
@@ -293,7 +303,10 @@ def njit(func, options: dict | None = None):
         if not _loaded[0]:
             kernel = Kernel(func, options)
             _waiting.append(kernel)
-            return kernel
+            module = _ahead_module[0]
+    if not _loaded[0]:
+        _give_compiled(kernel, module)  # outside the lock: its adapter may import a module of kernels
+        return kernel
     compile_with = _numba_njit(options)
     return compile_with(func) if compile_with else func
 
