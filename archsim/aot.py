@@ -10,24 +10,25 @@ LLVM code as Numba's JIT makes, for this machine's CPU and without fast-math, so
 the JIT's to the bit (tests/test_aot.py).
 
 A compiled function reads its arguments as the types it was built for, unchecked, so a call is
-passed to it only when every argument is exactly such a type (`_accepts`: 1-D C-contiguous,
+passed to it only when every argument is exactly such a type (`adapter`: 1-D C-contiguous,
 aligned, writeable int64 or float64 arrays, Python or numpy scalars of the kind); any other call
 goes to Numba's JIT, loaded then (archsim/jit.py).
 
 The module is built by the first process that calls a kernel too large to run as Python
 (archsim/jit.py) after archsim's kernel sources changed, where Numba would otherwise compile
 them, in 20-40 s; the command line names it in its progress line. A file lock makes concurrent
-processes (a sweep's workers) build it once. Where it cannot be built (no C compiler, no
-numba.pycc), the reason is kept in the folder (`FAILED`), said once on a terminal, and Numba's
-JIT compiles the kernels as before. `ARCHSIM_AOT=0` turns all of it off.
+processes (a sweep's workers) build it once (POSIX; where there are no such locks it is not
+built). Where it cannot be built (no C compiler, no numba.pycc), the reason is kept in the
+folder (`FAILED`), said once on a terminal, and Numba's JIT compiles the kernels as before.
+`ARCHSIM_AOT=0` turns all of it off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,7 +81,8 @@ def prepare() -> None:
 
 
 def _accepts(codes: str, args: tuple) -> bool:
-    """Whether `args` are exactly the types `codes` were compiled for (see ENTRIES)."""
+    """Whether `args` are exactly the types `codes` were compiled for (see ENTRIES); for tests,
+    as it writes an adapter each call."""
     return adapter(lambda *a: None, codes)(args)[0]
 
 
@@ -236,7 +238,8 @@ def _build_locked(where: Path) -> Path | None:
             why = _run_build(where)
             path = module_file(where)
             if path is None:
-                (where / FAILED).write_text((why or "no module was written") + "\n")
+                with contextlib.suppress(OSError):  # a full disk: tried again by the next process
+                    (where / FAILED).write_text((why or "no module was written") + "\n")
                 if sys.stderr.isatty():  # said once, where someone reads it; kept in the folder
                     print(
                         f"archsim: the kernels could not be compiled ahead of time ({why}); "
@@ -329,12 +332,6 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     build(out)
     return 0
-
-
-def remove(where: Path | None = None) -> None:
-    """Delete the module folder (tests; a user may delete it as well)."""
-    shutil.rmtree(where or folder(), ignore_errors=True)
-    _loaded.clear()
 
 
 if __name__ == "__main__":
