@@ -29,6 +29,7 @@ import contextlib
 import importlib.machinery
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -267,7 +268,8 @@ def _run_build(where: Path) -> str | None:
         built = module_file(Path(tmp))
         if done.returncode != 0 or built is None:
             lines = (done.stderr or done.stdout or "").strip().splitlines()
-            return lines[-1] if lines else f"exit {done.returncode}"
+            errors = [line for line in lines if re.match(r"\w*(Error|Exception)\b", line)]
+            return (errors or lines or [f"exit {done.returncode}"])[-1]  # the exception's line, not a hint after it
         os.replace(built, where / built.name)  # whole or not at all
     return None
 

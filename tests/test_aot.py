@@ -185,6 +185,16 @@ def test_a_module_that_cannot_be_built_is_kept_as_failed_and_not_tried_again(tmp
         aot._loaded.clear()
 
 
+def test_a_failed_build_is_kept_with_its_exception_line(tmp_path, monkeypatch):
+    """The child's exception line names why (numba.pycc prints a hint after it)."""
+    child = (
+        "import sys; print('Traceback ...', file=sys.stderr); sys.exit('RuntimeError: no C compiler\\n#> install gcc')"
+    )
+    run = subprocess.run
+    monkeypatch.setattr(aot.subprocess, "run", lambda *a, **k: run([sys.executable, "-c", child], **k))
+    assert aot._run_build(tmp_path) == "RuntimeError: no C compiler"
+
+
 def test_the_folder_follows_the_sources_and_the_cpu(monkeypatch, tmp_path):
     """A changed kernel source or a changed list of what each entry takes must not find a
     module built before (it would read its arguments as other types); the CPU is in the name."""
