@@ -1,11 +1,12 @@
 """What a sweep's worker processes load before their first point, loaded once for all of them.
 
 A local pool's workers are forked from a server process (executors.py) that imports this
-module first: every worker then starts with the modules a point uses, and loads Numba, when its
-first point needs a kernel, without scipy's BLAS (archsim/jit.py: no kernel calls it, and
-importing it cost each worker 0.45 s), as a process of archsim's own does. Numba itself is left
-to the workers: loading it and the compiled kernels here (0.4-0.7 s) would hold back every
-worker's start, and a sweep whose ops are all in the op cache never needs it.
+module first: every worker then starts with the modules a point uses, and loads the kernels
+compiled ahead of time (archsim/aot.py, a few milliseconds) when its first point needs a kernel,
+or where there are none Numba, without scipy's BLAS (archsim/jit.py: no kernel calls it, and
+importing it cost each worker 0.45 s), as a process of archsim's own does. The kernels are left
+to the workers: a sweep whose ops are all in the op cache never needs them, and Numba loaded
+here (0.4-0.7 s) would hold back every worker's start.
 """
 
 from __future__ import annotations
