@@ -299,12 +299,13 @@ def njit(func, options: dict | None = None):
     `options`) where numba is installed and enabled; else `func` unchanged."""
     if os.environ.get("NUMBA_DISABLE_JIT") == "1":
         return func
+    kernel = None
     with _loading:  # not while another thread is making the dispatchers
         if not _loaded[0]:
             kernel = Kernel(func, options)
             _waiting.append(kernel)
             module = _ahead_module[0]
-    if not _loaded[0]:
+    if kernel is not None:
         _give_compiled(kernel, module)  # outside the lock: its adapter may import a module of kernels
         return kernel
     compile_with = _numba_njit(options)
