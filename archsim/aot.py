@@ -75,18 +75,6 @@ def _memory_params():
     return MemoryParams
 
 
-def prepare() -> None:
-    """Import what the adapters read (the MemoryParams record), so that making one imports no
-    module of kernels (whose definitions take archsim.jit's lock)."""
-    _memory_params()
-
-
-def _accepts(codes: str, args: tuple) -> bool:
-    """Whether `args` are exactly the types `codes` were compiled for (see ENTRIES); for tests,
-    as it writes an adapter each call."""
-    return adapter(lambda *a: None, codes)(args)[0]
-
-
 _CHECKS = {  # the test of argument `a` for each letter of ENTRIES; `return MISS` where it fails
     "I": "if type({a}) is not ndarray or {a}.ndim != 1 or ({a}.dtype is not I64 and {a}.dtype != I64): return MISS\n"
     "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",

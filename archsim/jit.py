@@ -142,7 +142,6 @@ def _use_ahead_of_time() -> None:
     module imported later) gets its function when it is defined (`njit`)."""
     from archsim import aot
 
-    aot.prepare()  # what the functions' adapters read, imported before the lock `njit` takes
     with _loading:
         if _ahead[0]:
             return
@@ -159,8 +158,9 @@ def _use_ahead_of_time() -> None:
             finally:
                 _building[0] = False
         _ahead_module[0] = module
-        for kernel in _waiting:
-            _give_compiled(kernel, module)
+        waiting = list(_waiting)
+    for kernel in waiting:  # outside the lock, as in `njit`: an adapter may import a module of kernels
+        _give_compiled(kernel, module)
 
 
 def _give_compiled(kernel: Kernel, module) -> None:
@@ -210,9 +210,18 @@ KERNEL_CACHE = "numba"  # under $XDG_CACHE_HOME/archsim (or ~/.cache/archsim): o
 
 def kernel_sources_digest(root: Path | None = None) -> str:
     """A digest of every source file a compiled kernel is built from: the modules of the package
-    at `root` (default: this one) that define kernels and the archsim modules they import names
-    from (whose constants and records compilation freezes into the machine code)."""
-    root = root or Path(__file__).resolve().parent
+    at `root` (default: this one, read once a process) that define kernels and the archsim
+    modules they import names from (whose constants and records compilation freezes into the
+    machine code)."""
+    return _sources_digest(root) if root is not None else _own_sources_digest()
+
+
+@functools.lru_cache(maxsize=1)
+def _own_sources_digest() -> str:
+    return _sources_digest(Path(__file__).resolve().parent)
+
+
+def _sources_digest(root: Path) -> str:
     texts = {p: p.read_text(encoding="utf-8") for p in root.rglob("*.py")}
     kernels = {p: text for p, text in texts.items() if "@njit" in text}
     sources = set(kernels)
@@ -306,7 +315,7 @@ def njit(func, options: dict | None = None):
             _waiting.append(kernel)
             module = _ahead_module[0]
     if kernel is not None:
-        _give_compiled(kernel, module)  # outside the lock: its adapter may import a module of kernels
+        _give_compiled(kernel, module)  # outside the lock (`_use_ahead_of_time`)
         return kernel
     compile_with = _numba_njit(options)
     return compile_with(func) if compile_with else func

@@ -41,6 +41,11 @@ def test_every_entry_is_in_the_module(module):
         assert callable(getattr(module, aot.export_name(qualified))), qualified
 
 
+def accepts(codes: str, args: tuple) -> bool:
+    """Whether the adapter of an entry of `codes` passes `args` on."""
+    return aot.adapter(lambda *a: None, codes)(args)[0]
+
+
 def test_only_the_types_an_entry_was_compiled_for_are_passed_to_it(h200):
     """A compiled function would read any argument as its own type (an int32 array as int64
     elements: garbage or a crash), so the adapter takes only exact types."""
@@ -50,7 +55,7 @@ def test_only_the_types_an_entry_was_compiled_for_are_passed_to_it(h200):
     ints, floats = np.arange(4, dtype=np.int64), np.zeros(4)
     ok = (ints, ints, floats, floats, ints, floats, floats, floats, 2, p, False)
     codes = aot.ENTRIES["archsim.engine.kernels.simulate_phase"]
-    assert aot._accepts(codes, ok)
+    assert accepts(codes, ok)
     readonly = floats.copy()
     readonly.flags.writeable = False
     wrong = {
@@ -63,11 +68,11 @@ def test_only_the_types_an_entry_was_compiled_for_are_passed_to_it(h200):
         10: 1,  # int where bool
     }
     for i, value in wrong.items():
-        assert not aot._accepts(codes, ok[:i] + (value,) + ok[i + 1 :]), i
-    assert not aot._accepts(codes, ok[:-1])  # one argument short
-    assert not aot._accepts("i", (True,)) and not aot._accepts("i", (2**63,))  # a bool is no int64; nor a huge int
-    assert aot._accepts("i", (np.int64(3),)) and aot._accepts("f", (np.float64(1.5),))
-    assert not aot._accepts("f", (np.float32(1.5),))
+        assert not accepts(codes, ok[:i] + (value,) + ok[i + 1 :]), i
+    assert not accepts(codes, ok[:-1])  # one argument short
+    assert not accepts("i", (True,)) and not accepts("i", (2**63,))  # a bool is no int64; nor a huge int
+    assert accepts("i", (np.int64(3),)) and accepts("f", (np.float64(1.5),))
+    assert not accepts("f", (np.float32(1.5),))
 
 
 def _programs(chip):
