@@ -126,10 +126,10 @@ print(json.dumps(sorted(m for m in LATE if m in sys.modules)))
 """
 
 
-def _start_up(mode: str, m: int, numba: bool = False, aot: bool = False) -> tuple[dict, list[str]]:
-    """The op's JSON and the late modules a process loaded; `aot`: with the kernels compiled
-    ahead of time where they are built (archsim/aot.py), else with Numba's JIT alone."""
-    env = {**os.environ, "ARCHSIM_NO_CACHE": "1", "ARCHSIM_AOT": "1" if aot else "0"}
+def _start_up(mode: str, m: int, numba: bool = False) -> tuple[dict, list[str]]:
+    """The op's JSON and the late modules a process loaded, on Numba's JIT alone (the kernels
+    compiled ahead of time: tests/test_aot.py)."""
+    env = {**os.environ, "ARCHSIM_NO_CACHE": "1", "ARCHSIM_AOT": "0"}
     args = [sys.executable, "-c", START_UP, mode, str(m), "numba" if numba else "-"]
     res = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
     lines = res.stdout.strip().splitlines()  # the op's JSON document, then the modules loaded
