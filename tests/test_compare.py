@@ -120,3 +120,24 @@ def test_list_fits_80_columns():
         chip.hbm.capacity_bytes / 1e9,
     ):
         assert f" {_num(value)} " in row
+
+
+def test_compare_stops_at_a_run_ended_by_ctrl_c(monkeypatch, capsys):
+    """A chip's run cut short by Ctrl-C (its result marked interrupted) ends the comparison with
+    exit code 130: the chips after it are not run and no table is printed."""
+    from dataclasses import replace
+
+    from archsim import api
+
+    calls = []
+    real_run = api.run
+
+    def interrupted_run(hardware, workload, **kwargs):
+        calls.append(hardware.name)
+        report = real_run(hardware, workload, **kwargs)
+        return replace(report, result=replace(report.result, interrupted=True))
+
+    monkeypatch.setattr(api, "run", interrupted_run)
+    assert main(["compare", "h200", "a100", "--prompt", "64", "--generate", "4"]) == 130
+    assert calls == ["NVIDIA H200 SXM"]
+    assert "TTFT" not in capsys.readouterr().out

@@ -212,3 +212,19 @@ def test_decode_power_rises_and_joules_per_token_fall_with_batch(chip):
         assert e.average_power_w <= e.limit_w and e.decode_power_w <= e.limit_w
     assert power == sorted(power) and joules == sorted(joules, reverse=True)
     assert joules[0] > 30 * joules[-1]
+
+
+def test_the_power_table_of_a_run_without_decode_leaves_its_columns_empty():
+    """A run that generates one token has a prefill step only: every op kind's decode joules,
+    share and clock are '-' (three cells), and its prefill shares add to 100%."""
+    from archsim.report.energy import power_table
+
+    system, w = load_system("h200")[0], load_workload("llama3_8b")[0]
+    w = replace(w, scenario=replace(w.scenario, batch=1, prompt_tokens=128, output_tokens=1))
+    e = run_energy(run_generation(w, system, kv_stride=1024), w, system, 1024)
+    assert e.decode is None
+    t = power_table(e, system.chip.name)
+    cells = [list(c.cells) for c in t.columns]
+    assert t.row_count == len(e.prefill.kinds)
+    assert all(cell == "-" for column in cells[4:] for cell in column)
+    assert sum(float(s.rstrip("%")) for s in cells[2]) == pytest.approx(100.0, abs=0.1 * t.row_count)

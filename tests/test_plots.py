@@ -111,3 +111,16 @@ def test_nearby_roofline_labels_merge():
 
     clusters = label_clusters([(1.0, 4e12, "qkv"), (1.2, 3e12, "down"), (10.0, 4e12, "attention"), (1.0, 4e12, "qkv")])
     assert sorted((x, names) for x, _, names in clusters) == [(1.0, ["qkv", "down"]), (10.0, ["attention"])]
+
+
+def test_decode_by_kv_draws_a_run_without_curves(tmp_path, h200, llama8b):
+    """The decode plot of a run alone (no wider curves given): its own steps only."""
+    from dataclasses import replace
+
+    from archsim.report.plots import decode_by_kv
+    from archsim.runner.generation import run_generation
+
+    w = replace(llama8b, scenario=replace(llama8b.scenario, batch=1, prompt_tokens=64, output_tokens=4))
+    run = run_generation(w, h200, kv_stride=1024)
+    assert is_png(decode_by_kv(tmp_path / "alone.png", [("h200", run)]))
+    assert is_png(decode_by_kv(tmp_path / "empty.png", [("h200", run)], []))

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from archsim.commands import check_outputs, require_plots, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, progress
 from archsim.commands.run import add_parallel_flags, add_workload_flags
+
+if TYPE_CHECKING:
+    from archsim.api.inputs import Hardware, Workload
+    from archsim.report.comparison import ChipRun
 
 
 def add_parser(sub) -> None:
@@ -79,64 +85,80 @@ CSV_FIELDS = (
 )
 
 
-def run(args) -> int:
-    import sys
-
+def layout_systems(args: argparse.Namespace) -> list[tuple[str, Hardware]]:
+    """The chips given, each with the --set values, every one checked before any runs; a lone chip
+    under a layout of several chips as its shipped system (`system_for`), with a note."""
     from archsim import api
-    from archsim.commands.run import load_inputs, set_values
-    from archsim.errors import DoesNotFitError, RefusedError, TooLargeError, printable
-    from archsim.graph.parallel import Parallelism, ParallelismError
-    from archsim.report.comparison import ChipRun, compare_dict, compare_table, energy_area_table
-    from archsim.report.export import write_json
+    from archsim.commands.run import set_values
 
-    check_outputs(args, ("json", "plots"), ("plots",), (*args.chips, args.workload, args.model))
-    _, workload = load_inputs(args)
-    w = workload.workload
     chips = [
         (hw, set_values(api.load_system(hw), args.set or [], "hardware")) for hw in args.chips
     ]  # all checked first
     need = args.tp * args.pp * args.ep
     systems = []
-    for hw, hardware in chips:  # a lone chip under a layout of several runs on its shipped system
+    for hw, hardware in chips:
         found = system_for(hw, hardware, need)
         if found is not None and found[0] != hw:
             notes(args).print(f"note: {hw}: {need} chips for the layout: {found[0]}")
             found = (found[0], set_values(found[1], args.set or [], "hardware"))
         systems.append(found or (hw, hardware))
-    chips = systems
+    return systems
+
+
+def run_chip(args: argparse.Namespace, hw: str, hardware: Hardware, workload: Workload) -> ChipRun:
+    """One chip's run, or why it has none (a chip the workload does not fit, a layout it cannot
+    take, a run too large or not supported), that reason also printed on stderr."""
+    import sys
+
+    from archsim import api
+    from archsim.errors import DoesNotFitError, RefusedError, TooLargeError, printable
+    from archsim.graph.parallel import ParallelismError
+    from archsim.report.comparison import ChipRun
+
+    digest = api.calls.run_config(hardware, workload, args.kv_stride, args.tp, args.pp, args.ep).hash
+    try:
+        report = api.run(hardware, workload, tp=args.tp, pp=args.pp, ep=args.ep, kv_stride=args.kv_stride)
+        spec = hardware.system.chip.area
+        return ChipRun(
+            hw,
+            hardware.name,
+            report.config_hash,
+            report.result,
+            energy=report.energy,
+            area=report.area,
+            node=spec.node.value if spec else "",
+        )
+    except DoesNotFitError as err:
+        print(printable(f"archsim: {hw}: {err}"), file=sys.stderr)
+        return ChipRun(hw, hardware.name, digest, None, "does not fit")
+    except ParallelismError as err:
+        print(printable(f"archsim: {hw}: --tp/--pp/--ep: {err}"), file=sys.stderr)
+        return ChipRun(hw, hardware.name, digest, None, "layout does not apply")
+    except RefusedError as err:
+        print(printable(f"archsim: {hw}: {err}"), file=sys.stderr)
+        why = "too large to simulate" if isinstance(err, TooLargeError) else "not supported by the chip"
+        return ChipRun(hw, hardware.name, digest, None, why)
+
+
+def run(args) -> int:
+    from archsim.commands.run import load_inputs
+    from archsim.graph.parallel import Parallelism
+    from archsim.report.comparison import compare_dict, compare_table, energy_area_table
+    from archsim.report.export import write_json
+
+    check_outputs(args, ("json", "plots"), ("plots",), (*args.chips, args.workload, args.model))
+    _, workload = load_inputs(args)
+    w = workload.workload
+    chips = layout_systems(args)
     if args.plots:
         require_plots()
     rows = []
     with progress(args, "chips", total=len(chips)) as bar:
         for i, (hw, hardware) in enumerate(chips):
             bar.update(i, len(chips), f"{shown(hardware.name)} ({i + 1} of {len(chips)})")
-            digest = api.calls.run_config(hardware, workload, args.kv_stride, args.tp, args.pp, args.ep).hash
-            try:
-                report = api.run(hardware, workload, tp=args.tp, pp=args.pp, ep=args.ep, kv_stride=args.kv_stride)
-                spec = hardware.system.chip.area
-                rows.append(
-                    ChipRun(
-                        hw,
-                        hardware.name,
-                        report.config_hash,
-                        report.result,
-                        energy=report.energy,
-                        area=report.area,
-                        node=spec.node.value if spec else "",
-                    )
-                )
-                if report.interrupted:
-                    return 130
-            except DoesNotFitError as err:
-                print(printable(f"archsim: {hw}: {err}"), file=sys.stderr)
-                rows.append(ChipRun(hw, hardware.name, digest, None, "does not fit"))
-            except ParallelismError as err:
-                print(printable(f"archsim: {hw}: --tp/--pp/--ep: {err}"), file=sys.stderr)
-                rows.append(ChipRun(hw, hardware.name, digest, None, "layout does not apply"))
-            except RefusedError as err:
-                print(printable(f"archsim: {hw}: {err}"), file=sys.stderr)
-                why = "too large to simulate" if isinstance(err, TooLargeError) else "not supported by the chip"
-                rows.append(ChipRun(hw, hardware.name, digest, None, why))
+            rows.append(run_chip(args, hw, hardware, workload))
+            if rows[-1].result is not None and rows[-1].result.interrupted:
+                return 130
     sc = w.scenario
     par = Parallelism(args.tp, args.pp, args.ep)
     layout = "" if par.is_single else f", {par.label()}"

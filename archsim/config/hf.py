@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from archsim.config.hf_families import ARCHITECTURES, FAMILIES, STRUCTURAL, Fields
+from archsim.config.hf_families import ARCHITECTURES, FAMILIES, STRUCTURAL, Fields, SpecFields
 from archsim.config.jsonfile import line_of, read_json
 from archsim.dtypes import DType
 from archsim.errors import ConfigError, Problem, quote
@@ -89,21 +90,21 @@ class HfModel:
     dtype: DType | None  # torch_dtype
     unmodelled: tuple[str, ...]  # `field=value (what archsim does instead)` and notes, for a warning
     source: str
-    dtypes: dict | None = None  # the checkpoint's formats as a workload `dtypes:` section
+    dtypes: dict[str, str] | None = None  # the checkpoint's formats as a workload `dtypes:` section
 
 
 def _line_of(text: str, key: str) -> int | None:
     return line_of(text, key)
 
 
-def _read(path: str) -> tuple[dict, str]:
+def _read(path: str) -> tuple[dict[str, Any], str]:
     data, text = read_json(path, "config.json")
     if not isinstance(data, dict):
         raise ConfigError.single(path, "", "expected a JSON object of config fields")
     return data, text
 
 
-def family_of(data: dict, path: str, text: str) -> str:
+def family_of(data: dict[str, Any], path: str, text: str) -> str:
     """The family reader's key: from `architectures[0]`, else `model_type`, else Llama's."""
     arch = data.get("architectures")
     if arch is not None:
@@ -132,7 +133,7 @@ def family_of(data: dict, path: str, text: str) -> str:
     return family
 
 
-def _dtype(data: dict, path: str, text: str) -> tuple[DType | None, list[Problem]]:
+def _dtype(data: dict[str, Any], path: str, text: str) -> tuple[DType | None, list[Problem]]:
     key = "torch_dtype" if data.get("torch_dtype") is not None else "dtype"
     name = data.get(key)
     if name is None or name == "auto":
@@ -144,7 +145,7 @@ def _dtype(data: dict, path: str, text: str) -> tuple[DType | None, list[Problem
     return TORCH_DTYPES[name], []
 
 
-def checkpoint_dtypes(data: dict, dtype: DType | None) -> tuple[dict | None, list[str]]:
+def checkpoint_dtypes(data: dict[str, Any], dtype: DType | None) -> tuple[dict[str, str] | None, list[str]]:
     """The checkpoint's formats as a `dtypes:` section (None if it states none), and notes on a
     quantisation it does not read: torch_dtype for everything; fp8 (DeepSeek's block-scaled W8A8)
     weights and GEMM inputs in fp8; MXFP4 (gpt-oss) the routed experts; AWQ/GPTQ 4- or 8-bit
@@ -165,7 +166,7 @@ def checkpoint_dtypes(data: dict, dtype: DType | None) -> tuple[dict | None, lis
     return out, []
 
 
-def structural_problems(data: dict, family: str, path: str, text: str) -> list[Problem]:
+def structural_problems(data: dict[str, Any], family: str, path: str, text: str) -> list[Problem]:
     """Fields that shape a model only the families that read them have (latent attention, shared
     experts, dense layers among MoE ones, chunked attention): in a config of another family they
     are refused, never run as something else."""
@@ -179,7 +180,7 @@ def structural_problems(data: dict, family: str, path: str, text: str) -> list[P
     return problems
 
 
-def _shape_problems(spec: dict, path: str, text: str) -> list[Problem]:
+def _shape_problems(spec: SpecFields, path: str, text: str) -> list[Problem]:
     problems = []
     heads, kv = spec["heads"], spec["kv_heads"]
     if heads and kv and heads % kv:
@@ -205,7 +206,7 @@ def _shape_problems(spec: dict, path: str, text: str) -> list[Problem]:
     return problems
 
 
-def unread_fields(data: dict, used: set[str]) -> list[str]:
+def unread_fields(data: dict[str, Any], used: set[str]) -> list[str]:
     """The fields no reader used that may change a step's cost (a value that means nothing to
     model, null, false or empty, is passed over)."""
     out = []
@@ -221,7 +222,7 @@ def _short(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def model_name(data: dict, path: str) -> str:
+def model_name(data: dict[str, Any], path: str) -> str:
     """`_name_or_path`'s last part, else the folder of a `config.json`, else the file's stem."""
     named = data.get("_name_or_path")
     if isinstance(named, str) and named.strip("/"):
@@ -230,7 +231,7 @@ def model_name(data: dict, path: str) -> str:
     return p.parent.name if p.stem == "config" and p.parent.name else p.stem
 
 
-def _spec(name: str, fields: dict) -> ModelSpec:
+def _spec(name: str, fields: SpecFields) -> ModelSpec:
     enums = {
         "attention": AttentionKind,
         "norm": Norm,
@@ -275,10 +276,10 @@ def load_hf_config(path: str) -> HfModel:
     return HfModel(model, dtype, unmodelled, path, dtypes)
 
 
-def model_cfg(model: ModelSpec) -> dict:
+def model_cfg(model: ModelSpec) -> dict[str, Any]:
     """The model as the `model:` section of a workload file (what differs from a Llama-style
     default only), for the resolved config and its hash."""
-    out: dict = {
+    out: dict[str, Any] = {
         "layers": model.layers,
         "hidden": model.hidden,
         "heads": model.heads,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from archsim import limits
 from archsim.errors import quote
@@ -41,12 +42,14 @@ ACTIVATIONS = {  # transformers' ACT2FN names -> archsim's activation
 }
 _MISSING = object()
 
+SpecFields = dict[str, Any]  # a ModelSpec's fields by name as a reader collects them (`hf.py` makes the ModelSpec)
+
 
 @dataclass
 class Fields:
     """A config's fields as a reader consumes them."""
 
-    data: dict
+    data: dict[str, Any]
     problems: list[tuple[str, str]] = field(default_factory=list)  # (key, why)
     notes: list[str] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
@@ -131,10 +134,12 @@ class Fields:
         return ACTIVATIONS[value]
 
 
-def _decoder(f: Fields, *, hidden="hidden_size", heads="num_attention_heads", layers="num_hidden_layers",
-             ffn="intermediate_size", kv="num_key_value_heads", act="hidden_act", act_default="silu",
-             ffn_default=0, tied=False, vocab_default=0) -> dict:  # fmt: skip
-    """The fields every decoder has, under the family's names."""
+def _decoder(f: Fields, *, hidden: str = "hidden_size", heads: str = "num_attention_heads",
+             layers: str = "num_hidden_layers", ffn: str = "intermediate_size", kv: str = "num_key_value_heads",
+             act: str = "hidden_act", act_default: str = "silu", ffn_default: int = 0, tied: bool = False,
+             vocab_default: int = 0) -> SpecFields:  # fmt: skip
+    """The fields every decoder has, under the family's names (`kv` empty: as many KV heads as
+    attention heads, for families without grouped-query attention)."""
     h = f.whole(hidden, required=True)
     n = f.whole(heads, required=True)
     out = {
@@ -162,7 +167,7 @@ def _four_times(f: Fields, key: str) -> int:
     return 4 * value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _window(f: Fields, out: dict, layers: int, key: str = "sliding_window") -> None:
+def _window(f: Fields, out: SpecFields, layers: int, key: str = "sliding_window") -> None:
     """A sliding window over every layer (Mistral v0.1), unless `layer_types` names the layers."""
     window = f.whole(key, 0)
     if not window:
@@ -172,7 +177,7 @@ def _window(f: Fields, out: dict, layers: int, key: str = "sliding_window") -> N
     out["local_layers"] = sum(1 for k in kinds if k == "sliding_attention") if kinds else layers
 
 
-def _moe(f: Fields, out: dict, experts_key: str, ffn_key: str | None = None) -> None:
+def _moe(f: Fields, out: SpecFields, experts_key: str, ffn_key: str | None = None) -> None:
     out["experts"] = f.whole(experts_key, 1)
     out["top_k"] = f.whole("num_experts_per_tok", 1) if out["experts"] > 1 else 1
     if ffn_key and f.has(ffn_key):
@@ -181,7 +186,7 @@ def _moe(f: Fields, out: dict, experts_key: str, ffn_key: str | None = None) -> 
     f.use("output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "norm_topk_prob")
 
 
-def _sparse_step(f: Fields, out: dict, step_key: str, dense_list_key: str | None = None) -> None:
+def _sparse_step(f: Fields, out: SpecFields, step_key: str, dense_list_key: str | None = None) -> None:
     """Dense layers among MoE ones: every step-th layer is MoE, and the listed ones are dense;
     archsim counts them (and places them first, which only a pipeline split would notice)."""
     step = f.whole(step_key, 1)
@@ -194,7 +199,7 @@ def _sparse_step(f: Fields, out: dict, step_key: str, dense_list_key: str | None
             f.notes.append(f"{out['dense_layers']} dense layers among the MoE ones, costed as the first layers")
 
 
-def read_llama(f: Fields) -> dict:
+def read_llama(f: Fields) -> SpecFields:
     """Llama 2/3 and decoders with Llama's field names; experts under either name a MoE of that
     shape uses (Mixtral's num_local_experts, OLMoE's and Qwen3-MoE's num_experts with the width in
     moe_intermediate_size)."""
@@ -210,19 +215,19 @@ def read_llama(f: Fields) -> dict:
     return out
 
 
-def read_mistral(f: Fields) -> dict:
+def read_mistral(f: Fields) -> SpecFields:
     out = _decoder(f)
     _window(f, out, out["layers"])
     return out
 
 
-def read_mixtral(f: Fields) -> dict:
+def read_mixtral(f: Fields) -> SpecFields:
     out = read_mistral(f)
     _moe(f, out, "num_local_experts")
     return out
 
 
-def read_qwen2(f: Fields) -> dict:
+def read_qwen2(f: Fields) -> SpecFields:
     """Qwen2: q, k and v biases; the window only with use_sliding_window, on the layers from
     max_window_layers on."""
     out = _decoder(f)
@@ -235,7 +240,7 @@ def read_qwen2(f: Fields) -> dict:
     return out
 
 
-def read_qwen2_moe(f: Fields) -> dict:
+def read_qwen2_moe(f: Fields) -> SpecFields:
     out = read_qwen2(f)
     _moe(f, out, "num_experts", "moe_intermediate_size")
     out["shared_ffn"] = f.whole("shared_expert_intermediate_size", 0, zero=True)
@@ -245,7 +250,7 @@ def read_qwen2_moe(f: Fields) -> dict:
     return out
 
 
-def read_qwen3(f: Fields) -> dict:
+def read_qwen3(f: Fields) -> SpecFields:
     out = read_qwen2(f)
     out["qkv_bias"] = f.flag("attention_bias")
     out["o_bias"] = out["qkv_bias"]
@@ -253,14 +258,14 @@ def read_qwen3(f: Fields) -> dict:
     return out
 
 
-def read_qwen3_moe(f: Fields) -> dict:
+def read_qwen3_moe(f: Fields) -> SpecFields:
     out = read_qwen3(f)
     _moe(f, out, "num_experts", "moe_intermediate_size")
     _sparse_step(f, out, "decoder_sparse_step", "mlp_only_layers")
     return out
 
 
-def read_deepseek(f: Fields) -> dict:
+def read_deepseek(f: Fields) -> SpecFields:
     """DeepSeek-V2/V3: latent attention, shared and routed experts, dense first layers."""
     out = _decoder(f)
     nope, rope = f.whole("qk_nope_head_dim", required=True), f.whole("qk_rope_head_dim", required=True)
@@ -294,7 +299,7 @@ def read_deepseek(f: Fields) -> dict:
     return out
 
 
-def read_gemma2(f: Fields) -> dict:
+def read_gemma2(f: Fields) -> SpecFields:
     """Gemma 2: every other layer within the window (the even ones), norms after attention and
     MLP, a tanh soft cap of the attention scores, GeGLU, tied embeddings."""
     out = _decoder(f, act="hidden_activation", act_default="gelu_pytorch_tanh", tied=True)
@@ -312,7 +317,7 @@ def read_gemma2(f: Fields) -> dict:
     return out
 
 
-def read_gemma3(f: Fields) -> dict:
+def read_gemma3(f: Fields) -> SpecFields:
     """Gemma 3: five local layers to one global (sliding_window_pattern), query/key norms."""
     # Gemma3TextConfig's default vocabulary, which the multimodal checkpoints leave out
     out = _decoder(f, act="hidden_activation", act_default="gelu_pytorch_tanh", tied=True, vocab_default=262_208)
@@ -328,7 +333,7 @@ def read_gemma3(f: Fields) -> dict:
     return out
 
 
-def read_gpt_oss(f: Fields) -> dict:
+def read_gpt_oss(f: Fields) -> SpecFields:
     """gpt-oss: alternating sliding (128) and full layers, biased projections, 128 experts."""
     out = _decoder(f)
     _window(f, out, out["layers"])
@@ -342,7 +347,7 @@ def read_gpt_oss(f: Fields) -> dict:
     return out
 
 
-def read_llama4(f: Fields) -> dict:
+def read_llama4(f: Fields) -> SpecFields:
     """Llama 4 (its text_config): MoE every interleave_moe_layer_step-th layer with a shared
     expert as wide as a routed one, dense layers of intermediate_size_mlp, chunked attention on
     the rotary layers, costed as a sliding window of the chunk (no more keys than that)."""
@@ -366,7 +371,7 @@ def read_llama4(f: Fields) -> dict:
     return out
 
 
-def read_gpt2(f: Fields) -> dict:
+def read_gpt2(f: Fields) -> SpecFields:
     """GPT-2: LayerNorm, learned positions, a non-gated GELU MLP of 4 hidden, biases on every
     projection, tied embeddings."""
     out = _decoder(f, hidden="n_embd", heads="n_head", layers="n_layer", ffn="n_inner", kv="", act="activation_function",
@@ -379,7 +384,7 @@ def read_gpt2(f: Fields) -> dict:
     return out
 
 
-def read_gptj(f: Fields) -> dict:
+def read_gptj(f: Fields) -> SpecFields:
     """GPT-J: attention and MLP in parallel after one LayerNorm, rotary on rotary_dim of each
     head, a non-gated GELU MLP with biases."""
     out = _decoder(f, hidden="n_embd", heads="n_head", layers="n_layer", ffn="n_inner", kv="", act="activation_function",
@@ -399,7 +404,7 @@ def read_gptj(f: Fields) -> dict:
     return out
 
 
-def read_falcon(f: Fields) -> dict:
+def read_falcon(f: Fields) -> SpecFields:
     """Falcon: parallel attention and MLP, multi-query (7B) or grouped KV (the new decoder
     architecture), a non-gated GELU MLP of 4 hidden, LayerNorm, rotary."""
     out = _decoder(f, ffn="ffn_hidden_size", kv="", act="activation", act_default="gelu",
@@ -442,7 +447,7 @@ STRUCTURAL: dict[str, tuple[object, tuple[str, ...], str]] = {
 @dataclass(frozen=True)
 class Family:
     name: str  # what the README and messages call it
-    read: Callable[[Fields], dict]
+    read: Callable[[Fields], SpecFields]
     text_config: bool = False  # the decoder's fields sit under `text_config` (multimodal wrappers)
 
 

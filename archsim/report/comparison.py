@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -135,12 +136,12 @@ def energy_area_table(rows: list[ChipRun], title: str) -> Table:
     return t
 
 
-def compare_dict(rows: list[ChipRun], workload_cfg: dict) -> dict:
+def compare_dict(rows: list[ChipRun], workload_cfg: dict[str, Any]) -> dict[str, Any]:
     from archsim.report.energy import area_dict, energy_dict, energy_summary
 
     chips = []
     for row in rows:
-        entry = {"hw": row.hw, "chip": row.chip_name, "config_hash": row.config_hash}
+        entry: dict[str, Any] = {"hw": row.hw, "chip": row.chip_name, "config_hash": row.config_hash}
         r = row.result
         if r is None:
             entry["error"] = row.error

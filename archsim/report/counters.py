@@ -40,7 +40,9 @@ def piecewise_rate(
     return x, level
 
 
-def step_series(t: np.ndarray, level: np.ndarray, t_end: float, max_points: int = COUNTER_POINTS):
+def step_series(
+    t: np.ndarray, level: np.ndarray, t_end: float, max_points: int = COUNTER_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
     """A step function (the value from each breakpoint on) as breakpoints and values, averaged
     over equal bins past `max_points`, and ending at zero at `t_end`."""
     keep = np.r_[t[1:] != t[:-1], True] if len(t) else np.zeros(0, dtype=bool)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 from archsim.report.export import write_text
 from archsim.runner.generation import RunResult, StepResult
@@ -40,7 +41,7 @@ COLUMNS = (
 )
 
 
-def step_rows(step: StepResult) -> list[dict]:
+def step_rows(step: StepResult) -> list[dict[str, Any]]:
     total = step.time_s
     rows = []
     for r in step.ops:
@@ -75,7 +76,7 @@ def step_rows(step: StepResult) -> list[dict]:
     return rows
 
 
-def op_rows(r: RunResult) -> list[dict]:
+def op_rows(r: RunResult) -> list[dict[str, Any]]:
     return step_rows(r.prefill) + (step_rows(r.decode) if r.decode else [])
 
 

@@ -8,6 +8,8 @@ otherwise (`energy_j`, `tokens_per_j`: every chip of the layout).
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
 from archsim.hardware.area import RETICLE_MM2, Area
@@ -44,7 +46,7 @@ def split_dict(e: EnergySplit) -> dict[str, float]:
     return {f"{k}_j": v for k, v in e.parts().items()}
 
 
-def step_energy_dict(s: StepEnergy) -> dict:
+def step_energy_dict(s: StepEnergy) -> dict[str, Any]:
     return {
         "energy_j": s.energy_j,
         "time_s": s.time_s,
@@ -63,7 +65,7 @@ def step_energy_dict(s: StepEnergy) -> dict:
     }
 
 
-def energy_summary(e: RunEnergy | None) -> dict:
+def energy_summary(e: RunEnergy | None) -> dict[str, Any]:
     """The headline figures of a run's energy (null without a power model): the sweep's names."""
     if e is None:
         return dict.fromkeys(SUMMARY_NAMES)
@@ -80,7 +82,7 @@ def energy_summary(e: RunEnergy | None) -> dict:
 SUMMARY_NAMES = ("energy_j", "power_w", "peak_power_w", "tokens_per_j", "decode_j_per_token", "decode_tokens_per_j")
 
 
-def energy_dict(e: RunEnergy | None) -> dict | None:
+def energy_dict(e: RunEnergy | None) -> dict[str, Any] | None:
     """Everything a run's JSON says of its energy (None without a power model)."""
     if e is None:
         return None
@@ -102,7 +104,7 @@ def energy_dict(e: RunEnergy | None) -> dict | None:
     }
 
 
-def area_dict(a: Area | None, result: RunResult | None = None, chips: int = 1, node: str = "") -> dict | None:
+def area_dict(a: Area | None, result: RunResult | None = None, chips: int = 1, node: str = "") -> dict[str, Any] | None:
     """A die's area by block, the reticle check, and (with a run) decode tokens/s per mm2 of
     silicon (`chips` dies)."""
     if a is None:
@@ -159,7 +161,7 @@ def power_table(e: RunEnergy, chip_name: str) -> Table:
         cells = [kind.value]
         for s in (e.prefill, e.decode):
             k = next((k for k in s.kinds if k.kind is kind), None) if s is not None else None
-            if k is None:
+            if s is None or k is None:
                 cells += ["-", "-", "-"]
                 continue
             cells += [

@@ -15,7 +15,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from archsim.config.resolved import ResolvedConfig
 from archsim.engine.timing import OpTiming
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from archsim.runner.generation import OpRecord, RunResult, StepResult
 
 
-def timing_dict(t: OpTiming) -> dict:
+def timing_dict(t: OpTiming) -> dict[str, Any]:
     return {
         "time_s": t.time_s,
         "cycles": t.cycles,
@@ -49,7 +49,7 @@ def timing_dict(t: OpTiming) -> dict:
     }
 
 
-def op_dict(r: OpRecord, system: System | None = None) -> dict:
+def op_dict(r: OpRecord, system: System | None = None) -> dict[str, Any]:
     """An op of a step; with the system, its energy by unit and its kernels' power."""
     op = r.op
     shape = {
@@ -68,7 +68,7 @@ def op_dict(r: OpRecord, system: System | None = None) -> dict:
     }
 
 
-def _op_energy(r: OpRecord, system: System) -> dict:
+def _op_energy(r: OpRecord, system: System) -> dict[str, Any]:
     from archsim.report.energy import split_dict
     from archsim.runner.energy import timed
 
@@ -76,7 +76,7 @@ def _op_energy(r: OpRecord, system: System) -> dict:
     return {"energy_by_unit": split_dict(t.energy), "kernel_power_w": t.kernel_power_w}
 
 
-def step_dict(s: StepResult, system: System | None = None) -> dict:
+def step_dict(s: StepResult, system: System | None = None) -> dict[str, Any]:
     st = s.step
     return {
         "phase": st.phase.value,
@@ -95,8 +95,8 @@ def run_dict(
     resolved: ResolvedConfig,
     system: System | None = None,
     energy: RunEnergy | None = None,
-    area: dict | None = None,
-) -> dict:
+    area: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The document of `archsim run --json`; with the system, each op's energy, with the run's
     energy and the die's area (`report.energy.area_dict`) their sections and headline figures."""
     from archsim.report.energy import energy_dict, energy_summary
@@ -132,7 +132,7 @@ def run_dict(
     }
 
 
-def _clean(x):
+def _clean(x: object) -> object:
     """JSON has no NaN or infinity: write them as null."""
     if isinstance(x, float) and not math.isfinite(x):
         return None
@@ -194,7 +194,7 @@ def check_outputs(
         seen[key] = flag
 
 
-def write_json(path: str | Path, data: dict) -> None:
+def write_json(path: str | Path, data: dict[str, Any]) -> None:
     """Write `data` as sorted, indented JSON atomically (temp file, then rename)."""
     write_text(path, json.dumps(_clean(data), indent=1, sort_keys=True) + "\n")
 

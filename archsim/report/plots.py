@@ -7,7 +7,9 @@ Axes state their units: FLOP/s, FLOP per byte of HBM traffic, ms, tokens/s, GB.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -15,6 +17,15 @@ from archsim.graph.ops import OpKind
 from archsim.hardware import Chip
 from archsim.runner.generation import RunResult, StepResult
 from archsim.runner.memory import Footprint
+
+if TYPE_CHECKING:  # matplotlib is optional and imported only to draw
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, FuncFormatter
+    from matplotlib.typing import RcKeyType
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 KIND_COLOURS = {
     OpKind.GEMM: "tab:blue",
@@ -47,7 +58,7 @@ def require_matplotlib() -> None:
         raise PlotsUnavailable(MATPLOTLIB_HINT)
 
 
-STYLE = {  # one look for every archsim figure (run, compare, serve, pareto)
+STYLE: dict[RcKeyType, Any] = {  # one look for every archsim figure (run, compare, serve, pareto)
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.labelsize": 9,
@@ -59,12 +70,12 @@ STYLE = {  # one look for every archsim figure (run, compare, serve, pareto)
 }
 
 
-def styled(func):
+def styled(func: Callable[P, R]) -> Callable[P, R]:
     """Build the figure of `func` under STYLE (fonts are fixed when an artist is made)."""
     import functools
 
     @functools.wraps(func)
-    def in_style(*args, **kwargs):
+    def in_style(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             import matplotlib
         except ImportError:
@@ -75,9 +86,12 @@ def styled(func):
     return in_style
 
 
-def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: int = 1, **subplots):
+def figure(
+    width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: int = 1, **subplots: Any
+) -> tuple[Figure, Any]:
     """A new figure and its axes (Agg) in archsim's style, or PlotsUnavailable when matplotlib
-    is missing."""
+    is missing. The axes are what `Figure.subplots` gives: one Axes, or an array of them for
+    several panels (typed Any, as matplotlib types that array)."""
     try:
         import matplotlib
         from matplotlib.figure import Figure
@@ -89,7 +103,9 @@ def figure(width_in: float = 8.0, height_in: float = 5.0, cols: int = 1, rows: i
     return fig, axes
 
 
-def stacked_bars(ax, names: list[str], segments: list[tuple[str, str, np.ndarray]], xlabel: str, title: str) -> None:
+def stacked_bars(
+    ax: Axes, names: list[str], segments: list[tuple[str, str, np.ndarray]], xlabel: str, title: str
+) -> None:
     """Horizontal bars, one per name, each the sum of `segments` (label, colour, one value per
     name) stacked left to right, with their legend."""
     left = np.zeros(len(names))
@@ -101,13 +117,13 @@ def stacked_bars(ax, names: list[str], segments: list[tuple[str, str, np.ndarray
     ax.legend(fontsize=7, loc="lower right")
 
 
-def save(fig, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")
     return path
 
 
-def eng_ticks(unit: str):
+def eng_ticks(unit: str) -> EngFormatter:
     from matplotlib.ticker import EngFormatter
 
     return EngFormatter(unit=unit)
@@ -118,14 +134,14 @@ def vector_flops(chip: Chip) -> float:
     return float(chip.core.vector.lanes) * chip.cores * chip.clock_hz
 
 
-def thousands_ticks():
+def thousands_ticks() -> FuncFormatter:
     """Linear-axis ticks with thousands separators (32,768)."""
     from matplotlib.ticker import FuncFormatter
 
     return FuncFormatter(lambda v, _: f"{v:,.0f}")
 
 
-def plain_ticks():
+def plain_ticks() -> FuncFormatter:
     """Log-axis ticks as plain numbers (0.1, 1, 10, 100) rather than powers of ten."""
     from matplotlib.ticker import FuncFormatter
 
@@ -165,10 +181,15 @@ def breakdown(path: Path, steps: list[tuple[str, StepResult]]) -> Path:
 
 
 @styled
-def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]], curves: list | None = None) -> Path:
+def decode_by_kv(
+    path: Path,
+    runs: list[tuple[str, RunResult]],
+    curves: Sequence[tuple[str, Sequence[int], Sequence[float]]] | None = None,
+) -> Path:
     """Decode step time against the KV length it reads: each run's own decode steps (a thick
     line over the scenario's KV range) and, where given, `curves` of (label, KV lengths, step
     seconds) over a wider range, so the slope shows even when a run spans few tokens."""
+    curves = curves or ()
     fig, ax = figure(8.0, 4.5)
     colours = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
     for i, (label, r) in enumerate(runs):
@@ -180,7 +201,7 @@ def decode_by_kv(path: Path, runs: list[tuple[str, RunResult]], curves: list | N
                 lw=3,
                 label=f"{label}: this run (batch {r.batch}, KV {r.decode_kv_lens[0]}-{r.decode_kv_lens[-1]})",
             )
-    for i, (label, kv, step_s) in enumerate(curves or []):
+    for i, (label, kv, step_s) in enumerate(curves):
         colour = colours[i % len(colours)] if len(curves) > 1 else "0.45"  # one curve per run, in its colour
         ax.plot(kv, np.asarray(step_s) * 1e3, "o-", ms=3, lw=1, color=colour, label=label)
     ax.xaxis.set_major_formatter(thousands_ticks())
@@ -285,11 +306,13 @@ def compare_bounds(path: Path, runs: list[tuple[str, RunResult]]) -> Path:
         Bound.OVERHEAD: "tab:purple",
         Bound.COMMUNICATION: "tab:blue",
     }
+    splits: tuple[tuple[str, Callable[[RunResult], dict[Bound, float]]], ...] = (
+        ("prefill", lambda r: step_seconds_by_bound(r.prefill)),
+        ("decode (all steps)", decode_seconds_by_bound),
+    )
     fig, axes = figure(11.0, 1.8 + 0.5 * len(runs), cols=2)
     names = [name for name, _ in runs]
-    for ax, (label, split) in zip(
-        axes, (("prefill", lambda r: step_seconds_by_bound(r.prefill)), ("decode (all steps)", decode_seconds_by_bound))
-    ):
+    for ax, (label, split) in zip(axes, splits):
         part = [shares(split(r)) for _, r in runs]
         left = np.zeros(len(runs))
         for bound, colour in colours.items():

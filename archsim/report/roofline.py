@@ -5,20 +5,28 @@ cannot be placed named under the plot with the reason."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from archsim.hardware import Chip, DType
 from archsim.report.plots import KIND_COLOURS, eng_ticks, figure, plain_ticks, save, styled, vector_flops
-from archsim.runner.generation import StepResult
+from archsim.runner.generation import OpRecord, StepResult
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
 
 CLUSTER_DECADES = (0.12, 0.3)  # ops closer than this (log10 x, log10 y) share one label
 
 
-def where_ops_go(step: StepResult) -> tuple[list[tuple], list[str], list[str]]:
+def where_ops_go(step: StepResult) -> tuple[list[tuple[OpRecord, float, float]], list[str], list[str]]:
     """The ops of a step as a roofline takes them: (record, FLOP per HBM byte, achieved FLOP/s)
     of those it can place; the names of those without FLOPs; those that moved no HBM bytes."""
-    placed, no_flops, in_l2 = [], [], []
+    placed: list[tuple[OpRecord, float, float]] = []
+    no_flops: list[str] = []
+    in_l2: list[str] = []
     for r in step.ops:
         t = r.timing
         if t.flops <= 0 or t.time_s <= 0:
@@ -30,6 +38,9 @@ def where_ops_go(step: StepResult) -> tuple[list[tuple], list[str], list[str]]:
     return placed, no_flops, in_l2
 
 
+MARKERS = ("o", "^", "s", "D")  # one per step drawn
+
+
 @styled
 def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype: DType) -> Path:
     """Every op placed by FLOP per HBM byte and achieved FLOP/s under the chip's matrix, vector
@@ -37,9 +48,47 @@ def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype:
     FLOPs (copies, gathers) and those that moved no HBM bytes (inputs already in L2, so their
     arithmetic intensity against HBM is unbounded)."""
     fig, ax = figure(9.0, 6.5)
-    markers = ("o", "^", "s", "D")
-    points, no_flops, in_l2 = [], [], []
-    for (_, step), marker in zip(steps, markers):
+    points, no_flops, in_l2 = _scatter_ops(ax, steps)
+    labels = [
+        ax.annotate(
+            ", ".join(names),
+            (x, y),
+            textcoords="offset points",
+            xytext=(6, 3),
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5", "shrinkA": 0, "shrinkB": 3},
+        )
+        for x, y, names in label_clusters(points)
+    ]
+    _roofs(ax, chip, dtype, [x for x, _, _ in points])
+    for kind, colour in KIND_COLOURS.items():
+        ax.scatter([], [], color=colour, label=kind.value)
+    for (label, _), marker in zip(steps, MARKERS):
+        ax.scatter([], [], marker=marker, color="white", edgecolors="black", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(plain_ticks())
+    ax.yaxis.set_major_formatter(eng_ticks("FLOP/s"))
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.set_title(f"Roofline on {chip.name}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="lower right")
+    _name_unplaced(fig, no_flops, in_l2)
+    declutter(fig, labels)
+    return save(fig, path)
+
+
+def _scatter_ops(
+    ax: Axes, steps: list[tuple[str, StepResult]]
+) -> tuple[list[tuple[float, float, str]], list[str], list[str]]:
+    """A marker per placed op of each step (its kind's colour, the step's shape): the points as
+    (FLOP per HBM byte, FLOP/s, op name), and the names without FLOPs and without HBM bytes,
+    each once."""
+    points: list[tuple[float, float, str]] = []
+    no_flops: list[str] = []
+    in_l2: list[str] = []
+    for (_, step), marker in zip(steps, MARKERS):
         placed, none, l2 = where_ops_go(step)
         no_flops += [n for n in none if n not in no_flops]
         in_l2 += [n for n in l2 if n not in in_l2]
@@ -55,53 +104,48 @@ def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype:
                 edgecolors="black",
                 linewidths=0.4,
             )
-    xs = [x for x, _, _ in points]
-    labels = [
-        ax.annotate(
-            ", ".join(names),
-            (x, y),
-            textcoords="offset points",
-            xytext=(6, 3),
-            fontsize=7,
-            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5", "shrinkA": 0, "shrinkB": 3},
-        )
-        for x, y, names in label_clusters(points)
-    ]
+    return points, no_flops, in_l2
+
+
+def _roofs(ax: Axes, chip: Chip, dtype: DType, xs: list[float]) -> None:
+    """The matrix and vector roofs under the HBM slope, from a third of the lowest intensity
+    placed (0.1 at most) to three times the highest (ten times the ridge point at least)."""
     peak, hbm_bw, vec = chip.peak_flops(dtype), chip.hbm.peak_bandwidth_bytes_per_s, vector_flops(chip)
     lo = min(xs + [0.1]) / 3
     hi = max(xs + [10 * peak / hbm_bw]) * 3
-    x = np.geomspace(lo, hi, 200)
+    intensity = np.geomspace(lo, hi, 200)
     ax.plot(
-        x,
-        np.minimum(peak, x * hbm_bw),
+        intensity,
+        np.minimum(peak, intensity * hbm_bw),
         color="black",
         lw=1.5,
         label=f"{dtype.value} matrix roof {peak / 1e12:.0f} TFLOP/s, HBM {hbm_bw / 1e12:.2f} TB/s",
     )
-    ax.plot(x, np.minimum(vec, x * hbm_bw), color="gray", lw=1, ls="--", label=f"vector roof {vec / 1e12:.1f} TFLOP/s")
-    for kind, colour in KIND_COLOURS.items():
-        ax.scatter([], [], color=colour, label=kind.value)
-    for (label, _), marker in zip(steps, markers):
-        ax.scatter([], [], marker=marker, color="white", edgecolors="black", label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(plain_ticks())
-    ax.yaxis.set_major_formatter(eng_ticks("FLOP/s"))
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
-    ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(f"Roofline on {chip.name}")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.plot(
+        intensity,
+        np.minimum(vec, intensity * hbm_bw),
+        color="gray",
+        lw=1,
+        ls="--",
+        label=f"vector roof {vec / 1e12:.1f} TFLOP/s",
+    )
+
+
+def _name_unplaced(fig: Figure, no_flops: list[str], in_l2: list[str]) -> None:
+    """The ops not shown, named in a line each under the plot, the axes moved up to make room."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
     notes = []
     if no_flops:
         notes.append(f"not shown, no FLOPs: {', '.join(no_flops)}")
     if in_l2:
         notes.append(f"not shown, no HBM traffic (inputs in L2): {', '.join(in_l2)}")
-    if notes:
-        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, color="0.3", va="bottom", ha="left")
-        fig.get_layout_engine().set(rect=(0, 0.035 * len(notes), 1, 1 - 0.035 * len(notes)))
-    declutter(fig, labels)
-    return save(fig, path)
+    if not notes:
+        return
+    fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, color="0.3", va="bottom", ha="left")
+    layout = fig.get_layout_engine()
+    assert isinstance(layout, ConstrainedLayoutEngine), "figure() lays every figure out with 'constrained'"
+    layout.set(rect=(0, 0.035 * len(notes), 1, 1 - 0.035 * len(notes)))
 
 
 def label_clusters(points: list[tuple[float, float, str]]) -> list[tuple[float, float, list[str]]]:
@@ -124,14 +168,15 @@ def label_clusters(points: list[tuple[float, float, str]]) -> list[tuple[float, 
     return clusters
 
 
-def declutter(fig, labels: list) -> None:
+def declutter(fig: Figure, labels: list[Annotation]) -> None:
     """Move annotations down, top first, until no two overlap (their leader lines keep them
     attached to their points). Needs a drawn figure, so it draws once with Agg."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
 
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw(renderer)
-    placed = []
+    placed: list[Bbox] = []
     for ann in sorted(labels, key=lambda a: (-a.xy[1], a.xy[0])):
         start = ann.xyann
         for attempt in range(1, 9):

@@ -11,6 +11,8 @@ from archsim.engine.timing import OpTiming
 from archsim.units import format_bytes, format_rate, format_seconds
 
 if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
     from archsim.runner.generation import RunResult, StepResult
 
 
@@ -59,7 +61,7 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
         f"{format_rate(s.hbm_bytes / total if total else 0, 'B/s')} from HBM)",
         title_justify="left",
     )
-    for col, just in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("op", "left"),
         ("x", "right"),
         ("time", "right"),
@@ -70,7 +72,8 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
         ("FLOP/s", "right"),
         ("HBM B/s", "right"),
         ("util", "right"),
-    ):
+    )
+    for col, just in columns:
         t.add_column(col, justify=just, no_wrap=True)
     for r in s.ops:
         tm: OpTiming = r.timing
@@ -117,17 +120,17 @@ def fit(table: Table, width: int) -> Table:
     multi-word headers on several lines; then with its text columns folded onto more lines;
     then with headers also broken after underscores; then with every column allowed to fold.
     Columns are never dropped, and numbers are cut (rich's '…') only when even that is too wide."""
-    from rich import box
-
     steps = (_compact, _stacked_headers, _folded_text, _broken_names, _folded_all)
     for step in steps:
         if natural_width(table) <= width:
             break
-        step(table, box)
+        step(table)
     return table
 
 
-def _compact(table: Table, box) -> None:
+def _compact(table: Table) -> None:
+    from rich import box
+
     table.box = box.SIMPLE_HEAD
     table.show_edge = False
     table.pad_edge = False
@@ -135,25 +138,25 @@ def _compact(table: Table, box) -> None:
     table.collapse_padding = True
 
 
-def _stacked_headers(table: Table, box) -> None:
+def _stacked_headers(table: Table) -> None:
     for column in table.columns:
         if isinstance(column.header, str):
             column.header = column.header.replace(" ", "\n")
 
 
-def _broken_names(table: Table, box) -> None:
+def _broken_names(table: Table) -> None:
     for column in table.columns:
         if isinstance(column.header, str):
             column.header = column.header.replace("_", "_\n").replace("(", "\n(").replace("\n\n", "\n")
 
 
-def _folded_all(table: Table, box) -> None:
+def _folded_all(table: Table) -> None:
     for column in table.columns:
         column.no_wrap = False
         column.overflow = "fold"
 
 
-def _folded_text(table: Table, box) -> None:
+def _folded_text(table: Table) -> None:
     for column in table.columns:
         if column.justify == "left" or column.overflow == "fold":
             column.no_wrap = False

@@ -20,6 +20,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +32,10 @@ from archsim.report.counters import COUNTER_POINTS, POWER_COUNTER, moved_bytes, 
 from archsim.report.export import write_text
 from archsim.report.replay import OpReplay, replay_op
 from archsim.runner.generation import StepResult
+
+if TYPE_CHECKING:
+    from archsim.compiler.program import Phase
+    from archsim.engine.simulate import PhaseTimeline
 
 US_PER_S = 1e6
 EVENT_BUDGET = 250_000  # tile spans at most: ~140 bytes each keeps a trace near 35 MB, under 50 MB
@@ -67,16 +72,16 @@ class _Plan:
 class _Track:
     """The events of one process (one traced step or op) on named tracks, times in cycles."""
 
-    def __init__(self, pid: int, clock_hz: float, events: list):
+    def __init__(self, pid: int, clock_hz: float, events: list[dict[str, Any]]):
         self.pid, self.clock_hz, self.events = pid, clock_hz, events
-        self.core_tracks: dict[str, tuple[int, tuple]] = {}
+        self.core_tracks: dict[str, tuple[int, tuple[int, bool]]] = {}  # label -> (tid, (first core, DMA))
 
     def us(self, cycles: float) -> float:
         return round(cycles / self.clock_hz * US_PER_S, DIGITS)
 
-    def span(self, tid: int, name: str, start: float, end: float, args: dict | None = None) -> None:
+    def span(self, tid: int, name: str, start: float, end: float, args: dict[str, Any] | None = None) -> None:
         ts = self.us(start)
-        ev = {
+        ev: dict[str, Any] = {
             "name": name,
             "ph": "X",
             "ts": ts,
@@ -89,7 +94,13 @@ class _Track:
         self.events.append(ev)
 
     def spans(
-        self, tid: int, name: str, starts: np.ndarray, ends: np.ndarray, keep: np.ndarray, args: list[dict]
+        self,
+        tid: int,
+        name: str,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        keep: np.ndarray,
+        args: list[dict[str, Any]],
     ) -> None:
         """Many spans on one track at once (the `keep` ones), rounded as `span` rounds them."""
         ts = np.round(starts / self.clock_hz * US_PER_S, DIGITS)
@@ -106,7 +117,7 @@ class _Track:
         what, _, unit = name.rpartition(" (")
         key = unit.rstrip(")") if what else "value"
         what = what or name
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for t, v in zip(times.tolist(), values.tolist()):
             ts, v = self.us(t), round(v, 3)
             if out and out[-1]["ts"] == ts:  # within a nanosecond: the later value holds
@@ -122,8 +133,8 @@ class _Track:
             self.core_tracks[label] = (FIRST_CORE_TID + len(self.core_tracks), (first, dma))
         return self.core_tracks[label][0]
 
-    def metadata(self, name: str, sort_index: int) -> list[dict]:
-        def meta(kind: str, tid: int, args: dict) -> dict:
+    def metadata(self, name: str, sort_index: int) -> list[dict[str, Any]]:
+        def meta(kind: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
             return {"name": kind, "ph": "M", "ts": 0, "pid": self.pid, "tid": tid, "args": args}
 
         out = [meta("process_name", 0, {"name": name}), meta("process_sort_index", 0, {"sort_index": sort_index})]
@@ -140,7 +151,7 @@ def core_group(first: int, count: int) -> str:
     return f"core {first}" if count == 1 else f"cores {first}-{first + count - 1} ({count} identical)"
 
 
-def _draw_phase(track: _Track, phase, tl, start: float, merge: int, name: str) -> None:
+def _draw_phase(track: _Track, phase: Phase, tl: PhaseTimeline, start: float, merge: int, name: str) -> None:
     """Compute and DMA spans of every group of identical cores, on the tracks of its first core;
     `merge` consecutive tiles per span."""
     first_core = 0
@@ -174,7 +185,7 @@ def _draw_phase(track: _Track, phase, tl, start: float, merge: int, name: str) -
         )
 
 
-def _op_args(t: TracedOp) -> dict:
+def _op_args(t: TracedOp) -> dict[str, Any]:
     tm, op = t.timing, t.op
     return {
         "kind": op.kind.value,
@@ -278,10 +289,10 @@ class TraceBuilder:
     def add_op(self, op: Op, timing: OpTiming, title: str, standalone: bool = False) -> None:
         self.plans.append(_Plan(title, 0.0, (traced(op, timing, self.chip, standalone),), standalone, None))
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         merge = max(1, math.ceil(_span_count(self.plans) / self.event_budget))
         points = max(16, COUNTER_POINTS // merge)
-        events: list[dict] = []
+        events: list[dict[str, Any]] = []
         notes = [
             "timestamps in microseconds",
             "identical cores are simulated once: a span on core i's tracks stands for the group of "
@@ -319,14 +330,14 @@ class TraceBuilder:
             },
         }
 
-    def _draw_plan(self, track: _Track, plan: _Plan, merge: int, points: int) -> dict:
+    def _draw_plan(self, track: _Track, plan: _Plan, merge: int, points: int) -> dict[str, Any]:
         start = cur = plan.start_s * self.chip.clock_hz
         last_rep = max((i for i, t in enumerate(plan.ops) if t.op.repeat > 1), default=-1)
         for i, t in enumerate(plan.ops):
             cur = _draw_op(track, t, cur, merge, plan.standalone, self.chip, points)
             if i == last_rep:
                 cur = _draw_repeats(track, plan.ops, cur, self.chip)
-        info = {
+        info: dict[str, Any] = {
             "title": plan.title,
             "start_us": track.us(start),
             "time_us": round(track.us(cur) - track.us(start), DIGITS),
@@ -344,6 +355,6 @@ class TraceBuilder:
         return info
 
 
-def write_trace(path: str | Path, document: dict) -> None:
+def write_trace(path: str | Path, document: dict[str, Any]) -> None:
     """Write a trace document as compact JSON, atomically."""
     write_text(path, json.dumps(document, separators=(",", ":"), allow_nan=False))
