@@ -23,12 +23,12 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.compiler.compile import compile_candidates
-from archsim.compiler.program import Family, Phase, Program
 from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, System
 from archsim.hardware.power import Activity, EnergySplit, energy_split, held_clock_hz, power_w
+from archsim.program import Family, Phase, Program
 
 
 class Condition(str, Enum):

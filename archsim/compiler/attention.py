@@ -54,24 +54,14 @@ from functools import lru_cache
 import numpy as np
 
 from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
-from archsim.compiler.program import (
-    ENTRY,
-    PARTIAL_BYTES,
-    Family,
-    Phase,
-    Program,
-    build_phase,
-    coarse_rows,
-    deal_cores,
-    entries,
-    entry_rows,
-)
+from archsim.compiler.program import PARTIAL_BYTES, build_phase, coarse_rows, deal_cores
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
 from archsim.graph.ops import Op, attended_pairs
 from archsim.hardware import Chip
 from archsim.hardware.power import Activity
 from archsim.hashing import copy_with
+from archsim.program import ENTRY, Family, Phase, Program, entries, entry_rows
 from archsim.units import ceil_div
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from archsim.compiler.attention import compile_attention
 from archsim.compiler.gemm import candidate_tilings, compile_gemm
-from archsim.compiler.program import Program
 from archsim.compiler.streaming import compile_copy, compile_embedding, compile_vector
 from archsim.graph.ops import Op, OpKind
 from archsim.hardware import Chip
+from archsim.program import Program
 
 COMPILERS = {
     OpKind.ATTENTION: compile_attention,

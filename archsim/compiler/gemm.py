@@ -22,7 +22,7 @@ import numpy as np
 
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.l2reuse import Raster, cluster_order, operand_hbm_bytes, rasters, wave_hbm_fractions
-from archsim.compiler.program import ENTRY, PARTIAL_BYTES, Family, Phase, Program, build_phase, entries, entry_rows
+from archsim.compiler.program import PARTIAL_BYTES, build_phase
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
@@ -30,6 +30,7 @@ from archsim.hardware import Chip
 from archsim.hardware.chip import MIN_K_STEP, MIN_TILE_EDGE
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
 from archsim.hardware.power import Activity
+from archsim.program import ENTRY, Family, Phase, Program, entries, entry_rows
 from archsim.units import ceil_div
 
 # tile edges and K steps a kernel library offers (powers of two from the smallest the hardware takes)

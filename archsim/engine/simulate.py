@@ -1,8 +1,8 @@
 """Play a compiled Program on a chip: each phase in the event loop, one after another.
 
-The engine only plays: it takes a Program (archsim.compiler) and returns what happened, in
-cycles and bytes. Which program an op runs as, its fixed costs and its bound are chosen above it
-(archsim.choose).
+The engine only plays: it takes a Program (archsim/program.py, which the compiler writes) and
+returns what happened, in cycles and bytes. Which program an op runs as, its fixed costs and its
+bound are chosen above it (archsim.choose).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from archsim.compiler.program import Phase, Program
 from archsim.engine.kernels import simulate_phase
 from archsim.errors import reraise_interrupt
 from archsim.hardware import Chip, FoldMode
 from archsim.hardware.memory import MemoryParams, memory_params
+from archsim.program import Phase, Program
 
 
 @dataclass(frozen=True, eq=False)
