@@ -1,16 +1,11 @@
-"""Choose the program an op runs as, as a tuned library would, and time it: the one place above
-the compiler and the engine.
+"""Pick the program an op runs as, as a tuned library would.
 
-`choose(op, chip)` compiles every candidate mapping of the op (archsim.compiler), plays each on
-the engine (archsim.engine) and keeps the fastest, counting its fixed costs: one kernel overhead
-per launched phase and the prologue of a matrix-unit kernel (`Overheads.program_s`), as an
-autotuning library picks the kernel that is fastest end to end. The first of equals wins.
-`simulate_op` (timed.py) turns the choice into an OpTiming under a measurement `Condition`: how the time of
-the op's `kernels` launches is counted (back to back in a CUDA graph, one launch timed alone after
-an L2 flush, a profiler's kernel durations, or the host's wall clock), and the bound (compute,
-memory or overhead: whichever the critical core spent most of its time on). Runner, serving, validation, traces and reports all go
-through here, so every caller sees the same program. Results are memoised by (op, chip): ops are
-frozen and compare by kind and shape.
+`choose(op, chip)` compiles every candidate mapping of the op (archsim.compiler; a GEMM's
+tilings from tilings.py), plays each on the engine (archsim.engine) and keeps the fastest,
+counting its fixed costs (conditions.py: one kernel overhead per launched phase and the prologue
+of a matrix-unit kernel), each at the clock its power holds (clock.py), as an autotuning library
+picks the kernel that is fastest end to end. The first of equals wins. Times in seconds; the
+choice is memoised by (op, chip): ops are frozen and compare by kind and shape.
 """
 
 from __future__ import annotations
