@@ -13,10 +13,11 @@ import pytest
 from archsim.compiler.attention import _blocks, compile_attention
 from archsim.compiler.gemm import GemmMapping, PhasePlan, Tiling, _phase_on, compile_gemm, tiling_hbm_bytes
 from archsim.compiler.l2reuse import wave_hbm_fractions
-from archsim.compiler.program import ENTRY, build_phase, entries
+from archsim.compiler.program import build_phase
 from archsim.compiler.streaming import compile_vector
 from archsim.graph.ops import Op, OpKind, VectorOp
 from archsim.hardware import DType
+from archsim.program import ENTRY, entries
 
 
 def _no_multicast(chip):

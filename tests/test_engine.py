@@ -9,8 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from archsim.compiler.program import build_phase, entries
+from archsim.compiler.program import build_phase
 from archsim.engine.simulate import play_phase
+from archsim.program import entries
 
 
 def _chip(h200, **hbm):

@@ -222,7 +222,7 @@ def h200():
 def test_attention_entries_by_hand(h200):
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
-    from archsim.limits import attention_entries
+    from archsim.runner.size import attention_entries
 
     # 228 KiB of SRAM, head_dim 128, bf16: 128x128 blocks fit ((2*128*128 + 4*128*128) * 2 B = 192 KiB),
     # 256x128 do not; 1024 queries are 8 blocks, and causal block i reads i + 1 K/V blocks:
@@ -238,14 +238,15 @@ def test_attention_entries_by_hand(h200):
 
 def test_gemm_and_vector_entries_by_hand(h200, monkeypatch):
     import archsim.compiler.gemm as gemm
+    import archsim.runner.size as size
     from archsim.graph.ops import Op, OpKind, VectorOp
     from archsim.hardware import DType
-    from archsim.limits import gemm_entries, streaming_entries
+    from archsim.runner.size import gemm_entries, streaming_entries
 
     # one 128x128x64 tiling of 1024^3 on 132 cores: 64 tiles of 16 K steps; items 64, a core
     # sequence ceil(64 / 132) = 1 item of 16 steps (3 distinct at most), a stream-K tail of
     # min(64, 2 x 132) = 64 tiles x 16 steps: 64 + 3 x 16 + 1024
-    monkeypatch.setattr(gemm, "candidate_tilings", lambda op, chip: [gemm.Tiling(128, 128, 64)])
+    monkeypatch.setattr(size, "cached_tilings", lambda op, chip: [gemm.Tiling(128, 128, 64)])
     assert gemm_entries(Op(OpKind.GEMM, DType.BF16, m=1024, k=1024, n=1024), h200) == 64 + 48 + 1024
     # 1000 x 4096 bf16 is 8,192,000 B in quarters of SRAM (58,368 B): 141, plus a chain per row
     vector = Op(OpKind.VECTOR, DType.BF16, m=1000, n=4096, vop=VectorOp.RMSNORM)
@@ -255,7 +256,8 @@ def test_gemm_and_vector_entries_by_hand(h200, monkeypatch):
 def test_an_op_past_the_limit_is_refused_with_the_numbers(h200):
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
-    from archsim.limits import MAX_PROGRAM_ENTRIES, check_op
+    from archsim.limits import MAX_PROGRAM_ENTRIES
+    from archsim.runner.size import check_op
 
     huge = Op(OpKind.ATTENTION, DType.BF16, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=10**6, kv_len=10**6)
     with pytest.raises(TooLargeError) as err:

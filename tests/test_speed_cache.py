@@ -13,10 +13,11 @@ import pytest
 from test_serving import TINY
 
 from archsim import opcache
-from archsim.choose import clear_caches, time_op
+from archsim.choose import time_op
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.model import Scenario
 from archsim.graph.ops import Op, OpKind
+from archsim.memo import clear_all
 from archsim.runner import generation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,8 +57,7 @@ def test_a_later_run_reads_every_op_from_disk(cache_dir, h200, monkeypatch):
     def no_simulation(op, chip, *args):
         raise AssertionError(f"simulated {op.name}, which the cache holds")
 
-    clear_caches()
-    generation._disk_time_op.cache_clear()
+    clear_all()
     opcache._open.cache_clear()  # a fresh process: the file is read again
     monkeypatch.setattr(generation, "time_op", no_simulation)
     later = generation.run_generation(SMALL, h200, kv_stride=8)
@@ -165,21 +165,21 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200
     """The run's size check counts the entries of every tiling the compiler will try; the
     shortlist is worked out once and both read it (a list each, so neither can change the
     other's), and a later process reads it from disk."""
-    from archsim.compiler.compile import compile_candidates
-    from archsim.compiler.gemm import candidate_tilings, shortlist, shortlist_size
-    from archsim.limits import gemm_entries
+    from archsim.choose import cached_tilings, choose
+    from archsim.compiler.gemm import shortlist, shortlist_size
+    from archsim.runner.size import gemm_entries
 
     op = Op(OpKind.GEMM, m=96, k=2048, n=3072)
-    shortlist.cache_clear()
+    clear_all()
     gemm_entries(op, h200.chip)
-    programs = compile_candidates(op, h200.chip)
+    programs = choose(op, h200.chip).candidates
     assert shortlist.cache_info().misses == 1
-    tilings = candidate_tilings(op, h200.chip)
-    assert len(programs) == len(tilings) >= 2
+    tilings = cached_tilings(op, h200.chip)
+    assert programs == len(tilings) >= 2
     tilings.clear()
     shortlist.cache_clear()
     opcache._open.cache_clear()  # a fresh process
-    again = candidate_tilings(op, h200.chip)
+    again = cached_tilings(op, h200.chip)
     assert shortlist.cache_info().misses == 0 and again == list(shortlist(op, h200.chip, shortlist_size(op)))
 
 

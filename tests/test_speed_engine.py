@@ -112,7 +112,8 @@ def test_one_buffer_runs_entries_back_to_back():
 def test_a_sequence_given_in_parts_is_the_sequence_joined():
     """Two cores' sequences, the first as parts (2 entries, then 1), the second whole, standing
     for 3 and 1 cores: entries in order 0, 1, 2 | 3, cycles rounded up (2.5 -> 3, 7.0 -> 7)."""
-    from archsim.compiler.program import build_phase, entries
+    from archsim.compiler.program import build_phase
+    from archsim.program import entries
 
     first = (entries(2, hbm_bytes=[10.0, 20.0], cycles=[2.5, 7.0]), entries(1, store_bytes=5.0, cycles=1.2))
     second = entries(1, l2_bytes=8.0, cycles=4.0)

@@ -9,12 +9,13 @@ import pytest
 
 from archsim.compiler import attention
 from archsim.compiler.attention import compile_attention
-from archsim.compiler.program import coarse_steps, entries
+from archsim.compiler.program import coarse_steps
 from archsim.config.loader import load_system
 from archsim.engine.kernels import simulate_phase
 from archsim.engine.simulate import play_program
 from archsim.graph.ops import Op, OpKind
 from archsim.hardware.memory import MemoryParams
+from archsim.program import entries
 
 
 def test_coarse_steps_sum_runs_of_steps():

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from archsim.config.paths import path_problem
 from archsim.errors import ConfigError
-from archsim.sweep.design import config_value, path_problem
+from archsim.sweep.design import config_value
 from archsim.sweep.expr import ExprError, parse_expr
 from archsim.sweep.pareto import pareto_mask
 from archsim.sweep.sampling import Domain, Scale, grid_points, halton, radical_inverse, sampled_points, uniform

@@ -77,15 +77,16 @@ def report(
 
 def bench_gemm() -> None:
     from archsim import jit
-    from archsim.choose import clear_caches, simulate_op
+    from archsim.choose import simulate_op
     from archsim.config.loader import load_system
     from archsim.graph.ops import Op, OpKind
+    from archsim.memo import clear_all
 
     chip = load_system("scalesim_ws_128x128")[0].chip
     op = Op(OpKind.GEMM, m=8192, k=8192, n=8192)
     jit.load()  # its kernels are few elements, which a process would otherwise run as Python
     simulate_op(op, chip)  # compile the kernels
-    clear_caches()
+    clear_all()
     t0 = time.process_time()
     cycles = simulate_op(op, chip).cycles
     cpu = time.process_time() - t0
@@ -97,15 +98,14 @@ def bench_gemm() -> None:
 
 def bench_in_process(profile_lines: int) -> None:
     from archsim import opcache
-    from archsim.choose import clear_caches
     from archsim.commands.run import load_run_inputs
-    from archsim.runner.generation import decode_ops_at, run_generation
+    from archsim.memo import clear_all
+    from archsim.runner.generation import run_generation
 
     opcache.set_enabled(False)  # fresh result caches: the disk's too
     system, w, _ = load_run_inputs("h200", "llama3_8b", 64, 2048, 1024)
     run_generation(w, system)  # JIT-compiled kernels loaded
-    clear_caches()
-    decode_ops_at.cache_clear()
+    clear_all()
     t0 = time.process_time()
     result = run_generation(w, system)
     sim = time.process_time() - t0
@@ -113,8 +113,7 @@ def bench_in_process(profile_lines: int) -> None:
         f"(b) simulation alone, warm process, fresh result caches: {sim:.3f} s CPU "
         f"(TTFT {result.ttft_s * 1e3:.1f} ms, TPOT {result.tpot_s * 1e3:.2f} ms)"
     )
-    clear_caches()
-    decode_ops_at.cache_clear()
+    clear_all()
     prof = cProfile.Profile()
     prof.enable()
     run_generation(w, system)

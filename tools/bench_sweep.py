@@ -51,9 +51,11 @@ def spec_with_points(points: int, folder: Path) -> Path:
 
 def breakdown(points: int) -> None:
     """Where a sweep point's time goes, in wall milliseconds a point in this process (see above).
-    The parts are timed by wrapping the module globals archsim.choose calls them through."""
-    from archsim import choose, jit, opcache
+    The parts are timed by wrapping the module globals archsim.choose.pick calls them through."""
+    from archsim import jit, opcache
+    from archsim.choose import pick
     from archsim.engine import simulate
+    from archsim.memo import clear_all
     from archsim.sweep.evaluate import Evaluation, evaluate_point
     from archsim.sweep.points import iter_points
     from archsim.sweep.spec import load_spec
@@ -67,7 +69,7 @@ def breakdown(points: int) -> None:
     spent: collections.Counter[str] = collections.Counter()
     plays: collections.Counter[str] = collections.Counter()
     held = [False]
-    kernel, play_held, compile_candidates = simulate.simulate_phase, choose.play_held, choose.compile_candidates
+    kernel, play_held, compile_candidates = simulate.simulate_phase, pick.play_held, pick.compile_candidates
 
     def timed_kernel(core_start, *args):
         t0 = time.perf_counter()
@@ -93,15 +95,15 @@ def breakdown(points: int) -> None:
         finally:
             spent["compiling candidates"] += time.perf_counter() - t0
 
-    simulate.simulate_phase, choose.play_held, choose.compile_candidates = timed_kernel, timed_held, timed_compile
+    simulate.simulate_phase, pick.play_held, pick.compile_candidates = timed_kernel, timed_held, timed_compile
     try:
-        choose.clear_caches()
+        clear_all()
         start = time.perf_counter()
         for task in tasks[1:]:
             evaluate_point(task, ev)
         total = time.perf_counter() - start
     finally:
-        simulate.simulate_phase, choose.play_held, choose.compile_candidates = kernel, play_held, compile_candidates
+        simulate.simulate_phase, pick.play_held, pick.compile_candidates = kernel, play_held, compile_candidates
     n = len(tasks) - 1
     print(f"{n} points in this process: {1000 * total / n:.1f} ms a point (wall), of which")
     for part in sorted(spent, key=lambda k: -spent[k]):

@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from archsim.choose import clear_caches
 from archsim.config.loader import load_system
 from archsim.hardware import System
+from archsim.memo import clear_all
 from archsim.runner.validation import CaseFile, summarise, validate_cases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def objective(system: System, cases: list[dict], meta: CaseFile, collectives: Sy
     """The mean over kinds of the mean absolute error, plus a tenth of the mean over kinds of the
     worst error beyond one step of the timer's resolution (a case read one step off is within
     what the timer can tell; the worst such would hold the fit hostage to the timer)."""
-    clear_caches()
+    clear_all()
     results, errors = validate_cases(cases, system, meta, collectives)
     if errors:
         _fail("\n".join(f"{cid}: {why}" for cid, why in errors))

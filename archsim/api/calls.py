@@ -39,8 +39,8 @@ def run(
     DoesNotFitError when it does not fit in HBM, ParallelismError for a layout that cannot be.
     `progress(done, total)` is called as decode attention samples are simulated."""
     from archsim.graph.parallel import Parallelism
-    from archsim.limits import check_run_size
     from archsim.runner.generation import run_generation
+    from archsim.runner.size import check_run_size
 
     hw, wl = as_hardware(hardware), as_workload(workload)
     par = Parallelism(tp, pp, ep)
@@ -212,7 +212,7 @@ def serve(
     DoesNotFitError when the model leaves no room for a KV cache, ServeSetupError for a setup
     that cannot be modelled. `rate_per_s`: the nominal arrival rate the configuration records
     (default: the requests' mean rate)."""
-    from archsim.limits import check_serve_size
+    from archsim.runner.size import check_serve_size
     from archsim.serving.metrics import Slo
     from archsim.serving.simulate import serve as simulate_serving
 

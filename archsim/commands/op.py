@@ -149,8 +149,8 @@ def run(args) -> int:
     from archsim.config.resolved import ResolvedConfig
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
-    from archsim.limits import check_op
     from archsim.report.export import timing_dict, write_json
+    from archsim.runner.size import check_op
     from archsim.units import format_bytes, format_rate, format_seconds
 
     check_sizes(args)

@@ -80,9 +80,9 @@ def scale_points(w, system, batch: int, kv_len: int, tps: tuple[int, ...], bar=N
     from archsim.graph.model import Phase
     from archsim.graph.ops import OpKind
     from archsim.graph.parallel import Parallelism
-    from archsim.limits import check_steps_size
     from archsim.runner.generation import simulate_step
     from archsim.runner.memory import footprint
+    from archsim.runner.size import check_steps_size
 
     points = []
     for i, tp in enumerate(tps):

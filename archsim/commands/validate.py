@@ -120,7 +120,7 @@ def refused(case, system) -> str | None:
     """Why a case's ops exceed the size limit or cannot run on the chip (refused before it is
     simulated, so one huge case neither exhausts memory nor stops the others), or None."""
     from archsim.errors import RefusedError, reraise_interrupt
-    from archsim.limits import check_op, check_steps_size
+    from archsim.runner.size import check_op, check_steps_size
     from archsim.runner.validation import case_ops, check_case, model_step_workload
 
     try:

@@ -49,29 +49,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
 from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
-from archsim.compiler.program import (
-    ENTRY,
-    PARTIAL_BYTES,
-    Family,
-    Phase,
-    Program,
-    build_phase,
-    coarse_rows,
-    deal_cores,
-    entries,
-    entry_rows,
-)
+from archsim.compiler.program import PARTIAL_BYTES, build_phase, coarse_rows, deal_cores
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
 from archsim.graph.ops import Op, attended_pairs
 from archsim.hardware import Chip
 from archsim.hardware.power import Activity
 from archsim.hashing import copy_with
+from archsim.memo import memo
+from archsim.program import ENTRY, Family, Phase, Program, entries, entry_rows
 from archsim.units import ceil_div
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
@@ -86,7 +76,7 @@ SPLIT_EFFICIENCY = 0.85  # the smallest split within this share of the best wave
 PLAYED_BLOCKS = 1 << 17  # K/V blocks a kernel's distinct cores play a step each; beyond it, k a step
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def kv_splits(items: int, cores: int, kv_blocks: int) -> int:
     """How many ways a decode kernel splits each item's KV range (FlashAttention-2's
     num_splits_heuristic): wave efficiency n / ceil(n) of n = items x splits / cores."""
@@ -152,7 +142,7 @@ def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
     return rows, bq, bk
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def item_shape(shape: Op, chip: Chip) -> tuple[int, int, int, float]:
     """(query rows per item, bq, bk, cycles of one KV block) of an attention op: `shape` is the
     op with its KV length 0, as none of them depends on it (a decode at every length asks)."""
@@ -161,8 +151,8 @@ def item_shape(shape: Op, chip: Chip) -> tuple[int, int, int, float]:
     return qrows, bq, bk, block_cycles(shape, chip, qrows, bk)
 
 
-@lru_cache(maxsize=4096)
-def combine_phase(chip: Chip, rows: int, splits: int, value_dim: int, head_dim: int, dtype_bytes: int) -> Phase:
+@memo(maxsize=4096)
+def combine_phase(chip: Chip, rows: int, splits: int, value_dim: int, head_dim: int, dtype_bytes: float) -> Phase:
     """The kernel that combines a decode's `splits` fp32 partial outputs (and their log-sum-exps)
     of `rows` query rows into the output."""
     reads, lane_ops = splits * PARTIAL_BYTES, 3 * splits
@@ -175,7 +165,7 @@ def combine_phase(chip: Chip, rows: int, splits: int, value_dim: int, head_dim: 
 Signature = tuple[tuple[int, bool, bool], ...]  # a core's items: (KV blocks, first touch, reaches the end)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def core_groups(
     batch: int,
     heads_items: int,
@@ -269,7 +259,7 @@ class DecodeLayout:
         return [main] if self.combine is None else [main, self.combine]
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _decode_layout(shape: Op, chip: Chip, kv_blocks: int, fits: bool) -> DecodeLayout | None:
     """The `DecodeLayout` of a decode (`shape`: the op with its KV length 0) over `kv_blocks`
     blocks, or None where its blocks are played k at a time (a last block's bytes are then summed

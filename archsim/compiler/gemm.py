@@ -16,13 +16,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from enum import Enum
-from functools import lru_cache
 
 import numpy as np
 
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.l2reuse import Raster, cluster_order, operand_hbm_bytes, rasters, wave_hbm_fractions
-from archsim.compiler.program import ENTRY, PARTIAL_BYTES, Family, Phase, Program, build_phase, entries, entry_rows
+from archsim.compiler.program import PARTIAL_BYTES, build_phase
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import compute_dtype, matmul_cycles, step_cycles
 from archsim.graph.ops import Op
@@ -30,6 +29,8 @@ from archsim.hardware import Chip
 from archsim.hardware.chip import MIN_K_STEP, MIN_TILE_EDGE
 from archsim.hardware.memory import hbm_latency_s, l2_bandwidth, l2_latency_s
 from archsim.hardware.power import Activity
+from archsim.memo import memo, on_clear
+from archsim.program import ENTRY, Family, Phase, Program, entries, entry_rows
 from archsim.units import ceil_div
 
 # tile edges and K steps a kernel library offers (powers of two from the smallest the hardware takes)
@@ -97,17 +98,10 @@ class WaveLayout:
         return self.l2_capacity_bytes / self.l2_partitions
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def wave_layout(chip: Chip) -> WaveLayout:
     """The chip's wave layout."""
     return WaveLayout(chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions)
-
-
-def clear_layout_memos() -> None:
-    """Forget what was worked out per wave layout (benchmarks time compiles from scratch)."""
-    for memo in (wave_layout, _tiling_hbm_bytes, _best_raster):
-        memo.cache_clear()
-    _forget_plans()
 
 
 def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, float]:
@@ -150,36 +144,11 @@ def shortlist_size(op: Op) -> int:
 
 def candidate_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tiling]:
     """The `count` (`shortlist_size`) most promising tilings of the GEMM on the chip, best first
-    (`shortlist`, worked out once per op and chip, and kept in the on-disk op cache: the size
-    check before a run asks for every GEMM's, whose ops the cache may already hold)."""
-    from archsim import opcache
-
-    count = shortlist_size(op) if count is None else count
-    cache = opcache.cache_for_chip(chip)
-    if cache is None:
-        return list(shortlist(op, chip, count))
-    key = opcache.ops_key((op,), f"shortlist|{count}")
-    kept = _tilings_from_value(cache.get(key))
-    if kept is None:
-        kept = shortlist(op, chip, count)
-        cache.put(key, [[t.tm, t.tn, t.tk, t.mapping.value, t.split, t.raster.value, t.group] for t in kept])
-    return list(kept)
+    (`shortlist`, worked out once per op and chip; archsim.choose keeps them in the op cache)."""
+    return list(shortlist(op, chip, shortlist_size(op) if count is None else count))
 
 
-def _tilings_from_value(value: object) -> tuple[Tiling, ...] | None:
-    """The tilings a cache entry lists, or None for an entry of another shape."""
-    if not isinstance(value, list) or not value:
-        return None
-    try:
-        return tuple(
-            Tiling(int(tm), int(tn), int(tk), GemmMapping(m), int(split), Raster(r), int(group))
-            for tm, tn, tk, m, split, r, group in value
-        )
-    except (TypeError, ValueError):
-        return None
-
-
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     """The `count` most promising tilings of the GEMM on the chip, best first.
 
@@ -276,7 +245,7 @@ def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
     return _best_raster(op, wave_layout(chip), t)
 
 
-@lru_cache(maxsize=16384)
+@memo(maxsize=16384)
 def _best_raster(op: Op, lay: WaveLayout, t: Tiling) -> tuple[Tiling, float]:
     sa, sb = operand_shares(op, lay, t.tm, t.tn)
     c = lay.multicast
@@ -371,7 +340,7 @@ def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     return _tiling_hbm_bytes(op, wave_layout(chip), t)
 
 
-@lru_cache(maxsize=16384)
+@memo(maxsize=16384)
 def _tiling_hbm_bytes(op: Op, lay: WaveLayout, t: Tiling) -> float:
     """`tiling_hbm_bytes`, worked out once per op, layout and tiling (the tilings of a sweep's
     chips recur, their rasters each costed by a walk over the waves)."""
@@ -457,6 +426,7 @@ def _kept_plan(key: tuple, plan_of) -> PhasePlan:
     return plan
 
 
+@on_clear  # benchmarks time compiles from scratch
 def _forget_plans() -> None:
     with _plans_lock:
         _plans.clear()

@@ -37,11 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archsim.compiler.program import Phase, Program, build_phase, entries
+from archsim.compiler.program import build_phase
 from archsim.compiler.tiles import vector_step_cycles
 from archsim.graph.ops import STRIDED_BLOCK_ELEMENTS, STRIDED_INDEX_OPS, Op, VectorOp
 from archsim.hardware import Chip
 from archsim.hardware.power import Activity
+from archsim.program import Phase, Program, entries
 from archsim.units import ceil_div
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)

@@ -11,14 +11,13 @@ issue the matrix instructions convert the tile before they can use it).
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 
 from archsim.compiler.formats import convert_lane_ops, wider
 from archsim.errors import UnsupportedError
 from archsim.hardware import Chip, Core, DType
 from archsim.hardware.systolic import array_cycles
+from archsim.memo import memo
 from archsim.units import ceil_div
 
 
@@ -92,13 +91,13 @@ def vector_cycles(core: Core, lane_ops, special_ops):
     return (lane + special).astype(np.int64)
 
 
-@cache
+@memo(maxsize=None)
 def step_cycles(core: Core, m: int, k: int, n: int, a_dtype: DType, b_dtype: DType | None = None) -> int:
     """`matmul_cycles` of one tile step (scalar, memoised: the same steps recur in every item)."""
     return int(matmul_cycles(core, m, k, n, a_dtype, b_dtype))
 
 
-@cache
+@memo(maxsize=None)
 def vector_step_cycles(core: Core, lane_ops: float, special_ops: float) -> int:
     """`vector_cycles` of one streaming entry (scalar, memoised)."""
     return int(vector_cycles(core, lane_ops, special_ops))

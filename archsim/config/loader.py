@@ -469,7 +469,7 @@ def build(
         value, config = kept
         return value, config, edited
     if params:  # (the paths' check imports both schemas)
-        from archsim.sweep.design import path_problem
+        from archsim.config.paths import path_problem
 
         problems = [
             Problem(where, None, dotted(path), why)

@@ -1,22 +1,22 @@
 """Play a compiled Program on a chip: each phase in the event loop, one after another.
 
-The engine only plays: it takes a Program (archsim.compiler) and returns what happened, in
-cycles and bytes. Which program an op runs as, its fixed costs and its bound are chosen above it
-(archsim.choose).
+The engine only plays: it takes a Program (archsim/program.py, which the compiler writes) and
+returns what happened, in cycles and bytes. Which program an op runs as, its fixed costs and its
+bound are chosen above it (archsim.choose).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from archsim.compiler.program import Phase, Program
 from archsim.engine.kernels import simulate_phase
 from archsim.errors import reraise_interrupt
 from archsim.hardware import Chip, FoldMode
 from archsim.hardware.memory import MemoryParams, memory_params
+from archsim.memo import memo
+from archsim.program import Phase, Program
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +77,7 @@ def play_phase(phase: Phase, chip: Chip, trace: bool = False) -> PhaseResult:
     return _play_phase(phase, chip, trace)
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def replayed_phase(phase: Phase, chip: Chip) -> PhaseResult:
     """`play_phase` of a short phase, memoised (a Phase is its own key: records compare by identity)."""
     return _play_phase(phase, chip, False)

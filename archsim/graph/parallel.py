@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from archsim.graph.builder import MTP_PREFIX, Step, build_step
 from archsim.graph.ffn import EXPERT_DOWN, EXPERT_GATE_UP, expert_share
 from archsim.graph.model import ModelSpec, Phase, Workload
 from archsim.graph.ops import Op, OpKind
+from archsim.memo import memo
 
 MAX_CHUNKS = 64  # most pieces a collective is cut into to overlap the op that produces it
 # builder ops whose output is a partial sum under TP: the vocabulary-parallel embedding, the
@@ -154,7 +154,7 @@ class ParallelStep:
     micro_batches: int
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def sharded_workload(w: Workload, par: Parallelism) -> Workload:
     """The workload with the busiest chip's slice of the model (`shard_model`), once the layout
     is checked (a decode step at every KV length asks)."""

@@ -24,11 +24,11 @@ into a `MemoryParams` record, and the `@njit` functions below are what the loop 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 from archsim.hardware.chip import Chip, Hbm
 from archsim.jit import njit
+from archsim.memo import memo
 
 MAX_UTILISATION = 0.98  # of the HBM bandwidth, where the queueing delay stops growing (49 x Lq)
 
@@ -76,7 +76,7 @@ class MemoryParams(NamedTuple):
     store_inflight_bytes: float  # bytes one core's posted writes keep in flight
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float) -> MemoryParams:
     """The chip's memory figures for a phase that writes `write_fraction` of its HBM bytes and
     whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA).

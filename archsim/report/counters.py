@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.compiler.program import Phase, Program
 from archsim.engine.simulate import PhaseTimeline
 from archsim.hardware import Chip
+from archsim.program import Phase, Program
 
 COUNTER_POINTS = 400  # samples per counter and phase before a counter is averaged into bins
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from archsim.choose import replay
-from archsim.compiler.program import Program
 from archsim.engine.simulate import PhaseTimeline
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
+from archsim.program import Program
 
 
 @dataclass(frozen=True, eq=False)

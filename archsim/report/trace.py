@@ -6,7 +6,7 @@ phases and the fixed overhead before each launch), and a compute and a DMA track
 engine simulates identical cores once, so each group of identical cores is drawn once, on the
 tracks of its first core, its spans labelled `cores i-j (N identical)`. Counters give HBM read
 and write bandwidth, the share of cores busy on matrix or vector units, and the chip's power
-(`counters.py`): each op's kernels at their average power (archsim/choose.py) and the floor at
+(`counters.py`): each op's kernels at their average power (archsim/choose/timed.py) and the floor at
 its clock between them, so that it integrates to the op's energy.
 
 Ops that repeat (once per layer) are drawn in full for one layer; one span on the ops track

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +38,7 @@ from archsim.graph.parallel import (
 )
 from archsim.hardware import Chip, System
 from archsim.hardware.collectives import system_fabric
+from archsim.memo import memo
 from archsim.runner.memory import Footprint, check_fits
 
 KV_STRIDE = 1  # decode KV lengths between simulated attention samples (1: every step, exact)
@@ -136,7 +136,7 @@ def cached_time_op(op: Op, chip: Chip) -> TimedOp:
     return _disk_time_op(op, chip, str(cache.path))
 
 
-@lru_cache(maxsize=65536)
+@memo(maxsize=65536)
 def _disk_time_op(op: Op, chip: Chip, path: str) -> TimedOp:
     cache = opcache.cache_for_chip(chip)
     assert cache is not None and str(cache.path) == path
@@ -219,7 +219,7 @@ def simulate_parallel_step(w: Workload, system: System, step: Step, par: Paralle
     return StepResult(step, records, hidden, pipeline)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def decode_ops_at(w: Workload, batch: int, kv_len: int, par: Parallelism | None) -> tuple[Op, ...]:
     """The decode-attention ops of `batch` sequences at `kv_len` (the busiest chip's under
     `par`), built once for the run's time and again asked for by its energy."""

@@ -32,7 +32,6 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -52,6 +51,7 @@ from archsim.graph.model import Phase, Scenario, Workload
 from archsim.graph.ops import Op
 from archsim.graph.parallel import Parallelism
 from archsim.hardware import System
+from archsim.memo import memo
 from archsim.runner.generation import ops_time_s
 
 DEFAULT_RESOLUTION = 2
@@ -369,7 +369,7 @@ def normalised(w: Workload) -> Workload:
     return replace(w, scenario=Scenario(1, 1, 1), source="")
 
 
-@lru_cache(maxsize=16)
+@memo(maxsize=16)
 def _model(w: Workload, system: System, resolution: int, parallelism: Parallelism | None, cached: bool) -> StepModel:
     return StepModel(w, system, resolution, parallelism)
 

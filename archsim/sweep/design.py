@@ -12,14 +12,12 @@ else's, and its error column would carry what the file says).
 
 from __future__ import annotations
 
-import difflib
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
-from archsim.config.hw_schema import HardwareCfg
 from archsim.config.loader import system_from_doc, validate_doc, workload_from_cfg
 from archsim.config.resolved import ResolvedConfig
 from archsim.config.workload_schema import WorkloadCfg
@@ -30,7 +28,6 @@ from archsim.hardware import System
 
 KeyPath = tuple[str, ...]
 Override = tuple[KeyPath, Any]  # (path below `hardware` or `workload`, value as a config file would hold it)
-ROOTS = {"hardware": HardwareCfg, "workload": WorkloadCfg}
 
 
 @dataclass(frozen=True)
@@ -109,36 +106,6 @@ def _cached(cache: OrderedDict, key: tuple, build, root: str):
     if isinstance(hit, ConfigError):
         raise hit
     return hit
-
-
-def path_problem(path: KeyPath) -> str | None:
-    """Why `path` (e.g. ('hardware', 'hbm', 'stacks')) names no value of a config; None if it does."""
-    model: Any = ROOTS.get(path[0])
-    if model is None:
-        return f"must start with hardware. or workload. (got {'.'.join(path)!r})"
-    for i, part in enumerate(path[1:], start=1):
-        where = ".".join(path[:i])
-        fields = getattr(model, "model_fields", None)
-        if fields is None:
-            return f"{where} is a value, it has no key {part!r}"
-        if part not in fields:
-            hint = difflib.get_close_matches(part, list(fields), n=1)
-            return f"{where} has no key {part!r}" + (
-                f"; did you mean {hint[0]!r}?" if hint else f"; expected one of {', '.join(sorted(fields))}"
-            )
-        ann = fields[part].annotation
-        if get_origin(ann) is dict:  # a mapping such as k_per_cycle: one of its keys is the value
-            keys = [str(k) for k in get_args(get_args(ann)[0])]
-            rest = path[i + 1 :]
-            if len(rest) != 1:
-                return f"{where}.{part} is a mapping: give one of its keys ({', '.join(keys)})"
-            if keys and rest[0] not in keys:
-                return f"{where}.{part} has no key {rest[0]!r}; expected one of {', '.join(keys)}"
-            return None
-        model = next((a for a in (get_args(ann) or (ann,)) if hasattr(a, "model_fields")), None)
-    if hasattr(model, "model_fields") and len(path) > 1:
-        return f"{'.'.join(path)} is a section, not a value"
-    return None
 
 
 def resolve_file(value: str, kind: str, spec_dir: Path, allowed: tuple[str, ...] = ()) -> str:

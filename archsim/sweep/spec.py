@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from archsim.config.loader import load_system, load_workload, validate_doc
+from archsim.config.paths import path_problem
 from archsim.config.yamlfile import YamlDoc, read_yaml
 from archsim.errors import ConfigError, Problem
-from archsim.sweep.design import DesignCache, KeyPath, config_value, path_problem, resolve_file
+from archsim.sweep.design import DesignCache, KeyPath, config_value, resolve_file
 from archsim.sweep.expr import FUNCTIONS, UNIT_CONSTANTS, Expr, ExprError, parse_expr
 from archsim.sweep.metrics import FACT_NAMES, metric_names
 from archsim.sweep.sampling import Domain, Scale, Value, grid_size, iter_grid, iter_sampled

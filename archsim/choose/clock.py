@@ -1,0 +1,59 @@
+"""The clock a kernel runs at: the chip's, unless its power would pass the chip's limit there, then
+the highest that keeps it under (archsim/hardware/power.py `held_clock_hz`), found by playing the
+program again at the clock estimated. Clocks in Hz, power in W.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from archsim.engine.simulate import ProgramResult, play_program
+from archsim.hardware import Chip
+from archsim.hardware.power import Activity, held_clock_hz, power_w
+from archsim.program import Program
+
+MAX_HELD_PLAYS = 8  # plays of a kernel on the way to the clock its power holds, at most (see play_held)
+
+
+def at_clock(chip: Chip, clock_hz: float) -> Chip:
+    """The chip running at `clock_hz` (its memory system and overheads in seconds unchanged)."""
+    return chip if clock_hz == chip.clock_hz else replace(chip, clock_hz=clock_hz)
+
+
+def played_activity(program: Program, played: ProgramResult) -> Activity:
+    """The program's actions with the bytes it moved when played (every byte to or from the
+    cores passes the L2)."""
+    return replace(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
+
+
+def play_held(program: Program, chip: Chip, played: ProgramResult | None = None) -> tuple[float, ProgramResult]:
+    """The program played at the clock its power holds (archsim/hardware/power.py): the chip's
+    clock unless the kernel would draw more than the limit there (`played`: already played at
+    the chip's clock). The time at another clock f is estimated as the critical core's compute
+    scaling as 1/f and the rest as fixed; the program is played again at the clock found, twice,
+    each play correcting the estimate, and on while a play still draws more than the limit (the
+    estimate errs high, as the stalls shrink too at a lower clock; MAX_HELD_PLAYS bounds it)."""
+    played = played or play_program(program, chip)
+    p, f_max = chip.power, chip.clock_hz
+    if p is None or played.cycles == 0:
+        return f_max, played
+    a = played_activity(program, played)
+    if power_w(p, a, played.cycles / f_max, f_max, f_max) <= p.limit_w:
+        return f_max, played
+    clock = f_max
+    for replays in range(MAX_HELD_PLAYS - 1):
+        compute_s, total_s = played.compute_cycles / clock, played.cycles / clock
+        if replays >= 2 and power_w(p, a, total_s, clock, f_max) <= p.limit_w:
+            break
+
+        def time_at(
+            f: float, compute_s: float = compute_s, other_s: float = total_s - compute_s, at: float = clock
+        ) -> float:
+            return compute_s * at / f + other_s
+
+        before, clock = clock, held_clock_hz(p, a, time_at, f_max)
+        if clock == before:  # the same clock plays the same: nothing to correct
+            break
+        played = play_program(program, at_clock(chip, clock))
+        a = played_activity(program, played)
+    return clock, played

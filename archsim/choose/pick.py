@@ -1,0 +1,102 @@
+"""Pick the program an op runs as, as a tuned library would.
+
+`choose(op, chip)` compiles every candidate mapping of the op (archsim.compiler; a GEMM's
+tilings from tilings.py), plays each on the engine (archsim.engine) and keeps the fastest,
+counting its fixed costs (conditions.py: one kernel overhead per launched phase and the prologue
+of a matrix-unit kernel), each at the clock its power holds (clock.py), as an autotuning library
+picks the kernel that is fastest end to end. The first of equals wins. Times in seconds; the
+choice is memoised by (op, chip): ops are frozen and compare by kind and shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from archsim.choose.clock import play_held
+from archsim.choose.conditions import Condition, fixed_cost_s
+from archsim.choose.tilings import cached_tilings
+from archsim.compiler.compile import compile_candidates
+from archsim.engine.simulate import ProgramResult, play_program
+from archsim.graph.ops import Op, OpKind
+from archsim.hardware import Chip
+from archsim.memo import memo
+from archsim.program import Phase, Program
+
+
+@dataclass(frozen=True, eq=False)
+class Choice:
+    """The program an op runs as, the clock its power held, how it played at that clock, and
+    how many candidates it was chosen from."""
+
+    program: Program
+    played: ProgramResult
+    candidates: int
+    clock_hz: float
+
+    @property
+    def launches(self) -> int:
+        """Kernels one run of the program launches (phases that start a new kernel)."""
+        return sum(1 for ph in self.program.phases if ph.new_kernel)
+
+
+def program_time_s(program: Program, played: ProgramResult, chip: Chip, clock_hz: float | None = None) -> float:
+    """One run of a played program back to back with others: its cycles at the clock it ran
+    at (default the chip's) plus its fixed costs."""
+    launches = sum(1 for ph in program.phases if ph.new_kernel)
+    clock = clock_hz or chip.clock_hz
+    return played.cycles / clock + fixed_cost_s(chip, launches, program.family, Condition.GRAPH, False)
+
+
+def same_play(a: Program, b: Program) -> bool:
+    """Whether two programs play, cost and draw power alike, so that neither need be played once
+    the other is: the same phases (every entry array bit for bit, buffers, bytes in flight and
+    launches), matrix units, family and actions. (Two tilings can compile to the same program:
+    a 128 x 256 and a 256 x 128 tile of a square-typed GEMM move the same bytes per step.)"""
+    if (a.matrix, a.family, a.activity, len(a.phases)) != (b.matrix, b.family, b.activity, len(b.phases)):
+        return False
+    return all(_same_phase(x, y) for x, y in zip(a.phases, b.phases, strict=True))
+
+
+def _same_phase(x: Phase, y: Phase) -> bool:
+    if (x.stages, x.inflight_bytes, x.new_kernel, x.entries) != (y.stages, y.inflight_bytes, y.new_kernel, y.entries):
+        return False
+    columns = ("core_start", "core_weight", "compute_cycles", "hbm_bytes", "l2_bytes")
+    for name in (*columns, "store_bytes", "store_l2_bytes", "load_trips"):
+        u, v = getattr(x, name), getattr(y, name)
+        if u.dtype != v.dtype or u.shape != v.shape:
+            return False
+        if not np.array_equal(np.ascontiguousarray(u).view(np.uint8), np.ascontiguousarray(v).view(np.uint8)):
+            return False  # bit for bit: -0.0 is not 0.0 here
+    return True
+
+
+@memo(maxsize=65536)
+def choose(op: Op, chip: Chip) -> Choice:
+    """The fastest of the op's candidate programs on `chip` (fixed costs included)."""
+    if op.kind.is_collective:
+        raise ValueError(f"{op.kind.value} runs over the interconnect: time it with simulate_collective")
+    candidates = compile_candidates(op, chip, cached_tilings(op, chip) if op.kind is OpKind.GEMM else None)
+    # every candidate at the chip's clock; then, fastest first, at the clock its power holds,
+    # until the next one is slower even unthrottled (a lower clock never makes a kernel faster).
+    # A candidate that plays as an earlier one (`same_play`) takes that one's play, and is not
+    # held again: its time would equal the earlier one's, and the first of equals wins
+    at_max: list[tuple[float, int, Program, ProgramResult, int]] = []
+    for i, p in enumerate(candidates):
+        twin = next((j for j in range(i) if same_play(candidates[j], p)), i)
+        played = play_program(p, chip) if twin == i else at_max[twin][3]
+        at_max.append((program_time_s(p, played, chip), i, p, played, twin))
+    at_max.sort(key=lambda x: (x[0], x[1]))
+    best: tuple[float, Program, ProgramResult, float] | None = None
+    for fast_s, i, program, played, twin in at_max:
+        if best is not None and fast_s >= best[0]:
+            break
+        if twin != i:
+            continue
+        clock, held = play_held(program, chip, played)
+        total_s = program_time_s(program, held, chip, clock)
+        if best is None or total_s < best[0]:
+            best = (total_s, program, held, clock)
+    assert best is not None, "every op compiles to at least one program"
+    return Choice(best[1], best[2], len(candidates), best[3])
