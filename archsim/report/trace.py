@@ -34,8 +34,8 @@ from archsim.report.replay import OpReplay, replay_op
 from archsim.runner.generation import StepResult
 
 if TYPE_CHECKING:
-    from archsim.compiler.program import Phase
     from archsim.engine.simulate import PhaseTimeline
+    from archsim.program import Phase
 
 US_PER_S = 1e6
 EVENT_BUDGET = 250_000  # tile spans at most: ~140 bytes each keeps a trace near 35 MB, under 50 MB
