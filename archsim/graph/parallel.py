@@ -27,7 +27,7 @@ from archsim.graph import params
 from archsim.graph.builder import MTP_PREFIX, Step, build_step
 from archsim.graph.ffn import EXPERT_DOWN, EXPERT_GATE_UP, expert_share
 from archsim.graph.model import ModelSpec, Phase, Workload
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 
 MAX_CHUNKS = 64  # most pieces a collective is cut into to overlap the op that produces it
 # builder ops whose output is a partial sum under TP: the vocabulary-parallel embedding, the
@@ -124,7 +124,7 @@ def shard_model(model: ModelSpec, par: Parallelism) -> ModelSpec:
 
 
 def chip_params(model: ModelSpec, par: Parallelism) -> int:
-    """Parameters on the busiest chip (as ModelSpec.params() when nothing is split): its layers
+    """Parameters on the busiest chip (as `params.total_params` when nothing is split): its layers
     with 1/ep of the routed experts split tp ways (the router, shared experts and norms whole),
     the MTP layers, and the embedding and LM head of the first and last stage (both on one chip
     without PP)."""
@@ -181,7 +181,7 @@ def shard_step(w: Workload, step: Step, par: Parallelism) -> ParallelStep:
         if comm is not None:
             out.append(comm)
     if par.pp > 1:
-        out.append(Op(OpKind.SEND, act, m=tokens, bytes=hidden_bytes, ranks=2).named("pp_send"))
+        out.append(Op(OpKind.SEND, act, m=tokens, bytes=hidden_bytes, ranks=2, scaling=Scaling.TOKENS).named("pp_send"))
     return ParallelStep(tuple(out), par.pp, micro)
 
 
@@ -194,12 +194,15 @@ def tp_collective(op: Op, w: Workload, tokens: int, tp: int) -> Op | None:
     base, act = base_name(op.name), w.dtypes.activations
     prefix = MTP_PREFIX if op.name.startswith(MTP_PREFIX) else ""
     if base in TP_REDUCED and not (base == "o_proj" and w.model.parallel_block):
-        return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=int(tokens * w.model.hidden * act.bytes), ranks=tp).named(
+        hidden = int(tokens * w.model.hidden * act.bytes)
+        return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=hidden, ranks=tp, scaling=op.scaling).named(
             f"{prefix}{base}_allreduce", op.repeat
         )
     if base == "lm_head":
         logits = int(op.m * w.model.vocab * op.c_dtype.bytes)
-        return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp).named(f"{prefix}lm_head_allgather", op.repeat)
+        return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp, scaling=op.scaling).named(
+            f"{prefix}lm_head_allgather", op.repeat
+        )
     return None
 
 
@@ -208,7 +211,9 @@ def _all_to_all(w: Workload, tokens: int, ranks: int, name: str, layers: int) ->
     rank (archsim/graph/moe.py) receives the most rows, and its rows set the time."""
     routed = expert_share(w, tokens, ranks).routed
     nbytes = int(round(routed) * w.model.hidden * w.dtypes.activations.bytes)
-    return Op(OpKind.ALL_TO_ALL, w.dtypes.activations, m=tokens, bytes=nbytes, ranks=ranks).named(name, layers)
+    return Op(
+        OpKind.ALL_TO_ALL, w.dtypes.activations, m=tokens, bytes=nbytes, ranks=ranks, scaling=Scaling.TOKENS
+    ).named(name, layers)
 
 
 # --- schedules ------------------------------------------------------------------------------------
