@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from archsim.compiler.attention import _blocks, compile_attention
-from archsim.compiler.gemm import GemmMapping, PhasePlan, Tiling, _phase_on, compile_gemm, tiling_hbm_bytes
+from archsim.compiler.gemm import GemmMapping, Tiling, compile_gemm, tiling_hbm_bytes
+from archsim.compiler.gemm_phases import PhasePlan, phase_on
 from archsim.compiler.l2reuse import wave_hbm_fractions
 from archsim.compiler.program import ENTRY, build_phase, entries
 from archsim.compiler.streaming import compile_vector
@@ -96,9 +97,9 @@ def test_a_planned_phase_joins_cores_whose_steps_take_equally_long_on_the_chip(h
     runs = (entries(2, hbm_bytes=1.0, cycles=0.0), entries(2, hbm_bytes=1.0, cycles=[0.0, 1.0]))
     planned = build_phase(list(runs), 1, weights=[2, 1])
     same = PhasePlan(planned, ((128, 64, 128), (128, 64, 128)), runs, (2, 1))
-    joined = _phase_on(same, op, _no_multicast(h200.chip), tiling)
+    joined = phase_on(same, op, _no_multicast(h200.chip), tiling)
     assert joined.core_weight.tolist() == [3] and joined.compute_cycles.tolist() == [558, 558]
-    apart = _phase_on(replace(same, shapes=((128, 64, 128), (128, 32, 128))), op, _no_multicast(h200.chip), tiling)
+    apart = phase_on(replace(same, shapes=((128, 64, 128), (128, 32, 128))), op, _no_multicast(h200.chip), tiling)
     assert apart.core_weight.tolist() == [2, 1] and apart.compute_cycles.tolist() == [558, 558, 558, 302]
     assert joined.stages == apart.stages == 7  # 233,472 B of SRAM // 32 KiB a stage
 

@@ -53,7 +53,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
+from archsim.compiler.gemm_phases import pipeline_bytes, reuse_capacity_bytes
 from archsim.compiler.program import (
     ENTRY,
     PARTIAL_BYTES,
