@@ -2,7 +2,7 @@
 says what a variant provides); archsim/compiler/attention.py applies those an op carries, in
 the order below.
 
-Adding one (docs/extending.md): a member in `Variant`, a file here with its `AttentionVariant`,
+Adding one (docs/adding_an_attention_variant.md): a member in `Variant`, a file here with its `AttentionVariant`,
 its line in VARIANTS, and the op field it reads set by the graph builder.
 """
 

@@ -3,7 +3,7 @@ from and how (archsim/compiler/gemm_mapping.py says what a mapping provides). Th
 (archsim/compiler/gemm.py) offers every registered mapping in the order below: among tilings
 of equal estimate, an earlier mapping's come first.
 
-Adding one (docs/extending.md): a member in `GemmMapping`, a file here with its
+Adding one (docs/adding_a_gemm_mapping.md): a member in `GemmMapping`, a file here with its
 `GemmMappingRule`, and its line in MAPPINGS.
 """
 
