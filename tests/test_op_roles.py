@@ -9,8 +9,8 @@ from archsim.config.loader import load_workload
 from archsim.graph.builder import Step, build_step
 from archsim.graph.mixed import STEP_SCALINGS, part, pipeline_ops, step_ops
 from archsim.graph.model import Fusion, Phase
-from archsim.graph.ops import Op, OpKind, Scaling
-from archsim.graph.parallel import Parallelism
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling
+from archsim.graph.parallel import Parallelism, tp_collective
 
 
 def test_an_op_without_a_role_is_refused_when_it_is_made():
@@ -62,3 +62,20 @@ def test_every_op_of_a_shipped_model_has_a_step_role(name):
                 parts = sum(len(part(ops, s)) for s in STEP_SCALINGS)
                 assert parts + len(pipeline_ops(ops)) == len(ops)
                 assert [op.name for op in pipeline_ops(ops)] == (["pp_send"] if par else [])
+
+
+def test_a_collective_follows_an_op_by_its_parallel_role_not_its_name(llama8b):
+    """Under TP 2 an op whose output is a partial sum is followed by an all-reduce of the
+    hidden states, 8 tokens x 4,096 x 2 bytes = 65,536, whatever it is called; the LM head's
+    vocabulary slice by an all-gather of the logits, 8 x 128,256 x 2 = 2,052,096 bytes; an op of
+    no role by nothing."""
+    gemm = Op(OpKind.GEMM, m=8, k=4096, n=4096, scaling=Scaling.TOKENS)
+    summed = replace(gemm, parallel=ParallelRole.PARTIAL_SUM).named("anything", 32)
+    reduce = tp_collective(summed, llama8b, 8, 2)
+    assert reduce is not None and (reduce.kind, reduce.bytes, reduce.repeat) == (OpKind.ALL_REDUCE, 65536, 32)
+    assert reduce.name == "anything_allreduce" and reduce.scaling is Scaling.TOKENS
+    head = replace(gemm, n=128256, parallel=ParallelRole.VOCAB_SLICE, scaling=Scaling.SEQUENCES).named("head")
+    gather = tp_collective(head, llama8b, 8, 2)
+    assert gather is not None and (gather.kind, gather.bytes) == (OpKind.ALL_GATHER, 2052096)
+    assert gather.scaling is Scaling.SEQUENCES  # timed with the head
+    assert tp_collective(gemm.named("o_proj"), llama8b, 8, 2) is None

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from archsim.dtypes import DType
 from archsim.graph.model import Fusion, Phase, Workload
-from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 from archsim.graph.step import Step
 
@@ -172,7 +172,9 @@ def attention_block_ops(w: Workload, step: Step) -> list[Op]:
     T, L, tok = step.tokens, m.layers, Scaling.TOKENS
     ops = [norm_op(m, act, T, m.hidden, "attn_norm", L, fused=not eager, scaling=tok)]
     ops += _mla_ops(w, step) if m.is_mla else _gqa_ops(w, step)
-    ops.append(gemm_op(w, "o_proj", L, T, m.o_dim, m.hidden, scaling=tok))
+    # a partial sum over the heads, reduced with the MLP's in a parallel block
+    reduced = ParallelRole.NONE if m.parallel_block else ParallelRole.PARTIAL_SUM
+    ops.append(gemm_op(w, "o_proj", L, T, m.o_dim, m.hidden, scaling=tok, parallel=reduced))
     if m.post_norms:
         ops.append(norm_op(m, act, T, m.hidden, "post_attn_norm", L, fused=False, scaling=tok))
     if eager and not m.parallel_block:

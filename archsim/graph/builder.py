@@ -19,7 +19,7 @@ from archsim.graph.attention import attention_block_ops
 from archsim.graph.ffn import activation_ops, ffn_ops
 from archsim.graph.model import Activation, Positions, Workload
 from archsim.graph.moe import expected_active_experts
-from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 from archsim.graph.step import Step
 from archsim.hashing import copy_with
@@ -44,8 +44,8 @@ def layer_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:
 
 def embedding_ops(w: Workload, tokens: int) -> list[Op]:
     """The token embedding gather and, with learned positions, the position gather and add."""
-    m, act, tok = w.model, w.dtypes.activations, Scaling.TOKENS
-    ops = [Op(OpKind.EMBEDDING, act, m=tokens, n=m.hidden, scaling=tok).named("embedding")]
+    m, act, tok, vocab_split = w.model, w.dtypes.activations, Scaling.TOKENS, ParallelRole.PARTIAL_SUM
+    ops = [Op(OpKind.EMBEDDING, act, m=tokens, n=m.hidden, scaling=tok, parallel=vocab_split).named("embedding")]
     if m.positions is Positions.LEARNED:
         ops.append(Op(OpKind.EMBEDDING, act, m=tokens, n=m.hidden, scaling=tok).named("pos_embedding"))
         ops.append(Op(OpKind.VECTOR, act, m=tokens, n=m.hidden, vop=VectorOp.ADD, scaling=tok).named("pos_add"))
@@ -63,7 +63,9 @@ def mtp_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:
         return []
     layer = replace(w, model=replace(m, layers=L, dense_layers=0, local_layers=0, mtp_layers=0))
     ops = [
-        Op(OpKind.EMBEDDING, act, m=T, n=m.hidden, scaling=tok).named("embedding", L),
+        Op(OpKind.EMBEDDING, act, m=T, n=m.hidden, scaling=tok, parallel=ParallelRole.PARTIAL_SUM).named(
+            "embedding", L
+        ),
         Op(OpKind.VECTOR, act, m=T, n=m.hidden, vop=VectorOp.RMSNORM, kernels=2, scaling=tok).named("norms", L),
         gemm_op(w, "eh_proj", L, T, 2 * m.hidden, m.hidden, scaling=tok),
     ]
@@ -78,7 +80,7 @@ def head_ops(w: Workload, sequences: int, repeat: int = 1) -> list[Op]:
     m, act, seq = w.model, w.dtypes.activations, Scaling.SEQUENCES
     return [
         norm_op(m, act, sequences, m.hidden, "final_norm", repeat, fused=False, scaling=seq),
-        gemm_op(w, "lm_head", repeat, sequences, m.hidden, m.vocab, scaling=seq),
+        gemm_op(w, "lm_head", repeat, sequences, m.hidden, m.vocab, scaling=seq, parallel=ParallelRole.VOCAB_SLICE),
     ]
 
 

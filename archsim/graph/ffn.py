@@ -20,7 +20,7 @@ import math
 from archsim.dtypes import DType
 from archsim.graph.model import Activation, Fusion, Workload
 from archsim.graph.moe import ExpertShare, rank_share, routing_probabilities
-from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 
 EXPERT_GATE_UP = "experts_gate_up"  # names (before the [groups] suffix) of the routed expert GEMMs
@@ -66,8 +66,11 @@ def act_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> lis
     return activation_ops(w.dtypes.activations, rows, width, m.activation, m.gated, eager, prefix, layers)
 
 
-def mlp_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> list[Op]:
-    """A dense MLP of inner width `width` on `rows` tokens."""
+def mlp_ops(
+    w: Workload, rows: int, width: int, prefix: str, layers: int, down: ParallelRole = ParallelRole.PARTIAL_SUM
+) -> list[Op]:
+    """A dense MLP of inner width `width` on `rows` tokens; `down`: what a parallel layout runs
+    after its down projection (an all-reduce of its partial sum, unless reduced with another's)."""
     m = w.model
     if width <= 0 or layers <= 0:
         return []
@@ -75,7 +78,7 @@ def mlp_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> lis
     return [
         gemm_op(w, prefix + up[0], layers, rows, m.hidden, up[1], scaling=Scaling.TOKENS),
         *act_ops(w, rows, width, prefix, layers),
-        gemm_op(w, prefix + "down", layers, rows, width, m.hidden, scaling=Scaling.TOKENS),
+        gemm_op(w, prefix + "down", layers, rows, width, m.hidden, scaling=Scaling.TOKENS, parallel=down),
     ]
 
 
@@ -101,12 +104,18 @@ def routed_expert_ops(w: Workload, share: ExpertShare, layers: int, wd: DType) -
     m = w.model
     routed = whole(share.routed)
     n_up = 2 * m.ffn if m.gated else m.ffn
+    into, out = ParallelRole.EXPERTS_IN, ParallelRole.EXPERTS_OUT
     ops = []
     for g, n in layer_split(share.touched, layers):
         rows = max(round(share.rows), math.ceil(routed / g))
-        ops.append(gemm_op(w, f"{EXPERT_GATE_UP}[{g}]", n, rows, m.hidden, n_up, g, wd, scaling=Scaling.TOKENS))
+        gate_up = gemm_op(
+            w, f"{EXPERT_GATE_UP}[{g}]", n, rows, m.hidden, n_up, g, wd, scaling=Scaling.TOKENS, parallel=into
+        )
+        ops.append(gate_up)
         ops += [op.named(f"{op.name}[{g}]", n) for op in act_ops(w, routed, m.ffn, "", n)]
-        ops.append(gemm_op(w, f"{EXPERT_DOWN}[{g}]", n, rows, m.ffn, m.hidden, g, wd, scaling=Scaling.TOKENS))
+        ops.append(
+            gemm_op(w, f"{EXPERT_DOWN}[{g}]", n, rows, m.ffn, m.hidden, g, wd, scaling=Scaling.TOKENS, parallel=out)
+        )
     return ops
 
 
@@ -118,7 +127,7 @@ def moe_ops(w: Workload, tokens: int, layers: int, ep: int = 1) -> list[Op]:
         gemm_op(w, "router", layers, tokens, m.hidden, m.experts, scaling=tok),
         Op(OpKind.VECTOR, act, m=tokens, n=m.experts, vop=VectorOp.TOPK, scaling=tok).named("router_topk", layers),
     ]
-    ops += mlp_ops(w, tokens, m.shared_ffn, "shared_", layers)
+    ops += mlp_ops(w, tokens, m.shared_ffn, "shared_", layers, down=ParallelRole.NONE)  # reduced with the experts
     return ops + routed_expert_ops(w, expert_share(w, tokens, ep), layers, w.dtypes.experts)
 
 

@@ -50,6 +50,21 @@ class Scaling(str, Enum):
     FIXED = "fixed"  # a shape its caller fixes, part of no step
 
 
+class ParallelRole(str, Enum):
+    """What a parallel layout runs around an op (archsim/graph/parallel.py), set by the graph
+    builder where it makes the op: Megatron-LM's tensor-parallel layout sums the ops whose
+    output is a partial sum and gathers the vocabulary's slices; expert parallelism brings the
+    routed experts their tokens and takes their outputs back."""
+
+    NONE = "none"  # nothing: its output is whole on each chip, or summed with a later op's
+    PARTIAL_SUM = "partial_sum"  # a partial sum over the TP group: an all-reduce follows
+    VOCAB_SLICE = "vocab_slice"  # a slice of the vocabulary (the logits): an all-gather follows
+    EXPERTS_IN = "experts_in"  # the routed experts' first GEMM: an all-to-all (dispatch) comes before under EP
+    # the routed experts' last GEMM: an all-to-all (combine) follows under EP, and, as its output
+    # is a partial sum, an all-reduce under TP (which also sums the shared experts' output)
+    EXPERTS_OUT = "experts_out"
+
+
 class VectorOp(str, Enum):
     """Elementwise and row-wise ops on `rows x cols` tensors."""
 
@@ -141,7 +156,8 @@ class Op:
     COPY: `bytes` moved (read once, written once).
     Collectives (ALL_REDUCE, ..., SEND): `bytes` in NCCL's count among `ranks` chips, `m` token
     rows (how finely the message can be cut), sent as `chunks` pieces.
-    `scaling` (required, by keyword) says what the shapes grow with in a step (`Scaling`).
+    `scaling` (required, by keyword) says what the shapes grow with in a step (`Scaling`),
+    `parallel` what a parallel layout runs around the op (`ParallelRole`).
     """
 
     kind: OpKind
@@ -177,6 +193,7 @@ class Op:
     name: str = field(default="", compare=False)
     repeat: int = field(default=1, compare=False)
     scaling: Scaling = field(kw_only=True, compare=False)
+    parallel: ParallelRole = field(default=ParallelRole.NONE, kw_only=True, compare=False)
 
     def __hash__(self) -> int:
         return cached_hash(self)

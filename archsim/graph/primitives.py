@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from archsim.dtypes import DType
 from archsim.graph.model import ModelSpec, Norm, Workload
-from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 
 _NORMS = {
     (Norm.RMSNORM, False): VectorOp.RMSNORM,
@@ -33,6 +33,7 @@ def gemm_op(
     weights: DType | None = None,
     *,
     scaling: Scaling,
+    parallel: ParallelRole = ParallelRole.NONE,
 ) -> Op:
     """y[m, n] = x[m, k] W[n, k]^T against weights stored in `weights` (default the workload's):
     x in the format GEMM inputs are quantised to (`dtypes.compute`, W8A8's fp8), else the
@@ -41,6 +42,6 @@ def gemm_op(
     a = d.gemm_input
     out = d.activations if a is not d.activations else None
     wd = weights or d.weights
-    return Op(OpKind.GEMM, a, m=m, k=k, n=n, groups=groups, weight_dtype=wd, out_dtype=out, scaling=scaling).named(
-        name, layers
-    )
+    return Op(
+        OpKind.GEMM, a, m=m, k=k, n=n, groups=groups, weight_dtype=wd, out_dtype=out, scaling=scaling, parallel=parallel
+    ).named(name, layers)
