@@ -62,7 +62,7 @@ def _op_options(op, args) -> dict:
     """The simulated op as it enters the resolved config: its kind and shape, and how it ran."""
     from dataclasses import asdict
 
-    fields = {k: v for k, v in asdict(op).items() if k not in ("name", "repeat", "scaling")}
+    fields = {k: v for k, v in asdict(op).items() if k not in ("name", "repeat", "scaling", "parallel")}
     return {**fields, "standalone": bool(args.standalone)}
 
 
