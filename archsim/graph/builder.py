@@ -7,7 +7,9 @@ reproduces PyTorch eager (the measured H200 model), FUSED what a tuned serving e
 
 The attention block is archsim/graph/attention.py's, the FFN (dense, MoE, shared experts)
 archsim/graph/ffn.py's; here they are put in order with the embedding, the multi-token
-prediction layers and the LM head.
+prediction layers and the LM head. Every op is made with its roles: what its shapes grow with
+in a step (`Scaling`, required: the part of a mixed step that times it) and what a parallel
+layout runs around it (`ParallelRole`); no later stage reads an op's name to tell.
 """
 
 from __future__ import annotations
