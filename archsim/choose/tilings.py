@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archsim import opcache
-from archsim.compiler.gemm import GemmMapping, Tiling, shortlist, shortlist_size
+from archsim.compiler.gemm import shortlist, shortlist_size
+from archsim.compiler.gemm_phases import GemmMapping, Tiling
 from archsim.compiler.l2reuse import Raster
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
