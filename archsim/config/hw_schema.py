@@ -223,10 +223,20 @@ class PowerCfg(Strict):
     static: WattsOrZero = Field(description="board power that does not scale with the core clock")
     idle: WattsOrZero = Field(description="clock tree and idle logic of all cores at the highest clock")
     min_clock: ClockHz = Field(description="lowest clock the power manager sets")
+    max_clock: ClockHz | None = Field(
+        None,
+        description="clock at which the core voltage reaches voltage.max_clock: the top of the silicon's "
+        "voltage curve, at which the energies are stated; `clock` is a point on it (default: clock)",
+    )
     voltage: dict[Literal["min_clock", "max_clock"], Volts] = Field(
-        description="core voltage at the lowest and the highest clock"
+        description="core voltage at min_clock and at max_clock"
     )
     energy: EnergyCfg
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler):
+        """A curve top not given stays out of the resolved config (earlier files keep their hash)."""
+        return {k: v for k, v in handler(self).items() if v is not None}
 
     @field_validator("voltage")
     @classmethod
@@ -301,6 +311,10 @@ class HardwareCfg(Strict):
     @model_serializer(mode="wrap")
     def _omit_absent(self, handler):
         """No host link, no area, and the memory section not given, stay out of the resolved config:
-        files written before any existed keep their hash."""
+        files written before any existed keep their hash; so does a voltage curve's top equal to
+        the clock, the default."""
         omitted = ("host_link", "hbm", "memory", "area")
-        return {k: v for k, v in handler(self).items() if v is not None or k not in omitted}
+        d = {k: v for k, v in handler(self).items() if v is not None or k not in omitted}
+        if d.get("power") and d["power"].get("max_clock") == d["clock"]:  # the default, as if not given
+            d["power"] = {k: v for k, v in d["power"].items() if k != "max_clock"}
+        return d
