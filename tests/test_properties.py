@@ -162,7 +162,7 @@ def powered_chip(
         hbm_j_per_bit=e.hbm_j_per_bit * energy,
     )
     power = replace(p, static_w=static_w, idle_w=idle_w, voltage_min_v=v_min, energies=energies)
-    power = replace(power, limit_w=floor_power_w(power, power.min_clock_hz, H200.clock_hz) + margin_w)
+    power = replace(power, limit_w=floor_power_w(power, power.min_clock_hz) + margin_w)
     return replace(H200, cores=cores, clock_hz=clock_hz, power=power)
 
 
