@@ -268,6 +268,36 @@ def test_a_sweep_spec_reads_no_base_outside_its_folders(tmp_path):
     assert resolve_file("chip.yaml", "hw_configs", spec, (str(tmp_path / "private"),)).endswith("chip.yaml")
 
 
+def test_the_what_if_page_runs(tmp_path, monkeypatch, capsys):
+    """docs/whatif.md: its files load, its commands run (on a short scenario here), and the
+    error it shows is the one a bad override gives."""
+    import re
+    import shlex
+
+    from tests.test_readme import blocks
+
+    page = (ROOT / "docs" / "whatif.md").read_text()
+    monkeypatch.chdir(tmp_path)
+    files = {}
+    for lang, body, _ in blocks(page):
+        if lang == "yaml":
+            name = re.match(r"# (\S+\.yaml):", body[0]).group(1)
+            files[name] = write(tmp_path / name, "\n".join(body) + "\n")
+    assert set(files) == {"h200_hbm4.yaml", "h200_hbm4_x8.yaml", "llama3_8b_long.yaml"}
+    hbm4, hbm4_x8 = loader.load_system("h200_hbm4.yaml")[0], loader.load_system("h200_hbm4_x8.yaml")[0]
+    # 6 stacks x 32 channels x 64 bit x 8 Gb/s / 8 = 12.288 TB/s
+    assert hbm4.chip.hbm.peak_bandwidth_bytes_per_s == pytest.approx(12.288e12)
+    assert hbm4_x8.chip == hbm4.chip and hbm4_x8.chips == 8
+    commands = [line for lang, body, _ in blocks(page) if lang == "bash" for line in body if line.strip()]
+    assert len(commands) == 5
+    for line in commands:
+        args = shlex.split(line, comments=True)
+        assert args[0] == "archsim" and main([*args[1:], "--prompt", "64", "--generate", "2"]) == 0, line
+    shown = next(line.strip() for line in page.splitlines() if "h200_hbm4.yaml:5:" in line)
+    write(tmp_path / "h200_hbm4.yaml", Path(files["h200_hbm4.yaml"]).read_text().replace(": 32 ", ": 0  "))
+    assert problems(loader.load_system, "h200_hbm4.yaml") == [shown]
+
+
 def test_a_name_no_file_system_takes_is_one_problem(tmp_path):
     path = write(tmp_path / "long.yaml", f"extends: {'x' * 300}\n")
     (problem,) = problems(loader.load_system, path)
