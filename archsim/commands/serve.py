@@ -85,14 +85,14 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         )
     options = o.ServeOptions(
         scheduler=o.SchedulerOptions(
-            args.policy,
-            args.max_batched_tokens,
-            args.max_num_seqs,
-            args.block_size,
-            args.preemption,
-            not args.no_prefix_caching,
-            args.max_model_len,
-            args.max_tokens,
+            policy=args.policy,
+            max_batched_tokens=args.max_batched_tokens,
+            max_num_seqs=args.max_num_seqs,
+            block_size=args.block_size,
+            preemption=args.preemption,
+            prefix_caching=not args.no_prefix_caching,
+            max_model_len=args.max_model_len,
+            max_tokens=args.max_tokens,
         ),
         kv_pool=o.KvPoolOptions(args.gpu_memory_utilization, args.kv_blocks, args.swap_space, args.kv_offload or 0.0),
         layout=o.LayoutOptions(args.tp, args.pp, args.ep, args.instances),
