@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
-from archsim.hardware.area import AreaSpec
+from archsim.hardware.area import Area, AreaSpec, die_area
 from archsim.hardware.power import Power
 from archsim.hashing import cached_hash, record_state
 
@@ -266,3 +266,23 @@ class System:
     interconnect: Interconnect | None = None
     host_link: HostLink | None = None
     source: str = field(default="", compare=False)
+
+
+def system_area(system: System) -> Area | None:
+    """Area of one die of `system`'s chip (None when its file has no `area:` section)."""
+    chip = system.chip
+    spec = chip.area
+    if spec is None:
+        return None
+    core, array = chip.core, chip.core.array
+    return die_area(
+        spec,
+        cores=chip.cores,
+        pes_per_core=core.matrix_units * array.rows * array.cols,
+        dtypes=tuple(d for d, _ in array.k_per_cycle),
+        lanes_per_core=core.vector.lanes,
+        sram_bytes_per_core=(0.0 if spec.memory_sram_bytes else core.sram.capacity_bytes) + core.accumulator_bytes,
+        l2_bytes=0.0 if spec.memory_sram_bytes else chip.l2.capacity_bytes,
+        hbm_stacks=0 if spec.memory_sram_bytes else chip.hbm.stacks,
+        links=system.interconnect.links_per_chip if system.interconnect is not None else 0,
+    )
