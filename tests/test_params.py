@@ -14,8 +14,11 @@ from archsim.config.hw_schema import HardwareCfg
 from archsim.hardware import memory_models
 from archsim.hardware.chip import L2, HostLink, Noc, Overheads, Sram, VectorUnit
 from archsim.hardware.params import declared, from_section, param
+from archsim.hardware.power import Energies, Power
 
-RECORDS = [VectorUnit, Sram, L2, Noc, Overheads, HostLink] + [memory_models.record(n) for n in memory_models.names()]
+RECORDS = [VectorUnit, Sram, L2, Noc, Overheads, HostLink, Power, Energies] + [
+    memory_models.record(n) for n in memory_models.names()
+]
 
 
 def _models(model: Any) -> list[type[BaseModel]]:

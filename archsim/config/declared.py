@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import MISSING
 from functools import cache
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationInfo, create_model, field_validator, model_serializer
+from pydantic import BaseModel, Field, ValidationInfo, create_model, field_validator, model_serializer
 
 from archsim.config import fields as units
 from archsim.config.fields import Strict
@@ -20,22 +20,32 @@ from archsim.hardware import memory_models
 from archsim.hardware.params import Check, declared
 
 
-def section_model(record: type, name: str, base: type[BaseModel] = Strict, **extra: Any) -> type[BaseModel]:
-    """The model of a section that gives `record`'s declared parameters (and `extra` fields first,
-    each `(annotation, Field)`)."""
-    from pydantic import Field
-
-    model_fields: dict[str, Any] = dict(extra)
+def section_model(
+    record: type,
+    name: str,
+    base: type[BaseModel] = Strict,
+    *,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    validators: dict[str, Any] | None = None,
+) -> type[BaseModel]:
+    """The model of a section that gives `record`'s declared parameters, with the keys a record
+    does not declare one to one (`before` and `after` them, each `(annotation, Field)`) and their
+    `validators` (pydantic's)."""
+    model_fields: dict[str, Any] = dict(before or {})
     for f, p in declared(record):
         kind: Any = getattr(units, p.unit)
         if p.omittable:
-            model_fields[p.key] = (Optional[kind], Field(None, description=p.description))  # noqa: UP045 (a runtime type)
+            model_fields[p.key] = (kind | None, Field(None, description=p.description))
         elif f.default is MISSING:
             model_fields[p.key] = (kind, Field(description=p.description))
         else:
             model_fields[p.key] = (kind, Field(f.default, description=p.description))
+    model_fields.update(after or {})
     checks = {f"_check_{c.key}": _validator(c) for c in getattr(record, "checks", ())}
-    return create_model(name, __base__=base, __validators__=checks, __doc__=record.__doc__, **model_fields)
+    return create_model(
+        name, __base__=base, __validators__={**checks, **(validators or {})}, __doc__=record.__doc__, **model_fields
+    )
 
 
 def _validator(check: Check) -> Any:
@@ -63,8 +73,6 @@ class MemoryCfg(Strict):
 @cache
 def memory_section(name: str) -> type[BaseModel]:
     """The model of an `hbm: {model: NAME, ...}` section: `model` and the model's parameters."""
-    from pydantic import Field
-
     model_key = (Literal[name], Field(name, description="the memory model: archsim/hardware/memory_models/<model>.py"))
     title = "".join(part.title() for part in name.split("_")) + "Cfg"
-    return section_model(memory_models.record(name), title, MemoryCfg, model=model_key)
+    return section_model(memory_models.record(name), title, MemoryCfg, before={"model": model_key})

@@ -26,9 +26,6 @@ from archsim.config.fields import (
     ClockHz,
     CoreCount,
     Joules,
-    JoulesOrZero,
-    JoulesPerBit,
-    JoulesPerByte,
     Name,
     NonNegativeInt,
     PositiveInt,
@@ -36,12 +33,11 @@ from archsim.config.fields import (
     SecondsOrZero,
     Strict,
     Volts,
-    Watts,
-    WattsOrZero,
 )
 from archsim.errors import quote
 from archsim.hardware import memory_models
 from archsim.hardware.chip import L2, HostLink, Noc, Overheads, Sram, VectorUnit
+from archsim.hardware.power import Energies, Power
 
 # formats a matrix unit may take natively (archsim/dtypes.py: block-scaled MX and NVFP4 included)
 MacFormat = Literal["bf16", "fp16", "fp8", "int8", "fp32", "int4", "mxfp8", "mxfp4", "nvfp4"]
@@ -159,19 +155,8 @@ class InterconnectCfg(Strict):
 _LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
-class EnergyCfg(Strict):
-    mac: dict[MacFormat, Joules] = Field(
-        description="energy of one multiply-accumulate by dtype, at the highest clock's voltage"
-    )
-    lane_op: JoulesOrZero = Field(description="one vector-lane thread-instruction, register traffic included")
-    special_op: JoulesOrZero = Field(description="one special-function instruction (exp, rsqrt)")
-    l2: JoulesPerByte = Field(description="a byte through the L2 and the on-chip network")
-    hbm: JoulesPerBit = Field(description="a bit read from or written to HBM, I/O included")
-    link: JoulesPerBit = Field(0.0, description="a bit over a chip-to-chip link")
-    sram: JoulesPerByte | None = Field(
-        None,
-        description="a byte written to or read from a core's SRAM (default: counted in the MAC's operand delivery)",
-    )
+class _OmitUnset(Strict):
+    """A section whose keys not given (null) stay out of the resolved config."""
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler):
@@ -179,24 +164,33 @@ class EnergyCfg(Strict):
         return {k: v for k, v in handler(self).items() if v is not None}
 
 
-class PowerCfg(Strict):
-    limit: Watts = Field(description="board power limit the clock is held under")
-    static: WattsOrZero = Field(description="board power that does not scale with the core clock")
-    idle: WattsOrZero = Field(description="clock tree and idle logic of all cores at the highest clock")
-    min_clock: ClockHz = Field(description="lowest clock the power manager sets")
-    voltage: dict[Literal["min_clock", "max_clock"], Volts] = Field(
-        description="core voltage at the lowest and the highest clock"
-    )
-    energy: EnergyCfg = Field(description="energy of each action")
+def _both_ends(cls, v: dict) -> dict:
+    """`power.voltage` gives both ends of the clock range, the lower no higher."""
+    if set(v) != {"min_clock", "max_clock"}:
+        raise ValueError(f"give min_clock and max_clock (got {quote(v)})")
+    if v["min_clock"] > v["max_clock"]:
+        raise ValueError(f"min_clock's voltage must not exceed max_clock's (got {quote(v)})")
+    return v
 
-    @field_validator("voltage")
-    @classmethod
-    def _both_ends(cls, v: dict) -> dict:
-        if set(v) != {"min_clock", "max_clock"}:
-            raise ValueError(f"give min_clock and max_clock (got {quote(v)})")
-        if v["min_clock"] > v["max_clock"]:
-            raise ValueError(f"min_clock's voltage must not exceed max_clock's (got {quote(v)})")
-        return v
+
+# power and energy: declared on Power and Energies (archsim/hardware/power.py) but for the two
+# mappings the records hold as other fields (voltage_min_v / voltage_max_v, mac_j)
+_MAC_ENERGY = Field(description="energy of one multiply-accumulate by dtype, at the highest clock's voltage")
+_VOLTAGE = Field(description="core voltage at the lowest and the highest clock")
+if TYPE_CHECKING:
+    EnergyCfg: TypeAlias = Any
+    PowerCfg: TypeAlias = Any
+else:
+    EnergyCfg = section_model(Energies, "EnergyCfg", _OmitUnset, before={"mac": (dict[MacFormat, Joules], _MAC_ENERGY)})
+    PowerCfg = section_model(
+        Power,
+        "PowerCfg",
+        after={
+            "voltage": (dict[Literal["min_clock", "max_clock"], Volts], _VOLTAGE),
+            "energy": (EnergyCfg, Field(description="energy of each action")),
+        },
+        validators={"_both_ends": field_validator("voltage")(_both_ends)},
+    )
 
 
 class HarvestedCfg(Strict):

@@ -235,24 +235,9 @@ def _main_memory(cfg: HardwareCfg) -> MainMemory:
 
 def _power(p) -> Power:
     e = p.energy
-    energies = Energies(
-        mac_j=tuple(sorted(e.mac.items())),
-        lane_op_j=e.lane_op,
-        special_op_j=e.special_op,
-        l2_j_per_byte=e.l2,
-        hbm_j_per_bit=e.hbm,
-        link_j_per_bit=e.link,
-        sram_j_per_byte=e.sram or 0.0,
-    )
-    return Power(
-        limit_w=p.limit,
-        static_w=p.static,
-        idle_w=p.idle,
-        min_clock_hz=p.min_clock,
-        voltage_min_v=p.voltage["min_clock"],
-        voltage_max_v=p.voltage["max_clock"],
-        energies=energies,
-    )
+    energies = from_section(Energies, e, mac_j=tuple(sorted(e.mac.items())))
+    v = p.voltage
+    return from_section(Power, p, voltage_min_v=v["min_clock"], voltage_max_v=v["max_clock"], energies=energies)
 
 
 def _area(a, memory_sram_bytes: float) -> AreaSpec:

@@ -66,5 +66,5 @@ def from_section(record: type, section: Any, **extra: Any) -> Any:
         value = getattr(section, p.key)
         if value is None and p.omittable:
             continue
-        values[f.name] = round(value) if f.type == "int" and isinstance(value, float) else value
+        values[f.name] = round(value) if f.type in ("int", int) and isinstance(value, float) else value
     return record(**values, **extra)
