@@ -108,7 +108,7 @@ class RunReport:
     @cached_property
     def area(self):
         """The die's area by block (archsim.hardware.area.Area); None without an area section."""
-        from archsim.hardware.area import system_area
+        from archsim.hardware.chip import system_area
 
         return system_area(self.hardware.system)
 
