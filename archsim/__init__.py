@@ -12,10 +12,17 @@ __version__ = "0.1.0"
 
 _API = (
     "ConfigError",
+    "DisaggregationOptions",
     "DoesNotFitError",
     "Hardware",
+    "KvPoolOptions",
+    "LayoutOptions",
     "RunReport",
+    "SchedulerOptions",
+    "ServeOptions",
     "ServeReport",
+    "SloOptions",
+    "SpeculativeOptions",
     "SweepResults",
     "Workload",
     "generate_requests",

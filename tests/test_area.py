@@ -18,8 +18,8 @@ from archsim.hardware.area import (
     AreaSpec,
     Node,
     die_area,
-    system_area,
 )
+from archsim.hardware.chip import system_area
 from archsim.units import Dim, parse_quantity
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,6 @@ ALLOWED_CIRCLES = {
     ("archsim.aot", "archsim.hardware.memory"),  # aot <-> jit <-> hardware.memory
     ("archsim.aot", "archsim.jit"),
     ("archsim.hardware.memory", "archsim.jit"),
-    ("archsim.hardware.area", "archsim.hardware.chip"),
-    ("archsim.serving.disaggregated", "archsim.serving.simulate"),
 }
 
 

@@ -6,7 +6,8 @@
     run.tpot_s, run.to_dict(), run.to_pandas()
 
 inputs.py: `Hardware`, `Workload`, `load_system`, `load_workload`, `with_params`; calls.py:
-`run`, `serve`, `sweep`, `load_sweep`, `load_requests`, `generate_requests`; results.py: the
+`run`, `serve` (its options: `ServeOptions`, archsim/serving/options.py), `sweep`, `load_sweep`,
+`load_requests`, `generate_requests`; results.py: the
 typed results (`RunReport`, `ServeReport`, `SweepResults`). The command line is a layer over
 these. Bad input raises `archsim.ConfigError` (every problem located as `file:line: key: why`);
 a run that does not fit in memory raises `archsim.DoesNotFitError`.
@@ -16,13 +17,29 @@ from archsim.api.calls import generate_requests, load_requests, load_sweep, run,
 from archsim.api.inputs import Hardware, Workload, load_system, load_workload, with_params
 from archsim.api.results import RunReport, ServeReport, SweepResults
 from archsim.errors import ConfigError, DoesNotFitError
+from archsim.serving.options import (
+    DisaggregationOptions,
+    KvPoolOptions,
+    LayoutOptions,
+    SchedulerOptions,
+    ServeOptions,
+    SloOptions,
+    SpeculativeOptions,
+)
 
 __all__ = [
     "ConfigError",
+    "DisaggregationOptions",
     "DoesNotFitError",
     "Hardware",
+    "KvPoolOptions",
+    "LayoutOptions",
     "RunReport",
+    "SchedulerOptions",
+    "ServeOptions",
     "ServeReport",
+    "SloOptions",
+    "SpeculativeOptions",
     "SweepResults",
     "Workload",
     "generate_requests",

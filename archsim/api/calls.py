@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 from archsim.api.results import RunReport, ServeReport, SweepResults
 from archsim.config.resolved import ResolvedConfig, run_options
-from archsim.engine_defaults import BLOCK_SIZE, GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS
+from archsim.serving.options import ServeOptions, SloOptions
+
+if TYPE_CHECKING:
+    from archsim.serving.requests import RequestSet
+    from archsim.serving.setup import ServeSetup
 
 KV_STRIDE = 1  # as archsim.runner.generation.KV_STRIDE; `archsim run --kv-stride`
 
@@ -90,84 +95,23 @@ def generate_requests(
     )
 
 
-def serve_setup(
-    hardware: Hardware,
-    workload: Workload,
-    *,
-    policy: str = "vllm",
-    max_batched_tokens: int | None = None,
-    max_num_seqs: int = MAX_NUM_SEQS,
-    block_size: int = BLOCK_SIZE,
-    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-    kv_blocks: int | None = None,
-    instances: int = 1,
-    step_resolution: int = 2,
-    prefill_hardware: Hardware | str | None = None,
-    decode_hardware: Hardware | str | None = None,
-    prefill_instances: int | None = None,
-    decode_instances: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    ep: int | None = None,
-    host: str = "vllm",
-    preemption: str = "recompute",
-    swap_space_bytes: float | None = None,
-    kv_offload_bytes: float = 0.0,
-    prefix_caching: bool = True,
-    max_model_len: int | None = None,
-    max_tokens: int | None = None,
-    draft: Workload | str | None = None,
-    mtp_layers: int | None = None,
-    spec_tokens: int = 3,
-    spec_acceptance: float | None = None,
-):
-    """The serving setup and its part of the resolved configuration; ServeSetupError for a
-    setup the simulator cannot model. Disaggregated when any prefill/decode argument is given;
-    `tp`, `pp`, `ep`: the layout of an instance (default: tensor parallel over all chips);
-    `draft` (a workload) or `mtp_layers`: speculative decoding of `spec_tokens` tokens."""
-    from archsim import limits
-    from archsim.serving.options import build_setup
-    from archsim.serving.simulate import ServeSetupError
+def serve_setup(hardware: Hardware, workload: Workload, options: ServeOptions) -> tuple[ServeSetup, dict]:
+    """The serving setup and its part of the resolved configuration: ConfigError for a bad
+    option (`ServeOptions.check`, before the chips and the draft it names are read), ServeSetupError for a setup the
+    simulator cannot model. Loads the chips of disaggregated instances and the draft the
+    options name."""
+    from archsim.serving.build import ServeInputs, build_setup
 
-    if not 0 <= step_resolution <= limits.MAX_STEP_RESOLUTION:
-        raise ServeSetupError(f"step resolution: must be 0 to {limits.MAX_STEP_RESOLUTION} (got {step_resolution})")
-    for name, n in (
-        ("instances", instances),
-        ("prefill instances", prefill_instances),
-        ("decode instances", decode_instances),
-    ):
-        if n is not None and not 1 <= n <= limits.MAX_INSTANCES:
-            raise ServeSetupError(f"{name}: must be 1 to {limits.MAX_INSTANCES:,} (got {n})")
-    disagg = None
-    if any(v is not None for v in (prefill_hardware, decode_hardware, prefill_instances, decode_instances)):
-        p_hw = as_hardware(prefill_hardware) if prefill_hardware is not None else None
-        d_hw = as_hardware(decode_hardware) if decode_hardware is not None else None
-        disagg = (p_hw, d_hw, prefill_instances or 1, decode_instances or 1)
-    return build_setup(
+    options.check()
+    spec, d = options.speculative, options.disaggregation
+    inputs = ServeInputs(
         hardware,
         workload,
-        policy=policy,
-        max_batched_tokens=max_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        block_size=block_size,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_blocks=kv_blocks,
-        instances=instances,
-        step_resolution=step_resolution,
-        disaggregation=disagg,
-        layout=(tp, pp, ep),
-        host=host,
-        preemption=preemption,
-        swap_space_bytes=swap_space_bytes,
-        kv_offload_bytes=kv_offload_bytes,
-        prefix_caching=prefix_caching,
-        max_model_len=max_model_len,
-        max_tokens=max_tokens,
-        draft=as_workload(draft) if draft is not None else None,
-        mtp_layers=mtp_layers,
-        spec_tokens=spec_tokens,
-        spec_acceptance=spec_acceptance,
+        prefill_hardware=as_hardware(d.prefill_hardware) if d and d.prefill_hardware is not None else None,
+        decode_hardware=as_hardware(d.decode_hardware) if d and d.decode_hardware is not None else None,
+        draft=as_workload(spec.draft) if spec and spec.draft is not None else None,
     )
+    return build_setup(inputs, options)
 
 
 def serve_config(
@@ -198,39 +142,72 @@ def serve_config(
 def serve(
     hardware: Hardware | str,
     workload: Workload | str,
-    requests,
+    requests: RequestSet | str,
     *,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
-    attainment: float = 0.9,
+    attainment: float | None = None,
     rate_per_s: float | None = None,
-    **setup,
+    options: ServeOptions | None = None,
+    **setup: Any,
 ) -> ServeReport:
     """Serve `requests` (from `load_requests` or `generate_requests`, or a trace name) with
-    continuous batching; the metrics are judged against the SLOs (seconds). `setup`: the
-    keywords of `serve_setup` (policy, max_batched_tokens, ..., decode_instances). Raises
-    DoesNotFitError when the model leaves no room for a KV cache, ServeSetupError for a setup
-    that cannot be modelled. `rate_per_s`: the nominal arrival rate the configuration records
-    (default: the requests' mean rate)."""
+    continuous batching; the metrics are judged against the SLOs (seconds; `attainment`, the
+    share of requests that must meet them, default 0.9). `setup`: the serving options as
+    keywords (policy, max_batched_tokens, ..., decode_instances: the names of
+    `ServeOptions.from_keywords`), or all of them and the SLOs as `options=ServeOptions(...)`.
+    Raises ConfigError for a bad option, DoesNotFitError when the model leaves no room for a KV
+    cache, ServeSetupError for a setup that cannot be modelled. `rate_per_s`: the nominal
+    arrival rate the configuration records (default: the requests' mean rate)."""
+    opts = serve_options(options, {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "attainment": attainment}, setup)
+    opts.check()  # before any file is read
+    hw, wl = as_hardware(hardware), as_workload(workload)
+    reqs = load_requests(requests) if isinstance(requests, str) else requests
+    return serve_built(hw, wl, reqs, serve_setup(hw, wl, opts), opts.slo, rate_per_s)
+
+
+def serve_options(options: ServeOptions | None, slo: dict[str, float | None], setup: dict[str, Any]) -> ServeOptions:
+    """The options of `serve`: the record given, or one from the keywords (the SLOs' among
+    them where given); TypeError for both at once."""
+    given = {k: v for k, v in slo.items() if v is not None}
+    if options is None:
+        return ServeOptions.from_keywords(**given, **setup)
+    if not isinstance(options, ServeOptions):
+        raise TypeError(f"options must be an archsim.ServeOptions (got {type(options).__name__})")
+    if given or setup:
+        raise TypeError(
+            f"give the options as options=ServeOptions(...) or as keywords, not both (got {[*given, *setup]})"
+        )
+    return options
+
+
+def serve_built(
+    hardware: Hardware,
+    workload: Workload,
+    requests: RequestSet,
+    built: tuple[ServeSetup, dict],
+    slo: SloOptions,
+    rate_per_s: float | None,
+) -> ServeReport:
+    """Serve `requests` on a setup from `serve_setup` (the command line builds it once for its
+    title and its capacity search), judged against `slo`."""
     from archsim.runner.size import check_serve_size
     from archsim.serving.metrics import Slo
     from archsim.serving.simulate import serve as simulate_serving
 
-    hw, wl = as_hardware(hardware), as_workload(workload)
-    reqs = load_requests(requests) if isinstance(requests, str) else requests
-    serve_setup_, serving = serve_setup(hw, wl, **setup)
-    d = serve_setup_.disaggregation
+    setup, serving = built
+    d = setup.disaggregation
     check_serve_size(  # TooLargeError before a step is simulated
-        wl.workload,
-        [hw.system] if d is None else [d.prefill_system, d.decode_system],
-        int(reqs.prompt_tokens.max()),
-        int((reqs.prompt_tokens + reqs.output_tokens).max()),
-        serve_setup_.scheduler.max_batched_tokens,
+        workload.workload,
+        [hardware.system] if d is None else [d.prefill_system, d.decode_system],
+        int(requests.prompt_tokens.max()),
+        int((requests.prompt_tokens + requests.output_tokens).max()),
+        setup.scheduler.max_batched_tokens,
     )
-    slo = Slo(slo_ttft_s, slo_tpot_s)
-    resolved = serve_config(hw, wl, serving, reqs, slo, attainment, rate_per_s)
-    result = simulate_serving(reqs, serve_setup_)
-    return ServeReport(result, result.metrics(slo), slo, resolved, serve_setup_)
+    objectives = Slo(slo.ttft_s, slo.tpot_s)
+    resolved = serve_config(hardware, workload, serving, requests, objectives, slo.attainment, rate_per_s)
+    result = simulate_serving(requests, setup)
+    return ServeReport(result, result.metrics(objectives), objectives, resolved, setup)
 
 
 def shipped_spec(name_or_path: str) -> str:

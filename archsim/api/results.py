@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,12 @@ from archsim.config.resolved import ResolvedConfig
 from archsim.graph.parallel import Parallelism
 from archsim.runner.generation import RunResult, StepResult
 from archsim.runner.memory import Footprint
+
+if TYPE_CHECKING:
+    from archsim.serving.energy import ServeEnergy
+    from archsim.serving.metrics import ServeMetrics, Slo
+    from archsim.serving.result import ServeResult
+    from archsim.serving.setup import ServeSetup
 
 
 def data_frame(rows: list[dict], columns: list[str] | tuple[str, ...] | None = None):
@@ -102,7 +108,7 @@ class RunReport:
     @cached_property
     def area(self):
         """The die's area by block (archsim.hardware.area.Area); None without an area section."""
-        from archsim.hardware.area import system_area
+        from archsim.hardware.chip import system_area
 
         return system_area(self.hardware.system)
 
@@ -162,14 +168,14 @@ class RunReport:
 class ServeReport:
     """A serving run: per-request times, the metrics under the SLOs, per-instance figures."""
 
-    result: Any  # archsim.serving.simulate.ServeResult
-    metrics: Any  # archsim.serving.metrics.ServeMetrics
-    slo: Any  # archsim.serving.metrics.Slo
+    result: ServeResult
+    metrics: ServeMetrics
+    slo: Slo
     resolved: ResolvedConfig  # hardware, workload, the serving setup and the requests
-    setup: Any = None  # archsim.serving.simulate.ServeSetup: what its energy is computed on
+    setup: ServeSetup | None = None  # what its energy is computed on
 
     @cached_property
-    def energy(self):
+    def energy(self) -> ServeEnergy | None:
         """Energy and power of the run (archsim.serving.energy.ServeEnergy); None without a
         power section in a chip file, or without the setup."""
         from archsim.serving.energy import serve_energy

@@ -81,7 +81,7 @@ def chips_table(records: list | None = None):
 
     from archsim.config.provenance import label
     from archsim.hardware import DType
-    from archsim.hardware.area import system_area
+    from archsim.hardware.chip import system_area
 
     records = [] if records is None else records
     t = Table(title="chips (--hw)", title_justify="left")

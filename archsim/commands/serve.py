@@ -4,9 +4,15 @@ disaggregated prefill/decode (flags: archsim/commands/serve_flags.py)."""
 
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
 from archsim.commands import UsageError, check_outputs, require_plots, shown
 from archsim.commands.output import console, emit, notes, progress
-from archsim.commands.serve_flags import DEFAULT_RATE_PER_S, DEFAULT_REQUESTS, add_parser
+from archsim.commands.serve_flags import DEFAULT_RATE_PER_S, DEFAULT_REQUESTS, FLAGS, add_parser
+
+if TYPE_CHECKING:
+    from archsim.serving.options import ServeOptions
 
 __all__ = ["add_parser", "run"]
 
@@ -63,36 +69,43 @@ def _trace_requests(args):
     return reqs, at, reqs.rate_per_s if len(reqs) > 1 else float("inf")
 
 
-def setup_options(args) -> dict:
-    """The serving setup as `archsim.serve` takes it."""
-    return {
-        "policy": args.policy,
-        "max_batched_tokens": args.max_batched_tokens,
-        "max_num_seqs": args.max_num_seqs,
-        "block_size": args.block_size,
-        "gpu_memory_utilization": args.gpu_memory_utilization,
-        "kv_blocks": args.kv_blocks,
-        "instances": args.instances,
-        "step_resolution": args.step_resolution,
-        "prefill_hardware": args.prefill_hw,
-        "decode_hardware": args.decode_hw,
-        "prefill_instances": args.prefill_instances,
-        "decode_instances": args.decode_instances,
-        "tp": args.tp,
-        "pp": args.pp,
-        "ep": args.ep,
-        "host": args.host,
-        "preemption": args.preemption,
-        "swap_space_bytes": args.swap_space,
-        "kv_offload_bytes": args.kv_offload or 0.0,
-        "prefix_caching": not args.no_prefix_caching,
-        "max_model_len": args.max_model_len,
-        "max_tokens": args.max_tokens,
-        "draft": args.draft,
-        "mtp_layers": args.mtp_layers,
-        "spec_tokens": args.spec_tokens,
-        "spec_acceptance": args.spec_acceptance,
-    }
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """The serving options the flags give, checked as `archsim.serve` checks them (a bad one is
+    named by its flag)."""
+    from archsim.errors import ConfigError, Problem
+    from archsim.serving import options as o
+
+    spec = None
+    if args.draft is not None or args.mtp_layers is not None:
+        spec = o.SpeculativeOptions(args.draft, args.mtp_layers, args.spec_tokens, args.spec_acceptance)
+    disagg = None
+    if any(v is not None for v in (args.prefill_hw, args.decode_hw, args.prefill_instances, args.decode_instances)):
+        disagg = o.DisaggregationOptions(
+            args.prefill_hw, args.decode_hw, args.prefill_instances or 1, args.decode_instances or 1
+        )
+    options = o.ServeOptions(
+        scheduler=o.SchedulerOptions(
+            policy=args.policy,
+            max_batched_tokens=args.max_batched_tokens,
+            max_num_seqs=args.max_num_seqs,
+            block_size=args.block_size,
+            preemption=args.preemption,
+            prefix_caching=not args.no_prefix_caching,
+            max_model_len=args.max_model_len,
+            max_tokens=args.max_tokens,
+        ),
+        kv_pool=o.KvPoolOptions(args.gpu_memory_utilization, args.kv_blocks, args.swap_space, args.kv_offload or 0.0),
+        layout=o.LayoutOptions(args.tp, args.pp, args.ep, args.instances),
+        host=args.host,
+        step_resolution=args.step_resolution,
+        speculative=spec,
+        disaggregation=disagg,
+        slo=o.SloOptions(args.slo_ttft, args.slo_tpot, args.attainment),
+    )
+    problems = options.problems()
+    if problems:
+        raise ConfigError([Problem("archsim serve", None, FLAGS[key], why) for key, why in problems])
+    return options
 
 
 def _instance(setup, s) -> str:
@@ -125,7 +138,7 @@ def run(args) -> int:
     from archsim import api, opcache
     from archsim.commands.run import load_inputs
     from archsim.serving.metrics import Slo
-    from archsim.serving.simulate import ServeSetupError
+    from archsim.serving.setup import ServeSetupError
 
     check_outputs(
         args,
@@ -139,34 +152,26 @@ def run(args) -> int:
         opcache.set_enabled(False)
     hardware, workload = load_inputs(args, args.hw, scenario_flags=False)
     reqs, requests_at, rate = _requests(args, workload.workload)
-    options = setup_options(args)
+    options = serve_options(args)
     try:
-        setup, _ = api.calls.serve_setup(hardware, workload, **options)
+        built = api.calls.serve_setup(hardware, workload, options)
     except ServeSetupError as err:
         raise UsageError(str(err)) from None
-    slo = Slo(args.slo_ttft, args.slo_tpot)
+    setup = built[0]
+    slo = Slo(options.slo.ttft_s, options.slo.tpot_s)
     if args.find_capacity and not slo.any:
         raise UsageError("--find-capacity needs --slo-ttft and/or --slo-tpot")
     out, note = console(args), notes(args)
     capacity = None
     try:
         if args.find_capacity:
-            capacity = _find_capacity(requests_at, setup, slo, rate, args.attainment, note, args.quiet)
+            capacity = _find_capacity(requests_at, setup, slo, rate, options.slo.attainment, note, args.quiet)
             if capacity.metrics is None:
                 note.print(f"[red]no rate meets the SLOs for {100 * args.attainment:.0f}% of requests[/red]")
                 return 1
             reqs, rate = requests_at(capacity.rate_per_s), capacity.rate_per_s
         with progress(args, f"serving {len(reqs):,} requests ({shown(reqs.source)})"):
-            report = api.serve(
-                hardware,
-                workload,
-                reqs,
-                slo_ttft_s=slo.ttft_s,
-                slo_tpot_s=slo.tpot_s,
-                attainment=args.attainment,
-                rate_per_s=rate,
-                **options,
-            )
+            report = api.calls.serve_built(hardware, workload, reqs, built, options.slo, rate)
     except ServeSetupError as err:
         raise UsageError(str(err)) from None
     title = _title(workload.workload, setup, hardware.system, reqs)

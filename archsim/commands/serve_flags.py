@@ -9,14 +9,29 @@ from archsim.commands import bounded_float, bounded_int, positive_int
 from archsim.commands.output import add_output_flags, renamed
 from archsim.commands.run import DEFAULT_HW, DEFAULT_WORKLOAD, add_set_flag
 from archsim.engine_defaults import BLOCK_SIZE, GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS
+from archsim.serving.options import (
+    DEFAULT_ATTAINMENT,
+    HOST_PROFILES,
+    KEYWORDS,
+    MAX_HOST_BYTES,
+    MAX_SPEC_TOKENS,
+    MIN_MEMORY_FRACTION,
+    POLICIES,
+    PREEMPTIONS,
+)
 
 DEFAULT_REQUESTS = 100
 DEFAULT_RATE_PER_S = 1.0
-MIN_MEMORY_FRACTION = 1e-3  # of the device memory: less is a typo, not a setting
-MAX_SPEC_TOKENS = 64  # tokens proposed per verify (engines propose a handful)
-MAX_HOST_BYTES = 1 << 50  # host memory per chip for swap or offload (a PiB: a unit mistake beyond)
-HOST_PROFILES = ("vllm", "vllm_async", "sglang", "trtllm", "none")  # archsim/serving/host.py
-POLICIES = ("vllm", "sarathi", "trtllm", "orca", "static")
+# The flag of each serving option (by its `archsim.serve` keyword), to name it in an error.
+FLAGS = {key: "--" + key.replace("_", "-") for key in KEYWORDS} | {
+    "prefix_caching": "--no-prefix-caching",
+    "swap_space_bytes": "--swap-space",
+    "kv_offload_bytes": "--kv-offload",
+    "prefill_hardware": "--prefill-hw",
+    "decode_hardware": "--decode-hw",
+    "slo_ttft_s": "--slo-ttft",
+    "slo_tpot_s": "--slo-tpot",
+}
 
 
 def _fraction(flag: str, low: float = 0.0, zero: bool = False):
@@ -146,8 +161,8 @@ def add_parser(sub) -> None:
         "--attainment",
         metavar="F",
         type=_fraction("--attainment"),
-        default=0.9,
-        help="fraction of requests that must meet the SLOs for --find-capacity (default 0.9)",
+        default=DEFAULT_ATTAINMENT,
+        help=f"fraction of requests that must meet the SLOs for --find-capacity (default {DEFAULT_ATTAINMENT:g})",
     )
     g.add_argument(
         "--find-capacity",
@@ -292,7 +307,7 @@ def _scheduler_flags(g) -> None:
     )
     g.add_argument(
         "--preemption",
-        choices=["recompute", "swap"],
+        choices=PREEMPTIONS,
         default="recompute",
         help="vllm/sarathi: free and recompute a preempted request, or swap its KV to host memory",
     )

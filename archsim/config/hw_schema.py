@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import difflib
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field, ValidationInfo, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from archsim.config.declared import memory_section, section_model
 from archsim.config.fields import (
     AreaMm2,
     AreaMm2OrZero,
@@ -15,25 +26,41 @@ from archsim.config.fields import (
     ClockHz,
     CoreCount,
     Joules,
-    JoulesOrZero,
-    JoulesPerBit,
-    JoulesPerByte,
     Name,
     NonNegativeInt,
-    PinRate,
     PositiveInt,
     Seconds,
     SecondsOrZero,
     Strict,
     Volts,
-    Watts,
-    WattsOrZero,
 )
 from archsim.errors import quote
-from archsim.units import format_seconds
+from archsim.hardware import memory_models
+from archsim.hardware.chip import L2, HostLink, Noc, Overheads, Sram, VectorUnit
+from archsim.hardware.power import Energies, Power
 
 # formats a matrix unit may take natively (archsim/dtypes.py: block-scaled MX and NVFP4 included)
 MacFormat = Literal["bf16", "fp16", "fp8", "int8", "fp32", "int4", "mxfp8", "mxfp4", "nvfp4"]
+
+
+# Sections built from the hardware records' declarations (archsim/hardware/params.py): their keys,
+# units, defaults and descriptions are the records' fields'. To mypy, models of any fields.
+if TYPE_CHECKING:
+    VectorCfg: TypeAlias = Any
+    SramCfg: TypeAlias = Any
+    L2Cfg: TypeAlias = Any
+    HbmCfg: TypeAlias = Any
+    NocCfg: TypeAlias = Any
+    OverheadsCfg: TypeAlias = Any
+    HostLinkCfg: TypeAlias = Any
+else:
+    VectorCfg = section_model(VectorUnit, "VectorCfg")
+    SramCfg = section_model(Sram, "SramCfg")
+    L2Cfg = section_model(L2, "L2Cfg")
+    HbmCfg = memory_section(memory_models.DEFAULT)  # the default model's section; `model` picks another
+    NocCfg = section_model(Noc, "NocCfg")
+    OverheadsCfg = section_model(Overheads, "OverheadsCfg")
+    HostLinkCfg = section_model(HostLink, "HostLinkCfg")
 
 
 class ArrayCfg(Strict):
@@ -57,23 +84,6 @@ class ArrayCfg(Strict):
         return rates
 
 
-class VectorCfg(Strict):
-    lanes: PositiveInt = Field(description="elementwise operations per cycle per core")
-    special_per_cycle: PositiveInt = Field(description="exp/rsqrt operations per cycle per core")
-    access_bytes: Bytes = Field(16, description="widest load one lane issues (a vector load)")
-    lanes_per_request: PositiveInt = Field(32, description="lanes whose accesses form one memory request (a GPU warp)")
-    issue_width: PositiveInt | None = Field(
-        None, description="thread-instructions issued per cycle per core over all pipes (default: lanes)"
-    )
-    threads: PositiveInt = Field(2048, description="threads resident on a core at once (occupancy limit)")
-
-
-class SramCfg(Strict):
-    capacity: Bytes = Field(description="local scratchpad capacity per core")
-    bandwidth: Bytes = Field(description="bytes per cycle the scratchpad delivers to the units")
-    banks: PositiveInt = Field(description="SRAM banks")
-
-
 class AccumulatorCfg(Strict):
     capacity: Bytes = Field(description="fp32 accumulator storage per core for the output tile")
 
@@ -87,44 +97,11 @@ class DmaCfg(Strict):
 
 class CoresCfg(Strict):
     count: CoreCount = Field(description="cores on the chip")
-    matrix_units: ArrayCfg
-    vector_unit: VectorCfg
-    sram: SramCfg
-    accumulators: AccumulatorCfg
-    dma: DmaCfg
-
-
-class L2Cfg(Strict):
-    capacity: Bytes = Field(description="shared L2 / global buffer capacity")
-    bandwidth: BytesPerS = Field(description="aggregate L2 bandwidth")
-    latency: Seconds = Field(description="L2 hit latency")
-    partitions: PositiveInt = Field(1, description="partitions that each cache what their own cores read")
-
-
-class HbmCfg(Strict):
-    stacks: PositiveInt
-    channels_per_stack: PositiveInt
-    channel_width_bits: PositiveInt = Field(description="data bus width of one channel")
-    data_rate: PinRate = Field(description="per-pin data rate, e.g. '6.4 Gbps'")
-    capacity: Bytes = Field(description="usable capacity")
-    latency: Seconds = Field(description="unloaded access latency seen by a core")
-    queue_latency: SecondsOrZero = Field(0.0, description="latency queueing adds at half the peak bandwidth")
-    interleave: Bytes = Field(description="address interleave granularity across channels")
-    refresh_interval: Seconds = Field(description="refresh interval")
-    refresh_time: SecondsOrZero = Field(description="time a channel is busy refreshing per interval")
-    turnaround: SecondsOrZero = Field(description="read/write bus turnaround")
-    rw_batch: Bytes = Field(description="bytes served in one direction before turning around")
-
-    @field_validator("refresh_time")  # declared after refresh_interval, so that one is known here
-    @classmethod
-    def _refresh_fits(cls, refresh_s: float, info: ValidationInfo) -> float:
-        interval_s = info.data.get("refresh_interval")
-        if interval_s is not None and refresh_s >= interval_s:
-            raise ValueError(
-                f"must be shorter than refresh_interval ({format_seconds(interval_s)}) "
-                f"(got {format_seconds(refresh_s)})"
-            )
-        return refresh_s
+    matrix_units: ArrayCfg = Field(description="a core's systolic matrix units")
+    vector_unit: VectorCfg = Field(description="a core's vector lanes and special-function unit")
+    sram: SramCfg = Field(description="a core's local scratchpad (shared memory on a GPU)")
+    accumulators: AccumulatorCfg = Field(description="a core's storage for the output tile's partial sums")
+    dma: DmaCfg = Field(description="what a core keeps in flight to memory")
 
 
 class SramMemoryCfg(Strict):
@@ -136,26 +113,6 @@ class SramMemoryCfg(Strict):
     latency: Seconds = Field(description="access latency seen by a core")
     banks: PositiveInt = Field(description="independent SRAM slices that serve requests in parallel")
     interleave: Bytes = Field(64.0, description="address interleave across the slices")
-
-
-class NocCfg(Strict):
-    bandwidth: BytesPerS
-    hop_latency: SecondsOrZero
-    hops: PositiveInt = Field(description="average hops from a core to an L2 slice")
-    multicast: PositiveInt = Field(1, description="cores one transfer from L2 can feed (TMA multicast in a cluster)")
-
-
-class OverheadsCfg(Strict):
-    kernel: SecondsOrZero = Field(description="fixed part of every kernel's own duration (first blocks to last)")
-    gap: SecondsOrZero = Field(
-        0.0, description="idle time between kernels replayed back to back (graph launch latency)"
-    )
-    launch: SecondsOrZero = Field(description="extra cost of an op launched on its own")
-    matrix_setup: SecondsOrZero = Field(
-        0.0, description="prologue of a matrix-unit kernel before its first load (descriptors, barriers)"
-    )
-    attention_setup: SecondsOrZero = Field(0.0, description="prologue of a fused attention kernel")
-    host: SecondsOrZero = Field(0.0, description="the host's launch-and-synchronize round trip (0: not stated)")
 
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
@@ -173,10 +130,10 @@ class InNetworkCfg(Strict):
 
 
 class InterconnectCfg(Strict):
-    links_per_chip: PositiveInt
+    links_per_chip: PositiveInt = Field(description="chip-to-chip links of each chip")
     link_bandwidth: BytesPerS = Field(description="per link, one direction")
     link_latency: Seconds = Field(description="per step of a collective: one hop through links and switch")
-    topology: Literal["switch", "ring", "torus2d", "torus3d"]
+    topology: Literal["switch", "ring", "torus2d", "torus3d"] = Field(description="how the chips are joined")
     # How collectives run (archsim.hardware.collectives); absent keys take the defaults there.
     protocols: dict[Name, ProtocolCfg] | None = Field(
         None, description="the collective library's protocols; the fastest is taken (default: bare links)"
@@ -198,19 +155,8 @@ class InterconnectCfg(Strict):
 _LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
 
 
-class EnergyCfg(Strict):
-    mac: dict[MacFormat, Joules] = Field(
-        description="energy of one multiply-accumulate by dtype, at the highest clock's voltage"
-    )
-    lane_op: JoulesOrZero = Field(description="one vector-lane thread-instruction, register traffic included")
-    special_op: JoulesOrZero = Field(description="one special-function instruction (exp, rsqrt)")
-    l2: JoulesPerByte = Field(description="a byte through the L2 and the on-chip network")
-    hbm: JoulesPerBit = Field(description="a bit read from or written to HBM, I/O included")
-    link: JoulesPerBit = Field(0.0, description="a bit over a chip-to-chip link")
-    sram: JoulesPerByte | None = Field(
-        None,
-        description="a byte written to or read from a core's SRAM (default: counted in the MAC's operand delivery)",
-    )
+class _OmitUnset(Strict):
+    """A section whose keys not given (null) stay out of the resolved config."""
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler):
@@ -218,39 +164,34 @@ class EnergyCfg(Strict):
         return {k: v for k, v in handler(self).items() if v is not None}
 
 
-class PowerCfg(Strict):
-    limit: Watts = Field(description="board power limit the clock is held under")
-    static: WattsOrZero = Field(description="board power that does not scale with the core clock")
-    idle: WattsOrZero = Field(description="clock tree and idle logic of all cores at the highest clock")
-    min_clock: ClockHz = Field(description="lowest clock the power manager sets")
-    max_clock: ClockHz | None = Field(
-        None,
-        description="clock at which the core voltage reaches voltage.max_clock: the top of the silicon's "
-        "voltage curve, at which the energies are stated; `clock` is a point on it (default: clock)",
+def _both_ends(cls, v: dict) -> dict:
+    """`power.voltage` gives both ends of the clock range, the lower no higher."""
+    if set(v) != {"min_clock", "max_clock"}:
+        raise ValueError(f"give min_clock and max_clock (got {quote(v)})")
+    if v["min_clock"] > v["max_clock"]:
+        raise ValueError(f"min_clock's voltage must not exceed max_clock's (got {quote(v)})")
+    return v
+
+
+# power and energy: declared on Power and Energies (archsim/hardware/power.py) but for the two
+# mappings the records hold as other fields (voltage_min_v / voltage_max_v, mac_j)
+_MAC_ENERGY = Field(description="energy of one multiply-accumulate by dtype, at the voltage curve's top")
+_VOLTAGE = Field(description="core voltage at min_clock and at max_clock")
+if TYPE_CHECKING:
+    EnergyCfg: TypeAlias = Any
+    PowerCfg: TypeAlias = Any
+else:
+    EnergyCfg = section_model(Energies, "EnergyCfg", _OmitUnset, before={"mac": (dict[MacFormat, Joules], _MAC_ENERGY)})
+    PowerCfg = section_model(
+        Power,
+        "PowerCfg",
+        _OmitUnset,  # a curve top not given stays out of the resolved config
+        after={
+            "voltage": (dict[Literal["min_clock", "max_clock"], Volts], _VOLTAGE),
+            "energy": (EnergyCfg, Field(description="energy of each action")),
+        },
+        validators={"_both_ends": field_validator("voltage")(_both_ends)},
     )
-    voltage: dict[Literal["min_clock", "max_clock"], Volts] = Field(
-        description="core voltage at min_clock and at max_clock"
-    )
-    energy: EnergyCfg
-
-    @model_serializer(mode="wrap")
-    def _omit_unset(self, handler):
-        """A curve top not given stays out of the resolved config (earlier files keep their hash)."""
-        return {k: v for k, v in handler(self).items() if v is not None}
-
-    @field_validator("voltage")
-    @classmethod
-    def _both_ends(cls, v: dict) -> dict:
-        if set(v) != {"min_clock", "max_clock"}:
-            raise ValueError(f"give min_clock and max_clock (got {quote(v)})")
-        if v["min_clock"] > v["max_clock"]:
-            raise ValueError(f"min_clock's voltage must not exceed max_clock's (got {quote(v)})")
-        return v
-
-
-class HostLinkCfg(Strict):
-    bandwidth: BytesPerS = Field(description="chip to host memory, one direction (PCIe, C2C)")
-    latency: Seconds = Field(description="fixed cost of one transfer over it")
 
 
 class HarvestedCfg(Strict):
@@ -286,21 +227,53 @@ class AreaCfg(Strict):
         return float(v)
 
 
+def _hinted(error: Any, section: type[BaseModel]) -> Any:
+    """A validation error of a memory model's section, an unknown key given its did-you-mean."""
+    if error["type"] != "extra_forbidden":
+        return error
+    known = sorted(section.model_fields)
+    hint = difflib.get_close_matches(str(error["loc"][-1]), known, n=1)
+    why = "unknown key" + (f"; did you mean {hint[0]!r}?" if hint else f"; expected one of {', '.join(known)}")
+    return {"type": "value_error", "loc": error["loc"], "input": error["input"], "ctx": {"error": ValueError(why)}}
+
+
 class HardwareCfg(Strict):
-    name: Name
-    description: str = ""
-    chips: PositiveInt = 1
-    clock: ClockHz
-    cores: CoresCfg
-    l2: L2Cfg
-    hbm: HbmCfg | None = Field(None, description="high-bandwidth memory (or `memory` for an SRAM-only chip)")
+    name: Name = Field(description="the chip's or system's name")
+    description: str = Field("", description="one line on what it is")
+    chips: PositiveInt = Field(1, description="identical chips joined by the interconnect")
+    clock: ClockHz = Field(description="the highest core clock")
+    cores: CoresCfg = Field(description="the cores, all alike")
+    l2: L2Cfg = Field(description="the shared L2 / global buffer")
+    # Typed as the default model's section (what --set paths and did-you-mean hints walk);
+    # `_memory_model` validates it as the model its `model` key names.
+    hbm: SerializeAsAny[HbmCfg] | None = Field(
+        None, description="main memory of a model (default hbm; or `memory` for an SRAM-only chip)"
+    )
     memory: SramMemoryCfg | None = Field(None, description="on-chip SRAM as the main memory, instead of hbm")
-    noc: NocCfg
-    overheads: OverheadsCfg
-    power: PowerCfg | None = None
-    area: AreaCfg | None = None
-    interconnect: InterconnectCfg | None = None
+    noc: NocCfg = Field(description="the on-chip network between the cores and the L2")
+    overheads: OverheadsCfg = Field(description="fixed costs per kernel")
+    power: PowerCfg | None = Field(None, description="how the chip draws power (none: it runs at its clock)")
+    area: AreaCfg | None = Field(None, description="what its die is built of")
+    interconnect: InterconnectCfg | None = Field(None, description="the chip-to-chip links")
     host_link: HostLinkCfg | None = Field(None, description="the link to host memory (KV offload, swap)")
+
+    @field_validator("hbm", mode="wrap")
+    @classmethod
+    def _memory_model(cls, value: object, handler: ValidatorFunctionWrapHandler) -> object:
+        """The section as its model's (archsim/hardware/memory_models/<model>.py); an unknown
+        model is reported at `hbm.model` as a bad choice of a closed set."""
+        if not isinstance(value, dict) or value.get("model", memory_models.DEFAULT) == memory_models.DEFAULT:
+            return handler(value)
+        name, known = value["model"], memory_models.names()
+        if name not in known:
+            expected = " or ".join(repr(k) for k in known)
+            error = {"type": "literal_error", "loc": ("model",), "input": name, "ctx": {"expected": expected}}
+            raise ValidationError.from_exception_data("hbm", [error])  # type: ignore[list-item]
+        section = memory_section(name)
+        try:
+            return section.model_validate(value)
+        except ValidationError as err:  # the loader's did-you-mean hints know the default model's keys only
+            raise ValidationError.from_exception_data("hbm", [_hinted(e, section) for e in err.errors()]) from None
 
     @model_validator(mode="after")
     def _one_memory(self) -> HardwareCfg:

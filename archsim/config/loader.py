@@ -15,9 +15,11 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from archsim.config import extends
 from archsim.config.yamlfile import KeyPath, YamlDoc, dotted, read_yaml
 from archsim.errors import ConfigError, Problem, quote
 from archsim.graph.model import Fusion, Scenario, Workload
@@ -37,9 +39,12 @@ from archsim.hardware import (
     SystolicArray,
     Topology,
     VectorUnit,
+    memory_models,
 )
 from archsim.hardware.area import AreaSpec, Node
 from archsim.hardware.chip import HostLink, min_tile_bytes
+from archsim.hardware.memory_models import MainMemory
+from archsim.hardware.params import from_section
 from archsim.hardware.power import Energies, Power
 
 if TYPE_CHECKING:
@@ -69,13 +74,37 @@ def resolve_path(name_or_path: str, kind: str) -> str:
     p = Path(name_or_path)
     if p.exists() or p.suffix in (".yaml", ".yml") or "/" in name_or_path:
         return name_or_path
-    candidate = shipped_dir(kind) / f"{name_or_path}.yaml"
+    return shipped_path(name_or_path, kind)
+
+
+def shipped_path(name: str, kind: str) -> str:
+    """The shipped config of that name (`h200` -> .../hw_configs/h200.yaml); ConfigError if none."""
+    candidate = shipped_dir(kind) / f"{name}.yaml"
     if candidate.exists():
         return str(candidate)
     known = sorted(q.stem for q in shipped_dir(kind).glob("*.yaml"))
-    hint = difflib.get_close_matches(name_or_path, known, n=1)
+    hint = difflib.get_close_matches(name, known, n=1)
     extra = f"; did you mean {hint[0]!r}?" if hint else f"; shipped: {', '.join(known)}"
-    raise ConfigError.single(name_or_path, "", f"no such file or shipped {kind} name{extra}")
+    raise ConfigError.single(name, "", f"no such file or shipped {kind} name{extra}")
+
+
+FOLDERS = {"hardware": "hw_configs", "workload": "workloads"}  # where each root's shipped files are
+
+
+def read_config(name_or_path: str, root: str) -> YamlDoc:
+    """A `root` ("hardware" or "workload") file, by shipped name or path, laid over the files it
+    extends (config/extends.py)."""
+    return extended(read_yaml(resolve_path(name_or_path, FOLDERS[root])), root)
+
+
+def extended(doc: YamlDoc, root: str) -> YamlDoc:
+    """`doc` (read, or given as data) laid over the files it extends; `doc` if it extends none."""
+    return extends.with_bases(doc, root, partial(shipped_path, kind=FOLDERS[root]))
+
+
+def outside_base(path: str, root: str, roots: tuple[Path, ...]) -> str | None:
+    """The first base of `path`'s chain outside the folders `roots` (config/extends.py), or None."""
+    return extends.outside_base(path, partial(shipped_path, kind=FOLDERS[root]), roots)
 
 
 def _problems_from(err: ValidationError, doc: YamlDoc, schema: type[BaseModel]) -> list[Problem]:
@@ -173,19 +202,8 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     core = Core(
         matrix_units=c.matrix_units.count,
         array=array,
-        vector=VectorUnit(
-            lanes=c.vector_unit.lanes,
-            special_per_cycle=c.vector_unit.special_per_cycle,
-            access_bytes=max(1, round(c.vector_unit.access_bytes)),
-            lanes_per_request=c.vector_unit.lanes_per_request,
-            issue_width=c.vector_unit.issue_width or 0,
-            threads=c.vector_unit.threads,
-        ),
-        sram=Sram(
-            capacity_bytes=round(c.sram.capacity),
-            bandwidth_bytes_per_cycle=round(c.sram.bandwidth),
-            banks=c.sram.banks,
-        ),
+        vector=from_section(VectorUnit, c.vector_unit),
+        sram=from_section(Sram, c.sram),
         max_inflight_bytes=round(c.dma.max_inflight),
         accumulator_bytes=round(c.accumulators.capacity),
         max_requests=c.dma.max_requests or 0,
@@ -195,27 +213,10 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         clock_hz=cfg.clock,
         cores=c.count,
         core=core,
-        l2=L2(
-            capacity_bytes=round(cfg.l2.capacity),
-            bandwidth_bytes_per_s=cfg.l2.bandwidth,
-            latency_s=cfg.l2.latency,
-            partitions=cfg.l2.partitions,
-        ),
+        l2=from_section(L2, cfg.l2),
         hbm=_main_memory(cfg),
-        noc=Noc(
-            bandwidth_bytes_per_s=cfg.noc.bandwidth,
-            hop_latency_s=cfg.noc.hop_latency,
-            hops=cfg.noc.hops,
-            multicast=cfg.noc.multicast,
-        ),
-        overheads=Overheads(
-            kernel_s=cfg.overheads.kernel,
-            gap_s=cfg.overheads.gap,
-            launch_s=cfg.overheads.launch,
-            matrix_setup_s=cfg.overheads.matrix_setup,
-            attention_setup_s=cfg.overheads.attention_setup,
-            host_s=cfg.overheads.host,
-        ),
+        noc=from_section(Noc, cfg.noc),
+        overheads=from_section(Overheads, cfg.overheads),
     )
     if cfg.power is not None:
         chip = replace(chip, power=_power(cfg.power, cfg.clock))
@@ -231,14 +232,14 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
             topology=Topology(i.topology),
         )
         link = _fabric(link, i, cfg.chips)
-    host = cfg.host_link
-    host_link = None if host is None else HostLink(bandwidth_bytes_per_s=host.bandwidth, latency_s=host.latency)
+    host_link = None if cfg.host_link is None else from_section(HostLink, cfg.host_link)
     return System(chip=chip, chips=cfg.chips, interconnect=link, host_link=host_link, source=source)
 
 
-def _main_memory(cfg: HardwareCfg) -> Hbm:
-    """The chip's main memory: its HBM, or on-chip SRAM as a memory of `banks` channels with no
-    refresh and no bus turnaround (each channel a bank's share of the bandwidth)."""
+def _main_memory(cfg: HardwareCfg) -> MainMemory:
+    """The chip's main memory: the record of its `hbm` section's model, or on-chip SRAM as an HBM
+    of `banks` channels with no refresh and no bus turnaround (each channel a bank's share of the
+    bandwidth)."""
     if cfg.memory is not None:
         s = cfg.memory
         return Hbm(
@@ -254,45 +255,18 @@ def _main_memory(cfg: HardwareCfg) -> Hbm:
             turnaround_s=0.0,
             rw_batch_bytes=round(s.interleave),
         )
-    h = cfg.hbm
-    assert h is not None, "the schema requires hbm or memory"
-    return Hbm(
-        stacks=h.stacks,
-        channels_per_stack=h.channels_per_stack,
-        channel_width_bits=h.channel_width_bits,
-        data_rate_bits_per_s=h.data_rate,
-        capacity_bytes=round(h.capacity),
-        latency_s=h.latency,
-        interleave_bytes=round(h.interleave),
-        refresh_s=h.refresh_time,
-        refresh_interval_s=h.refresh_interval,
-        turnaround_s=h.turnaround,
-        rw_batch_bytes=round(h.rw_batch),
-        queue_latency_s=h.queue_latency,
-    )
+    assert cfg.hbm is not None, "the schema requires hbm or memory"
+    return from_section(memory_models.record(cfg.hbm.model), cfg.hbm)
 
 
 def _power(p, clock_hz: float) -> Power:
     e = p.energy
-    energies = Energies(
-        mac_j=tuple(sorted(e.mac.items())),
-        lane_op_j=e.lane_op,
-        special_op_j=e.special_op,
-        l2_j_per_byte=e.l2,
-        hbm_j_per_bit=e.hbm,
-        link_j_per_bit=e.link,
-        sram_j_per_byte=e.sram or 0.0,
-    )
-    return Power(
-        limit_w=p.limit,
-        static_w=p.static,
-        idle_w=p.idle,
-        min_clock_hz=p.min_clock,
-        max_clock_hz=p.max_clock or clock_hz,
-        voltage_min_v=p.voltage["min_clock"],
-        voltage_max_v=p.voltage["max_clock"],
-        energies=energies,
-    )
+    energies = from_section(Energies, e, mac_j=tuple(sorted(e.mac.items())))
+    v, top = (
+        p.voltage,
+        {} if p.max_clock is not None else {"max_clock_hz": clock_hz},
+    )  # the curve's top: clock unless given
+    return from_section(Power, p, voltage_min_v=v["min_clock"], voltage_max_v=v["max_clock"], energies=energies, **top)
 
 
 def _area(a, memory_sram_bytes: float) -> AreaSpec:
@@ -420,7 +394,7 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
 
 def load_system(name_or_path: str) -> tuple[System, dict]:
     """Load a hardware file: the System and its resolved (canonical-unit) configuration."""
-    value, config, _ = build("hardware", read_yaml(resolve_path(name_or_path, "hw_configs")))
+    value, config, _ = build("hardware", read_config(name_or_path, "hardware"))
     return value, config
 
 
@@ -456,7 +430,7 @@ def workload_from_doc(doc: YamlDoc) -> tuple[Workload, dict]:
 
 def load_workload(name_or_path: str) -> tuple[Workload, dict]:
     """Load a workload file: the Workload and its resolved configuration."""
-    value, config, _ = build("workload", read_yaml(resolve_path(name_or_path, "workloads")))
+    value, config, _ = build("workload", read_config(name_or_path, "workload"))
     return value, config
 
 
@@ -472,7 +446,7 @@ def build(
     from archsim.config import memo
 
     edited = doc.edited(params) if params else doc
-    entry = memo.key(root, doc.path, doc.data, params)
+    entry = memo.key(root, doc.path, doc.data, params, doc.bases)
     kept = memo.get(entry)
     if kept is not None:
         value, config = kept

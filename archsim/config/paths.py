@@ -6,12 +6,23 @@ the hardware or workload schema, and why not. `--set`, the API's parameters and 
 from __future__ import annotations
 
 import difflib
+from functools import cache
 from typing import Any, get_args, get_origin
 
 from archsim.config.hw_schema import HardwareCfg
 from archsim.config.workload_schema import WorkloadCfg
 
 ROOTS = {"hardware": HardwareCfg, "workload": WorkloadCfg}
+MEMORY_SECTION = ("hardware", "hbm")  # typed as the default model's section; `hbm.model` picks another
+
+
+@cache
+def memory_keys() -> frozenset[str]:
+    """The keys of every main-memory model's section (archsim/hardware/memory_models)."""
+    from archsim.config.declared import memory_section
+    from archsim.hardware import memory_models
+
+    return frozenset(key for name in memory_models.names() for key in memory_section(name).model_fields)
 
 
 def path_problem(path: tuple[str, ...]) -> str | None:
@@ -24,10 +35,13 @@ def path_problem(path: tuple[str, ...]) -> str | None:
         fields = getattr(model, "model_fields", None)
         if fields is None:
             return f"{where} is a value, it has no key {part!r}"
+        if part not in fields and path[:i] == MEMORY_SECTION and len(path) == i + 1 and part in memory_keys():
+            return None  # a key of another memory model: the section is checked as its `model` says
         if part not in fields:
-            hint = difflib.get_close_matches(part, list(fields), n=1)
+            known = sorted(set(fields) | memory_keys()) if path[:i] == MEMORY_SECTION else sorted(fields)
+            hint = difflib.get_close_matches(part, known, n=1)
             return f"{where} has no key {part!r}" + (
-                f"; did you mean {hint[0]!r}?" if hint else f"; expected one of {', '.join(sorted(fields))}"
+                f"; did you mean {hint[0]!r}?" if hint else f"; expected one of {', '.join(known)}"
             )
         ann = fields[part].annotation
         if get_origin(ann) is dict:  # a mapping such as k_per_cycle: one of its keys is the value

@@ -7,7 +7,6 @@ from archsim.hardware.chip import (
     Dataflow,
     DType,
     FoldMode,
-    Hbm,
     Interconnect,
     Noc,
     Overheads,
@@ -17,6 +16,7 @@ from archsim.hardware.chip import (
     Topology,
     VectorUnit,
 )
+from archsim.hardware.memory_models.hbm import Hbm
 
 __all__ = [
     "L2",

@@ -26,12 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from archsim.dtypes import DType
-
-if TYPE_CHECKING:
-    from archsim.hardware.chip import System
 
 RETICLE_MM2 = 26.0 * 33.0  # the largest field a DUV or EUV scanner exposes (858 mm2)
 MIB = 2.0**20
@@ -205,23 +201,3 @@ def die_area(
     )
     modelled = counted.die_mm2
     return replace(counted, uncore_mm2=modelled * spec.uncore_share / (1.0 - spec.uncore_share))
-
-
-def system_area(system: System) -> Area | None:
-    """Area of one die of `system`'s chip (None when its file has no `area:` section)."""
-    chip = system.chip
-    spec = chip.area
-    if spec is None:
-        return None
-    core, array = chip.core, chip.core.array
-    return die_area(
-        spec,
-        cores=chip.cores,
-        pes_per_core=core.matrix_units * array.rows * array.cols,
-        dtypes=tuple(d for d, _ in array.k_per_cycle),
-        lanes_per_core=core.vector.lanes,
-        sram_bytes_per_core=(0.0 if spec.memory_sram_bytes else core.sram.capacity_bytes) + core.accumulator_bytes,
-        l2_bytes=0.0 if spec.memory_sram_bytes else chip.l2.capacity_bytes,
-        hbm_stacks=0 if spec.memory_sram_bytes else chip.hbm.stacks,
-        links=system.interconnect.links_per_chip if system.interconnect is not None else 0,
-    )

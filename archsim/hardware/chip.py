@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from archsim.dtypes import DType
-from archsim.hardware.area import AreaSpec
+from archsim.hardware.area import Area, AreaSpec, die_area
+from archsim.hardware.memory_models import MainMemory
+from archsim.hardware.params import param
 from archsim.hardware.power import Power
 from archsim.hashing import cached_hash, record_state
 
@@ -86,12 +88,25 @@ class VectorUnit:
     A100 SM has 64 FP32 lanes but issues 4 warps x 32 threads per cycle. Vector kernels' lane
     ops count instructions, so they issue at `issue_width`."""
 
-    lanes: int  # FP32 operations per cycle
-    special_per_cycle: int  # transcendental operations per cycle
-    access_bytes: int = 16  # widest load one lane issues (a vector load)
-    lanes_per_request: int = 32  # lanes whose accesses form one memory request (a GPU warp)
-    issue_width: int = 0  # thread-instructions issued per cycle (0: as many as lanes)
-    threads: int = 2048  # threads resident on a core at once (its occupancy limit)
+    lanes: int = param("lanes", "PositiveInt", "elementwise (FP32) operations per cycle per core", source="[WP]")
+    special_per_cycle: int = param(
+        "special_per_cycle", "PositiveInt", "exp/rsqrt operations per cycle per core", source="[WP]"
+    )
+    access_bytes: int = param("access_bytes", "Bytes", "widest load one lane issues (a vector load)", 16, source="[WP]")
+    lanes_per_request: int = param(
+        "lanes_per_request", "PositiveInt", "lanes whose accesses form one memory request (a GPU warp)", 32
+    )
+    issue_width: int = param(
+        "issue_width",
+        "PositiveInt",
+        "thread-instructions issued per cycle per core over all pipes (default: lanes)",
+        0,
+        source="[WP]",
+        omittable=True,
+    )
+    threads: int = param(
+        "threads", "PositiveInt", "threads resident on a core at once (occupancy limit)", 2048, source="[DQ]"
+    )
 
     @property
     def issue_per_cycle(self) -> int:
@@ -102,9 +117,11 @@ class VectorUnit:
 class Sram:
     """A core's local scratchpad (shared memory on a GPU)."""
 
-    capacity_bytes: int
-    bandwidth_bytes_per_cycle: int
-    banks: int
+    capacity_bytes: int = param("capacity", "Bytes", "local scratchpad capacity per core", source="[WP]")
+    bandwidth_bytes_per_cycle: int = param(
+        "bandwidth", "Bytes", "bytes per cycle the scratchpad delivers to the units", source="[WP]"
+    )
+    banks: int = param("banks", "PositiveInt", "SRAM banks", source="[WP]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,57 +157,30 @@ class Core:
 class L2:
     """The shared on-chip buffer between the cores and HBM."""
 
-    capacity_bytes: int
-    bandwidth_bytes_per_s: float
-    latency_s: float
-    partitions: int = 1  # partitions that each cache what their own cores read
-
-
-@dataclass(frozen=True, kw_only=True)
-class Hbm:
-    """High-bandwidth memory: stacks of channels and the timing that sets achievable bandwidth.
-
-    Peak bandwidth is stacks x channels x bus width x data rate. Streaming efficiency loses the
-    refresh time (`refresh_s` every `refresh_interval_s`) and, when reads and writes mix, a bus
-    turnaround of `turnaround_s` each time the controller switches direction after serving
-    `rw_batch_bytes` in one direction. An access takes `latency_s` unloaded, plus the queueing
-    delay of a loaded controller: `queue_latency_s` x u / (1 - u) at utilisation u.
-    """
-
-    stacks: int
-    channels_per_stack: int
-    channel_width_bits: int
-    data_rate_bits_per_s: float  # per pin
-    capacity_bytes: int
-    latency_s: float
-    interleave_bytes: int
-    refresh_s: float
-    refresh_interval_s: float
-    turnaround_s: float
-    rw_batch_bytes: int
-    queue_latency_s: float = 0.0  # latency queueing adds at half the peak bandwidth (grows as u / (1 - u))
-
-    @property
-    def channels(self) -> int:
-        return self.stacks * self.channels_per_stack
-
-    @property
-    def channel_bandwidth_bytes_per_s(self) -> float:
-        return self.channel_width_bits * self.data_rate_bits_per_s / 8.0
-
-    @property
-    def peak_bandwidth_bytes_per_s(self) -> float:
-        return self.channels * self.channel_bandwidth_bytes_per_s
+    capacity_bytes: int = param("capacity", "Bytes", "shared L2 / global buffer capacity", source="[DQ]")
+    bandwidth_bytes_per_s: float = param("bandwidth", "BytesPerS", "aggregate L2 bandwidth", source="[CAL]")
+    latency_s: float = param("latency", "Seconds", "L2 hit latency", source="[CAL]")
+    partitions: int = param(
+        "partitions", "PositiveInt", "partitions that each cache what their own cores read", 1, source="[WP]"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Noc:
     """The on-chip network between cores and the L2 slices."""
 
-    bandwidth_bytes_per_s: float
-    hop_latency_s: float
-    hops: int
-    multicast: int = 1  # cores one transfer from L2 can feed (a thread-block cluster's TMA multicast)
+    bandwidth_bytes_per_s: float = param(
+        "bandwidth", "BytesPerS", "bandwidth of the network between the cores and the L2", source="[EST]"
+    )
+    hop_latency_s: float = param("hop_latency", "SecondsOrZero", "latency of one hop", source="[EST]")
+    hops: int = param("hops", "PositiveInt", "average hops from a core to an L2 slice", source="[EST]")
+    multicast: int = param(
+        "multicast",
+        "PositiveInt",
+        "cores one transfer from L2 can feed (a thread-block cluster's TMA multicast)",
+        1,
+        source="[WP]",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,12 +189,30 @@ class Overheads:
     prologue a matrix-unit kernel runs before its first load (tensor-map descriptors, pipeline
     barriers, shared-memory carve-out), which small elementwise kernels do not have."""
 
-    kernel_s: float  # fixed part of every kernel's own duration (dispatching its first blocks, draining its last)
-    launch_s: float  # extra cost of a kernel launched and timed on its own
-    matrix_setup_s: float = 0.0  # prologue of a matrix-unit GEMM kernel
-    attention_setup_s: float = 0.0  # prologue of a fused attention kernel
-    gap_s: float = 0.0  # idle time between kernels replayed back to back (a CUDA graph's launch latency)
-    host_s: float = 0.0  # the host's launch-and-synchronize round trip (0: not stated)
+    kernel_s: float = param(
+        "kernel", "SecondsOrZero", "fixed part of every kernel's own duration (first blocks to last)", source="[CAL]"
+    )
+    gap_s: float = param(
+        "gap",
+        "SecondsOrZero",
+        "idle time between kernels replayed back to back (graph launch latency)",
+        0.0,
+        source="[DQ]",
+    )
+    launch_s: float = param("launch", "SecondsOrZero", "extra cost of an op launched on its own", source="[CAL]")
+    matrix_setup_s: float = param(
+        "matrix_setup",
+        "SecondsOrZero",
+        "prologue of a matrix-unit kernel before its first load (descriptors, barriers)",
+        0.0,
+        source="[CAL]",
+    )
+    attention_setup_s: float = param(
+        "attention_setup", "SecondsOrZero", "prologue of a fused attention kernel", 0.0, source="[CAL]"
+    )
+    host_s: float = param(
+        "host", "SecondsOrZero", "the host's launch-and-synchronize round trip (0: not stated)", 0.0, source="[DQ]"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,7 +234,7 @@ class Chip:
     cores: int
     core: Core
     l2: L2
-    hbm: Hbm
+    hbm: MainMemory  # its main memory, of any model (archsim/hardware/memory_models/)
     noc: Noc
     overheads: Overheads
     power: Power | None = None  # how it draws power; None: it always runs at clock_hz
@@ -253,8 +261,10 @@ class HostLink:
     """Each chip's link to host memory (PCIe, NVLink-C2C): a transfer of n bytes takes
     latency_s + n / bandwidth_bytes_per_s."""
 
-    bandwidth_bytes_per_s: float  # one direction
-    latency_s: float
+    bandwidth_bytes_per_s: float = param(
+        "bandwidth", "BytesPerS", "chip to host memory, one direction (PCIe, C2C)", source="[DS] [EST]"
+    )
+    latency_s: float = param("latency", "Seconds", "fixed cost of one transfer over it", source="[EST]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -266,3 +276,23 @@ class System:
     interconnect: Interconnect | None = None
     host_link: HostLink | None = None
     source: str = field(default="", compare=False)
+
+
+def system_area(system: System) -> Area | None:
+    """Area of one die of `system`'s chip (None when its file has no `area:` section)."""
+    chip = system.chip
+    spec = chip.area
+    if spec is None:
+        return None
+    core, array = chip.core, chip.core.array
+    return die_area(
+        spec,
+        cores=chip.cores,
+        pes_per_core=core.matrix_units * array.rows * array.cols,
+        dtypes=tuple(d for d, _ in array.k_per_cycle),
+        lanes_per_core=core.vector.lanes,
+        sram_bytes_per_core=(0.0 if spec.memory_sram_bytes else core.sram.capacity_bytes) + core.accumulator_bytes,
+        l2_bytes=0.0 if spec.memory_sram_bytes else chip.l2.capacity_bytes,
+        hbm_stacks=0 if spec.memory_sram_bytes else chip.hbm.phys,
+        links=system.interconnect.links_per_chip if system.interconnect is not None else 0,
+    )

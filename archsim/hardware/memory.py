@@ -1,20 +1,14 @@
-"""The memory system as the cores see it: HBM and L2 bandwidth, access latency, and the rate a
-single transfer can reach. Every formula the event loop applies to memory lives here.
+"""The memory system as the cores see it: main-memory and L2 bandwidth, access latency, and the
+rate a single transfer can reach. Every formula the event loop applies to memory lives here or in
+the chip's memory model (archsim/hardware/memory_models/: `hbm`, JEDEC refresh and bus
+turnaround, by default), which gives its channels, their peak bandwidth and the efficiency a
+stream reaches with a given write fraction.
 
-HBM streaming efficiency (JEDEC HBM3 timing; Ghose et al., "Demystifying complex workload-DRAM
-interactions", SIGMETRICS 2019, for the refresh and turnaround terms):
-
-  refresh loss       = refresh_s / refresh_interval_s
-  turnaround loss    : a controller serves rw_batch_bytes in one direction, then turns the bus
-                       around for turnaround_s; with writes a fraction w of the traffic, the bus
-                       turns 2 * min(w, 1 - w) * bytes / rw_batch_bytes times
-  efficiency(w)      = (1 - refresh loss) / (1 + 2 min(w, 1 - w) * turnaround_s * B_chan / rw_batch_bytes)
-
-An HBM access takes the unloaded latency plus the controller's queueing delay, which grows with
-the utilisation u of the HBM bandwidth as in an M/D/1 queue: latency(u) = L0 + Lq x u / (1 - u),
-Lq the delay at u = 1/2 (`Hbm.queue_latency_s`); u is capped at MAX_UTILISATION.
+An access to main memory takes the unloaded latency plus the controller's queueing delay, which
+grows with the utilisation u of its bandwidth as in an M/D/1 queue: latency(u) = L0 + Lq x u / (1 - u),
+Lq the delay at u = 1/2 (`queue_latency_s`); u is capped at MAX_UTILISATION.
 A transfer's rate is bounded by Little's law, the bytes its core keeps in flight over the
-access latency, and by the HBM channels it touches (its bytes land on channels
+access latency, and by the memory channels it touches (its bytes land on channels
 `interleave_bytes` at a time, so a transfer of b bytes uses min(channels, ceil(b / interleave))
 of them). All transfers share the HBM and L2 pools (archsim/engine/kernels.py shares them max-min
 fairly). The event loop works in cycles: `memory_params` converts a chip's figures once per phase
@@ -26,19 +20,18 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from archsim.hardware.chip import Chip, Hbm
+from archsim.hardware.chip import Chip
+from archsim.hardware.memory_models import MainMemory
 from archsim.jit import njit
 from archsim.memo import memo
 
 MAX_UTILISATION = 0.98  # of the HBM bandwidth, where the queueing delay stops growing (49 x Lq)
 
 
-def hbm_efficiency(hbm: Hbm, write_fraction: float) -> float:
-    """Fraction of peak HBM bandwidth a stream achieves with `write_fraction` of its bytes written."""
-    refresh = 1.0 - hbm.refresh_s / hbm.refresh_interval_s
-    mix = 2.0 * min(write_fraction, 1.0 - write_fraction)
-    batch_time_s = hbm.rw_batch_bytes / hbm.channel_bandwidth_bytes_per_s
-    return refresh / (1.0 + mix * hbm.turnaround_s / batch_time_s)
+def hbm_efficiency(hbm: MainMemory, write_fraction: float) -> float:
+    """Fraction of the peak main-memory bandwidth a stream achieves with `write_fraction` of its
+    bytes written (the memory model's rule)."""
+    return hbm.efficiency(write_fraction)
 
 
 def hbm_bandwidth(chip: Chip, write_fraction: float) -> float:

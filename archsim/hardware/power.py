@@ -34,20 +34,32 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 
 from archsim.dtypes import DType
+from archsim.hardware.params import param
 
 
 @dataclass(frozen=True, kw_only=True)
 class Energies:
     """Energy of one action at the voltage curve's top, V_max (HBM: at its own voltage)."""
 
-    mac_j: tuple[tuple[str, float], ...]  # (dtype name, joules per multiply-accumulate)
-    lane_op_j: float  # one thread-instruction on the vector lanes, register traffic included
-    special_op_j: float  # one special-function instruction (exp, rsqrt, rcp)
-    l2_j_per_byte: float  # a byte through the L2 and the on-chip network
-    hbm_j_per_bit: float  # a bit read from or written to HBM, I/O included
-    link_j_per_bit: float = 0.0  # a bit over a chip-to-chip link
-    sram_j_per_byte: float = (
-        0.0  # a byte written to or read from a core's SRAM (0: counted in the MAC's operand delivery)
+    mac_j: tuple[tuple[str, float], ...]  # (dtype name, joules per multiply-accumulate): the file's `mac` by dtype
+    lane_op_j: float = param(
+        "lane_op", "JoulesOrZero", "one vector-lane thread-instruction, register traffic included", source="[EST]"
+    )
+    special_op_j: float = param(
+        "special_op", "JoulesOrZero", "one special-function instruction (exp, rsqrt)", source="[EST]"
+    )
+    l2_j_per_byte: float = param("l2", "JoulesPerByte", "a byte through the L2 and the on-chip network", source="[EST]")
+    hbm_j_per_bit: float = param(
+        "hbm", "JoulesPerBit", "a bit read from or written to HBM, I/O included", source="[EST]"
+    )
+    link_j_per_bit: float = param("link", "JoulesPerBit", "a bit over a chip-to-chip link", 0.0, source="[EST]")
+    sram_j_per_byte: float = param(
+        "sram",
+        "JoulesPerByte",
+        "a byte written to or read from a core's SRAM (default: counted in the MAC's operand delivery)",
+        0.0,
+        source="[EST]",
+        omittable=True,
     )
 
     def mac(self, dtype: DType) -> float:
@@ -63,13 +75,27 @@ class Energies:
 class Power:
     """How the chip draws power and which clock its limit holds."""
 
-    limit_w: float
-    static_w: float  # board power that does not scale with the core clock (regulators, HBM refresh, fans)
-    idle_w: float  # clock tree and idle logic of all cores at max_clock_hz
-    min_clock_hz: float
-    max_clock_hz: float  # the clock at which the core voltage reaches voltage_max_v: the top of the silicon's curve
-    voltage_min_v: float  # core voltage at min_clock_hz
-    voltage_max_v: float  # core voltage at max_clock_hz
+    limit_w: float = param("limit", "Watts", "board power limit the clock is held under", source="[DQ]")
+    static_w: float = param(
+        "static",
+        "WattsOrZero",
+        "board power that does not scale with the core clock (regulators, HBM refresh, fans)",
+        source="[DQ]",
+    )
+    idle_w: float = param(
+        "idle", "WattsOrZero", "clock tree and idle logic of all cores at max_clock", source="[DQ]"
+    )
+    min_clock_hz: float = param("min_clock", "ClockHz", "lowest clock the power manager sets", source="[DQ]")
+    max_clock_hz: float = param(
+        "max_clock",
+        "ClockHz",
+        "clock at which the core voltage reaches voltage.max_clock: the top of the silicon's voltage curve, "
+        "at which the energies are stated; `clock` is a point on it (default: clock)",
+        source="[DQ]",
+        omittable=True,
+    )
+    voltage_min_v: float  # core voltage at min_clock_hz (the file's voltage.min_clock)
+    voltage_max_v: float  # core voltage at max_clock_hz (the file's voltage.max_clock)
     energies: Energies
 
 

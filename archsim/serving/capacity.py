@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from archsim.serving.metrics import ServeMetrics, Slo
 from archsim.serving.requests import RequestSet
-from archsim.serving.simulate import ServeSetup, serve
+from archsim.serving.setup import ServeSetup
+from archsim.serving.simulate import serve
 
 MAX_DOUBLINGS = 20
 DEFAULT_TOLERANCE = 0.02

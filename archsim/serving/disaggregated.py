@@ -13,21 +13,13 @@ import numpy as np
 from archsim.graph.model import Workload
 from archsim.hardware import System
 from archsim.hardware.collectives import Collective, collective_time, system_fabric
+from archsim.serving.admission import fitting, need_tokens, request_limits
 from archsim.serving.engine import simulate_instance
 from archsim.serving.histogram import GapHistogram
 from archsim.serving.metrics import RequestTimes
 from archsim.serving.requests import RequestSet
-from archsim.serving.simulate import (
-    InstanceRun,
-    LinkMissingError,
-    ServeResult,
-    ServeSetup,
-    fitting,
-    instance_for,
-    need_tokens,
-    pool_for,
-    request_limits,
-)
+from archsim.serving.result import InstanceRun, ServeResult
+from archsim.serving.setup import LinkMissingError, ServeSetup, instance_for, pool_for
 
 
 def kv_transfer_s(w: Workload, sender: System, receiver: System, prompt_tokens: np.ndarray) -> np.ndarray:

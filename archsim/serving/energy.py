@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,10 +33,15 @@ from archsim.runner.energy import records_energy
 from archsim.runner.generation import time_ops
 from archsim.runner.steps import DECODE_BATCH_FACTOR, QUERY_FACTOR, bracket
 
+if TYPE_CHECKING:
+    from archsim.graph.ops import Op
+    from archsim.serving.result import InstanceRun, ServeResult
+    from archsim.serving.setup import ServeSetup
+
 LINE_KV = (1024, 4096)  # KV lengths (decode) or past tokens (prefill, less the chunk) of the attention line
 
 
-def _timed_j(ops, system: System) -> tuple[float, float]:
+def _timed_j(ops: list[Op], system: System) -> tuple[float, float]:
     """(seconds, joules) of the ops on the system's busiest chip."""
     records, hidden = time_ops(ops, system)
     return sum(r.time_s for r in records) - hidden, records_energy(records, system, hidden).total_j
@@ -154,11 +160,13 @@ class ServeEnergy:
 
 
 def instance_energy(
-    run, w: Workload, system: System, par: Parallelism, resolution: int, duration_s: float
+    run: InstanceRun, w: Workload, system: System, par: Parallelism, resolution: int, duration_s: float
 ) -> InstanceEnergy:
     """Joules of each sample of one instance's (or rank's) timeline on `par`'s chips, idle gaps
     and the idle time after its last step until the run ends included."""
     tl, chip, chips = run.result.timeline, system.chip, par.tp * par.pp
+    if chip.power is None:
+        raise ValueError(f"{chip.name} has no power model to price a serving run with")
     model, idle_w = energy_model(_bare(w), system, resolution, par), idle_power_w(chip.power, chip.clock_hz)
     floor_w = floor_power_w(chip.power, chip.clock_hz, chip.clock_hz)
     span = tl.end_s - tl.start_s
@@ -182,15 +190,16 @@ def _bare(w: Workload) -> Workload:
     return replace(w, scenario=Scenario(1, 1, 1), source="")
 
 
-def serve_energy(result, setup) -> ServeEnergy | None:
+def serve_energy(result: ServeResult, setup: ServeSetup) -> ServeEnergy | None:
     """The serving run's energy (None when a chip it runs on has no power model)."""
     d = setup.disaggregation
     systems = {"colocated": setup.system}
     if d is not None:
         systems = {"prefill": d.prefill_system, "decode": d.decode_system}
-    if any(s.chip.power is None for s in systems.values()):
+    powers = [s.chip.power for s in systems.values() if s.chip.power is not None]
+    if len(powers) < len(systems):
         return None
-    from archsim.serving.simulate import layout
+    from archsim.serving.setup import layout
 
     t = result.times
     finished = t.finish_s[np.isfinite(t.finish_s)]
@@ -201,5 +210,5 @@ def serve_energy(result, setup) -> ServeEnergy | None:
         for run in result.instances
     )
     chips = sum(i.chips for i in instances)
-    limit = max(s.chip.power.limit_w for s in systems.values())
+    limit = max(p.limit_w for p in powers)
     return ServeEnergy(instances, len(result.served), int(np.sum(t.output_tokens)), duration, limit, chips)

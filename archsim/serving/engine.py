@@ -26,7 +26,14 @@ from archsim.serving.state import InstanceState
 from archsim.serving.stepping import run_decodes, run_static, run_step
 
 
-def _state(reqs: RequestSet, inst: Instance, limit, target, computed0, generated0) -> InstanceState:
+def _state(
+    reqs: RequestSet,
+    inst: Instance,
+    limit: np.ndarray,
+    target: np.ndarray | None,
+    computed0: np.ndarray | None,
+    generated0: np.ndarray | None,
+) -> InstanceState:
     n, cfg = len(reqs), inst.cfg
     cache = None
     if cfg.prefix_caching and cfg.policy.paged:
@@ -40,11 +47,11 @@ def _state(reqs: RequestSet, inst: Instance, limit, target, computed0, generated
         zeros if generated0 is None else generated0,
         reqs.prefix_id,
         reqs.prefix_tokens,
-        inst.pool_blocks,
-        cfg.block_size,
-        inst.block_bytes,
-        cache,
-        inst.swap_blocks,
+        pool_blocks=inst.pool_blocks,
+        block_size=cfg.block_size,
+        block_bytes=inst.block_bytes,
+        cache=cache,
+        swap_blocks=inst.swap_blocks,
     )
 
 

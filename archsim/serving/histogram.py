@@ -12,6 +12,7 @@ same arrays (archsim/serving/kernels.py, `hist_add`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class GapHistogram:
         v = math.exp(LOG_LOW_S + (b + frac) / SCALE)
         return min(max(v, self.min_s), self.max_s)
 
-    def percentiles(self, qs) -> list[float]:
+    def percentiles(self, qs: Sequence[float]) -> list[float]:
         if not self.count:
             return [float("nan")] * len(qs)
         cum = np.cumsum(self.counts)

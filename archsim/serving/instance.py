@@ -6,7 +6,7 @@ Seconds and tokens.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class Timeline:
     gpu_s: np.ndarray
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class InstanceResult:
     """Per-request times (NaN where not reached here), counters and the timeline of one instance."""
 
@@ -102,6 +102,7 @@ class Books:
     first_token: np.ndarray
     finish: np.ndarray
     last_token: np.ndarray
+    _: KW_ONLY
     itl: GapHistogram = field(default_factory=GapHistogram)
     rows: array = field(default_factory=lambda: array("d"))  # 10 values an iteration, flat
     steps: int = 0
@@ -115,7 +116,7 @@ class Books:
 
     def sample(
         self, start: float, end: float, steps: int, batch: int, tokens: int, s: InstanceState, done: int, gpu_s: float
-    ):
+    ) -> None:
         kv = s.pool_blocks - s.free
         self.rows.extend((start, end, steps, batch, tokens, kv, len(s.running), len(s.waiting), done, gpu_s))
 
@@ -133,29 +134,35 @@ class Books:
         prefix = np.concatenate([[0.0], np.cumsum(arrival_s)])
         i0, i1 = np.searchsorted(arrival_s, start, "right"), np.searchsorted(arrival_s, end, "right")
         area = (i0 - done) * (end - start) + (i1 - i0) * end - (prefix[i1] - prefix[i0])
-        ints = (c.astype(np.int64) for c in (steps, batch, tokens, kv, running, waiting))
-        return Timeline(start.copy(), end.copy(), *ints, area, gpu.copy())
+
+        def ints(c: np.ndarray) -> np.ndarray:
+            return c.astype(np.int64)
+
+        return Timeline(
+            start.copy(), end.copy(), ints(steps), ints(batch), ints(tokens), ints(kv), ints(running), ints(waiting),
+            area, gpu.copy(),
+        )  # fmt: skip
 
     def result(self, s: InstanceState, arrival_s: np.ndarray) -> InstanceResult:
         return InstanceResult(
-            self.first_scheduled,
-            self.first_token,
-            self.finish,
-            s.generated,
-            s.preemptions,
-            self.itl,
-            self.timeline(arrival_s),
-            self.steps,
-            self.computed,
-            s.recomputed_tokens,
-            s.cached_tokens,
-            s.offload_hit_tokens,
-            s.pool_blocks,
-            self.busy_s,
-            self.gpu_s,
-            self.token_s,
-            self.host_token_s,
-            s.swaps_out,
-            self.verifies,
-            self.verify_tokens,
+            first_scheduled_s=self.first_scheduled,
+            first_token_s=self.first_token,
+            finish_s=self.finish,
+            generated=s.generated,
+            preemptions=s.preemptions,
+            itl=self.itl,
+            timeline=self.timeline(arrival_s),
+            steps=self.steps,
+            computed_tokens=self.computed,
+            recomputed_tokens=s.recomputed_tokens,
+            cached_tokens=s.cached_tokens,
+            offload_hit_tokens=s.offload_hit_tokens,
+            pool_blocks=s.pool_blocks,
+            busy_s=self.busy_s,
+            gpu_s=self.gpu_s,
+            token_s=self.token_s,
+            host_token_s=self.host_token_s,
+            swaps=s.swaps_out,
+            verifies=self.verifies,
+            verify_tokens=self.verify_tokens,
         )

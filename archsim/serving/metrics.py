@@ -20,11 +20,16 @@ tokens a speculative verify emitted on average.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from archsim.serving.histogram import GapHistogram
+
+if TYPE_CHECKING:
+    from archsim.serving.instance import InstanceResult
 
 PERCENTILES = (50, 90, 99)
 
@@ -42,7 +47,7 @@ class Stats:
         return asdict(self)
 
 
-def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs=PERCENTILES) -> list[float]:
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: Sequence[float] = PERCENTILES) -> list[float]:
     """np.percentile of `values` each repeated `weights` times, without building the repeats."""
     order = np.argsort(values, kind="stable")
     v, w = values[order], weights[order]
@@ -136,7 +141,7 @@ class RunTotals:
     gpu_s: float
 
 
-def run_totals(results, prompt_tokens: int) -> RunTotals:
+def run_totals(results: Sequence[InstanceResult], prompt_tokens: int) -> RunTotals:
     """The totals of instance results (archsim.serving.instance.InstanceResult)."""
     busy = sum(r.busy_s for r in results)
     gpu = sum(r.gpu_s for r in results)
@@ -156,7 +161,7 @@ def run_totals(results, prompt_tokens: int) -> RunTotals:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeMetrics:
     requests: int  # served to completion
     rejected: int  # never fit the KV pool
@@ -218,21 +223,7 @@ def request_metrics(
 
     ttft_ok = t.meets(Slo(ttft_s=slo.ttft_s)) if slo.ttft_s is not None else None
     tpot_ok = t.meets(Slo(tpot_s=slo.tpot_s)) if slo.tpot_s is not None else None
-    extra = {}
-    if totals is not None:
-        span = duration * instances
-        # busy time is summed step by step, so it can pass the span by a rounding error
-        extra = {
-            "utilisation": min(1.0, totals.busy_s / span) if span > 0 else float("nan"),
-            "gpu_utilisation": min(1.0, totals.gpu_s / span) if span > 0 else float("nan"),
-            "host_share": totals.host_share,
-            "prefix_hit_rate": totals.prefix_hit_rate,
-            "cached_tokens": totals.cached_tokens,
-            "offload_hit_tokens": totals.offload_hit_tokens,
-            "swaps": totals.swaps,
-            "tokens_per_verify": totals.tokens_per_verify,
-        }
-    return ServeMetrics(
+    metrics = ServeMetrics(
         requests=n,
         rejected=rejected,
         duration_s=duration,
@@ -252,5 +243,19 @@ def request_metrics(
         littles_law_in_system=n * per_s * float(np.mean(e2e)) if n else float("nan"),
         ttft_attainment=share(ttft_ok),
         tpot_attainment=share(tpot_ok),
-        **extra,
+    )
+    if totals is None:
+        return metrics
+    span = duration * instances
+    # busy time is summed step by step, so it can pass the span by a rounding error
+    return replace(
+        metrics,
+        utilisation=min(1.0, totals.busy_s / span) if span > 0 else float("nan"),
+        gpu_utilisation=min(1.0, totals.gpu_s / span) if span > 0 else float("nan"),
+        host_share=totals.host_share,
+        prefix_hit_rate=totals.prefix_hit_rate,
+        cached_tokens=totals.cached_tokens,
+        offload_hit_tokens=totals.offload_hit_tokens,
+        swaps=totals.swaps,
+        tokens_per_verify=totals.tokens_per_verify,
     )

@@ -15,7 +15,7 @@ import numpy as np
 
 from archsim.report.plots import figure, styled
 from archsim.serving.metrics import Slo
-from archsim.serving.simulate import ServeResult
+from archsim.serving.result import ServeResult
 
 LOG_SPAN = 20.0  # largest / smallest sample above which a latency axis is logarithmic
 WINDOWS = 300  # windows a series over time is averaged in

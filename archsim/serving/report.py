@@ -9,13 +9,13 @@ import numpy as np
 
 from archsim.config.resolved import ResolvedConfig
 from archsim.serving.metrics import ServeMetrics, Slo, Stats
-from archsim.serving.simulate import InstanceRun, ServeResult
+from archsim.serving.result import InstanceRun, ServeResult
 from archsim.units import format_seconds
 
 OVER_TIME_POINTS = 1000  # samples per instance kept in the JSON
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InstanceStats:
     role: str
     index: int
@@ -38,19 +38,19 @@ def instance_stats(run: InstanceRun) -> InstanceStats:
     busy = tl.steps > 0
     use = tl.kv_blocks / run.pool.blocks
     return InstanceStats(
-        run.role,
-        run.index,
-        run.chip_name,
-        run.pool.blocks,
-        r.steps,
-        float(np.sum(use * span) / np.sum(span)) if np.sum(span) > 0 else 0.0,
-        float(use.max()) if len(use) else 0.0,
-        float(np.sum(tl.batch * tl.steps) / np.sum(tl.steps)) if busy.any() else 0.0,
-        int(tl.batch.max()) if len(tl.batch) else 0,
-        int(r.preemptions.sum()),
-        r.busy_s / float(np.sum(span)) if np.sum(span) > 0 else 0.0,
-        float(np.sum(span * (tl.waiting > 0)) / np.sum(span)) if np.sum(span) > 0 else 0.0,
-        float(np.sum(span * tl.running) / np.sum(span)) if np.sum(span) > 0 else 0.0,
+        role=run.role,
+        index=run.index,
+        chip_name=run.chip_name,
+        pool_blocks=run.pool.blocks,
+        steps=r.steps,
+        kv_use_mean=float(np.sum(use * span) / np.sum(span)) if np.sum(span) > 0 else 0.0,
+        kv_use_max=float(use.max()) if len(use) else 0.0,
+        batch_mean=float(np.sum(tl.batch * tl.steps) / np.sum(tl.steps)) if busy.any() else 0.0,
+        batch_max=int(tl.batch.max()) if len(tl.batch) else 0,
+        preemptions=int(r.preemptions.sum()),
+        busy_share=r.busy_s / float(np.sum(span)) if np.sum(span) > 0 else 0.0,
+        queued_share=float(np.sum(span * (tl.waiting > 0)) / np.sum(span)) if np.sum(span) > 0 else 0.0,
+        running_mean=float(np.sum(span * tl.running) / np.sum(span)) if np.sum(span) > 0 else 0.0,
     )
 
 

@@ -54,9 +54,9 @@ class RequestFields:
         return bool((self.max_tokens > 0).any() or (self.prefix_id >= 0).any() or np.isfinite(self.acceptance).any())
 
 
-def _whole(v, least: int) -> int | None:
+def _whole(v: object, least: int) -> int | None:
     try:
-        if isinstance(v, bool):
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             return None
         n = int(v) if not isinstance(v, float) or v.is_integer() else None
     except (TypeError, ValueError):
@@ -107,7 +107,7 @@ def read_fields(path: Path, prompt: np.ndarray, output: np.ndarray) -> RequestFi
     f = RequestFields.unstated(len(prompt))
     problems: list[Problem] = []
 
-    def bad(line: int, column: str, why: str, value) -> None:
+    def bad(line: int, column: str, why: str, value: object) -> None:
         problems.append(Problem(str(path), line, column, f"{why} (got {quote(value)})"))
 
     for i, (line, values) in enumerate(records):

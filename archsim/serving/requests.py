@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from archsim.errors import ConfigError, Problem
 from archsim.limits import MAX_ARRIVAL_S, MAX_TRACE_BYTES
@@ -41,7 +42,7 @@ class RequestSet:
     source: str = field(default="")
     fields: RequestFields | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         n = len(self.arrival_s)
         if len(self.prompt_tokens) != n or len(self.output_tokens) != n:
             raise ValueError("arrival, prompt and output arrays differ in length")
@@ -130,7 +131,11 @@ class RequestSet:
 
 
 def make_requests(
-    arrival_s, prompt_tokens, output_tokens, source: str = "", fields: RequestFields | None = None
+    arrival_s: ArrayLike,
+    prompt_tokens: ArrayLike,
+    output_tokens: ArrayLike,
+    source: str = "",
+    fields: RequestFields | None = None,
 ) -> RequestSet:
     """A RequestSet from any sequences, sorted by arrival (stably)."""
     arrival = np.asarray(arrival_s, dtype=np.float64)

@@ -117,7 +117,9 @@ def _decode_tokens(s: InstanceState, r: int, verify: int) -> int:
     return need
 
 
-def _running_with_preemption(s: InstanceState, cfg: SchedulerConfig, order: list[int]):
+def _running_with_preemption(
+    s: InstanceState, cfg: SchedulerConfig, order: list[int]
+) -> tuple[list[int], list[int], int, bool]:
     """vLLM's pass over the running requests when blocks run short: preempt the newest until the
     current request fits; stop if the current request is itself preempted."""
     budget, verify = cfg.max_batched_tokens, cfg.verify_tokens

@@ -29,6 +29,7 @@ class InstanceState:
         generated: np.ndarray,
         groups: np.ndarray,
         prefixes: np.ndarray,
+        *,
         pool_blocks: int,
         block_size: int,
         block_bytes: float = 0.0,
@@ -37,7 +38,7 @@ class InstanceState:
     ):
         n = len(prompt)
 
-        def ints(a) -> np.ndarray:
+        def ints(a: np.ndarray) -> np.ndarray:
             return np.array(a, dtype=np.int64)
 
         self.prompt, self.target, self.limit = ints(prompt), ints(target), ints(limit)

@@ -19,7 +19,7 @@ SCALAR_RUN = 24  # decode runs up to this many steps are timed step by step, lon
 
 
 def run_step(
-    s: InstanceState, plan: Plan, inst: Instance, t: float, books: Books, accept, credit
+    s: InstanceState, plan: Plan, inst: Instance, t: float, books: Books, accept: list[float], credit: list[float]
 ) -> tuple[float, np.ndarray]:
     """One step of the plan: its end time and the requests that emitted tokens."""
     ids, ntok = plan.ids, plan.tokens
@@ -46,7 +46,16 @@ def run_step(
     return end, emit
 
 
-def _run_verify_step(s: InstanceState, plan: Plan, inst: Instance, t: float, books: Books, gpu: float, accept, credit):
+def _run_verify_step(
+    s: InstanceState,
+    plan: Plan,
+    inst: Instance,
+    t: float,
+    books: Books,
+    gpu: float,
+    accept: list[float],
+    credit: list[float],
+) -> tuple[float, np.ndarray]:
     """A step under speculative decoding: each decode verifies its k + 1 tokens and emits the
     accepted ones and one more (a running credit of E(a, k) each verify: archsim/serving/speculative.py)."""
     p, g, c = s.prompt, s.generated, s.computed

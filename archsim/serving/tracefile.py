@@ -19,7 +19,7 @@ import datetime
 import difflib
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from archsim.errors import ConfigError, Problem, quote
 from archsim.limits import MAX_ARRIVAL_S, MAX_REQUESTS, MAX_TOKENS
@@ -49,7 +49,7 @@ class TraceReader:
     def full(self) -> bool:
         return (self.limit is not None and len(self.prompt) >= self.limit) or len(self.problems) >= STOP_AFTER_PROBLEMS
 
-    def _lines(self, f) -> Iterator[tuple[int, str]]:
+    def _lines(self, f: Iterable[str]) -> Iterator[tuple[int, str]]:
         for self.line, raw in enumerate(f, start=1):
             if len(raw) > MAX_LINE_CHARS:
                 self.problems.append(
@@ -61,7 +61,7 @@ class TraceReader:
                 continue
             yield self.line, raw
 
-    def read(self, f) -> None:
+    def read(self, f: Iterable[str]) -> None:
         lines = self._lines(f)
         first = next(((n, t) for n, t in lines if t.strip()), None)
         if first is None:
@@ -74,7 +74,7 @@ class TraceReader:
         if self.full():
             self.stopped = len(self.problems) >= STOP_AFTER_PROBLEMS
 
-    def _csv(self, line: int, header_text: str, lines) -> None:
+    def _csv(self, line: int, header_text: str, lines: Iterator[tuple[int, str]]) -> None:
         header = [h.strip().lstrip("\ufeff") for h in next(csv.reader([header_text]), [])]
         if set(AZURE_COLUMNS) <= set(header):
             columns, self.azure = AZURE_COLUMNS, True
@@ -95,7 +95,7 @@ class TraceReader:
                 continue
             self._record(line, columns, [row[i].strip() if i < len(row) else "" for i in idx])
 
-    def _jsonl(self, head, lines) -> None:
+    def _jsonl(self, head: list[tuple[int, str]], lines: Iterator[tuple[int, str]]) -> None:
         from archsim.config.jsonfile import strict_loads
 
         for line, raw in [*head, *lines]:
@@ -144,9 +144,10 @@ class TraceReader:
                     Problem(self.file, line, col, f"expected a whole number from 1 to {MAX_TOKENS:,} (got {quote(v)})")
                 )
             counts.append(n)
-        if len(self.problems) > before:
+        prompt, output = counts
+        if len(self.problems) > before or prompt is None or output is None:
             return
-        if counts[0] + counts[1] > MAX_TOKENS:
+        if prompt + output > MAX_TOKENS:
             self.problems.append(
                 Problem(self.file, line, columns[2], f"prompt and output exceed {MAX_TOKENS:,} tokens")
             )
@@ -157,13 +158,13 @@ class TraceReader:
             )
             self.problems.extend([self.problems[-1]] * STOP_AFTER_PROBLEMS)  # stop reading
             return
-        if self.azure:
+        if stamp is not None:  # an Azure trace's
             self.stamps.append(stamp)
             self.arrival.append(0.0)
-        else:
+        elif seconds is not None:
             self.arrival.append(seconds)
-        self.prompt.append(counts[0])
-        self.output.append(counts[1])
+        self.prompt.append(prompt)
+        self.output.append(output)
 
 
 def _header_problem(header: list[str]) -> str:
@@ -183,7 +184,7 @@ def _header_problem(header: list[str]) -> str:
     )
 
 
-def _seconds(value) -> float | None:
+def _seconds(value: object) -> float | None:
     """Arrival seconds in [0, MAX_ARRIVAL_S] from a decimal text or a JSON number; None if not."""
     if isinstance(value, bool):
         return None
@@ -196,7 +197,7 @@ def _seconds(value) -> float | None:
     return float(value)
 
 
-def _tokens(value) -> int | None:
+def _tokens(value: object) -> int | None:
     """A token count in [1, MAX_TOKENS] from a whole-number text or JSON number; None if not."""
     if isinstance(value, bool):
         return None

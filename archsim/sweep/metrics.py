@@ -67,7 +67,7 @@ def missing_section(name: str) -> str | None:
 def design_facts(system: System, w: Workload) -> dict[str, float | int | bool]:
     """What the chip and workload are, before any simulation (the area and power facts only
     where the chip file has those sections)."""
-    from archsim.hardware.area import system_area
+    from archsim.hardware.chip import system_area
 
     chip, core = system.chip, system.chip.core
     fp = footprint(w, system)
@@ -111,7 +111,7 @@ def run_metrics(result: RunResult, system: System | None = None, energy=None) ->
     """Every number a run reports (`run_dict` without the configuration), by dotted path; its
     energy (a RunEnergy) and the die's area where given and the chip file has them."""
     from archsim.config.resolved import ResolvedConfig
-    from archsim.hardware.area import system_area
+    from archsim.hardware.chip import system_area
     from archsim.report.energy import area_dict
     from archsim.report.export import run_dict
 
