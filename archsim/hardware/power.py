@@ -82,9 +82,7 @@ class Power:
         "board power that does not scale with the core clock (regulators, HBM refresh, fans)",
         source="[DQ]",
     )
-    idle_w: float = param(
-        "idle", "WattsOrZero", "clock tree and idle logic of all cores at max_clock", source="[DQ]"
-    )
+    idle_w: float = param("idle", "WattsOrZero", "clock tree and idle logic of all cores at max_clock", source="[DQ]")
     min_clock_hz: float = param("min_clock", "ClockHz", "lowest clock the power manager sets", source="[DQ]")
     max_clock_hz: float = param(
         "max_clock",
