@@ -26,6 +26,7 @@ P = Power(
     static_w=100.0,
     idle_w=50.0,
     min_clock_hz=0.5e9,
+    max_clock_hz=2e9,
     voltage_min_v=0.6,
     voltage_max_v=1.0,
     energies=Energies(
@@ -46,7 +47,7 @@ def test_the_split_is_the_formula_term_by_term():
     0.5 pJ = 0.01 J -> 0.0064 J; HBM 1e10 B x 8 x 4 pJ = 0.32 J and links 1e9 B x 8 x 10 pJ = 0.08 J
     at their own voltage; over 10 ms static 100 W = 1 J, idle 50 W x 0.625 x 0.64 = 20 W = 0.2 J."""
     a = Activity(macs=1e12, lane_ops=1e11, special_ops=1e10, l2_bytes=1e10, hbm_bytes=1e10, link_bytes=1e9)
-    e = energy_split(P, a, 0.01, 1.25e9, 2e9)
+    e = energy_split(P, a, 0.01, 1.25e9)
     expected = {
         "matrix": 0.64,
         "vector": 0.1536,
@@ -58,9 +59,9 @@ def test_the_split_is_the_formula_term_by_term():
         "idle": 0.2,
     }
     assert e.parts() == pytest.approx(expected)
-    assert energy_j(P, a, 0.01, 1.25e9, 2e9) == pytest.approx(sum(expected.values()))
+    assert energy_j(P, a, 0.01, 1.25e9) == pytest.approx(sum(expected.values()))
     assert e.dynamic_j == pytest.approx(sum(expected.values()) - 1.2)
-    assert floor_power_w(P, 2e9, 2e9) == pytest.approx(150.0)
+    assert floor_power_w(P, 2e9) == pytest.approx(150.0)
 
 
 def test_splits_add_and_scale():

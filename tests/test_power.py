@@ -5,7 +5,16 @@ from dataclasses import replace
 import pytest
 
 from archsim.dtypes import DType
-from archsim.hardware.power import Activity, Energies, Power, energy_j, held_clock_hz, power_w, relative_voltage
+from archsim.hardware.power import (
+    Activity,
+    Energies,
+    Power,
+    energy_j,
+    floor_power_w,
+    held_clock_hz,
+    power_w,
+    relative_voltage,
+)
 
 F_MAX = 2.0e9
 P = Power(
@@ -13,6 +22,7 @@ P = Power(
     static_w=100.0,
     idle_w=50.0,
     min_clock_hz=0.5e9,
+    max_clock_hz=F_MAX,
     voltage_min_v=0.6,
     voltage_max_v=1.0,
     energies=Energies(
@@ -27,8 +37,8 @@ P = Power(
 
 def test_voltage_is_linear_in_clock_between_its_ends():
     """0.6 V at 0.5 GHz, 1.0 V at 2 GHz: 1.25 GHz is halfway, 0.8 V, 0.8 of the maximum."""
-    assert relative_voltage(P, 1.25e9, F_MAX) == pytest.approx(0.8)
-    assert relative_voltage(P, 0.1e9, F_MAX) == pytest.approx(0.6)  # clamped below the range
+    assert relative_voltage(P, 1.25e9) == pytest.approx(0.8)
+    assert relative_voltage(P, 0.1e9) == pytest.approx(0.6)  # clamped below the range
 
 
 def test_energy_is_actions_times_their_energies_plus_the_floor():
@@ -37,10 +47,10 @@ def test_energy_is_actions_times_their_energies_plus_the_floor():
     f_max the static and idle floor is (100 + 50) W x 0.01 s = 1.5 J: 3.11 J. At 1.25 GHz
     (v = 0.8): 0.64 x 1.29 + 0.32 + (100 + 50 x 0.625 x 0.64) x 0.01 = 2.3656 J."""
     a = Activity(macs=1e12, lane_ops=1e11, special_ops=1e10, l2_bytes=1e10, hbm_bytes=1e10)
-    assert energy_j(P, a, 0.01, F_MAX, F_MAX) == pytest.approx(3.11)
-    assert energy_j(P, a, 0.01, 1.25e9, F_MAX) == pytest.approx(0.64 * 1.29 + 0.32 + (100 + 50 * 0.625 * 0.64) * 0.01)
+    assert energy_j(P, a, 0.01, F_MAX) == pytest.approx(3.11)
+    assert energy_j(P, a, 0.01, 1.25e9) == pytest.approx(0.64 * 1.29 + 0.32 + (100 + 50 * 0.625 * 0.64) * 0.01)
     fp8 = Activity(macs=1e12, mac_dtype=DType.FP8)
-    assert energy_j(P, fp8, 0.0, F_MAX, F_MAX) == pytest.approx(0.5)
+    assert energy_j(P, fp8, 0.0, F_MAX) == pytest.approx(0.5)
 
 
 def test_the_limit_holds_the_highest_clock_under_it():
@@ -53,11 +63,11 @@ def test_the_limit_holds_the_highest_clock_under_it():
     def time_at(f: float) -> float:
         return 4e6 / f
 
-    assert power_w(P, a, time_at(F_MAX), F_MAX, F_MAX) == pytest.approx(1150.0)
+    assert power_w(P, a, time_at(F_MAX), F_MAX) == pytest.approx(1150.0)
     f = held_clock_hz(P, a, time_at, F_MAX)
     assert P.min_clock_hz < f < F_MAX
-    assert power_w(P, a, time_at(f), f, F_MAX) <= P.limit_w
-    assert power_w(P, a, time_at(f + 0.002 * F_MAX), f + 0.002 * F_MAX, F_MAX) > P.limit_w
+    assert power_w(P, a, time_at(f), f) <= P.limit_w
+    assert power_w(P, a, time_at(f + 0.002 * F_MAX), f + 0.002 * F_MAX) > P.limit_w
 
 
 def test_a_kernel_under_the_limit_keeps_the_highest_clock():
@@ -84,7 +94,7 @@ def test_a_power_limited_gemm_plays_at_the_limit_not_over_it():
     assert time_op(op, chip).kernel_power_w <= p.limit_w
     higher = c.clock_hz + 0.005 * chip.clock_hz
     played = play_program(c.program, replace(chip, clock_hz=higher))
-    power = power_w(p, played_activity(c.program, played), played.cycles / higher, higher, chip.clock_hz)
+    power = power_w(p, played_activity(c.program, played), played.cycles / higher, higher)
     assert power > p.limit_w
 
 
@@ -119,3 +129,72 @@ def test_a_candidate_that_plays_as_an_earlier_one_is_played_once(h200, monkeypat
     assert twice < len(plays) - twice  # fewer plays on the way to the held clock too
     assert once.program.phases[0].label == every.program.phases[0].label
     assert (once.clock_hz, once.played.cycles) == (every.clock_hz, every.played.cycles)
+
+
+def test_the_voltage_curve_is_the_silicons_not_the_clock_setting():
+    """A curve from (0.5 GHz, 0.6 V) to its top (2.5 GHz, 1.0 V) on a chip set to 2 GHz: at 2 GHz
+    v = (0.6 + 0.4 x 1.5 / 2.0) / 1.0 = 0.9, so 1e12 bf16 MACs take 0.81 x 1 J = 0.81 J, and the
+    floor is 100 W + 50 W x (2 / 2.5) x 0.81 = 132.4 W. The chip's clock setting enters neither:
+    the curve's top does (on the 2 GHz-topped P, 2 GHz is its top: v = 1, 1 J, a 150 W floor)."""
+    top = replace(P, max_clock_hz=2.5e9)
+    assert relative_voltage(top, 2e9) == pytest.approx(0.9)
+    assert energy_j(top, Activity(macs=1e12), 0.0, 2e9) == pytest.approx(0.81)
+    assert floor_power_w(top, 2e9) == pytest.approx(132.4)
+    assert floor_power_w(P, 2e9) == pytest.approx(150.0)
+
+
+def test_a_lower_clock_setting_holds_a_kernel_where_the_top_one_did():
+    """The compute-bound kernel of the test above draws 100 + 50 x 0.625 x 0.64 + 0.64 x 2 J /
+    3.2 ms = 520 W at 1.25 GHz (v = 0.8), so the 500 W limit holds it a little lower, near
+    1.22 GHz, when the search starts at the curve's top (2 GHz); started at a 1.6 GHz setting,
+    the power at every clock is the same, so the same clock is found (each within the
+    bisection's 0.1% of its top). Set to 1.2 GHz, under that clock, it keeps the setting."""
+    a = Activity(macs=2e12)
+
+    def time_at(f: float) -> float:
+        return 4e6 / f
+
+    held = held_clock_hz(P, a, time_at, F_MAX)
+    assert held_clock_hz(P, a, time_at, 1.6e9) == pytest.approx(held, abs=2e-3 * F_MAX)
+    assert 1.2e9 < held < 1.25e9
+    assert held_clock_hz(P, a, time_at, 1.2e9) == 1.2e9
+
+
+@pytest.mark.parametrize(
+    "clock,message",
+    [
+        ("2.4 GHz", "clock: 2.4 GHz is above the top of the voltage curve (power.max_clock 1.98 GHz)"),
+        ("300 MHz", "clock: 0.3 GHz is not above the lowest clock (power.min_clock 0.345 GHz)"),
+    ],
+)
+def test_a_clock_off_the_voltage_curve_is_refused_where_it_is_given(tmp_path, clock, message):
+    """The H200's curve runs from 345 MHz to 1.98 GHz (power.min_clock, power.max_clock): a clock
+    above it or not above its bottom is refused at the file's `clock` line, with the numbers."""
+    from pathlib import Path
+
+    from archsim.config.loader import load_system
+    from archsim.errors import ConfigError
+
+    text = (Path(__file__).resolve().parents[1] / "hw_configs" / "h200.yaml").read_text()
+    path = tmp_path / "h200.yaml"
+    path.write_text(text.replace("clock: 1.98 GHz ", f"clock: {clock} ", 1))
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if s.startswith("clock:"))
+    with pytest.raises(ConfigError) as err:
+        load_system(str(path))
+    assert f"{path}:{line}: {message}" in str(err.value)
+
+
+def test_the_curves_top_defaults_to_the_clock_and_stays_out_of_the_hash_there():
+    """A power section without max_clock tops its curve at `clock`; one equal to `clock` (every
+    shipped chip's) leaves the resolved config as it was without it, so the config hash holds.
+    Set to 1.5 GHz, the H200 keeps its 1.98 GHz top, and the resolved config says so."""
+    import archsim
+
+    h200 = archsim.load_system("h200")
+    assert h200.system.chip.power.max_clock_hz == h200.system.chip.clock_hz == 1.98e9
+    assert "max_clock" not in h200.config["power"]
+    slow = archsim.load_system("h200", {"clock": "1.5 GHz"})
+    assert slow.system.chip.power.max_clock_hz == 1.98e9
+    assert slow.config["power"]["max_clock"] == 1.98e9
+    own = archsim.load_system("h200", {"clock": "1.5 GHz", "power.max_clock": None})
+    assert own.system.chip.power.max_clock_hz == 1.5e9

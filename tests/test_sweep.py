@@ -31,7 +31,7 @@ parameters:
     values: [2, 4]
   clock_ghz:
     path: hardware.clock
-    range: [1.5, 2.0]
+    range: [1.5, 1.9]
     steps: 2
     unit: GHz
 objectives:
@@ -140,9 +140,9 @@ def test_spec_loads_with_columns_and_points(tmp_path):
     ]
     assert spec.sample() == [
         {"units": 2, "clock_ghz": 1.5},
-        {"units": 2, "clock_ghz": 2.0},
+        {"units": 2, "clock_ghz": 1.9},
         {"units": 4, "clock_ghz": 1.5},
-        {"units": 4, "clock_ghz": 2.0},
+        {"units": 4, "clock_ghz": 1.9},
     ]
 
 

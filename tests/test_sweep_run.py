@@ -27,6 +27,7 @@ name: small
 hardware: h200
 workload: llama3_8b
 set:
+  hardware.power.max_clock: 2.2 GHz   # H200-like silicon whose voltage curve reaches the clocks swept
   workload.scenario.prompt_tokens: 32
   workload.scenario.output_tokens: 2
 kv_stride: 1024
@@ -54,6 +55,7 @@ name: killed
 hardware: h200
 workload: llama3_8b
 set:
+  hardware.power.max_clock: 2.2 GHz   # H200-like silicon whose voltage curve reaches the clocks swept
   workload.scenario.prompt_tokens: 32
   workload.scenario.output_tokens: 2
 kv_stride: 1024

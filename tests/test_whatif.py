@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+import archsim
 from archsim.choose import choose, simulate_op
 from archsim.compiler.gemm import best_raster, candidate_tilings
 from archsim.config.loader import load_system, load_workload
@@ -111,19 +112,59 @@ def test_a_lower_power_limit_lowers_a_dense_gemm_clock_not_a_copy(h200):
     assert choose(copy, h200).clock_hz == choose(copy, low).clock_hz == h200.clock_hz
 
 
-def test_capping_the_clock_above_a_power_held_gemm_leaves_it_alone(h200):
-    """The 700 W limit holds 8192^3 near 1.41 GHz. The same silicon capped at 1.5 GHz keeps its
-    voltage line (0.7 V at 345 MHz to 1.0 V at 1.98 GHz: 0.7 + 0.3 x 1.155 / 1.635 = 0.912 V at
-    1.5 GHz), so its core energies at the cap are 0.912^2 = 0.832 of the top clock's, and idle
-    power 0.832 x 1.5 / 1.98 = 0.630: every clock below the cap draws what it drew, and the GEMM
-    holds the same clock and time (within the search's 0.1%). A design that reaches 1.5 GHz at
-    the top voltage (`clock` alone) draws more at 1.41 GHz (0.98 V against 0.89 V), so the same
-    limit holds it lower: slower."""
-    p, e, s = h200.power, h200.power.energies, 0.912**2
-    energies = replace(e, mac_j=tuple((f, j * s) for f, j in e.mac_j), lane_op_j=e.lane_op_j * s,
-                       special_op_j=e.special_op_j * s, l2_j_per_byte=e.l2_j_per_byte * s)  # fmt: skip
-    power = replace(p, voltage_max_v=0.912, idle_w=p.idle_w * s * 1.5 / 1.98, energies=energies)
-    capped = replace(h200, clock_hz=1.5e9, power=power)
+def test_a_clock_what_if_moves_along_the_silicons_voltage_curve(h200):
+    """The 700 W limit holds the dense 8192^3 GEMM near 1.41 GHz. `clock` picks a point on the
+    silicon's voltage curve (0.7 V at 345 MHz to 1.0 V at power.max_clock, 1.98 GHz), so the same
+    chip set to 1.65 GHz (1.98 / 1.2) draws at every clock below 1.65 what it drew: the GEMM holds
+    the same clock and time (within the search's 0.1% of the top), a change far under the clock
+    ratio 1.2. Set to 1.2 GHz, below the held clock, it runs at 1.2 GHz: 1.41 / 1.2 = 1.17x slower
+    (a little less: its fixed costs do not slow), under the ratio 1.98 / 1.2 = 1.65. At every setting the power record is the file's: the same
+    energy per action, voltages and curve."""
+    base = simulate_op(BIG_GEMM, h200)
+    for ghz, slower in ((1.65, 1.0), (1.2, 1.41 / 1.2)):
+        chip = archsim.load_system("h200", {"clock": f"{ghz} GHz"}).system.chip
+        assert chip.power == h200.power
+        t = simulate_op(BIG_GEMM, chip)
+        assert t.time_s / base.time_s == pytest.approx(slower, rel=1e-2)
+        assert t.time_s / base.time_s < h200.clock_hz / chip.clock_hz
+
+
+def test_a_design_at_the_top_voltage_at_a_lower_clock_draws_more_there(h200):
+    """A design that reaches 1.5 GHz at the top voltage (power.max_clock 1.5 GHz, the energies
+    the same at 1.0 V) runs 1.41 GHz at 0.7 + 0.3 x 1.065 / 1.155 = 0.977 V, where the H200 runs
+    it at 0.7 + 0.3 x 1.065 / 1.635 = 0.895 V: its MACs draw (0.977 / 0.895)^2 = 1.19x the power,
+    so the same limit holds it lower: slower by more than 2%."""
     base = simulate_op(BIG_GEMM, h200).time_s
-    assert simulate_op(BIG_GEMM, capped).time_s == pytest.approx(base, rel=2e-3)
-    assert simulate_op(BIG_GEMM, replace(h200, clock_hz=1.5e9)).time_s > 1.02 * base
+    top = replace(h200, clock_hz=1.5e9, power=replace(h200.power, max_clock_hz=1.5e9))
+    assert simulate_op(BIG_GEMM, top).time_s > 1.02 * base
+
+
+def test_a_power_limit_what_if_moves_a_dense_gemm_clock_as_the_curve_says(h200):
+    """The dense GEMM is compute-bound: it plays N ~ 2.09e6 cycles at any clock, so it runs
+    T = N / f and draws P(f) = P_static + f / N x ((P_idle N / f_top + E_core) v(f)^2 + E_hbm),
+    with E_core its MACs' and L2 bytes' energy at 1.0 V (8192^3 x 1.79 pJ = 0.984 J, and 8.76 GB
+    x 5 pJ = 0.044 J), E_hbm its 1.32 GB at 3.9 pJ/bit (0.041 J) and v(f) the curve's
+    (0.7 + 0.3 (f - 0.345 GHz) / 1.635 GHz) / 1.0. The clock each limit holds is where P(f) meets
+    it, found here from that formula alone: at 700 W 1.41 GHz, at 400 W 0.90 GHz (the power at
+    0.90 GHz: 73.7 + 0.90e9 / 2.09e6 x ((84 x 2.09e6 / 1.98e9 + 1.028) x 0.805^2 + 0.041)
+    = 73.7 + 430 x 0.744 = 394 W, the rest of the 400 W in the cycles' rounding). The chip's
+    clock plays no part: set to 1.5 GHz, the limits hold the GEMM at the same clocks."""
+    p = h200.power
+    mac_j, l2_j, hbm_j = BIG_GEMM.m * BIG_GEMM.k * BIG_GEMM.n * 1.79e-12, 8.76e9 * 5e-12, 1.32e9 * 8 * 3.9e-12
+    n = 2.09e6
+
+    def curve_w(f: float) -> float:
+        v = (0.7 + 0.3 * (f - 0.345e9) / 1.635e9) / 1.0
+        return 73.7 + f / n * ((84 * n / 1.98e9 + mac_j + l2_j) * v * v + hbm_j)
+
+    def held_ghz(limit_w: float) -> float:
+        lo, hi = 0.345e9, 1.98e9
+        while hi - lo > 1e5:
+            lo, hi = ((lo + hi) / 2, hi) if curve_w((lo + hi) / 2) <= limit_w else (lo, (lo + hi) / 2)
+        return lo / 1e9
+
+    capped = archsim.load_system("h200", {"clock": "1.5 GHz"}).system.chip
+    for limit_w in (700.0, 400.0):
+        for chip in (h200, capped):
+            held = choose(BIG_GEMM, replace(chip, power=replace(p, limit_w=limit_w))).clock_hz / 1e9
+            assert held == pytest.approx(held_ghz(limit_w), rel=1e-2)

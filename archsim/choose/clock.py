@@ -38,12 +38,12 @@ def play_held(program: Program, chip: Chip, played: ProgramResult | None = None)
     if p is None or played.cycles == 0:
         return f_max, played
     a = played_activity(program, played)
-    if power_w(p, a, played.cycles / f_max, f_max, f_max) <= p.limit_w:
+    if power_w(p, a, played.cycles / f_max, f_max) <= p.limit_w:
         return f_max, played
     clock = f_max
     for replays in range(MAX_HELD_PLAYS - 1):
         compute_s, total_s = played.compute_cycles / clock, played.cycles / clock
-        if replays >= 2 and power_w(p, a, total_s, clock, f_max) <= p.limit_w:
+        if replays >= 2 and power_w(p, a, total_s, clock) <= p.limit_w:
             break
 
         def time_at(

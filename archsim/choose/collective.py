@@ -29,7 +29,7 @@ def time_collective(op: Op, system: System) -> TimedOp:
     if chip.power is not None and system.interconnect is not None:
         i = system.interconnect
         line_bytes = t.transfer_s * i.links_per_chip * i.link_bandwidth_bytes_per_s
-        energy = energy_split(chip.power, Activity(link_bytes=line_bytes), t.time_s, chip.clock_hz, chip.clock_hz)
+        energy = energy_split(chip.power, Activity(link_bytes=line_bytes), t.time_s, chip.clock_hz)
         power = energy.total_j / t.time_s if t.time_s > 0 else 0.0
     timing = OpTiming(
         cycles=cycles,

@@ -42,8 +42,8 @@ def op_energy_split(
     if p is None:
         return EnergySplit(), 0.0
     kernel_s = played.cycles / clock_hz
-    kernel = energy_split(p, played_activity(program, played), kernel_s, clock_hz, chip.clock_hz)
-    floor = energy_split(p, Activity(), fixed_s, clock_hz, chip.clock_hz)
+    kernel = energy_split(p, played_activity(program, played), kernel_s, clock_hz)
+    floor = energy_split(p, Activity(), fixed_s, clock_hz)
     return kernel.scaled(kernels) + floor, kernel.total_j / kernel_s if kernel_s > 0 else 0.0
 
 

@@ -175,8 +175,8 @@ def _both_ends(cls, v: dict) -> dict:
 
 # power and energy: declared on Power and Energies (archsim/hardware/power.py) but for the two
 # mappings the records hold as other fields (voltage_min_v / voltage_max_v, mac_j)
-_MAC_ENERGY = Field(description="energy of one multiply-accumulate by dtype, at the highest clock's voltage")
-_VOLTAGE = Field(description="core voltage at the lowest and the highest clock")
+_MAC_ENERGY = Field(description="energy of one multiply-accumulate by dtype, at the voltage curve's top")
+_VOLTAGE = Field(description="core voltage at min_clock and at max_clock")
 if TYPE_CHECKING:
     EnergyCfg: TypeAlias = Any
     PowerCfg: TypeAlias = Any
@@ -185,6 +185,7 @@ else:
     PowerCfg = section_model(
         Power,
         "PowerCfg",
+        _OmitUnset,  # a curve top not given stays out of the resolved config
         after={
             "voltage": (dict[Literal["min_clock", "max_clock"], Volts], _VOLTAGE),
             "energy": (EnergyCfg, Field(description="energy of each action")),
@@ -283,6 +284,10 @@ class HardwareCfg(Strict):
     @model_serializer(mode="wrap")
     def _omit_absent(self, handler):
         """No host link, no area, and the memory section not given, stay out of the resolved config:
-        files written before any existed keep their hash."""
+        files written before any existed keep their hash; so does a voltage curve's top equal to
+        the clock, the default."""
         omitted = ("host_link", "hbm", "memory", "area")
-        return {k: v for k, v in handler(self).items() if v is not None or k not in omitted}
+        d = {k: v for k, v in handler(self).items() if v is not None or k not in omitted}
+        if d.get("power") and d["power"].get("max_clock") == d["clock"]:  # the default, as if not given
+            d["power"] = {k: v for k, v in d["power"].items() if k != "max_clock"}
+        return d

@@ -219,7 +219,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         overheads=from_section(Overheads, cfg.overheads),
     )
     if cfg.power is not None:
-        chip = replace(chip, power=_power(cfg.power))
+        chip = replace(chip, power=_power(cfg.power, cfg.clock))
     if cfg.area is not None:
         chip = replace(chip, area=_area(cfg.area, cfg.memory.capacity if cfg.memory is not None else 0.0))
     link = None
@@ -259,11 +259,14 @@ def _main_memory(cfg: HardwareCfg) -> MainMemory:
     return from_section(memory_models.record(cfg.hbm.model), cfg.hbm)
 
 
-def _power(p) -> Power:
+def _power(p, clock_hz: float) -> Power:
     e = p.energy
     energies = from_section(Energies, e, mac_j=tuple(sorted(e.mac.items())))
-    v = p.voltage
-    return from_section(Power, p, voltage_min_v=v["min_clock"], voltage_max_v=v["max_clock"], energies=energies)
+    v, top = (
+        p.voltage,
+        {} if p.max_clock is not None else {"max_clock_hz": clock_hz},
+    )  # the curve's top: clock unless given
+    return from_section(Power, p, voltage_min_v=v["min_clock"], voltage_max_v=v["max_clock"], energies=energies, **top)
 
 
 def _area(a, memory_sram_bytes: float) -> AreaSpec:
@@ -325,14 +328,22 @@ def _check_system(system: System, doc: YamlDoc) -> None:
             ]
         )
     p = system.chip.power
-    if p is not None and p.min_clock_hz >= system.chip.clock_hz:
-        raise ConfigError(
-            [doc.problem(("power", "min_clock"), f"must be below clock ({system.chip.clock_hz / 1e9:g} GHz)")]
-        )
+    if p is not None and not p.min_clock_hz < system.chip.clock_hz <= p.max_clock_hz:
+        raise ConfigError([doc.problem(("clock",), _off_the_curve(system.chip.clock_hz, p))])
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
     if system.interconnect is not None:
         _check_fabric(system, doc)
+
+
+def _off_the_curve(clock_hz: float, p: Power) -> str:
+    """Why a clock is not a point of the power section's voltage curve (above min_clock, at most
+    max_clock)."""
+    if clock_hz > p.max_clock_hz:
+        where = f"above the top of the voltage curve (power.max_clock {p.max_clock_hz / 1e9:g} GHz)"
+    else:
+        where = f"not above the lowest clock (power.min_clock {p.min_clock_hz / 1e9:g} GHz)"
+    return f"{clock_hz / 1e9:g} GHz is {where}: the clock must lie on the silicon's voltage curve"
 
 
 def _check_fabric(system: System, doc: YamlDoc) -> None:

@@ -3,18 +3,21 @@
 Units: joules, watts, volts, hertz, seconds. A kernel's energy is its actions times their
 energies: multiply-accumulates per dtype, vector lane and special-function instructions, L2
 bytes (every byte that moves between the cores and L2 or HBM passes the L2 and the on-chip
-network) and HBM bits. Energies of the core's voltage domain are stated at the highest clock's
-voltage and scale as V^2 (CMOS switching energy C V^2; Horowitz, "Computing's energy problem",
-ISSCC 2014); HBM energy is the memory's own and does not. Power while a kernel runs for T
-seconds at clock f:
+network) and HBM bits. Energies of the core's voltage domain are stated at the top of the
+silicon's voltage curve, V_max, and scale as V^2 (CMOS switching energy C V^2; Horowitz,
+"Computing's energy problem", ISSCC 2014); HBM energy is the memory's own and does not. Power
+while a kernel runs for T seconds at clock f:
 
-    P(f) = P_static + P_idle x (f / f_max) x v(f)^2 + v(f)^2 x E_core / T(f) + E_hbm / T(f)
+    P(f) = P_static + P_idle x (f / f_top) x v(f)^2 + v(f)^2 x E_core / T(f) + E_hbm / T(f)
 
-with v(f) = V(f) / V_max and V linear in f between (f_min, V_min) and (f_max, V_max): the
-board's static floor, the clock tree and idle logic of the cores (dynamic, so f V^2), and the
-kernel's actions. The power manager holds the highest clock in [f_min, f_max] at which
-P <= the power limit (the GPU's boost algorithm against its board power limit), so a dense GEMM
-runs slower than a memory-bound copy, and a lower limit slows what is compute-bound only.
+with v(f) = V(f) / V_max and V linear in f between (f_min, V_min) and (f_top, V_max), the
+silicon's curve (`Power.max_clock_hz`, not the clock the chip is set to): the board's static
+floor, the clock tree and idle logic of the cores (dynamic, so f V^2), and the kernel's actions.
+The chip's clock f_max (at most f_top) is a point on that curve: a lower one leaves every
+energy at a clock below it as it was. The power manager holds the highest clock in [f_min,
+f_max] at which P <= the power limit (the GPU's boost algorithm against its board power limit),
+so a dense GEMM runs slower than a memory-bound copy, and a lower limit slows what is
+compute-bound only.
 
 The same formula, term by term, is the energy a result reports (`energy_split`): matrix units
 (MACs), vector units (lane and special-function instructions), local SRAM (every byte a core
@@ -36,7 +39,7 @@ from archsim.hardware.params import param
 
 @dataclass(frozen=True, kw_only=True)
 class Energies:
-    """Energy of one action at the highest clock's voltage (HBM: at its own voltage)."""
+    """Energy of one action at the voltage curve's top, V_max (HBM: at its own voltage)."""
 
     mac_j: tuple[tuple[str, float], ...]  # (dtype name, joules per multiply-accumulate): the file's `mac` by dtype
     lane_op_j: float = param(
@@ -79,12 +82,18 @@ class Power:
         "board power that does not scale with the core clock (regulators, HBM refresh, fans)",
         source="[DQ]",
     )
-    idle_w: float = param(
-        "idle", "WattsOrZero", "clock tree and idle logic of all cores at the highest clock", source="[DQ]"
-    )
+    idle_w: float = param("idle", "WattsOrZero", "clock tree and idle logic of all cores at max_clock", source="[DQ]")
     min_clock_hz: float = param("min_clock", "ClockHz", "lowest clock the power manager sets", source="[DQ]")
+    max_clock_hz: float = param(
+        "max_clock",
+        "ClockHz",
+        "clock at which the core voltage reaches voltage.max_clock: the top of the silicon's voltage curve, "
+        "at which the energies are stated; `clock` is a point on it (default: clock)",
+        source="[DQ]",
+        omittable=True,
+    )
     voltage_min_v: float  # core voltage at min_clock_hz (the file's voltage.min_clock)
-    voltage_max_v: float  # core voltage at the highest clock
+    voltage_max_v: float  # core voltage at max_clock_hz (the file's voltage.max_clock)
     energies: Energies
 
 
@@ -141,19 +150,20 @@ _energy_values = operator.attrgetter(*(f.name for f in fields(EnergySplit)))  # 
 ENERGY_PARTS = tuple(EnergySplit().parts())
 
 
-def relative_voltage(p: Power, clock_hz: float, max_clock_hz: float) -> float:
-    """V(f) / V_max, V linear in f from (f_min, V_min) to (f_max, V_max), clamped to the range."""
-    span = max(max_clock_hz - p.min_clock_hz, 1.0)
+def relative_voltage(p: Power, clock_hz: float) -> float:
+    """V(f) / V_max, V linear in f from (f_min, V_min) to (f_top, V_max), clamped to the range:
+    v = (V_min + (V_max - V_min) (f - f_min) / (f_top - f_min)) / V_max."""
+    span = max(p.max_clock_hz - p.min_clock_hz, 1.0)
     x = min(1.0, max(0.0, (clock_hz - p.min_clock_hz) / span))
     return (p.voltage_min_v + (p.voltage_max_v - p.voltage_min_v) * x) / p.voltage_max_v
 
 
-def energy_split(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> EnergySplit:
+def energy_split(p: Power, a: Activity, time_s: float, clock_hz: float) -> EnergySplit:
     """Energy of a kernel that ran `time_s` at `clock_hz`, by unit: its actions (the core's at
-    v(f)^2 of their energy at the highest clock's voltage; HBM and links at their own) and the
-    static and idle floor over its time (idle scaling as f v(f)^2)."""
+    v(f)^2 of their energy at V_max; HBM and links at their own) and the static and idle floor
+    over its time (idle scaling as (f / f_top) v(f)^2)."""
     e = p.energies
-    v = relative_voltage(p, clock_hz, max_clock_hz)
+    v = relative_voltage(p, clock_hz)
     v2 = v * v
     return EnergySplit(
         matrix_j=v2 * a.macs * e.mac(a.mac_dtype),
@@ -163,45 +173,48 @@ def energy_split(p: Power, a: Activity, time_s: float, clock_hz: float, max_cloc
         hbm_j=a.hbm_bytes * 8.0 * e.hbm_j_per_bit,
         link_j=a.link_bytes * 8.0 * e.link_j_per_bit,
         static_j=p.static_w * time_s,
-        idle_j=p.idle_w * (clock_hz / max_clock_hz) * v2 * time_s,
+        idle_j=p.idle_w * (clock_hz / p.max_clock_hz) * v2 * time_s,
     )
 
 
-def energy_j(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> float:
+def energy_j(p: Power, a: Activity, time_s: float, clock_hz: float) -> float:
     """Energy of a kernel that ran `time_s` at `clock_hz`: its actions, and the static and idle
     power over its time (the total of `energy_split`)."""
-    return energy_split(p, a, time_s, clock_hz, max_clock_hz).total_j
+    return energy_split(p, a, time_s, clock_hz).total_j
 
 
-def floor_power_w(p: Power, clock_hz: float, max_clock_hz: float) -> float:
-    """Power of the chip doing nothing at `clock_hz`: static power and the cores' idle power."""
-    return energy_split(p, Activity(), 1.0, clock_hz, max_clock_hz).total_j
+def floor_power_w(p: Power, clock_hz: float, *_chip_clock_hz: float) -> float:
+    """Power of the chip doing nothing at `clock_hz`: static power and the cores' idle power.
+    (A chip's clock passed after it, as callers did before the curve had its own top, changes
+    nothing: the curve is the silicon's.)"""
+    return energy_split(p, Activity(), 1.0, clock_hz).total_j
 
 
-def idle_power_w(p: Power, max_clock_hz: float) -> float:
+def idle_power_w(p: Power, *_chip_clock_hz: float) -> float:
     """Power of a chip with no work, its clock dropped to the lowest (between requests)."""
-    return floor_power_w(p, p.min_clock_hz, max_clock_hz)
+    return floor_power_w(p, p.min_clock_hz)
 
 
-def power_w(p: Power, a: Activity, time_s: float, clock_hz: float, max_clock_hz: float) -> float:
+def power_w(p: Power, a: Activity, time_s: float, clock_hz: float) -> float:
     """Average power of a kernel that ran `time_s` at `clock_hz` (energy over time)."""
-    return energy_j(p, a, time_s, clock_hz, max_clock_hz) / time_s if time_s > 0 else p.static_w
+    return energy_j(p, a, time_s, clock_hz) / time_s if time_s > 0 else p.static_w
 
 
 def held_clock_hz(
     p: Power, a: Activity, time_at: Callable[[float], float], max_clock_hz: float, tolerance: float = 1e-3
 ) -> float:
     """The highest clock in [f_min, f_max] at which the kernel's power stays under the limit;
-    `time_at(f)` is its time at clock f (non-increasing in f). Power rises with f (more actions
-    per second at a higher voltage), so bisection finds it to `tolerance` of f_max."""
-    if power_w(p, a, time_at(max_clock_hz), max_clock_hz, max_clock_hz) <= p.limit_w:
+    `time_at(f)` is its time at clock f (non-increasing in f), f_max the chip's clock (a point
+    on the voltage curve, at most its top). Power rises with f (more actions per second at a
+    higher voltage), so bisection finds it to `tolerance` of f_max."""
+    if power_w(p, a, time_at(max_clock_hz), max_clock_hz) <= p.limit_w:
         return max_clock_hz
     lo, hi = p.min_clock_hz, max_clock_hz
-    if power_w(p, a, time_at(lo), lo, max_clock_hz) > p.limit_w:
+    if power_w(p, a, time_at(lo), lo) > p.limit_w:
         return lo  # over the limit even at the lowest clock: the floor holds
     while hi - lo > tolerance * max_clock_hz:
         mid = 0.5 * (lo + hi)
-        if power_w(p, a, time_at(mid), mid, max_clock_hz) <= p.limit_w:
+        if power_w(p, a, time_at(mid), mid) <= p.limit_w:
             lo = mid
         else:
             hi = mid

@@ -215,7 +215,7 @@ def _draw_op(track: _Track, t: TracedOp, start: float, merge: int, standalone: b
     gap = max(0.0, (tm.cycles - k * t.replay.played_cycles - lead) / n_launch) if n_launch else 0.0
     cur = start
     power = chip.power is not None
-    floor_w = floor_power_w(chip.power, tm.clock_hz or chip.clock_hz, chip.clock_hz) if chip.power else 0.0
+    floor_w = floor_power_w(chip.power, tm.clock_hz or chip.clock_hz) if chip.power else 0.0
     if power:
         track.counter(POWER_COUNTER, np.array([start]), np.array([floor_w]))
     if lead:

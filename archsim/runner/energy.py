@@ -72,7 +72,7 @@ def floor_split(system: System, time_s: float) -> EnergySplit:
     if p is None:
         return EnergySplit()
     f = system.chip.clock_hz
-    return energy_split(p, Activity(), time_s, f, f)
+    return energy_split(p, Activity(), time_s, f)
 
 
 def timed(r: OpRecord, system: System) -> TimedOp:
