@@ -84,6 +84,15 @@ def replayed_phase(phase: Phase, chip: Chip) -> PhaseResult:
 
 
 def _play_phase(phase: Phase, chip: Chip, trace: bool) -> PhaseResult:
+    try:
+        return play_phase_on(phase, phase_memory(phase, chip), trace)
+    except ValueError as err:  # the loop's guard: time stopped advancing
+        raise RuntimeError(f"{phase.label} on {chip.name}: {err}") from None
+
+
+def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> PhaseResult:
+    """Play one phase on the memory system `memory` (`phase_memory`), unmemoised: every output of
+    the event loop (tests/test_engine_recorded.py compares them with recorded ones)."""
     if phase.entries == 0:
         z = np.zeros(0)
         return PhaseResult(z, z, z, 0.0, PhaseTimeline(z, z, z, 0.0, z, z, z) if trace else None)
@@ -98,14 +107,12 @@ def _play_phase(phase: Phase, chip: Chip, trace: bool) -> PhaseResult:
             phase.store_l2_bytes,
             phase.load_trips,
             int(phase.stages),
-            phase_memory(phase, chip),
+            memory,
             trace,
         )
     except SystemError as err:  # Ctrl-C inside a compiled kernel surfaces as SystemError
         reraise_interrupt(err)
         raise
-    except ValueError as err:  # the loop's guard: time stopped advancing
-        raise RuntimeError(f"{phase.label} on {chip.name}: {err}") from None
     timeline = PhaseTimeline(issue, done, comp_end, float(total), ev_t, ev_read, ev_write) if trace else None
     return PhaseResult(end, busy, stall, float(total), timeline)
 
