@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.engine.sharing import INF, flow_place, insert_flow, remove_flow, share
-from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
-from archsim.jit import njit, njit_ieee, njit_inline
+from archsim.engine.sharing import INF, Shares, flow_place, insert_flow, remove_flow, share
+from archsim.hardware.memory import MemoryParams, load_latency, load_rate_cap, store_rate_cap
+from archsim.jit import F64Array2D, I64Array, njit_entry, njit_ieee, njit_inline
 
 EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
 LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
 FEW_FLOWS = 8  # active flows the loop moves itself; more go to `move_flows`'s vector loop
+HBM, L2, STORE, STORE_TO_L2, TRIPS = 0, 1, 2, 3, 4  # the rows of a phase's `entries`, one column per entry
 
 
 @njit_ieee
@@ -123,15 +124,28 @@ def ring_slot(s, base, j, ring, trace):
     return s * ring + (j & (ring - 1))
 
 
-@njit
-def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, stages, p, trace):
-    """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes).
+@njit_entry
+def simulate_phase(
+    core_start: I64Array,
+    weight: I64Array,
+    entries: F64Array2D,
+    cycles: I64Array,
+    stages: int,
+    p: MemoryParams,
+    trace: bool,
+):
+    """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes): sequence s's
+    entries from core_start[s] to core_start[s + 1], each standing for `weight[s]` cores; per
+    entry its bytes loaded from HBM and L2, stored to HBM and L2 and the loads one after another
+    it stands for (`entries`, one row each: HBM, L2, STORE, STORE_TO_L2, TRIPS) and its compute
+    `cycles`; `stages` SRAM buffers per core.
 
     Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the phase,
     and, when `trace`, per entry (load issue, load done, compute end) cycles and, at every event,
     its cycle and the HBM bytes per cycle all cores read and write from then on (else empty
     arrays; the event series stops growing at MAX_TRACE_EVENTS per entry).
     """
+    hbm, l2, store, store_l2, trips = entries[HBM], entries[L2], entries[STORE], entries[STORE_TO_L2], entries[TRIPS]
     s_count = core_start.shape[0] - 1
     n_total = hbm.shape[0]
     n_trace = n_total if trace else 0
@@ -222,6 +236,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     n_stale = 0
     fair = True  # whether the rates were last set by fair sharing (else every rate is its cap)
     demand = np.zeros((2, FLOW_KINDS * s_count))  # the fair share's running sums (`share`)
+    shares = Shares(rate_f, cap_f, use_h_f, use_l_f, wflow_f, flows, frozen, demand)
     dirty = 0  # the first place in `flows` whose flow or cap changed since the rates were set
     leaves = 1
     while leaves < s_count:
@@ -350,21 +365,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
         # rates of the active flows: each at its cap, then shared max-min fairly; the same flows
         # at the same caps as when the rates were set keep them
         if changed:
-            hbm_load, fair_now = share(
-                rate_f,
-                cap_f,
-                use_h_f,
-                use_l_f,
-                wflow_f,
-                flows,
-                n_flows,
-                frozen,
-                demand,
-                dirty,
-                fair,
-                p.hbm_bytes_per_cycle,
-                p.l2_bytes_per_cycle,
-            )
+            hbm_load, fair_now = share(shares, n_flows, dirty, fair, p.hbm_bytes_per_cycle, p.l2_bytes_per_cycle)
             hbm_util = hbm_load / p.hbm_bytes_per_cycle
             changed = False
             dirty = n_flows

@@ -90,6 +90,12 @@ def _play_phase(phase: Phase, chip: Chip, trace: bool) -> PhaseResult:
         raise RuntimeError(f"{phase.label} on {chip.name}: {err}") from None
 
 
+def phase_entries(phase: Phase) -> np.ndarray:
+    """The phase's per-entry bytes and trips as the event loop reads them: one row each, in the
+    order of archsim.engine.kernels.HBM, L2, STORE, STORE_TO_L2, TRIPS."""
+    return np.stack((phase.hbm_bytes, phase.l2_bytes, phase.store_bytes, phase.store_l2_bytes, phase.load_trips))
+
+
 def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> PhaseResult:
     """Play one phase on the memory system `memory` (`phase_memory`), unmemoised: every output of
     the event loop (tests/test_engine_recorded.py compares them with recorded ones)."""
@@ -100,12 +106,8 @@ def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> Ph
         end, busy, stall, total, issue, done, comp_end, ev_t, ev_read, ev_write = simulate_phase(
             phase.core_start,
             phase.core_weight,
-            phase.hbm_bytes,
-            phase.l2_bytes,
+            phase_entries(phase),
             phase.compute_cycles,
-            phase.store_bytes,
-            phase.store_l2_bytes,
-            phase.load_trips,
             int(phase.stages),
             memory,
             trace,
