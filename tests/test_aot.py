@@ -260,3 +260,30 @@ def test_the_folder_follows_the_sources_and_the_cpu(monkeypatch, tmp_path):
     assert before.parent == tmp_path and aot._cpu_key() in before.name
     monkeypatch.setattr(kernel_sources, "kernel_sources_digest", lambda root=None: "another")
     assert aot.folder() != before
+
+
+def _archsim_imports(path) -> set[str]:
+    """The archsim modules a file imports, at its top or inside functions."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("archsim"):
+            names |= {f"{node.module}.{a.name}" if node.module == "archsim" else node.module for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.startswith("archsim")}
+    return names
+
+
+def test_the_loader_imports_no_kernel_nor_the_jit():
+    """No circle through the kernels compiled ahead of time: archsim/jit.py (imported by every
+    kernel module, hardware/memory.py among them) asks aot.py, which asks only kernel_sources.py,
+    which asks nothing of archsim; only the builder, run as a child process, imports the kernels."""
+    from pathlib import Path
+
+    import archsim
+
+    root = Path(archsim.__file__).parent
+    assert _archsim_imports(root / "aot.py") == {"archsim.kernel_sources"}
+    assert _archsim_imports(root / "kernel_sources.py") == set()
+    assert _archsim_imports(root / "jit.py") == {"archsim.kernel_sources", "archsim.aot"}
