@@ -204,27 +204,30 @@ def apply_decodes(
     k: int,
     computed: I64Array,
     generated: I64Array,
-    blocks: I64Array,
-    bs: int,
     last_token: F64Array,
     first_end_s: float,
     end_s: float,
     counts: I64Array,
     stats: F64Array,
-    grows: bool,
 ):
     """Book k decode-only steps of `ids`, the first ending at `first_end_s`, the last at `end_s`:
-    each request's gap to its first token of the run, k more tokens each, and the blocks they
-    grow into (returned)."""
-    taken = 0
+    each request's gap to its first token of the run and k more tokens each (the blocks they grow
+    into: `grow_blocks`)."""
     for r in ids:
         hist_add(counts, stats, first_end_s - last_token[r], 1)
         last_token[r] = end_s
         computed[r] += k
         generated[r] += k
-        if grows:
-            g = -(-computed[r] // bs) - blocks[r]
-            if g > 0:
-                blocks[r] += g
-                taken += g
+
+
+@njit_entry
+def grow_blocks(ids: I64Array, computed: I64Array, blocks: I64Array, bs: int):
+    """Grow each request of `ids` into the blocks of `bs` tokens its computed tokens fill; the
+    blocks taken in all."""
+    taken = 0
+    for r in ids:
+        g = -(-computed[r] // bs) - blocks[r]
+        if g > 0:
+            blocks[r] += g
+            taken += g
     return taken
