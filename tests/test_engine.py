@@ -151,3 +151,39 @@ def test_the_fair_share_sums_again_only_from_the_first_changed_flow():
     assert (hbm, fair) == (19.0, False)
     np.testing.assert_array_equal(rate, [-1.0, 7.0])
     np.testing.assert_array_equal(demand[0], [5.0, 19.0])
+
+
+def test_a_load_is_issued_by_one_step_on_the_records_it_changes():
+    """`issue_load` on a sequence's record: entry 0 loads 768 HBM bytes as 3 trips, one SRAM
+    buffer, HBM latency 100 cycles, 8 channels of 1 byte a cycle interleaved every 256 bytes. Its
+    data may flow after 3 x 100 = 300 cycles, at most 1 byte a cycle (each 256-byte trip lands on
+    ceil(256 / 256) = 1 channel; Little's law, 1e9 / 100, is no bound). Entry 1 waits for its
+    buffer: entry 0 has not computed."""
+    from archsim.engine.cores import ENTRY, SEQUENCE, SLOT, issue_load
+    from archsim.hardware.memory import MemoryParams
+
+    p = MemoryParams(100.0, 0.0, 50.0, 1e9, 1e9, 1.0, 256.0, 8.0, 1e9, 1e9)
+    seqs, ents, times = np.zeros(1, SEQUENCE), np.zeros(2, ENTRY), np.zeros(2, SLOT)
+    seqs[0]["count"], seqs[0]["loading"] = 2, -1
+    ents["hbm"], ents["trips"] = 768.0, 3.0
+    q = seqs[0]
+    assert issue_load(q, ents[0], times[0], times[0], p, 0.0, 0.0, 1, False) == (True, False)
+    assert (q["loading"], q["next_load"], q["ready_at"], q["left_load"]) == (0, 1, 300.0, 768.0)
+    assert (q["load_cap"], q["load_hbm_share"]) == (1.0, 1.0)
+    q["loading"] = -1  # its data arrived; entry 0 still computes
+    assert issue_load(q, ents[1], times[0], times[1], p, 400.0, 0.0, 1, False) == (False, False)
+    assert q["next_load"] == 1
+
+
+def test_no_function_of_the_engine_takes_more_than_ten_positional_parameters():
+    import inspect
+
+    from archsim.compiler import l2reuse
+    from archsim.engine import cores, events, kernels, sharing, simulate, timing
+
+    for module in (cores, events, kernels, sharing, simulate, timing, l2reuse):
+        for name, obj in vars(module).items():
+            func = getattr(obj, "py_func", obj)
+            if inspect.isfunction(func) and func.__module__ == module.__name__:
+                positional = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.KEYWORD_ONLY]
+                assert len(positional) <= 10, f"{module.__name__}.{name}"
