@@ -45,7 +45,8 @@ import numpy as np
 
 from archsim.kernel_sources import KERNEL_CACHE, cache_root, kernel_cache_dir, kernel_sources_digest
 
-__all__ = ["KERNEL_CACHE", "cache_root", "kernel_cache_dir", "kernel_sources_digest"]  # for the tests and aot
+# where compiled kernels are kept, asked of this module as before (archsim/kernel_sources.py)
+__all__ = ["KERNEL_CACHE", "cache_root", "kernel_cache_dir", "kernel_sources_digest"]
 
 # The argument types of a kernel called from Python, as its annotations name them: archsim/aot.py
 # compiles it ahead of time for the types they name (by these names: `ARGUMENT_TYPES` there) and
