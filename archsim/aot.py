@@ -9,10 +9,14 @@ digest of archsim's kernel sources, into one extension module by Numba's ahead-o
 LLVM code as Numba's JIT makes, for this machine's CPU and without fast-math, so its numbers are
 the JIT's to the bit (tests/test_aot.py).
 
-A compiled function reads its arguments as the types it was built for, unchecked, so a call is
-passed to it only when every argument is exactly such a type (`adapter`: 1-D C-contiguous,
-aligned, writeable int64 or float64 arrays, Python or numpy scalars of the kind); any other call
-goes to Numba's JIT, loaded then (archsim/jit.py).
+The kernels compiled are those made with `jit.njit_entry`, each for the types its argument
+annotations name (`ARGUMENT_TYPES`; a kernel's signature is its one declaration). A compiled
+function reads its arguments as the types it was built for, unchecked, so a call is passed to it
+only when every argument is exactly such a type (`adapter`: C-contiguous, aligned, writeable
+int64 or float64 arrays, Python or numpy scalars of the kind, the record named); any other call
+goes to Numba's JIT, loaded then (archsim/jit.py). The module is compiled by
+archsim/aot_build.py, in a child process; this module only finds, builds and loads it, and
+imports nothing of archsim but archsim/kernel_sources.py.
 
 The module is built by the first process that calls a kernel too large to run as Python
 (archsim/jit.py) after archsim's kernel sources changed, where Numba would otherwise compile
@@ -37,6 +41,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -44,20 +49,12 @@ MODULE = "archsim_kernels"
 FAILED = "build-failed.txt"  # in the module's folder: why it could not be built
 BUILD_TIMEOUT_S = 900
 
-# Kernels called from Python, each with the argument types archsim calls it with, a letter each:
-# I / F a 1-D C-contiguous int64 / float64 array, i / f an int64 / float64 scalar, b a bool, and
-# P the event loop's MemoryParams (passed to the module as a float64 array of its fields).
-ENTRIES = {
-    "archsim.engine.kernels.simulate_phase": "IIFFIFFFiPb",
-    "archsim.compiler.l2reuse._walk_waves": "IIIIIIiifffff",
-    "archsim.compiler.program.deal_cores": "Fi",
-    "archsim.serving.kernels.apply_decodes": "IiIIIiFffIFb",
-    "archsim.serving.kernels.apply_tokens": "IIIIIFFfIF",
-    "archsim.serving.kernels.decode_bounds": "IIIIIiib",
-    "archsim.serving.kernels.hist_add_steps": "IFFii",
-    "archsim.serving.kernels.plan_running": "IIIIIIiiib",
-    "archsim.serving.kernels.step_shape": "IIIII",
-}
+# The argument types an entry kernel's annotations may name, a letter each: I / F a 1-D
+# C-contiguous int64 / float64 array, G a 2-D C-contiguous float64 one, i / f an int64 / float64
+# scalar, b a bool (archsim/jit.py declares the array names). Any other name is a record: a
+# NamedTuple of floats in the kernel module's globals (MemoryParams), P, passed to the module as
+# a float64 array of its fields.
+ARGUMENT_TYPES = {"I64Array": "I", "F64Array": "F", "F64Array2D": "G", "int": "i", "float": "f", "bool": "b"}
 INT64_RANGE = (-(2**63), 2**63 - 1)
 
 
@@ -69,28 +66,62 @@ def export_name(qualified: str) -> str:
     return qualified.replace(".", "_")
 
 
-def _memory_params():
-    from archsim.hardware.memory import MemoryParams
+def signature(func: Callable) -> tuple[str, type | None]:
+    """The letters of an entry kernel's arguments (`ARGUMENT_TYPES`) from its annotations, and
+    the record class its P argument names (None if none). A missing or unknown annotation is a
+    TypeError: the kernel could not be compiled ahead of time."""
+    code = func.__code__
+    names = code.co_varnames[: code.co_argcount]
+    letters, record = [], None
+    for name in names:
+        note = func.__annotations__.get(name)
+        note = _type_name(note)  # also a module without `from __future__ import annotations`
+        letter = ARGUMENT_TYPES.get(note) if isinstance(note, str) else None
+        if letter is None:
+            found = func.__globals__.get(note) if isinstance(note, str) else None
+            if not _is_record(found) or (record is not None and found is not record):
+                raise TypeError(f"{func.__module__}.{func.__qualname__}: argument {name!r} is annotated {note!r}, not one of "
+                                f"{sorted(ARGUMENT_TYPES)} or a NamedTuple of floats")  # fmt: skip
+            letter, record = "P", found
+        letters.append(letter)
+    return "".join(letters), record
 
-    return MemoryParams
+
+def _is_record(cls: object) -> bool:
+    """A NamedTuple class whose fields are all annotated float."""
+    fields = getattr(cls, "_fields", None) or ()
+    notes = getattr(cls, "__annotations__", {})
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, tuple)
+        and bool(fields)
+        and all(_type_name(notes.get(f)) == "float" for f in fields)
+    )
 
 
-_CHECKS = {  # the test of argument `a` for each letter of ENTRIES; `return MISS` where it fails
+def _type_name(note: object) -> object:
+    """An annotation's name: a string as written, a ForwardRef's text, or a class's name."""
+    return getattr(note, "__forward_arg__", None) or getattr(note, "__name__", note)
+
+
+_CHECKS = {  # the test of argument `a` for each letter; `return MISS` where it fails
     "I": "if type({a}) is not ndarray or {a}.ndim != 1 or ({a}.dtype is not I64 and {a}.dtype != I64): return MISS\n"
     "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
     "F": "if type({a}) is not ndarray or {a}.ndim != 1 or ({a}.dtype is not F64 and {a}.dtype != F64): return MISS\n"
     "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
+    "G": "if type({a}) is not ndarray or {a}.ndim != 2 or ({a}.dtype is not F64 and {a}.dtype != F64): return MISS\n"
+    "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
     "i": "if not ((type({a}) is int and LOW <= {a} <= HIGH) or type({a}) is int64): return MISS",
     "f": "if type({a}) is not float and type({a}) is not float64: return MISS",
     "b": "if type({a}) is not bool and type({a}) is not bool_: return MISS",
-    "P": "if type({a}) is not MemoryParams: return MISS\n    {a} = fields({a})\n    if {a} is None: return MISS",
+    "P": "if type({a}) is not Record: return MISS\n    {a} = fields({a})\n    if {a} is None: return MISS",
 }
 MISS = (False, None)
 
 
 def _fields(p) -> np.ndarray | None:
-    """A MemoryParams as the float64 array of its fields, or None if one is not a float (the
-    JIT would type such a record apart). Kept per record: a phase's is memoised upstream."""
+    """A record as the float64 array of its fields, or None if one is not a float (the JIT would
+    type such a record apart). Kept per record: a phase's is memoised upstream."""
     got = _field_arrays.get(p)
     if got is None:
         if any(type(x) is not float for x in p):
@@ -104,15 +135,16 @@ def _fields(p) -> np.ndarray | None:
 _field_arrays: dict = {}
 
 
-def adapter(function: Callable, codes: str) -> Callable[[tuple], tuple[bool, object]]:
-    """A call of the module's `function` for arguments of `codes`: (True, its result), or
-    (False, None) where the arguments are not those types (the caller then takes the JIT's
-    path). Written out per entry, a test per argument, as it runs at every kernel call."""
+def adapter(function: Callable, codes: str, record: type | None = None) -> Callable[[tuple], tuple[bool, object]]:
+    """A call of the module's `function` for arguments of `codes` (`signature`; `record` the
+    class of a P): (True, its result), or (False, None) where the arguments are not those types
+    (the caller then takes the JIT's path). Written out per entry, a test per argument, as it
+    runs at every kernel call."""
     names = [f"a{i}" for i in range(len(codes))]
     lines = [f"def call(args):\n    if len(args) != {len(codes)}: return MISS\n    {', '.join(names)}, = args"]
     lines += ["    " + _CHECKS[code].format(a=name) for code, name in zip(codes, names)]
     lines.append(f"    return True, function({', '.join(names)})")
-    scope = {
+    scope: dict[str, Any] = {
         "MISS": MISS,
         "function": function,
         "ndarray": np.ndarray,
@@ -123,7 +155,7 @@ def adapter(function: Callable, codes: str) -> Callable[[tuple], tuple[bool, obj
         "bool_": np.bool_,
         "LOW": INT64_RANGE[0],
         "HIGH": INT64_RANGE[1],
-        "MemoryParams": _memory_params(),
+        "Record": record,
         "fields": _fields,
     }
     exec("\n".join(lines), scope)
@@ -132,16 +164,18 @@ def adapter(function: Callable, codes: str) -> Callable[[tuple], tuple[bool, obj
 
 def folder() -> Path:
     """Where this machine's module for these sources is kept: in Numba's cache folder for them
-    (`jit.kernel_cache_dir()`, or NUMBA_CACHE_DIR where that is set), named by a digest of the
-    kernel sources and this file (which says what each function takes) and by the CPU (a module
-    built for one CPU may not run on another that shares the home folder)."""
+    (`kernel_sources.kernel_cache_dir()`, or NUMBA_CACHE_DIR where that is set), named by a
+    digest of the kernel sources (whose annotations say what each entry takes), of this file and
+    the builder's (how arguments are passed), and by the CPU (a module built for one CPU may not
+    run on another that shares the home folder)."""
     import hashlib
 
-    from archsim.jit import KERNEL_CACHE, cache_root, kernel_sources_digest
+    from archsim import kernel_sources
 
-    digest = kernel_sources_digest()
-    base = Path(os.environ.get("NUMBA_CACHE_DIR") or cache_root() / KERNEL_CACHE / digest)
-    sources = digest.encode() + Path(__file__).read_bytes()
+    digest = kernel_sources.kernel_sources_digest()
+    base = Path(os.environ.get("NUMBA_CACHE_DIR") or kernel_sources.cache_root() / kernel_sources.KERNEL_CACHE / digest)
+    here = Path(__file__)
+    sources = digest.encode() + here.read_bytes() + here.with_name("aot_build.py").read_bytes()
     return base / f"aot-{hashlib.sha256(sources).hexdigest()[:16]}-{_cpu_key()}"
 
 
@@ -245,7 +279,7 @@ def _run_build(where: Path) -> str | None:
     with tempfile.TemporaryDirectory(dir=where) as tmp:
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "archsim.aot", tmp],
+                [sys.executable, "-m", "archsim.aot_build", tmp],
                 capture_output=True,
                 text=True,
                 timeout=BUILD_TIMEOUT_S,
@@ -260,69 +294,3 @@ def _run_build(where: Path) -> str | None:
             return (errors or lines or [f"exit {done.returncode}"])[-1]  # the exception's line, not a hint after it
         os.replace(built, where / built.name)  # whole or not at all
     return None
-
-
-def build(out: Path) -> Path:
-    """Compile every entry kernel into the module `MODULE` in folder `out` (run as
-    `python -m archsim.aot OUT`); its path."""
-    import warnings
-
-    from archsim import jit
-
-    jit.load()
-    import numba
-    from numba import types
-    from numba.core.codegen import AOTCPUCodegen
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # numba.pycc's pending deprecation: the module is what counts
-        from numba.pycc import CC
-
-    cc = CC(MODULE)
-    cc.output_dir = str(out)
-    # for this machine as Numba's JIT compiles: its CPU and the features it reports (by default
-    # the ahead-of-time compiler takes the features a CPU model has, which a virtual machine may
-    # not offer)
-    cc.target_cpu = "host"
-    AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()  # type: ignore[method-assign]
-    memory = numba.typeof(_memory_params()(*[0.0] * len(_memory_params()._fields)))
-    kernel_types = {"I": types.int64[::1], "F": types.float64[::1], "i": types.int64, "f": types.float64}
-    kernel_types |= {"b": types.boolean, "P": memory}
-    for qualified, codes in ENTRIES.items():
-        module, name = qualified.rsplit(".", 1)
-        kernel = getattr(importlib.import_module(module), name)
-        arg_types = tuple(kernel_types[c] for c in codes)
-        kernel.compile(arg_types)
-        returns = kernel.overloads[arg_types].signature.return_type
-        export_types = tuple(types.float64[::1] if c == "P" else kernel_types[c] for c in codes)
-        cc.export(export_name(qualified), returns(*export_types))(_export_function(kernel, codes))
-    cc.compile()
-    path = module_file(out)
-    assert path is not None, f"numba.pycc wrote no {MODULE} into {out}"
-    return path
-
-
-def _export_function(kernel, codes: str):
-    """A function of the entry's arguments that calls `kernel`, the MemoryParams rebuilt from its
-    fields (a record the module's callers cannot pass)."""
-    n = len(_memory_params()._fields)
-    params = [f"a{i}" for i in range(len(codes))]
-    args = [f"_P({', '.join(f'a{i}[{j}]' for j in range(n))})" if c == "P" else f"a{i}" for i, c in enumerate(codes)]
-    source = f"def entry({', '.join(params)}):\n    return _kernel({', '.join(args)})\n"
-    scope = {"_kernel": kernel, "_P": _memory_params()}
-    exec(source, scope)  # a function of fixed arity for the compiler to type
-    return scope["entry"]
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m archsim.aot OUT_FOLDER", file=sys.stderr)
-        return 2
-    out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
-    build(out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -34,16 +34,32 @@ archsim calls. Where `scipy.linalg` is already loaded (a user's Python session) 
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.abc
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from archsim.kernel_sources import KERNEL_CACHE, cache_root, kernel_cache_dir, kernel_sources_digest
+
+# where compiled kernels are kept, asked of this module as before (archsim/kernel_sources.py)
+__all__ = ["KERNEL_CACHE", "cache_root", "kernel_cache_dir", "kernel_sources_digest"]
+
+# The argument types of a kernel called from Python, as its annotations name them: archsim/aot.py
+# compiles it ahead of time for the types they name (by these names: `ARGUMENT_TYPES` there) and
+# passes it only calls of exactly those types. Arrays are C-contiguous; a NamedTuple of floats
+# (MemoryParams) is passed to the compiled module as an array of its fields.
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    I64Array = NDArray[np.int64]  # 1-D
+    F64Array = NDArray[np.float64]  # 1-D
+    F64Array2D = NDArray[np.float64]  # 2-D
+else:
+    I64Array = F64Array = F64Array2D = np.ndarray
 
 _command_line = [False]
 INTERPRETED_ELEMENTS = 16384  # array elements kernels may take as Python before Numba is loaded, in all
@@ -167,11 +183,11 @@ def _give_compiled(kernel: Kernel, module) -> None:
     """Give `kernel` its function in the module compiled ahead of time, if it has one."""
     from archsim import aot
 
-    if module is None or kernel.qualified_name not in aot.ENTRIES:
+    if module is None or kernel.qualified_name not in _entries:
         return
     function = getattr(module, aot.export_name(kernel.qualified_name), None)
     if function is not None:
-        kernel.compiled = aot.adapter(function, aot.ENTRIES[kernel.qualified_name])
+        kernel.compiled = aot.adapter(function, *aot.signature(kernel.py_func))
 
 
 def loaded() -> bool:
@@ -203,52 +219,6 @@ def when_loaded(fn) -> None:
 def forget(fn) -> None:
     if fn in _on_load:
         _on_load.remove(fn)
-
-
-KERNEL_CACHE = "numba"  # under $XDG_CACHE_HOME/archsim (or ~/.cache/archsim): one folder per kernel digest
-
-
-def kernel_sources_digest(root: Path | None = None) -> str:
-    """A digest of every source file a compiled kernel is built from: the modules of the package
-    at `root` (default: this one, read once a process) that define kernels and the archsim
-    modules they import names from (whose constants and records compilation freezes into the
-    machine code)."""
-    return _sources_digest(root) if root is not None else _own_sources_digest()
-
-
-@functools.lru_cache(maxsize=1)
-def _own_sources_digest() -> str:
-    return _sources_digest(Path(__file__).resolve().parent)
-
-
-def _sources_digest(root: Path) -> str:
-    texts = {p: p.read_text(encoding="utf-8") for p in root.rglob("*.py")}
-    kernels = {p: text for p, text in texts.items() if "@njit" in text}
-    sources = set(kernels)
-    for text in kernels.values():
-        for module in re.findall(r"^from (archsim(?:\.\w+)+) import", text, re.M):
-            base = root.parent.joinpath(*module.split("."))
-            sources.update(p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file())
-    h = hashlib.sha256()
-    for path in sorted(sources):
-        h.update(path.relative_to(root).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def kernel_cache_dir() -> Path:
-    """Where Numba keeps archsim's compiled kernels: a folder of their own sources' digest.
-
-    Numba checks a cached kernel against the time stamp of the file that defines it only, not of
-    the files whose kernels and constants it calls: a changed `sharing.py` would leave the event
-    loop of `kernels.py` running the old fair share, and the op cache (keyed by the new sources)
-    storing its results. A folder per digest of every such file makes any change compile anew."""
-    return cache_root() / KERNEL_CACHE / kernel_sources_digest()
-
-
-def cache_root() -> Path:
-    """$XDG_CACHE_HOME/archsim, else ~/.cache/archsim."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "archsim"
 
 
 def _use_kernel_cache_dir() -> None:
@@ -319,6 +289,22 @@ def njit(func, options: dict | None = None):
         return kernel
     compile_with = _numba_njit(options)
     return compile_with(func) if compile_with else func
+
+
+_entries: set[str] = set()  # the entry kernels' qualified names (`njit_entry`)
+
+
+def njit_entry(func):
+    """`njit` of a kernel called from Python: compiled ahead of time too (archsim/aot.py), for
+    the argument types its annotations name (I64Array, F64Array, F64Array2D, int, float, bool,
+    or a NamedTuple of floats)."""
+    _entries.add(f"{func.__module__}.{func.__qualname__}")
+    return njit(func)
+
+
+def entry_names() -> frozenset[str]:
+    """The qualified names of the entry kernels defined so far (`njit_entry`)."""
+    return frozenset(_entries)
 
 
 def njit_inline(func):

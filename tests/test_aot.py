@@ -32,44 +32,95 @@ def module():
     return built
 
 
+ENTRIES = {  # the entry kernels and the letters their annotations give (aot.ARGUMENT_TYPES)
+    "archsim.engine.kernels.simulate_phase": "IIGIiPb",
+    "archsim.compiler.l2reuse._walk_waves": "IIIIIIiiFf",
+    "archsim.compiler.program.deal_cores": "Fi",
+    "archsim.serving.kernels.apply_decodes": "IiIIFffIF",
+    "archsim.serving.kernels.grow_blocks": "IIIi",
+    "archsim.serving.kernels.apply_tokens": "IIIIIFFfIF",
+    "archsim.serving.kernels.decode_bounds": "IIIIIiib",
+    "archsim.serving.kernels.hist_add_steps": "IFFii",
+    "archsim.serving.kernels.plan_running": "IIIIIIiiib",
+    "archsim.serving.kernels.step_shape": "IIIII",
+}
+
+
+def _py_func(qualified: str):
+    import importlib
+
+    module, name = qualified.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name).py_func
+
+
 def compiled(module, qualified: str):
-    return aot.adapter(getattr(module, aot.export_name(qualified)), aot.ENTRIES[qualified])
+    return aot.adapter(getattr(module, aot.export_name(qualified)), *aot.signature(_py_func(qualified)))
+
+
+def test_the_entries_and_their_signatures_come_from_the_kernels():
+    """The entry kernels are those made with njit_entry (found by the builder in their modules);
+    each one's argument types are its annotations, a record named by its class."""
+    from archsim import aot_build, jit
+    from archsim.hardware.memory import MemoryParams
+
+    for name in aot_build.entry_modules():
+        __import__(name)
+    assert set(jit.entry_names()) == set(ENTRIES)
+    for qualified, codes in ENTRIES.items():
+        got, record = aot.signature(_py_func(qualified))
+        assert got == codes, qualified
+        assert record is (MemoryParams if "P" in codes else None)
+
+
+def test_a_kernel_whose_annotation_is_not_a_kernel_type_is_refused():
+    def kernel(a: "I64Array", b: "list"):  # noqa: F821
+        return a
+
+    with pytest.raises(TypeError, match="argument 'b' is annotated 'list'"):
+        aot.signature(kernel)
+
+    def unannotated(a):
+        return a
+
+    with pytest.raises(TypeError, match="argument 'a' is annotated None"):
+        aot.signature(unannotated)
 
 
 def test_every_entry_is_in_the_module(module):
-    for qualified in aot.ENTRIES:
+    for qualified in ENTRIES:
         assert callable(getattr(module, aot.export_name(qualified))), qualified
 
 
-def accepts(codes: str, args: tuple) -> bool:
+def accepts(codes: str, args: tuple, record: type | None = None) -> bool:
     """Whether the adapter of an entry of `codes` passes `args` on."""
-    return aot.adapter(lambda *a: None, codes)(args)[0]
+    return aot.adapter(lambda *a: None, codes, record)(args)[0]
 
 
 def test_only_the_types_an_entry_was_compiled_for_are_passed_to_it(h200):
     """A compiled function would read any argument as its own type (an int32 array as int64
     elements: garbage or a crash), so the adapter takes only exact types."""
-    from archsim.hardware.memory import memory_params
+    from archsim.hardware.memory import MemoryParams, memory_params
 
     p = memory_params(h200.chip, 0.0, 1e6)
-    ints, floats = np.arange(4, dtype=np.int64), np.zeros(4)
-    ok = (ints, ints, floats, floats, ints, floats, floats, floats, 2, p, False)
-    codes = aot.ENTRIES["archsim.engine.kernels.simulate_phase"]
-    assert accepts(codes, ok)
-    readonly = floats.copy()
+    ints, rows = np.arange(4, dtype=np.int64), np.zeros((5, 4))
+    ok = (ints, ints, rows, ints, 2, p, False)
+    codes = ENTRIES["archsim.engine.kernels.simulate_phase"]
+    assert accepts(codes, ok, MemoryParams)
+    readonly = rows.copy()
     readonly.flags.writeable = False
     wrong = {
         0: ints.astype(np.int32),  # another dtype
-        2: np.zeros(8)[::2],  # not contiguous
-        3: readonly,  # read-only (Numba types it apart)
-        4: np.arange(4.0),  # float where int64
-        8: 2.0,  # float where int64
-        9: tuple(p),  # a tuple, not the record
-        10: 1,  # int where bool
+        2: np.zeros((5, 8))[:, ::2],  # not contiguous
+        3: np.arange(4.0),  # float where int64
+        4: 2.0,  # float where int64
+        5: tuple(p),  # a tuple, not the record
+        6: 1,  # int where bool
     }
     for i, value in wrong.items():
-        assert not accepts(codes, ok[:i] + (value,) + ok[i + 1 :]), i
-    assert not accepts(codes, ok[:-1])  # one argument short
+        assert not accepts(codes, ok[:i] + (value,) + ok[i + 1 :], MemoryParams), i
+    assert not accepts(codes, ok[:2] + (readonly,) + ok[3:], MemoryParams)  # read-only (Numba types it apart)
+    assert not accepts(codes, ok[:2] + (np.zeros(4),) + ok[3:], MemoryParams)  # 1-D where 2-D
+    assert not accepts(codes, ok[:-1], MemoryParams)  # one argument short
     assert not accepts("i", (True,)) and not accepts("i", (2**63,))  # a bool is no int64; nor a huge int
     assert accepts("i", (np.int64(3),)) and accepts("f", (np.float64(1.5),))
     assert not accepts("f", (np.float32(1.5),))
@@ -116,15 +167,15 @@ def test_the_compiled_event_loop_plays_as_the_jit_to_the_bit(module, h200):
     same LLVM code for the same CPU, without fast-math."""
     from archsim import jit
     from archsim.engine import kernels
-    from archsim.engine.simulate import phase_memory
+    from archsim.engine.simulate import phase_entries, phase_memory
 
     jit.load()
     play = compiled(module, "archsim.engine.kernels.simulate_phase")
     phases = 0
     for program in _programs(h200.chip):
         for ph in program.phases:
-            args = (ph.core_start, ph.core_weight, ph.hbm_bytes, ph.l2_bytes, ph.compute_cycles, ph.store_bytes)
-            args += (ph.store_l2_bytes, ph.load_trips, int(ph.stages), phase_memory(ph, h200.chip))
+            args = (ph.core_start, ph.core_weight, phase_entries(ph), ph.compute_cycles, int(ph.stages))
+            args += (phase_memory(ph, h200.chip),)
             for trace in (False, True):
                 took, got = play((*args, trace))
                 assert took
@@ -223,10 +274,37 @@ def test_a_failed_build_is_kept_with_its_exception_line(tmp_path, monkeypatch):
 def test_the_folder_follows_the_sources_and_the_cpu(monkeypatch, tmp_path):
     """A changed kernel source or a changed list of what each entry takes must not find a
     module built before (it would read its arguments as other types); the CPU is in the name."""
-    from archsim import jit
+    from archsim import kernel_sources
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     before = aot.folder()
     assert before.parent == tmp_path and aot._cpu_key() in before.name
-    monkeypatch.setattr(jit, "kernel_sources_digest", lambda root=None: "another")
+    monkeypatch.setattr(kernel_sources, "kernel_sources_digest", lambda root=None: "another")
     assert aot.folder() != before
+
+
+def _archsim_imports(path) -> set[str]:
+    """The archsim modules a file imports, at its top or inside functions."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("archsim"):
+            names |= {f"{node.module}.{a.name}" if node.module == "archsim" else node.module for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.startswith("archsim")}
+    return names
+
+
+def test_the_loader_imports_no_kernel_nor_the_jit():
+    """No circle through the kernels compiled ahead of time: archsim/jit.py (imported by every
+    kernel module, hardware/memory.py among them) asks aot.py, which asks only kernel_sources.py,
+    which asks nothing of archsim; only the builder, run as a child process, imports the kernels."""
+    from pathlib import Path
+
+    import archsim
+
+    root = Path(archsim.__file__).parent
+    assert _archsim_imports(root / "aot.py") == {"archsim.kernel_sources"}
+    assert _archsim_imports(root / "kernel_sources.py") == set()
+    assert _archsim_imports(root / "jit.py") == {"archsim.kernel_sources", "archsim.aot"}

@@ -107,52 +107,28 @@ def test_fair_share_by_progressive_filling():
     50 and an L2 pool of 30 bytes per cycle. All rise together to 10, where A stops at its cap;
     B then fills what HBM has left, (50 - 10) / w_b; C is stopped by L2 at 30. The HBM bytes per
     cycle used are 10 + w_b x (50 - 10) / w_b = 50."""
-    from archsim.engine.sharing import share
+    from archsim.engine.sharing import Shares, share
 
-    flows, frozen = np.array([0, 1, 2]), np.zeros(3, np.bool_)
+    def shares(rate, cap, use_h, use_l, weight):
+        n = len(rate)
+        return Shares(rate, cap, use_h, use_l, weight, np.arange(n), np.zeros(n, np.bool_), np.zeros((2, n)))
+
     for w_b, expected_b in ((1.0, 40.0), (2.0, 20.0)):
         rate, cap = np.zeros(3), np.array([10.0, 100.0, 100.0])
         use_h, use_l = np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
-        weight, demand = np.array([1.0, w_b, 1.0]), np.zeros((2, 3))
-        hbm, fair = share(rate, cap, use_h, use_l, weight, flows, 3, frozen, demand, 0, True, 50.0, 30.0)
+        hbm, fair = share(shares(rate, cap, use_h, use_l, np.array([1.0, w_b, 1.0])), 3, 0, True, 50.0, 30.0)
         np.testing.assert_allclose(rate, [10.0, expected_b, 30.0])
         assert hbm == pytest.approx(50.0) and fair
     # a flow not in the active list takes nothing and keeps its rate; a flow using both pools
     # stops at the first full: 0.5 x 20 = 10 fills L2
     rate = np.array([-1.0, -1.0])
-    share(
-        rate,
-        np.array([100.0, 100.0]),
-        np.array([0.5, 1.0]),
-        np.array([0.5, 0.0]),
-        np.ones(2),
-        np.array([0, 1]),
-        1,
-        np.zeros(2, np.bool_),
-        np.zeros((2, 2)),
-        0,
-        True,
-        50.0,
-        10.0,
-    )
+    both = shares(rate, np.array([100.0, 100.0]), np.array([0.5, 1.0]), np.array([0.5, 0.0]), np.ones(2))
+    share(both, 1, 0, True, 50.0, 10.0)
     np.testing.assert_allclose(rate, [20.0, -1.0])
     # caps that fit under both pools are the rates: 5 + 2 x 5 = 15 B of HBM per cycle
     rate = np.zeros(2)
-    hbm, fair = share(
-        rate,
-        np.array([5.0, 5.0]),
-        np.ones(2),
-        np.zeros(2),
-        np.array([1.0, 2.0]),
-        np.array([0, 1]),
-        2,
-        np.zeros(2, np.bool_),
-        np.zeros((2, 2)),
-        0,
-        True,
-        50.0,
-        10.0,
-    )
+    fits = shares(rate, np.array([5.0, 5.0]), np.ones(2), np.zeros(2), np.array([1.0, 2.0]))
+    hbm, fair = share(fits, 2, 0, True, 50.0, 10.0)
     np.testing.assert_allclose(rate, [5.0, 5.0])
     assert hbm == 15.0 and not fair
 
@@ -162,15 +138,53 @@ def test_the_fair_share_sums_again_only_from_the_first_changed_flow():
     the second flow's cap goes from 5 to 7, summing from place 1 on gives 5 + 2 x 7 = 19 B of HBM
     per cycle, as summing all does, and only the changed flow's rate is set (the first, left at
     -1 on purpose, is taken to be at its cap since the last call)."""
-    from archsim.engine.sharing import share
+    from archsim.engine.sharing import Shares, share
 
-    args = (np.ones(2), np.zeros(2), np.array([1.0, 2.0]), np.array([0, 1]), 2, np.zeros(2, np.bool_))
     demand, cap = np.zeros((2, 2)), np.array([5.0, 5.0])
     rate = np.zeros(2)
-    share(rate, cap, args[0], args[1], args[2], *args[3:], demand, 0, True, 50.0, 10.0)
+    sh = Shares(
+        rate, cap, np.ones(2), np.zeros(2), np.array([1.0, 2.0]), np.array([0, 1]), np.zeros(2, np.bool_), demand
+    )
+    share(sh, 2, 0, True, 50.0, 10.0)
     cap[1] = 7.0
     rate[0] = -1.0
-    hbm, fair = share(rate, cap, args[0], args[1], args[2], *args[3:], demand, 1, False, 50.0, 10.0)
+    hbm, fair = share(sh, 2, 1, False, 50.0, 10.0)
     assert (hbm, fair) == (19.0, False)
     np.testing.assert_array_equal(rate, [-1.0, 7.0])
     np.testing.assert_array_equal(demand[0], [5.0, 19.0])
+
+
+def test_a_load_is_issued_by_one_step_on_the_records_it_changes():
+    """`issue_load` on a sequence's record: entry 0 loads 768 HBM bytes as 3 trips, one SRAM
+    buffer, HBM latency 100 cycles, 8 channels of 1 byte a cycle interleaved every 256 bytes. Its
+    data may flow after 3 x 100 = 300 cycles, at most 1 byte a cycle (each 256-byte trip lands on
+    ceil(256 / 256) = 1 channel; Little's law, 1e9 / 100, is no bound). Entry 1 waits for its
+    buffer: entry 0 has not computed."""
+    from archsim.engine.cores import ENTRY, SEQUENCE, SLOT, issue_load
+    from archsim.hardware.memory import MemoryParams
+
+    p = MemoryParams(100.0, 0.0, 50.0, 1e9, 1e9, 1.0, 256.0, 8.0, 1e9, 1e9)
+    seqs, ents, times = np.zeros(1, SEQUENCE), np.zeros(2, ENTRY), np.zeros(2, SLOT)
+    seqs[0]["count"], seqs[0]["loading"] = 2, -1
+    ents["hbm"], ents["trips"] = 768.0, 3.0
+    q = seqs[0]
+    assert issue_load(q, ents[0], times[0], times[0], p, 0.0, 0.0, 1, False) == (True, False)
+    assert (q["loading"], q["next_load"], q["ready_at"], q["left_load"]) == (0, 1, 300.0, 768.0)
+    assert (q["load_cap"], q["load_hbm_share"]) == (1.0, 1.0)
+    q["loading"] = -1  # its data arrived; entry 0 still computes
+    assert issue_load(q, ents[1], times[0], times[1], p, 400.0, 0.0, 1, False) == (False, False)
+    assert q["next_load"] == 1
+
+
+def test_no_function_of_the_engine_takes_more_than_ten_positional_parameters():
+    import inspect
+
+    from archsim.compiler import l2reuse
+    from archsim.engine import cores, events, kernels, sharing, simulate, timing
+
+    for module in (cores, events, kernels, sharing, simulate, timing, l2reuse):
+        for name, obj in vars(module).items():
+            func = getattr(obj, "py_func", obj)
+            if inspect.isfunction(func) and func.__module__ == module.__name__:
+                positional = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.KEYWORD_ONLY]
+                assert len(positional) <= 10, f"{module.__name__}.{name}"

@@ -36,16 +36,12 @@ def _one_entry(hbm: float, trips: float) -> tuple:
     HBM bytes as `trips` loads, with one buffer: HBM latency 100 cycles, 8 channels of 1 byte a
     cycle interleaved every 256 bytes, Little's law out of the way (1e9 bytes in flight)."""
     p = MemoryParams(100.0, 0.0, 50.0, 1e9, 1e9, 1.0, 256.0, 8.0, 1e9, 1e9)
-    one = np.ones(1)
+    entries = np.array([[hbm], [0.0], [0.0], [0.0], [trips]])  # HBM, L2, stores, trips
     out = simulate_phase(
         np.array([0, 1], dtype=np.int64),
         np.array([1], dtype=np.int64),
-        np.array([hbm]),
-        np.zeros(1),
+        entries,
         np.array([10], dtype=np.int64),
-        np.zeros(1),
-        np.zeros(1),
-        one * trips,
         1,
         p,
         False,

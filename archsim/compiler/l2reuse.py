@@ -25,7 +25,7 @@ from enum import Enum
 
 import numpy as np
 
-from archsim.jit import njit
+from archsim.jit import F64Array, I64Array, njit, njit_entry
 
 
 class Raster(str, Enum):
@@ -108,18 +108,32 @@ def _wave_walk(
     b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
     em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in ("em", "en", "kl"))
     keys = groups * (rows + cols) * slices
-    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, a_bytes, b_bytes, *shares, capacity_bytes)
+    operands = np.array([a_bytes, b_bytes, *shares], dtype=np.float64)
+    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, operands, capacity_bytes)
     return moved, np.minimum(1.0, np.divide(missed, moved, out=np.zeros(waves), where=moved > 0))
 
 
-@njit
-def _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, a_bytes, b_bytes, a_share, b_share, capacity_bytes):
+@njit_entry
+def _walk_waves(
+    a_key: I64Array,
+    b_key: I64Array,
+    em: I64Array,
+    en: I64Array,
+    kl: I64Array,
+    wave: I64Array,
+    waves: int,
+    keys: int,
+    operands: F64Array,
+    capacity_bytes: float,
+):
     """Each wave's operand bytes (each item's `em` x a_bytes x a_share + `en` x b_bytes x
-    b_share per unit of K length `kl`, added in item order) and the bytes it reads from HBM
+    b_share per unit of K length `kl`, added in item order; `operands` = [a_bytes, b_bytes,
+    a_share, b_share], the element bytes of A and B and the share of its blocks a core moves) and the bytes it reads from HBM
     (`_missed_bytes` of the distinct panels it touches, in increasing order, each panel's bytes
     its rows or columns x K length x element bytes). A wave's items are consecutive (`wave` is
     non-decreasing): its panels are gathered once each (the wave that last took a panel is
     kept) and only those are sorted."""
+    a_bytes, b_bytes, a_share, b_share = operands[0], operands[1], operands[2], operands[3]
     count = wave.shape[0]
     size = np.zeros(keys)
     moved = np.zeros(waves)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.jit import njit
+from archsim.jit import F64Array, njit_entry
 from archsim.program import ENTRY, ENTRY_COLUMNS, Phase, entries, entry_rows
 
 PARTIAL_BYTES = 4  # partial sums (split-K, stream-K, split-KV attention) are kept in fp32
@@ -84,8 +84,8 @@ def coarse_rows(rows: np.ndarray, run: int) -> np.ndarray:
     return np.add.reduceat(rows, np.arange(0, len(rows), run), axis=0)
 
 
-@njit
-def deal_cores(item_costs, cores):
+@njit_entry
+def deal_cores(item_costs: F64Array, cores: int):
     """Assign work items to cores as a hardware block scheduler does: each item goes to the core
     that frees up first, in the order given (ties to the lowest core). Returns the core of each
     item. A heap of (time the core frees up, core), least first: each item is taken by its top,

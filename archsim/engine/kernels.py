@@ -17,115 +17,60 @@ shared between flows max-min fairly (progressive filling). Between events all ra
 constant, so the timeline is exact for this fluid model. A load issued at an event sees the
 HBM latency of the utilisation the rates of the last event set (the queueing delay of a loaded
 controller). Event times are rounded up to whole cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
+
+What a sequence does at an event is a few small steps inlined into the loop (`finish_ended`,
+`post_computed`, `issue_load`, `start_compute`, `next_event`), each over the records of its
+sequence (SEQUENCE), of the entries it reads (ENTRY) and of their times (SLOT): what a load asks
+of the memory system is `issue_load`'s alone, and how the flows share it archsim/engine/sharing.py's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from archsim.engine.sharing import INF, flow_place, insert_flow, remove_flow, share
-from archsim.hardware.memory import load_latency, load_rate_cap, store_rate_cap
-from archsim.jit import njit, njit_ieee, njit_inline
+from archsim.engine.cores import (
+    ENTRY,
+    EPS,
+    LOAD,
+    SEQUENCE,
+    SLOT,
+    STORE_HBM,
+    STORE_L2,
+    finish_ended,
+    issue_load,
+    left_of,
+    next_event,
+    post_computed,
+    ring_slot,
+    set_left,
+    start_compute,
+)
+from archsim.engine.events import earliest, move_flows, tree_due, tree_set
+from archsim.engine.sharing import INF, Shares, flow_place, insert_flow, remove_flow, share
+from archsim.hardware.memory import MemoryParams, store_rate_cap
+from archsim.jit import F64Array2D, I64Array, njit_entry
 
-EPS = 1.0e-3  # cycles: events closer than this to a cycle boundary are on it
-LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow arrays
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
 FEW_FLOWS = 8  # active flows the loop moves itself; more go to `move_flows`'s vector loop
+HBM, L2, STORE, STORE_TO_L2, TRIPS = 0, 1, 2, 3, 4  # the rows of a phase's `entries`, one column per entry
 
 
-@njit_ieee
-def move_flows(left, rate, end, drained, count, dt, t_next):
-    """Move the first `count` flows (compact arrays) on by `dt` cycles to `t_next`: their bytes
-    left, their ends from `t_next` on (`end`), and whether each `drained`: within EPS cycles of
-    its end, or so close that its end cannot be told from `t_next` in float time (at huge cycle
-    counts). Returns how many drained. Division by a zero rate gives inf rather than raising (a
-    flow of no rate never ends), so that the loop runs as vector instructions."""
-    n = 0
-    for i in range(count):
-        left_i = left[i] - rate[i] * dt
-        left[i] = left_i
-        end_i = t_next + left_i / rate[i]
-        end[i] = end_i
-        done = (left_i <= rate[i] * EPS) | (end_i <= t_next)
-        drained[i] = done
-        n += done
-    return n
-
-
-@njit_inline
-def earliest(values, count):
-    """The least of `values[:count]` (INF if none), in four running minima: the same number
-    whatever the order, as no value is NaN."""
-    m0 = m1 = m2 = m3 = INF
-    i = 0
-    while i + 4 <= count:
-        m0 = min(m0, values[i])
-        m1 = min(m1, values[i + 1])
-        m2 = min(m2, values[i + 2])
-        m3 = min(m3, values[i + 3])
-        i += 4
-    while i < count:
-        m0 = min(m0, values[i])
-        i += 1
-    return min(min(m0, m1), min(m2, m3))
-
-
-@njit_inline
-def tree_set(tree, leaves, s, value):
-    """Set sequence s's next event in the min tree `tree` (its `leaves` leaves from index
-    `leaves`; tree[1] the earliest of all), updating the nodes above it while they change."""
-    i = leaves + s
-    tree[i] = value
-    i >>= 1
-    while i >= 1:
-        low = min(tree[2 * i], tree[2 * i + 1])
-        if tree[i] == low:
-            break
-        tree[i] = low
-        i >>= 1
-
-
-@njit_inline
-def tree_due(tree, leaves, t, out, count, taken, stack):
-    """Append to `out` (from `count`) every sequence whose next event in `tree` is at or before
-    `t` and that is not yet `taken` (marking it); the new count. `stack` is scratch."""
-    if tree[1] > t:
-        return count
-    stack[0] = 1
-    depth = 1
-    while depth:
-        depth -= 1
-        i = stack[depth]
-        if i >= leaves:
-            s = i - leaves
-            if not taken[s]:
-                taken[s] = True
-                out[count] = s
-                count += 1
-            continue
-        if tree[2 * i] <= t:
-            stack[depth] = 2 * i
-            depth += 1
-        if tree[2 * i + 1] <= t:
-            stack[depth] = 2 * i + 1
-            depth += 1
-    return count
-
-
-@njit_inline
-def ring_slot(s, base, j, ring, trace):
-    """Where entry j of sequence s (entries from `base`) keeps its compute end and load done:
-    its own place under a trace, else slot j mod `ring` of the sequence's ring (a power of two:
-    the remainder is a mask, not a division)."""
-    if trace:
-        return base + j
-    return s * ring + (j & (ring - 1))
-
-
-@njit
-def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, stages, p, trace):
-    """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes).
+@njit_entry
+def simulate_phase(
+    core_start: I64Array,
+    weight: I64Array,
+    entries: F64Array2D,
+    cycles: I64Array,
+    stages: int,
+    p: MemoryParams,
+    trace: bool,
+):
+    """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes): sequence s's
+    entries from core_start[s] to core_start[s + 1], each standing for `weight[s]` cores; per
+    entry its bytes loaded from HBM and L2, stored to HBM and L2 and the loads one after another
+    it stands for (`entries`, one row each: HBM, L2, STORE, STORE_TO_L2, TRIPS) and its compute
+    `cycles`; `stages` SRAM buffers per core.
 
     Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the phase,
     and, when `trace`, per entry (load issue, load done, compute end) cycles and, at every event,
@@ -133,8 +78,13 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     arrays; the event series stops growing at MAX_TRACE_EVENTS per entry).
     """
     s_count = core_start.shape[0] - 1
-    n_total = hbm.shape[0]
+    n_total = cycles.shape[0]
     n_trace = n_total if trace else 0
+    ents = np.empty(n_total, ENTRY)
+    for e in range(n_total):
+        ent = ents[e]
+        ent["hbm"], ent["l2"], ent["store"] = entries[HBM, e], entries[L2, e], entries[STORE, e]
+        ent["store_l2"], ent["trips"], ent["cycles"] = entries[STORE_TO_L2, e], entries[TRIPS, e], cycles[e]
     # when each entry's compute ends and its load is done: a trace keeps every entry's; otherwise
     # only a ring per sequence of the `stages` + 1 entries a core can still read (those from
     # `stages` before its next compute up to its last load issued), `ring_slot` giving the place;
@@ -146,25 +96,17 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     while ring < min(stages, longest) + 1:  # a core never holds more entries than it has
         ring *= 2
     kept = n_total if trace else s_count * ring
-    comp_end = np.zeros(kept)
-    load_done = np.full(kept, INF)
-    load_issue = np.zeros(n_trace)
+    times = np.zeros(kept, SLOT)
+    for i in range(kept):
+        times[i]["load_done"] = INF
     n_events = MAX_TRACE_EVENTS * n_trace + 2 if trace else 0
     ev_t = np.zeros(n_events)
     ev_read = np.zeros(n_events)
     ev_write = np.zeros(n_events)
     n_ev = 0
-    next_load = np.zeros(s_count, np.int64)  # next entry whose load has not started
-    loading = np.full(s_count, -1, np.int64)  # entry whose data is flowing, -1 if none
-    ready_at = np.zeros(s_count)  # when the loading entry's data may start flowing
-    comp_next = np.zeros(s_count, np.int64)  # next entry to compute
-    comp_busy_until = np.zeros(s_count)
-    computing = np.zeros(s_count, np.bool_)
-    busy = np.zeros(s_count)
-    stall = np.zeros(s_count)
-    end = np.zeros(s_count)
-    # per flow [kind, sequence]: bytes left, cap, rate, HBM and L2 pool use per byte, active
-    left = np.zeros((FLOW_KINDS, s_count))
+    seqs = np.zeros(s_count, SEQUENCE)
+    # per flow [kind, sequence]: cap, rate, HBM and L2 pool use per byte, active (its bytes left
+    # are its sequence's while it is taken up)
     cap = np.zeros((FLOW_KINDS, s_count))
     rate = np.zeros((FLOW_KINDS, s_count))
     use_h = np.zeros((FLOW_KINDS, s_count))
@@ -180,10 +122,11 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     t = 0.0
     hbm_util = 0.0  # share of the HBM bandwidth the flows use between the last event and the next
     done = 0
-    finished = np.zeros(s_count, np.bool_)
     for s in range(s_count):
-        if core_start[s + 1] == core_start[s]:
-            finished[s] = True
+        q = seqs[s]
+        q["base"], q["count"], q["loading"] = core_start[s], core_start[s + 1] - core_start[s], -1
+        if q["count"] == 0:
+            q["finished"] = True
             done += 1
     # zero-time iterations each start or finish at least one entry's load, compute or store, so
     # more of them in a row than that means nothing can move: refuse rather than spin
@@ -222,6 +165,7 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
     n_stale = 0
     fair = True  # whether the rates were last set by fair sharing (else every rate is its cap)
     demand = np.zeros((2, FLOW_KINDS * s_count))  # the fair share's running sums (`share`)
+    shares = Shares(rate_f, cap_f, use_h_f, use_l_f, wflow_f, flows, frozen, demand)
     dirty = 0  # the first place in `flows` whose flow or cap changed since the rates were set
     leaves = 1
     while leaves < s_count:
@@ -240,75 +184,38 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
         for i in range(n_todo):
             s = todo[i]
             taken[s] = False
+            q = seqs[s]
             issued = False
             for k in range(FLOW_KINDS):
                 at = slot[k * s_count + s]
                 if at >= 0:
-                    left[k, s] = act_left[at]
-            if not finished[s]:
-                base = core_start[s]
-                n = core_start[s + 1] - base
-                # what ended at t: a load's data, the last compute, the stores
-                if loading[s] >= 0 and ready_at[s] <= t and left[LOAD, s] <= 0.0:
-                    load_done[ring_slot(s, base, loading[s], ring, trace)] = t
-                    loading[s] = -1
-                if computing[s] and comp_busy_until[s] <= t and comp_next[s] == n:
-                    computing[s] = False
-                    left[STORE_HBM, s] += store[base + n - 1]
-                    left[STORE_L2, s] += store_l2[base + n - 1]
-                if comp_next[s] == n and not computing[s] and left[STORE_HBM, s] <= 0.0 and left[STORE_L2, s] <= 0.0:
-                    finished[s] = True
-                    end[s] = t
-                    done += 1
-            if not finished[s]:
-                # start whatever can start at time t: the compute unit posts the entry it
-                # finished and takes the next once it is loaded
-                if computing[s] and comp_busy_until[s] <= t:
-                    computing[s] = False
-                    e = base + comp_next[s] - 1
-                    left[STORE_HBM, s] += store[e]
-                    left[STORE_L2, s] += store_l2[e]
-                # a free DMA takes the next load once its buffer is free
-                if loading[s] < 0 and next_load[s] < n:
-                    j = next_load[s]
-                    freed = ring_slot(s, base, j - stages, ring, trace)
-                    slot_free = 0.0 if j < stages else comp_end[freed]
-                    if j < stages or (comp_next[s] > j - stages and comp_end[freed] <= t):
-                        e = base + j
-                        if trace:
-                            load_issue[e] = max(t, slot_free)
-                        nbytes = hbm[e] + l2[e]
-                        if nbytes <= 0.0:
-                            load_done[ring_slot(s, base, j, ring, trace)] = max(t, slot_free)
-                            again[n_again] = s  # one load a pass: the next one waits for the next event
-                            n_again += 1
-                        else:
-                            hf = hbm[e] / nbytes
-                            lat = load_latency(p, hf, hbm_util)
-                            loading[s] = j
-                            ready_at[s] = max(np.ceil(slot_free + trips[e] * lat - EPS), t)
-                            left[LOAD, s] = nbytes
-                            cap[LOAD, s] = load_rate_cap(p, hbm[e] / trips[e], hf, lat)
-                            use_h[LOAD, s] = hf
-                            use_l[LOAD, s] = 1.0 - hf
-                            issued = True
-                        next_load[s] += 1
-                if not computing[s] and comp_next[s] < n:
-                    e = base + comp_next[s]
-                    here = ring_slot(s, base, comp_next[s], ring, trace)
-                    if load_done[here] <= t:
-                        prev = comp_end[ring_slot(s, base, comp_next[s] - 1, ring, trace)] if comp_next[s] > 0 else 0.0
-                        stall[s] += t - prev
-                        comp_end[here] = t + cycles[e]
-                        comp_busy_until[s] = comp_end[here]
-                        busy[s] += cycles[e]
-                        if not trace:
-                            load_done[here] = INF  # the slot waits for the load `ring` entries on
-                        computing[s] = True
-                        comp_next[s] += 1
+                    set_left(q, k, act_left[at])
+            base, last_entry, last_slot = q["base"], max(q["base"] + q["count"] - 1, 0), kept - 1
+            if not q["finished"]:
+                loading = times[ring_slot(s, base, max(q["loading"], 0), ring, trace)]
+                done += finish_ended(q, ents[last_entry], loading, t)
+            if not q["finished"]:
+                post_computed(q, ents[max(base + q["comp_next"] - 1, 0)], t)
+                j = q["next_load"]
+                freed = times[ring_slot(s, base, max(j - stages, 0), ring, trace)]
+                here = times[min(ring_slot(s, base, j, ring, trace), last_slot)]
+                issued, nothing = issue_load(
+                    q, ents[min(base + j, last_entry)], freed, here, p, t, hbm_util, stages, trace
+                )
+                if issued:
+                    cap[LOAD, s] = q["load_cap"]
+                    use_h[LOAD, s] = q["load_hbm_share"]
+                    use_l[LOAD, s] = 1.0 - q["load_hbm_share"]
+                if nothing:  # one load a pass: the next one waits for the next event
+                    again[n_again] = s
+                    n_again += 1
+                c = q["comp_next"]
+                here = times[min(ring_slot(s, base, c, ring, trace), last_slot)]
+                prev = times[ring_slot(s, base, max(c - 1, 0), ring, trace)]
+                start_compute(q, ents[min(base + c, last_entry)], here, prev, t, trace)
             # which of its flows move from t on
             for k in range(FLOW_KINDS):
-                now = (loading[s] >= 0 and ready_at[s] <= t) if k == LOAD else left[k, s] > 0.0
+                now = (q["loading"] >= 0 and q["ready_at"] <= t) if k == LOAD else left_of(q, k) > 0.0
                 f = k * s_count + s
                 if now and not active[k, s]:
                     slot[f] = n_flows
@@ -335,36 +242,16 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                     changed = True  # a new load at a new cap
                 active[k, s] = now
                 if now:
-                    act_left[slot[f]] = left[k, s]
+                    act_left[slot[f]] = left_of(q, k)
                     stale[n_stale] = f
                     n_stale += 1
-            nxt = INF
-            if not finished[s]:
-                if computing[s]:
-                    nxt = comp_busy_until[s]
-                if loading[s] >= 0 and not active[LOAD, s]:
-                    nxt = min(nxt, ready_at[s])
-            tree_set(seq_next, leaves, s, nxt)
+            tree_set(seq_next, leaves, s, next_event(q, active[LOAD, s]))
         if done >= s_count:
             break
         # rates of the active flows: each at its cap, then shared max-min fairly; the same flows
         # at the same caps as when the rates were set keep them
         if changed:
-            hbm_load, fair_now = share(
-                rate_f,
-                cap_f,
-                use_h_f,
-                use_l_f,
-                wflow_f,
-                flows,
-                n_flows,
-                frozen,
-                demand,
-                dirty,
-                fair,
-                p.hbm_bytes_per_cycle,
-                p.l2_bytes_per_cycle,
-            )
+            hbm_load, fair_now = share(shares, n_flows, dirty, fair, p.hbm_bytes_per_cycle, p.l2_bytes_per_cycle)
             hbm_util = hbm_load / p.hbm_bytes_per_cycle
             changed = False
             dirty = n_flows
@@ -438,6 +325,13 @@ def simulate_phase(core_start, weight, hbm, l2, cycles, store, store_l2, trips, 
                 taken[s] = True
                 todo[n_todo] = s
                 n_todo += 1
+    end, busy, stall = np.empty(s_count), np.empty(s_count), np.empty(s_count)
+    for s in range(s_count):
+        end[s], busy[s], stall[s] = seqs[s]["end"], seqs[s]["busy"], seqs[s]["stall"]
+    load_issue = np.empty(n_trace)
     if not trace:
         return end, busy, stall, t, load_issue, load_issue, load_issue, ev_t, ev_read, ev_write
+    load_done, comp_end = np.empty(n_trace), np.empty(n_trace)
+    for e in range(n_trace):
+        load_issue[e], load_done[e], comp_end[e] = times[e]["load_issue"], times[e]["load_done"], times[e]["comp_end"]
     return end, busy, stall, t, load_issue, load_done, comp_end, ev_t[:n_ev], ev_read[:n_ev], ev_write[:n_ev]

@@ -8,19 +8,27 @@ A flow is numbered kind x sequences + sequence: its place in the [kind, sequence
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 from archsim.jit import njit_inline
 
 INF = 1.0e300
 
+# The arrays the sharing reads and sets, one place per flow (ravelled): each flow's `rate` and
+# `cap` in bytes per cycle, the HBM (`use_h`) and L2 (`use_l`) bytes it moves per byte, the
+# identical cores it stands for (`weight`); `flows` the active ones in flow order (the first
+# `count`); `frozen` the fair share's scratch, one place per flow; `demand` [2, flows] the HBM
+# and L2 demand at the caps summed in flow order up to each place (kept between calls: `share`)
+Shares = namedtuple("Shares", ["rate", "cap", "use_h", "use_l", "weight", "flows", "frozen", "demand"])
+
 
 @njit_inline
-def _fair_share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, l2_cap):
-    """Max-min fair rates of the active flows (`flows[:count]`, in flow order) by progressive
-    filling: every flow's rate rises together from zero until it reaches its own cap or a pool
-    it uses (HBM, L2) is full; flows so stopped keep their rate and the rest go on. A flow moves
-    `use_h` bytes of HBM and `use_l` of L2 traffic per byte; `weight` counts the identical cores
-    it stands for. `frozen` is scratch, one place per flow. Returns the HBM bytes per cycle the
-    rates use."""
+def _fair_share(sh, count, hbm_cap, l2_cap):
+    """Max-min fair rates of the active flows (`flows[:count]` of the Shares `sh`, in flow order)
+    by progressive filling: every flow's rate rises together from zero until it reaches its own
+    cap or a pool it uses (HBM, L2) is full; flows so stopped keep their rate and the rest go on.
+    Returns the HBM bytes per cycle the rates use."""
+    rate, cap, use_h, use_l, weight, flows, frozen = sh.rate, sh.cap, sh.use_h, sh.use_l, sh.weight, sh.flows, sh.frozen
     for i in range(count):
         f = flows[i]
         rate[f] = 0.0
@@ -95,17 +103,18 @@ def flow_place(flows, count, f):
 
 
 @njit_inline
-def share(rate, cap, use_h, use_l, weight, flows, count, frozen, demand, dirty, was_fair, hbm_cap, l2_cap):
-    """Rates of the active flows (`flows[:count]`, in order): their caps when the caps fit under
-    both pools (filling would stop every flow at its cap first), else `_fair_share`. Arrays
-    ravelled, one place per flow; an inactive flow's rate is left as it was. Returns the HBM
-    bytes per cycle the rates use, and whether they were shared fairly (else each is its cap).
+def share(sh, count, dirty, was_fair, hbm_cap, l2_cap):
+    """Rates of the active flows (`flows[:count]` of the Shares `sh`, in order): their caps when
+    the caps fit under both pools (filling would stop every flow at its cap first), else
+    `_fair_share`; an inactive flow's rate is left as it was. Returns the HBM bytes per cycle
+    the rates use, and whether they were shared fairly (else each is its cap).
 
     The pools' demand at the caps is summed in flow order; `demand[0, i]` and `demand[1, i]`
     keep the HBM and L2 sums up to place i from one call to the next, and only the places from
     `dirty` on (the first whose flow or cap changed since) are summed again: the same additions
     of the same numbers. The caps are set as the rates from `dirty` on, or all of them after
     rates were last shared fairly (`was_fair`)."""
+    rate, cap, use_h, use_l, weight, flows, demand = sh.rate, sh.cap, sh.use_h, sh.use_l, sh.weight, sh.flows, sh.demand
     demand_h = demand[0, dirty - 1] if dirty > 0 else 0.0
     demand_l = demand[1, dirty - 1] if dirty > 0 else 0.0
     for i in range(dirty, count):
@@ -118,4 +127,4 @@ def share(rate, cap, use_h, use_l, weight, flows, count, frozen, demand, dirty, 
         for i in range(0 if was_fair else dirty, count):
             rate[flows[i]] = cap[flows[i]]
         return demand_h, False
-    return _fair_share(rate, cap, use_h, use_l, weight, flows, count, frozen, hbm_cap, l2_cap), True
+    return _fair_share(sh, count, hbm_cap, l2_cap), True

@@ -84,6 +84,21 @@ def replayed_phase(phase: Phase, chip: Chip) -> PhaseResult:
 
 
 def _play_phase(phase: Phase, chip: Chip, trace: bool) -> PhaseResult:
+    try:
+        return play_phase_on(phase, phase_memory(phase, chip), trace)
+    except ValueError as err:  # the loop's guard: time stopped advancing
+        raise RuntimeError(f"{phase.label} on {chip.name}: {err}") from None
+
+
+def phase_entries(phase: Phase) -> np.ndarray:
+    """The phase's per-entry bytes and trips as the event loop reads them: one row each, in the
+    order of archsim.engine.kernels.HBM, L2, STORE, STORE_TO_L2, TRIPS."""
+    return np.stack((phase.hbm_bytes, phase.l2_bytes, phase.store_bytes, phase.store_l2_bytes, phase.load_trips))
+
+
+def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> PhaseResult:
+    """Play one phase on the memory system `memory` (`phase_memory`), unmemoised: every output of
+    the event loop (tests/test_engine_recorded.py compares them with recorded ones)."""
     if phase.entries == 0:
         z = np.zeros(0)
         return PhaseResult(z, z, z, 0.0, PhaseTimeline(z, z, z, 0.0, z, z, z) if trace else None)
@@ -91,21 +106,15 @@ def _play_phase(phase: Phase, chip: Chip, trace: bool) -> PhaseResult:
         end, busy, stall, total, issue, done, comp_end, ev_t, ev_read, ev_write = simulate_phase(
             phase.core_start,
             phase.core_weight,
-            phase.hbm_bytes,
-            phase.l2_bytes,
+            phase_entries(phase),
             phase.compute_cycles,
-            phase.store_bytes,
-            phase.store_l2_bytes,
-            phase.load_trips,
             int(phase.stages),
-            phase_memory(phase, chip),
+            memory,
             trace,
         )
     except SystemError as err:  # Ctrl-C inside a compiled kernel surfaces as SystemError
         reraise_interrupt(err)
         raise
-    except ValueError as err:  # the loop's guard: time stopped advancing
-        raise RuntimeError(f"{phase.label} on {chip.name}: {err}") from None
     timeline = PhaseTimeline(issue, done, comp_end, float(total), ev_t, ev_read, ev_write) if trace else None
     return PhaseResult(end, busy, stall, float(total), timeline)
 

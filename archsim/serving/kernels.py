@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from archsim.jit import njit
+from archsim.jit import F64Array, I64Array, njit, njit_entry
 from archsim.serving.histogram import BINS, LOG_LOW_S, LOW_S, SCALE
 
 
@@ -43,15 +43,26 @@ def hist_add_many(counts, stats, gaps_s, weight):
         hist_add(counts, stats, gaps_s[i], weight)
 
 
-@njit
-def hist_add_steps(counts, stats, ends_s, k, weight):
+@njit_entry
+def hist_add_steps(counts: I64Array, stats: F64Array, ends_s: F64Array, k: int, weight: int):
     """The gaps between the first `k` consecutive step ends, each `weight` times."""
     for j in range(1, k):
         hist_add(counts, stats, ends_s[j] - ends_s[j - 1], weight)
 
 
-@njit
-def plan_running(order, prompt, generated, computed, blocks, target, bs, budget, verify, decodes_first):
+@njit_entry
+def plan_running(
+    order: I64Array,
+    prompt: I64Array,
+    generated: I64Array,
+    computed: I64Array,
+    blocks: I64Array,
+    target: I64Array,
+    bs: int,
+    budget: int,
+    verify: int,
+    decodes_first: bool,
+):
     """The running requests' part of a step, in order (decodes first if asked), each its known
     tokens left to compute (a decode: 1, or a verify's `verify` capped by what it has left to
     generate) within `budget`: (ids, tokens, blocks to grow each, total growth, budget left,
@@ -91,8 +102,8 @@ def plan_running(order, prompt, generated, computed, blocks, target, bs, budget,
     return ids[:m], ntok[:m], grow[:m], total, budget, all_decodes
 
 
-@njit
-def step_shape(ids, ntok, prompt, generated, computed):
+@njit_entry
+def step_shape(ids: I64Array, ntok: I64Array, prompt: I64Array, generated: I64Array, computed: I64Array):
     """What a step computes: (decodes, their KV total and max with this step's tokens, their KV
     before it, which entries are prefill chunks, how many one-token emissions it makes)."""
     decodes = 0
@@ -116,8 +127,19 @@ def step_shape(ids, ntok, prompt, generated, computed):
     return decodes, total, longest, before, chunk, emits
 
 
-@njit
-def apply_tokens(ids, ntok, prompt, generated, computed, first_token, last_token, end_s, counts, stats):
+@njit_entry
+def apply_tokens(
+    ids: I64Array,
+    ntok: I64Array,
+    prompt: I64Array,
+    generated: I64Array,
+    computed: I64Array,
+    first_token: F64Array,
+    last_token: F64Array,
+    end_s: float,
+    counts: I64Array,
+    stats: F64Array,
+):
     """Book a step ending at `end_s`: each request computes its tokens and, when all its known
     tokens are computed, emits one (its first token, or a gap since its last). Returns those
     that emitted."""
@@ -138,8 +160,17 @@ def apply_tokens(ids, ntok, prompt, generated, computed, first_token, last_token
     return emit[:m]
 
 
-@njit
-def decode_bounds(ids, target, generated, computed, blocks, bs, free, grows):
+@njit_entry
+def decode_bounds(
+    ids: I64Array,
+    target: I64Array,
+    generated: I64Array,
+    computed: I64Array,
+    blocks: I64Array,
+    bs: int,
+    free: int,
+    grows: bool,
+):
     """For a run of decode-only steps of `ids` (the first step's blocks held): the most steps
     before a finish and, when blocks grow, the most the free blocks cover (after j steps a
     request with c computed holds ceil((c + j) / bs) blocks); its KV total and max in step 1."""
@@ -167,20 +198,36 @@ def decode_bounds(ids, target, generated, computed, blocks, bs, free, grows):
     return kmax, total, longest
 
 
-@njit
-def apply_decodes(ids, k, computed, generated, blocks, bs, last_token, first_end_s, end_s, counts, stats, grows):
+@njit_entry
+def apply_decodes(
+    ids: I64Array,
+    k: int,
+    computed: I64Array,
+    generated: I64Array,
+    last_token: F64Array,
+    first_end_s: float,
+    end_s: float,
+    counts: I64Array,
+    stats: F64Array,
+):
     """Book k decode-only steps of `ids`, the first ending at `first_end_s`, the last at `end_s`:
-    each request's gap to its first token of the run, k more tokens each, and the blocks they
-    grow into (returned)."""
-    taken = 0
+    each request's gap to its first token of the run and k more tokens each (the blocks they grow
+    into: `grow_blocks`)."""
     for r in ids:
         hist_add(counts, stats, first_end_s - last_token[r], 1)
         last_token[r] = end_s
         computed[r] += k
         generated[r] += k
-        if grows:
-            g = -(-computed[r] // bs) - blocks[r]
-            if g > 0:
-                blocks[r] += g
-                taken += g
+
+
+@njit_entry
+def grow_blocks(ids: I64Array, computed: I64Array, blocks: I64Array, bs: int):
+    """Grow each request of `ids` into the blocks of `bs` tokens its computed tokens fill; the
+    blocks taken in all."""
+    taken = 0
+    for r in ids:
+        g = -(-computed[r] // bs) - blocks[r]
+        if g > 0:
+            blocks[r] += g
+            taken += g
     return taken

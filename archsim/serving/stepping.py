@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from archsim.serving.instance import Books, Instance
-from archsim.serving.kernels import apply_decodes, apply_tokens, decode_bounds, hist_add_steps, step_shape
+from archsim.serving.kernels import apply_decodes, apply_tokens, decode_bounds, grow_blocks, hist_add_steps, step_shape
 from archsim.serving.scheduler import Plan
 from archsim.serving.speculative import expected_tokens, proposal_s
 from archsim.serving.state import InstanceState
@@ -135,20 +135,8 @@ def run_decodes(
         end, gpu_total, first_end = float(ends_arr[k - 1]), float(gpu_series[:k].sum()), float(ends_arr[0])
         wall_total = float(walls[:k].sum())
         hist_add_steps(hist.counts, hist.stats, ends_arr, k, b)
-    taken = apply_decodes(
-        ids,
-        k,
-        s.computed,
-        s.generated,
-        s.blocks,
-        s.bs,
-        books.last_token,
-        first_end,
-        end,
-        hist.counts,
-        hist.stats,
-        grows,
-    )
+    apply_decodes(ids, k, s.computed, s.generated, books.last_token, first_end, end, hist.counts, hist.stats)
+    taken = grow_blocks(ids, s.computed, s.blocks, s.bs) if grows else 0
     s.take_grown(int(taken))
     _register(s, ids)
     books.stepped(wall_total, gpu_total, b, k)
