@@ -174,17 +174,3 @@ def test_a_load_is_issued_by_one_step_on_the_records_it_changes():
     q["loading"] = -1  # its data arrived; entry 0 still computes
     assert issue_load(q, ents[1], times[0], times[1], p, 400.0, 0.0, 1, False) == (False, False)
     assert q["next_load"] == 1
-
-
-def test_no_function_of_the_engine_takes_more_than_ten_positional_parameters():
-    import inspect
-
-    from archsim.compiler import l2reuse
-    from archsim.engine import cores, events, kernels, sharing, simulate, timing
-
-    for module in (cores, events, kernels, sharing, simulate, timing, l2reuse):
-        for name, obj in vars(module).items():
-            func = getattr(obj, "py_func", obj)
-            if inspect.isfunction(func) and func.__module__ == module.__name__:
-                positional = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.KEYWORD_ONLY]
-                assert len(positional) <= 10, f"{module.__name__}.{name}"

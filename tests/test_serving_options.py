@@ -1,10 +1,8 @@
 """The options of a serving run (archsim/serving/options.py): one record built from the API's
 keywords or the command's flags, checked in one place with each bad option named; the setup
-built from it (archsim/serving/build.py); and the shape of the serving package (no function with
-more than 10 positional or required parameters, no import circle)."""
+built from it (archsim/serving/build.py)."""
 
 import argparse
-import ast
 import dataclasses
 from pathlib import Path
 
@@ -162,48 +160,3 @@ def test_every_keyword_has_its_flag():
     # the names the checks accept are those the simulator knows
     assert set(HOST_PROFILES) == set(PROFILES) and tuple(p.value for p in Policy) == POLICIES
     assert tuple(p.value for p in Preemption) == PREEMPTIONS
-
-
-SHAPED = [ROOT / "archsim/serving", ROOT / "archsim/api", ROOT / "archsim/commands/serve.py"]
-SHAPED.append(ROOT / "archsim/commands/serve_flags.py")
-KERNELS = {("kernels.py", "apply_decodes")}  # a compiled kernel's signature (archsim/aot.py holds it)
-
-
-def _functions():
-    for base in SHAPED:
-        for path in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.FunctionDef) and (path.name, node.name) not in KERNELS:
-                    yield path, node
-
-
-def test_no_function_takes_more_than_ten_positional_or_required_parameters():
-    wide = []
-    for path, f in _functions():
-        a = f.args
-        positional = [p for p in a.posonlyargs + a.args if p.arg not in ("self", "cls")]
-        required = len(positional) - len(a.defaults) + sum(d is None for d in a.kw_defaults)
-        if len(positional) > 10 or required > 10:
-            wide.append(f"{path.name}:{f.lineno} {f.name}")
-    assert wide == []
-
-
-def test_the_serving_modules_import_no_circle():
-    """Each module of archsim/serving/ and what it imports of the package, at any depth: none
-    reaches itself (co-located and disaggregated serving share archsim/serving/setup.py)."""
-    imports = {}
-    for path in (ROOT / "archsim/serving").glob("*.py"):
-        names = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("archsim.serving."):
-                names.add(node.module.rsplit(".", 1)[1])
-        imports[path.stem] = names
-
-    def reaches(start, seen):
-        for m in imports.get(start, ()):
-            if m not in seen:
-                seen.add(m)
-                reaches(m, seen)
-        return seen
-
-    assert [m for m in imports if m in reaches(m, set())] == []

@@ -96,3 +96,17 @@ def test_the_checks_see_circles_and_lazy_imports(tmp_path):
     assert circle_pairs(graph) == {("pkg.a", "pkg.b")}
     assert graph["pkg.c"] == {"pkg.compiler.program"}
     assert graph["pkg.d"] == {"pkg.a"}
+
+
+def test_no_function_takes_more_than_ten_positional_or_required_parameters():
+    """Beyond ten, arguments travel as a record (an option record, a kernel's state record)."""
+    wide = []
+    for name, path in module_files().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                a = node.args
+                positional = [p for p in a.posonlyargs + a.args if p.arg not in ("self", "cls")]
+                required = len(positional) - len(a.defaults) + sum(d is None for d in a.kw_defaults)
+                if len(positional) > 10 or required > 10:
+                    wide.append(f"{name}:{node.lineno} {node.name}")
+    assert wide == []
