@@ -27,12 +27,13 @@ def played_activity(program: Program, played: ProgramResult) -> Activity:
 
 
 def play_held(program: Program, chip: Chip, played: ProgramResult | None = None) -> tuple[float, ProgramResult]:
-    """The program played at the clock its power holds (archsim/hardware/power.py): the chip's
-    clock unless the kernel would draw more than the limit there (`played`: already played at
-    the chip's clock). The time at another clock f is estimated as the critical core's compute
-    scaling as 1/f and the rest as fixed; the program is played again at the clock found, twice,
-    each play correcting the estimate, and on while a play still draws more than the limit (the
-    estimate errs high, as the stalls shrink too at a lower clock; MAX_HELD_PLAYS bounds it)."""
+    """The program played at the clock its power holds (archsim/hardware/power.py): the highest
+    clock at which its power, computed from a play at that clock, stays at or under the limit
+    (`played`: already played at the chip's clock). The time at another clock f is estimated as
+    the critical core's compute scaling as 1/f and the rest as fixed; the program is played again
+    at the clock found, each play correcting the estimate, at most MAX_HELD_PLAYS times. Where the
+    last play still draws more than the limit (the estimate errs high, as the stalls shrink too at
+    a lower clock), `under_the_limit` steps down to a clock that is under it for certain."""
     played = played or play_program(program, chip)
     p, f_max = chip.power, chip.clock_hz
     if p is None or played.cycles == 0:
@@ -56,4 +57,27 @@ def play_held(program: Program, chip: Chip, played: ProgramResult | None = None)
             break
         played = play_program(program, at_clock(chip, clock))
         a = played_activity(program, played)
+    return under_the_limit(program, chip, clock, played)
+
+
+def under_the_limit(program: Program, chip: Chip, clock: float, played: ProgramResult) -> tuple[float, ProgramResult]:
+    """The program at `clock` (`played` there) if its power is at or under the limit, else at a
+    lower clock whose power is, found without estimating: a kernel's time never grows with its
+    clock, so at any f below `clock` it takes at least the time T played there, and its power
+    at f is at most its actions' energy over T plus the floor at f. The highest f where that
+    bound meets the limit is under it for certain; it is played, and stepped down again in the
+    rare case that the play moved other bytes (or the lowest clock is reached, where the floor
+    holds: memory traffic whose power no clock lowers)."""
+    p = chip.power
+    assert p is not None
+    for _ in range(MAX_HELD_PLAYS):
+        a, time_s = played_activity(program, played), played.cycles / clock
+        if clock <= p.min_clock_hz or power_w(p, a, time_s, clock) <= p.limit_w:
+            break
+
+        def at_least(_f: float, time_s: float = time_s) -> float:
+            return time_s
+
+        clock = held_clock_hz(p, a, at_least, clock)
+        played = play_program(program, at_clock(chip, clock))
     return clock, played
