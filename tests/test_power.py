@@ -198,3 +198,23 @@ def test_the_curves_top_defaults_to_the_clock_and_stays_out_of_the_hash_there():
     assert slow.config["power"]["max_clock"] == 1.98e9
     own = archsim.load_system("h200", {"clock": "1.5 GHz", "power.max_clock": None})
     assert own.system.chip.power.max_clock_hz == 1.5e9
+
+
+def test_a_limit_no_clock_can_keep_is_refused_with_the_numbers():
+    """At its lowest clock, 345 MHz, v = 0.7 V / 1.0 V: the H200 idles at 73.7 W static + 84 W x
+    (345 / 1980) x 0.49 = 7.172 W; streaming its 4.8 TB/s it adds HBM 4.8e12 x 8 x 3.9 pJ = 149.76 W
+    and L2 4.8e12 x 5 pJ x 0.49 = 11.76 W, memory traffic no clock lowers: 242.4 W in all. A limit
+    under it is refused at power.limit with those numbers; one over it runs, held under it."""
+    import archsim
+    from archsim.hardware.power import streaming_floor_w
+
+    h200 = archsim.load_system("h200")
+    p, bandwidth = h200.system.chip.power, h200.system.chip.hbm.peak_bandwidth_bytes_per_s
+    assert streaming_floor_w(p, bandwidth) == pytest.approx(73.7 + 7.172 + 149.76 + 11.76, abs=1e-3)
+    with pytest.raises(archsim.ConfigError) as err:
+        archsim.with_params(h200, {"power.limit": "242 W"})
+    assert str(err.value) == (
+        "with_params: power.limit: 242 W is below what the chip draws at its lowest clock (345 MHz) idle"
+        " (80.9 W) and streaming its main memory at 4.8 TB/s (162 W): 242 W, which no clock lowers"
+    )
+    archsim.with_params(h200, {"power.limit": "243 W"})  # above it: a chip that can keep its limit

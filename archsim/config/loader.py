@@ -45,7 +45,7 @@ from archsim.hardware.area import AreaSpec, Node
 from archsim.hardware.chip import HostLink, min_tile_bytes
 from archsim.hardware.memory_models import MainMemory
 from archsim.hardware.params import from_section
-from archsim.hardware.power import Energies, Power
+from archsim.hardware.power import Energies, Power, floor_power_w, streaming_floor_w
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -330,6 +330,10 @@ def _check_system(system: System, doc: YamlDoc) -> None:
     p = system.chip.power
     if p is not None and not p.min_clock_hz < system.chip.clock_hz <= p.max_clock_hz:
         raise ConfigError([doc.problem(("clock",), _off_the_curve(system.chip.clock_hz, p))])
+    if p is not None and p.limit_w < streaming_floor_w(p, system.chip.hbm.peak_bandwidth_bytes_per_s):
+        raise ConfigError(
+            [doc.problem(("power", "limit"), _below_the_floor(p, system.chip.hbm.peak_bandwidth_bytes_per_s))]
+        )
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
     if system.interconnect is not None:
@@ -344,6 +348,18 @@ def _off_the_curve(clock_hz: float, p: Power) -> str:
     else:
         where = f"not above the lowest clock (power.min_clock {p.min_clock_hz / 1e9:g} GHz)"
     return f"{clock_hz / 1e9:g} GHz is {where}: the clock must lie on the silicon's voltage curve"
+
+
+def _below_the_floor(p: Power, bandwidth_bytes_per_s: float) -> str:
+    """Why a power limit no clock can keep: at its lowest clock the chip draws more, idle and
+    streaming its main memory at its peak (memory traffic whose power no core clock lowers)."""
+    idle_w = floor_power_w(p, p.min_clock_hz)
+    memory_w = streaming_floor_w(p, bandwidth_bytes_per_s) - idle_w
+    return (
+        f"{p.limit_w:g} W is below what the chip draws at its lowest clock ({p.min_clock_hz / 1e6:g} MHz)"
+        f" idle ({idle_w:.3g} W) and streaming its main memory at {bandwidth_bytes_per_s / 1e12:.3g} TB/s"
+        f" ({memory_w:.3g} W): {idle_w + memory_w:.3g} W, which no clock lowers"
+    )
 
 
 def _check_fabric(system: System, doc: YamlDoc) -> None:

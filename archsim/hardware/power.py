@@ -183,14 +183,20 @@ def energy_j(p: Power, a: Activity, time_s: float, clock_hz: float) -> float:
     return energy_split(p, a, time_s, clock_hz).total_j
 
 
-def floor_power_w(p: Power, clock_hz: float, *_chip_clock_hz: float) -> float:
-    """Power of the chip doing nothing at `clock_hz`: static power and the cores' idle power.
-    (A chip's clock passed after it, as callers did before the curve had its own top, changes
-    nothing: the curve is the silicon's.)"""
+def floor_power_w(p: Power, clock_hz: float) -> float:
+    """Power of the chip doing nothing at `clock_hz`: static power and the cores' idle power."""
     return energy_split(p, Activity(), 1.0, clock_hz).total_j
 
 
-def idle_power_w(p: Power, *_chip_clock_hz: float) -> float:
+def streaming_floor_w(p: Power, bandwidth_bytes_per_s: float) -> float:
+    """Power of the chip at its lowest clock streaming main memory at `bandwidth_bytes_per_s`
+    through L2 and SRAM, computing nothing: the least a memory-bound kernel draws, since HBM's
+    energy is the memory's own and no core clock lowers it (the lowest power limit a chip can keep)."""
+    moved = Activity(l2_bytes=bandwidth_bytes_per_s, hbm_bytes=bandwidth_bytes_per_s)
+    return energy_split(p, moved, 1.0, p.min_clock_hz).total_j
+
+
+def idle_power_w(p: Power) -> float:
     """Power of a chip with no work, its clock dropped to the lowest (between requests)."""
     return floor_power_w(p, p.min_clock_hz)
 

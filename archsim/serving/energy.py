@@ -167,8 +167,8 @@ def instance_energy(
     tl, chip, chips = run.result.timeline, system.chip, par.tp * par.pp
     if chip.power is None:
         raise ValueError(f"{chip.name} has no power model to price a serving run with")
-    model, idle_w = energy_model(_bare(w), system, resolution, par), idle_power_w(chip.power, chip.clock_hz)
-    floor_w = floor_power_w(chip.power, chip.clock_hz, chip.clock_hz)
+    model, idle_w = energy_model(_bare(w), system, resolution, par), idle_power_w(chip.power)
+    floor_w = floor_power_w(chip.power, chip.clock_hz)
     span = tl.end_s - tl.start_s
     joules = np.zeros(len(span))
     samples = zip(tl.steps.tolist(), tl.batch.tolist(), tl.tokens.tolist(), span.tolist(), tl.gpu_s.tolist())
