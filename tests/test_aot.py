@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from archsim import aot
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no compiled kernels")
 
@@ -82,11 +82,31 @@ def _programs(chip):
     from archsim.compiler.compile import compile_candidates
 
     ops = [
-        Op(OpKind.GEMM, m=512, k=4096, n=28672),
-        Op(OpKind.GEMM, m=1, k=4096, n=14336),
-        Op(OpKind.ATTENTION, batch=2, heads=32, kv_heads=8, head_dim=128, q_len=1024, kv_len=1024, causal=True),
-        Op(OpKind.ATTENTION, batch=4, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=3000, split_kv=True),
-        Op(OpKind.VECTOR, m=4096, n=4096, vop=VectorOp.RMSNORM),
+        Op(OpKind.GEMM, m=512, k=4096, n=28672, scaling=Scaling.FIXED),
+        Op(OpKind.GEMM, m=1, k=4096, n=14336, scaling=Scaling.FIXED),
+        Op(
+            OpKind.ATTENTION,
+            batch=2,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            q_len=1024,
+            kv_len=1024,
+            causal=True,
+            scaling=Scaling.FIXED,
+        ),
+        Op(
+            OpKind.ATTENTION,
+            batch=4,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            q_len=1,
+            kv_len=3000,
+            split_kv=True,
+            scaling=Scaling.FIXED,
+        ),
+        Op(OpKind.VECTOR, m=4096, n=4096, vop=VectorOp.RMSNORM, scaling=Scaling.FIXED),
     ]
     return [p for op in ops for p in compile_candidates(op, chip)[:2]]
 

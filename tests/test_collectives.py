@@ -217,15 +217,43 @@ def test_h200x8_small_allreduce_is_latency_bound():
     assert 10 * US < tiny.time_s < 20 * US
 
 
-@pytest.mark.parametrize(
-    "multi,single", [("h200x8", "h200"), ("h100x8", "h100"), ("a100x8", "a100"), ("tpu_v5e_x8", "tpu_v5e")]
-)
-def test_multi_chip_files_hold_the_single_chip(multi, single):
-    """The chip sections of a multi-chip file are copied from its chip's file: keep them equal."""
-    many, _ = load_system(str(ROOT / "hw_configs" / f"{multi}.yaml"))
-    one, _ = load_system(str(ROOT / "hw_configs" / f"{single}.yaml"))
-    assert many.chip == one.chip, f"copy the chip sections of {single}.yaml to {multi}.yaml"
-    assert many.chips == 8
+MULTI_CHIP = {  # each shipped multi-chip file and the chip file it extends
+    "h200x8": "h200",
+    "h100x8": "h100",
+    "a100x8": "a100",
+    "b200x8": "b200",
+    "gb200_nvl72": "gb200",
+    "mi300x_x8": "mi300x",
+    "mi325x_x8": "mi325x",
+    "tpu_v5e_x8": "tpu_v5e",
+    "tpu_v6e_x8": "tpu_v6e",
+    "tpu_v6e_x256": "tpu_v6e",
+    "tpu_v7_x8": "tpu_v7",
+    "tpu_v7_x64": "tpu_v7",
+    "trainium2_x16": "trainium2",
+    "lpu_x576": "lpu",
+    "wafer_x4": "wafer",
+}
+
+
+def test_every_multi_chip_file_is_listed():
+    """A shipped file of more than one chip is one of MULTI_CHIP (so the test below covers it)."""
+    shipped = {p.stem for p in (ROOT / "hw_configs").glob("*.yaml")}
+    assert {name for name in shipped if load_system(name)[0].chips > 1} == set(MULTI_CHIP)
+
+
+@pytest.mark.parametrize("multi,single", sorted(MULTI_CHIP.items()))
+def test_multi_chip_files_extend_their_chip(multi, single):
+    """A multi-chip file extends its chip's file and overrides no chip section, so a change to the
+    chip reaches its systems: it holds only `extends`, `description`, `chips` and `interconnect`
+    keys, and its chip is the chip file's."""
+    from archsim.config.yamlfile import read_yaml
+
+    doc = read_yaml(ROOT / "hw_configs" / f"{multi}.yaml")
+    assert doc.data["extends"] == single and next(iter(doc.data)) == "extends"
+    assert set(doc.data) <= {"extends", "description", "chips", "interconnect"}
+    many, one = load_system(multi)[0], load_system(single)[0]
+    assert many.chip == one.chip and many.chips > 1
 
 
 def test_tpu_torus_beats_one_of_its_dimensions():

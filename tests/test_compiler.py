@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from archsim.compiler.attention import _blocks, compile_attention
-from archsim.compiler.gemm import GemmMapping, PhasePlan, Tiling, _phase_on, compile_gemm, tiling_hbm_bytes
+from archsim.compiler.gemm import compile_gemm, tiling_hbm_bytes
+from archsim.compiler.gemm_phases import GemmMapping, PhasePlan, Tiling, phase_on
 from archsim.compiler.l2reuse import wave_hbm_fractions
 from archsim.compiler.program import build_phase
 from archsim.compiler.streaming import compile_vector
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware import DType
 from archsim.program import ENTRY, entries
 
@@ -33,7 +34,7 @@ def test_data_parallel_gemm_tiles_one_wave(h200):
     A step is 4 folds of the 16-row arrays over K = 64, each streaming 128 rows, plus the
     16 + 32 - 2 cycles of fill and drain: 4 x 128 + 46 = 558 cycles. The tile's output,
     128 x 128 x 2 B, is written after its last step. Stages: 233,472 // 32,768 = 7."""
-    op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
+    op = Op(OpKind.GEMM, m=256, k=1024, n=1024, scaling=Scaling.FIXED)
     (phase,) = compile_gemm(op, _no_multicast(h200.chip), Tiling(128, 128, 64)).phases
     assert phase.core_weight.tolist() == [16] and phase.core_start.tolist() == [0, 16]
     np.testing.assert_allclose(phase.hbm_bytes, 10240)
@@ -51,7 +52,7 @@ def test_split_k_items_partials_and_reduction(h200):
     B (256 KiB) = 2.5 MiB of 8 x 16 x 24 KiB = 3 MiB: 5/6 from HBM, 20,480 B of each step.
     The reduction reads 4 partials of 4 B per output element from L2 and writes 2 B: 16,384
     elements in chunks of at least 16 KiB / 16 B = 1,024 elements, so 16 cores."""
-    op = Op(OpKind.GEMM, m=64, k=4096, n=256)
+    op = Op(OpKind.GEMM, m=64, k=4096, n=256, scaling=Scaling.FIXED)
     gemm, reduce = compile_gemm(op, _no_multicast(h200.chip), Tiling(64, 128, 64, GemmMapping.SPLIT_K, 4)).phases
     assert gemm.core_weight.tolist() == [8] and gemm.entries == 16
     np.testing.assert_allclose(gemm.hbm_bytes, 20480)
@@ -70,7 +71,7 @@ def test_stream_k_segments_on_four_cores(h200):
     flight together: one A panel and three B panels of 128 x 256 x 2 B missed, of 3 x 4 x 32 KiB
     loaded: 2/3 of each step from HBM."""
     chip = replace(_no_multicast(h200.chip), cores=4)
-    op = Op(OpKind.GEMM, m=128, k=256, n=384)
+    op = Op(OpKind.GEMM, m=128, k=256, n=384, scaling=Scaling.FIXED)
     (phase,) = compile_gemm(op, chip, Tiling(128, 128, 64, GemmMapping.STREAM_K)).phases
     assert phase.core_weight.tolist() == [1, 1, 1, 1] and phase.core_start.tolist() == [0, 3, 6, 9, 12]
     step = 64 * (128 + 128) * 2
@@ -92,14 +93,14 @@ def test_a_planned_phase_joins_cores_whose_steps_take_equally_long_on_the_chip(h
     K = 64, each streaming 128 rows, plus 16 + 32 - 2 cycles of fill and drain, 558 cycles
     (as in test_data_parallel_gemm_tiles_one_wave), so one sequence of weight 3. A shape of
     K = 32 (2 folds: 2 x 128 + 46 = 302 cycles) keeps them apart."""
-    op = Op(OpKind.GEMM, m=128, k=128, n=128)
+    op = Op(OpKind.GEMM, m=128, k=128, n=128, scaling=Scaling.FIXED)
     tiling = Tiling(128, 128, 64, GemmMapping.STREAM_K)
     runs = (entries(2, hbm_bytes=1.0, cycles=0.0), entries(2, hbm_bytes=1.0, cycles=[0.0, 1.0]))
     planned = build_phase(list(runs), 1, weights=[2, 1])
     same = PhasePlan(planned, ((128, 64, 128), (128, 64, 128)), runs, (2, 1))
-    joined = _phase_on(same, op, _no_multicast(h200.chip), tiling)
+    joined = phase_on(same, op, _no_multicast(h200.chip), tiling)
     assert joined.core_weight.tolist() == [3] and joined.compute_cycles.tolist() == [558, 558]
-    apart = _phase_on(replace(same, shapes=((128, 64, 128), (128, 32, 128))), op, _no_multicast(h200.chip), tiling)
+    apart = phase_on(replace(same, shapes=((128, 64, 128), (128, 32, 128))), op, _no_multicast(h200.chip), tiling)
     assert apart.core_weight.tolist() == [2, 1] and apart.compute_cycles.tolist() == [558, 558, 558, 302]
     assert joined.stages == apart.stages == 7  # 233,472 B of SRAM // 32 KiB a stage
 
@@ -127,7 +128,7 @@ def test_l2_first_touch_per_wave_and_lru_capacity():
 def test_tiling_hbm_bytes_counts_operands_after_reuse_and_the_output(h200):
     """The data-parallel 256 x 1024 x 1024 of above: 2.5 MiB of operands missed, and the
     256 x 1024 x 2 B = 0.5 MiB output written: 3 MiB."""
-    op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
+    op = Op(OpKind.GEMM, m=256, k=1024, n=1024, scaling=Scaling.FIXED)
     assert tiling_hbm_bytes(op, _no_multicast(h200.chip), Tiling(128, 128, 64)) == 3 * 2**20
 
 
@@ -136,7 +137,7 @@ def test_a_cluster_multicasts_the_larger_operand_block(h200):
     its B block (equal to A's, B wins ties) between the two row blocks' cores: each core loads
     64 x (128 + 128 / 2) x 2 B = 24 KiB a step instead of 32 KiB; HBM bytes are unchanged (a
     panel is read from HBM once a wave either way), so the step's HBM share rises to 2.5 / 6."""
-    op = Op(OpKind.GEMM, m=256, k=1024, n=1024)
+    op = Op(OpKind.GEMM, m=256, k=1024, n=1024, scaling=Scaling.FIXED)
     (phase,) = compile_gemm(op, h200.chip, Tiling(128, 128, 64)).phases
     np.testing.assert_allclose(phase.hbm_bytes + phase.l2_bytes, 24576)
     np.testing.assert_allclose(phase.hbm_bytes, 24576 * 2.5 / 6)
@@ -149,8 +150,20 @@ def test_attention_blocks_fit_sram(h200):
     and O: (2 x 4 x 128 + 4 x bk x 128) x 2 B <= 233,472 B gives bk <= 226, so 128. Prefill takes
     the largest, squarest pair: 128 x 128 ((2 x 128 + 4 x 128) x 128 x 2 = 196,608 B; 256 x 128
     needs 262,144)."""
-    decode = Op(OpKind.ATTENTION, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=1000)
-    prefill = Op(OpKind.ATTENTION, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=1024, kv_len=1024, causal=True)
+    decode = Op(
+        OpKind.ATTENTION, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=1000, scaling=Scaling.FIXED
+    )
+    prefill = Op(
+        OpKind.ATTENTION,
+        batch=1,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        q_len=1024,
+        kv_len=1024,
+        causal=True,
+        scaling=Scaling.FIXED,
+    )
     assert _blocks(decode, h200.chip) == (4, 16, 128)
     assert _blocks(prefill, h200.chip) == (1024, 128, 128)
 
@@ -162,7 +175,17 @@ def test_causal_items_skip_masked_blocks_longest_first(h200):
     block. K/V (256 KiB) fits in L2: the first item to touch it reads it from HBM, the others
     from L2. Each item writes its 128 x 128 x 2 B output block."""
     chip = replace(h200.chip, cores=4)
-    op = Op(OpKind.ATTENTION, batch=1, heads=1, kv_heads=1, head_dim=128, q_len=512, kv_len=512, causal=True)
+    op = Op(
+        OpKind.ATTENTION,
+        batch=1,
+        heads=1,
+        kv_heads=1,
+        head_dim=128,
+        q_len=512,
+        kv_len=512,
+        causal=True,
+        scaling=Scaling.FIXED,
+    )
     (phase,) = compile_attention(op, chip).phases
     assert np.diff(phase.core_start).tolist() == [4, 3, 2, 1]
     kv, q = 2 * 128 * 128 * 2, 128 * 128 * 2
@@ -180,7 +203,9 @@ def test_streaming_chunks_fill_cores_in_sram_sized_entries(h200):
     entry holds at most a quarter of SRAM: 233,472 / 4 / 4 B = 14,592 elements, so a chunk is
     14,592 + 14,592 + 2,592 (the last 2,464). 14,592 x 8 / 128 lanes = 912 cycles. Stages:
     233,472 // (14,592 x 4) = 4."""
-    (phase,) = compile_vector(Op(OpKind.VECTOR, m=1024, n=4096, vop=VectorOp.ADD), h200.chip).phases
+    (phase,) = compile_vector(
+        Op(OpKind.VECTOR, m=1024, n=4096, vop=VectorOp.ADD, scaling=Scaling.FIXED), h200.chip
+    ).phases
     assert phase.core_weight.tolist() == [131, 1]
     elements = np.array([14592, 14592, 2592, 14592, 14592, 2464])
     np.testing.assert_allclose(phase.hbm_bytes, 4 * elements)
@@ -236,7 +261,7 @@ def test_a_partial_last_kv_block_moves_only_its_rows(h200):
     """Decode over 1000 keys in blocks of 128: 8 blocks, the last holding 1000 - 7 x 128 = 104
     rows: 2 x 104 x 128 x 2 B = 53,248 B instead of 65,536 B. One (sequence, KV head) item, no
     split (the eager profile's kernel does not split)."""
-    op = Op(OpKind.ATTENTION, batch=1, heads=4, kv_heads=1, head_dim=128, q_len=1, kv_len=1000)
+    op = Op(OpKind.ATTENTION, batch=1, heads=4, kv_heads=1, head_dim=128, q_len=1, kv_len=1000, scaling=Scaling.FIXED)
     (phase,) = compile_attention(op, h200.chip).phases
     loaded = phase.hbm_bytes + phase.l2_bytes
     q = 4 * 128 * 2  # the four heads' query rows, with the first block
@@ -249,7 +274,7 @@ def test_per_token_kernels_chain_through_each_row_with_scalar_loads(h200):
     each full step loads 1024 x 2 operands x 2 B = 4 KiB and stores 2 KiB, the last 2 KiB and
     1 KiB; a step's loads are all in flight at once (one latency), none ahead of its compute.
     The vectorised kernel over all cores keeps its requests' worth in flight and is faster."""
-    row = Op(OpKind.VECTOR, m=1, n=22016, vop=VectorOp.SILU_MUL, per_row=True)
+    row = Op(OpKind.VECTOR, m=1, n=22016, vop=VectorOp.SILU_MUL, per_row=True, scaling=Scaling.FIXED)
     (phase,) = compile_vector(row, h200.chip).phases
     assert phase.active_cores == 1 and phase.inflight_bytes == 4096 and phase.stages == 1
     np.testing.assert_array_equal(phase.hbm_bytes, [4096] * 21 + [2048])
@@ -272,7 +297,7 @@ def test_per_token_blocks_are_played_each_as_a_sequence_of_rows(a100):
     (2,048 threads), so 108 x 2 = 216 block slots; 1,000 tokens give 5 rows to each of 200 slots
     (1000 // 5) and none left. A row is 4 steps reading 2 KiB from HBM (1024 threads x 2 B), then
     4 re-reading it from L2 and storing 2 KiB each."""
-    op = Op(OpKind.VECTOR, DType.FP16, m=1000, n=4096, vop=VectorOp.RMSNORM, per_row=True)
+    op = Op(OpKind.VECTOR, DType.FP16, m=1000, n=4096, vop=VectorOp.RMSNORM, per_row=True, scaling=Scaling.FIXED)
     (phase,) = compile_vector(op, a100.chip).phases
     assert phase.core_weight.tolist() == [200] and phase.entries == 5 * 8
     np.testing.assert_array_equal(phase.hbm_bytes[:8], [2048] * 4 + [0] * 4)
@@ -291,7 +316,16 @@ def test_a_per_token_rotary_block_follows_the_query_heads(a100):
     (2 x 64 x 2 B). At TP 8 (4 q heads, 1 k head): 256 threads, eight resident, a q step of 256
     pairs and a k step of 64."""
     op = Op(
-        OpKind.VECTOR, DType.FP16, m=432, n=5120, vop=VectorOp.ROPE, per_row=True, heads=32, kv_heads=8, head_dim=128
+        OpKind.VECTOR,
+        DType.FP16,
+        m=432,
+        n=5120,
+        vop=VectorOp.ROPE,
+        per_row=True,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        scaling=Scaling.FIXED,
     )
     (phase,) = compile_vector(op, a100.chip).phases
     assert phase.core_weight.tolist() == [432] and phase.entries == 6

@@ -79,9 +79,9 @@ def test_hash_is_of_the_resolved_values_not_the_text(tmp_path):
 CHILD = """
 import pickle, sys
 from archsim.config.loader import load_system
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 op, chip = pickle.loads(open(sys.argv[1], "rb").read())
-fresh_op, fresh_chip = Op(OpKind.GEMM, m=64, k=4096, n=1024).named("qkv"), load_system("h200")[0].chip
+fresh_op, fresh_chip = Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED).named("qkv"), load_system("h200")[0].chip
 print(op == fresh_op and hash(op) == hash(fresh_op) and len({op, fresh_op}) == 1
       and chip == fresh_chip and hash(chip) == hash(fresh_chip))
 """
@@ -91,9 +91,9 @@ def test_a_record_hashed_here_is_hashed_afresh_in_another_process(tmp_path):
     """Ops and chips keep their hash once worked out (archsim/hashing.py), but string hashes
     differ between processes: one pickled after being hashed (as a sweep sends it to a worker)
     must equal and hash as a freshly built one in a process of another hash seed."""
-    from archsim.graph.ops import Op, OpKind
+    from archsim.graph.ops import Op, OpKind, Scaling
 
-    op, chip = Op(OpKind.GEMM, m=64, k=4096, n=1024).named("qkv"), load_system("h200")[0].chip
+    op, chip = Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED).named("qkv"), load_system("h200")[0].chip
     hash(op), hash(chip)
     (tmp_path / "records.pkl").write_bytes(pickle.dumps((op, chip)))
     for seed in ("1", "2"):
@@ -110,10 +110,10 @@ def test_a_copy_with_changes_is_the_record_replace_would_make():
     does not have."""
     from dataclasses import replace
 
-    from archsim.graph.ops import Op, OpKind
+    from archsim.graph.ops import Op, OpKind, Scaling
     from archsim.hashing import copy_with
 
-    op = Op(OpKind.VECTOR, m=4, n=4096, name="norm")
+    op = Op(OpKind.VECTOR, m=4, n=4096, name="norm", scaling=Scaling.FIXED)
     hash(op)
     hot = copy_with(op, hot=True)
     assert "_cached_hash" not in hot.__dict__ and op.hot is False  # the hash is worked out afresh

@@ -13,8 +13,9 @@ from archsim.config.loader import load_system, load_workload
 from archsim.dtypes import DType
 from archsim.graph.builder import Step
 from archsim.graph.model import Phase
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.graph.parallel import Parallelism
+from archsim.graph.params import total_params
 from archsim.hardware.power import Activity, Energies, EnergySplit, Power, energy_j, energy_split, floor_power_w
 from archsim.runner.energy import records_energy, run_energy, step_energy
 from archsim.runner.generation import run_generation, simulate_step
@@ -97,7 +98,7 @@ def test_a_gemms_energy_is_its_macs_bytes_and_floor():
     through L2 (HBM and L2 hits) x 4 pJ and twice through SRAM x 0.5 pJ, the HBM bytes x 8 x 5 pJ
     = 15.73 uJ, and 10 W static + 5 W idle over its simulated time (no overheads on this chip)."""
     chip = _made_up_chip().chip
-    t = time_op(Op(OpKind.GEMM, DType.BF16, m=256, k=256, n=256), chip)
+    t = time_op(Op(OpKind.GEMM, DType.BF16, m=256, k=256, n=256, scaling=Scaling.FIXED), chip)
     tm, e = t.timing, t.energy
     assert tm.hbm_bytes == 3 * 256 * 256 * 2
     moved = tm.hbm_bytes + tm.l2_bytes
@@ -117,7 +118,7 @@ def test_fixed_costs_draw_the_floor():
     all of it static and idle; its actions cost the same."""
     chip = _made_up_chip().chip
     slow = replace(chip, overheads=replace(chip.overheads, kernel_s=1e-6))
-    gemm = Op(OpKind.GEMM, DType.BF16, m=256, k=256, n=256)
+    gemm = Op(OpKind.GEMM, DType.BF16, m=256, k=256, n=256, scaling=Scaling.FIXED)
     a, b = time_op(gemm, chip), time_op(gemm, slow)
     assert b.timing.time_s - a.timing.time_s == pytest.approx(1e-6)
     assert b.energy.total_j - a.energy.total_j == pytest.approx(15e-6)
@@ -132,10 +133,10 @@ def test_an_idle_heavy_decode_step_is_static_and_hbm(h200, llama8b):
     step = simulate_step(llama8b, h200, Step(Phase.DECODE, 1, 1, 2048))
     e = step_energy(step, h200).energy
     m = llama8b.model
-    weights = (m.params() - m.vocab * m.hidden) * 2
+    weights = (total_params(m) - m.vocab * m.hidden) * 2
     assert e.hbm_j == pytest.approx(weights * 8 * 3.9e-12, rel=0.03)  # and the KV cache, 2048 x 128 KiB
     assert e.static_j + e.idle_j == pytest.approx(157.7 * step.time_s, rel=0.02)
-    assert e.matrix_j == pytest.approx(llama8b.model.params() * 1.79e-12, rel=0.1)
+    assert e.matrix_j == pytest.approx(total_params(llama8b.model) * 1.79e-12, rel=0.1)
     assert (e.static_j + e.idle_j + e.hbm_j) / e.total_j > 0.8
     assert max(e.matrix_j, e.vector_j, e.l2_j) < e.hbm_j
 
@@ -171,7 +172,7 @@ def test_a_collective_powers_every_link_while_it_transfers():
     line bytes = transfer_s x 450 GB/s, at 5 pJ per bit; the chip idles at its 157.7 W floor
     meanwhile."""
     system = load_system("h200x8")[0]
-    op = Op(OpKind.ALL_REDUCE, DType.BF16, bytes=64 * 2**20, ranks=8)
+    op = Op(OpKind.ALL_REDUCE, DType.BF16, bytes=64 * 2**20, ranks=8, scaling=Scaling.FIXED)
     from archsim.hardware.collectives import Collective, collective_time, system_fabric
 
     t = collective_time(system_fabric(system, 8), Collective.ALL_REDUCE, 8, op.bytes)
@@ -210,4 +211,6 @@ def test_no_power_section_no_energy():
     system, w = load_system("scalesim_ws_128x128")[0], load_workload("llama3_8b")[0]
     w = replace(w, scenario=replace(w.scenario, batch=1, prompt_tokens=16, output_tokens=2))
     assert run_energy(run_generation(w, system, kv_stride=64), w, system, 64) is None
-    assert op_energy(Op(OpKind.GEMM, DType.BF16, m=128, k=128, n=128), system.chip).total_j == 0.0
+    assert (
+        op_energy(Op(OpKind.GEMM, DType.BF16, m=128, k=128, n=128, scaling=Scaling.FIXED), system.chip).total_j == 0.0
+    )

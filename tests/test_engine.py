@@ -84,10 +84,10 @@ JIT_SCRIPT = """
 import json
 from archsim.config.loader import load_system
 from archsim.choose import simulate_op
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 chip = load_system('h200')[0].chip
-ops = [Op(OpKind.GEMM, m=64, k=4096, n=6144), Op(OpKind.ATTENTION, batch=2, heads=32, kv_heads=8,
-       head_dim=128, q_len=1, kv_len=1000)]
+ops = [Op(OpKind.GEMM, m=64, k=4096, n=6144, scaling=Scaling.FIXED), Op(OpKind.ATTENTION, batch=2, heads=32,
+       kv_heads=8, head_dim=128, q_len=1, kv_len=1000, scaling=Scaling.FIXED)]
 print(json.dumps([simulate_op(o, chip).cycles for o in ops]))
 """
 

@@ -220,7 +220,7 @@ def h200():
 
 
 def test_attention_entries_by_hand(h200):
-    from archsim.graph.ops import Op, OpKind
+    from archsim.graph.ops import Op, OpKind, Scaling
     from archsim.hardware import DType
     from archsim.runner.size import attention_entries
 
@@ -228,18 +228,37 @@ def test_attention_entries_by_hand(h200):
     # 256x128 do not; 1024 queries are 8 blocks, and causal block i reads i + 1 K/V blocks:
     # 1 + 2 + ... + 8 = 36 per head, 32 heads
     prefill = Op(
-        OpKind.ATTENTION, DType.BF16, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=1024, kv_len=1024, causal=True
+        OpKind.ATTENTION,
+        DType.BF16,
+        batch=1,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        q_len=1024,
+        kv_len=1024,
+        causal=True,
+        scaling=Scaling.FIXED,
     )
     assert attention_entries(prefill, h200) == 32 * 36
     # decode: one item per (sequence, KV head) in 128-key blocks: 2 x 8 x ceil(1000 / 128) = 2 x 8 x 8
-    decode = Op(OpKind.ATTENTION, DType.BF16, batch=2, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=1000)
+    decode = Op(
+        OpKind.ATTENTION,
+        DType.BF16,
+        batch=2,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        q_len=1,
+        kv_len=1000,
+        scaling=Scaling.FIXED,
+    )
     assert attention_entries(decode, h200) == 128
 
 
 def test_gemm_and_vector_entries_by_hand(h200, monkeypatch):
     import archsim.compiler.gemm as gemm
     import archsim.runner.size as size
-    from archsim.graph.ops import Op, OpKind, VectorOp
+    from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
     from archsim.hardware import DType
     from archsim.runner.size import gemm_entries, streaming_entries
 
@@ -247,19 +266,31 @@ def test_gemm_and_vector_entries_by_hand(h200, monkeypatch):
     # sequence ceil(64 / 132) = 1 item of 16 steps (3 distinct at most), a stream-K tail of
     # min(64, 2 x 132) = 64 tiles x 16 steps: 64 + 3 x 16 + 1024
     monkeypatch.setattr(size, "cached_tilings", lambda op, chip: [gemm.Tiling(128, 128, 64)])
-    assert gemm_entries(Op(OpKind.GEMM, DType.BF16, m=1024, k=1024, n=1024), h200) == 64 + 48 + 1024
+    assert (
+        gemm_entries(Op(OpKind.GEMM, DType.BF16, m=1024, k=1024, n=1024, scaling=Scaling.FIXED), h200) == 64 + 48 + 1024
+    )
     # 1000 x 4096 bf16 is 8,192,000 B in quarters of SRAM (58,368 B): 141, plus a chain per row
-    vector = Op(OpKind.VECTOR, DType.BF16, m=1000, n=4096, vop=VectorOp.RMSNORM)
+    vector = Op(OpKind.VECTOR, DType.BF16, m=1000, n=4096, vop=VectorOp.RMSNORM, scaling=Scaling.FIXED)
     assert streaming_entries(vector, h200) == 141 + 1000
 
 
 def test_an_op_past_the_limit_is_refused_with_the_numbers(h200):
-    from archsim.graph.ops import Op, OpKind
+    from archsim.graph.ops import Op, OpKind, Scaling
     from archsim.hardware import DType
     from archsim.limits import MAX_PROGRAM_ENTRIES
     from archsim.runner.size import check_op
 
-    huge = Op(OpKind.ATTENTION, DType.BF16, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=10**6, kv_len=10**6)
+    huge = Op(
+        OpKind.ATTENTION,
+        DType.BF16,
+        batch=1,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        q_len=10**6,
+        kv_len=10**6,
+        scaling=Scaling.FIXED,
+    )
     with pytest.raises(TooLargeError) as err:
         check_op(huge, h200, "attention")
     assert f"more than the limit of {MAX_PROGRAM_ENTRIES:,}" in str(err.value)

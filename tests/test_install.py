@@ -117,6 +117,8 @@ def test_wheel_runs_outside_the_repo(built):
     check_installed_copy(built)
     out = archsim(built, "run")
     assert "time to first token" in out and "Llama-3-8B on NVIDIA H200" in out
+    out = archsim(built, "op", "allreduce", "--bytes", "1048576", "--hw", "h200x8")  # extends: h200, shipped too
+    assert "over 8 chips of NVIDIA H200 SXM: 28.0 us" in out
     out = archsim(built, "validate", "h200_calibration")
     assert "model_step" in out and "summary" in out
     spec = sh(

@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 
 from archsim.choose import simulate_op
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware import DType
 
 
 def _vec(vop, m, n, dtype=DType.BF16, **kw):
-    return Op(OpKind.VECTOR, dtype, m=m, n=n, vop=vop, **kw)
+    return Op(OpKind.VECTOR, dtype, m=m, n=n, vop=vop, **kw, scaling=Scaling.FIXED)
 
 
 def test_strided_views_cost_requests_not_just_bytes(h200):
@@ -69,7 +69,7 @@ def test_a_hot_small_tensor_is_read_from_l2(h200):
 def test_matrix_kernels_pay_their_prologue(h200):
     chip = h200.chip
     bare = replace(chip, overheads=replace(chip.overheads, matrix_setup_s=0.0))
-    gemm = Op(OpKind.GEMM, DType.BF16, m=64, k=4096, n=4096)
+    gemm = Op(OpKind.GEMM, DType.BF16, m=64, k=4096, n=4096, scaling=Scaling.FIXED)
     add = _vec(VectorOp.ADD, 64, 4096)
     setup = chip.overheads.matrix_setup_s
     assert setup > 0
@@ -101,7 +101,7 @@ def test_a_standalone_gemv_pays_the_write_back_of_the_flush(h200):
     chip = h200.chip
     launch = chip.overheads.launch_s
     for n, extra in ((6144, 34.6e6), (128256, 62.9e6)):
-        gemv = Op(OpKind.GEMM, DType.BF16, m=1, k=4096, n=n)
+        gemv = Op(OpKind.GEMM, DType.BF16, m=1, k=4096, n=n, scaling=Scaling.FIXED)
         graph = simulate_op(gemv, chip, Condition.GRAPH)
         alone = simulate_op(gemv, chip, Condition.STANDALONE)
         assert alone.hbm_bytes - graph.hbm_bytes == pytest.approx(extra, rel=0.01)

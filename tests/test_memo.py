@@ -8,7 +8,7 @@ from pathlib import Path
 
 import archsim
 from archsim import memo
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 
 PACKAGE = Path(archsim.__file__).resolve().parent
 
@@ -31,15 +31,15 @@ def test_clear_all_forgets_what_a_simulation_memoised(h200):
     """A GEMM's timing fills the choice, the timing, the GEMM's shortlist and plans, its tile
     steps' cycles and its phases' memory figures; clear_all empties every one."""
     from archsim.choose import choose, time_op
-    from archsim.compiler import gemm
+    from archsim.compiler import gemm, gemm_phases
     from archsim.compiler.tiles import step_cycles
     from archsim.hardware.memory import memory_params
 
-    time_op(Op(OpKind.GEMM, m=512, k=1024, n=768), h200.chip)
-    memos = (choose, time_op, gemm.shortlist, gemm.wave_layout, step_cycles, memory_params)
-    assert all(m.cache_info().currsize > 0 for m in memos) and gemm._plans
+    time_op(Op(OpKind.GEMM, m=512, k=1024, n=768, scaling=Scaling.FIXED), h200.chip)
+    memos = (choose, time_op, gemm.shortlist, gemm_phases.wave_layout, step_cycles, memory_params)
+    assert all(m.cache_info().currsize > 0 for m in memos) and gemm_phases._plans
     memo.clear_all()
-    assert [m.cache_info().currsize for m in memos] == [0] * len(memos) and not gemm._plans
+    assert [m.cache_info().currsize for m in memos] == [0] * len(memos) and not gemm_phases._plans
 
 
 def test_simulation_memos_go_through_the_registry():

@@ -14,7 +14,7 @@ from archsim.config.resolved import ResolvedConfig
 from archsim.errors import DoesNotFitError
 from archsim.graph.builder import Step
 from archsim.graph.model import Fusion, ModelSpec, Phase, Scenario
-from archsim.graph.ops import OpKind
+from archsim.graph.ops import OpKind, Scaling
 from archsim.graph.parallel import (
     Parallelism,
     ParallelismError,
@@ -25,6 +25,7 @@ from archsim.graph.parallel import (
     pipeline_step_s,
     shard_step,
 )
+from archsim.graph.params import total_params
 from archsim.hardware.collectives import Fabric
 from archsim.report.export import run_dict
 from archsim.runner.generation import run_generation, simulate_step
@@ -140,7 +141,7 @@ TINY = ModelSpec("tiny", layers=4, hidden=8, heads=4, kv_heads=2, head_dim=2, ff
 
 
 def test_chip_params_by_hand():
-    assert chip_params(TINY, Parallelism()) == TINY.params()
+    assert chip_params(TINY, Parallelism()) == total_params(TINY)
     # TP 2: attention 8*(4 + 2*2) + 4*8 = 96, FFN 3*8*8 = 192, norms 16: 304 a layer;
     # embedding and head 16*8 each, final norm 8: 4*304 + 128 + 128 + 8
     assert chip_params(TINY, Parallelism(tp=2)) == 4 * 304 + 264
@@ -180,7 +181,7 @@ def test_overlap_of_chunked_collectives_by_hand():
 def test_chunks_need_bytes_and_rows():
     from archsim.graph.ops import Op
 
-    op = Op(OpKind.ALL_REDUCE, m=4, bytes=64 << 20, ranks=8)
+    op = Op(OpKind.ALL_REDUCE, m=4, bytes=64 << 20, ranks=8, scaling=Scaling.FIXED)
     assert max_chunks(op, 4 << 20) == 4  # four rows
     assert max_chunks(replace(op, m=4096), 4 << 20) == 16
     assert max_chunks(replace(op, m=4096), 0) == 1

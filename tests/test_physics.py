@@ -9,6 +9,7 @@ from archsim.errors import DoesNotFitError
 from archsim.graph.builder import Step, build_step
 from archsim.graph.model import Phase
 from archsim.graph.ops import OpKind
+from archsim.graph.params import total_params
 from archsim.hardware import DType
 from archsim.runner.generation import run_generation, simulate_step
 
@@ -19,7 +20,7 @@ def _scenario(w, batch, prompt, out):
 
 def test_decode_batch1_is_memory_bound_and_above_weight_floor(h200, llama8b):
     step = simulate_step(llama8b, h200, Step(Phase.DECODE, 1, 1, 2048))
-    weights = llama8b.model.params() * 2
+    weights = total_params(llama8b.model) * 2
     assert step.time_s >= weights / h200.chip.hbm.peak_bandwidth_bytes_per_s
     gemm_time = {r.timing.bound.value for r in step.ops if r.op.kind is OpKind.GEMM}
     assert gemm_time <= {"memory", "compute"}

@@ -75,10 +75,10 @@ def test_a_power_limited_gemm_plays_at_the_limit_not_over_it():
     from archsim.choose import choose, played_activity, time_op
     from archsim.config.loader import load_system
     from archsim.engine.simulate import play_program
-    from archsim.graph.ops import Op, OpKind
+    from archsim.graph.ops import Op, OpKind, Scaling
 
     chip = load_system("a100_pcie")[0].chip
-    op = Op(OpKind.GEMM, dtype=DType.FP16, m=8192, k=8192, n=8192)
+    op = Op(OpKind.GEMM, dtype=DType.FP16, m=8192, k=8192, n=8192, scaling=Scaling.FIXED)
     c, p = choose(op, chip), chip.power
     assert c.clock_hz < 0.8 * chip.clock_hz
     assert time_op(op, chip).kernel_power_w <= p.limit_w
@@ -97,9 +97,9 @@ def test_a_candidate_that_plays_as_an_earlier_one_is_played_once(h200, monkeypat
     import archsim.choose as ch
     from archsim.choose import clock, pick
     from archsim.compiler.compile import compile_candidates
-    from archsim.graph.ops import Op, OpKind
+    from archsim.graph.ops import Op, OpKind, Scaling
 
-    op = Op(OpKind.GEMM, m=4096, k=1024, n=2048)
+    op = Op(OpKind.GEMM, m=4096, k=1024, n=2048, scaling=Scaling.FIXED)
     candidates = compile_candidates(op, h200.chip)
     assert [ch.same_play(candidates[0], c) for c in candidates] == [True, True, False, False]
     assert ch.same_play(candidates[2], candidates[3])

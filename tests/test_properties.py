@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from archsim.choose import simulate_op
 from archsim.config.loader import load_system
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware import Chip, DType
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def chips(draw) -> Chip:
 
 dims = st.sampled_from([1, 3, 16, 64, 100, 256, 1024])
 gemms = st.builds(
-    lambda dt, m, k, n, g: Op(OpKind.GEMM, dt, m=m, k=k, n=n, groups=g),
+    lambda dt, m, k, n, g: Op(OpKind.GEMM, dt, m=m, k=k, n=n, groups=g, scaling=Scaling.FIXED),
     st.sampled_from([DType.BF16, DType.FP8]),
     dims,
     st.sampled_from([16, 128, 1000, 4096]),
@@ -78,11 +78,14 @@ def attentions(draw) -> Op:
         q_len=q_len,
         kv_len=q_len + draw(st.sampled_from([0, 100, 1000, 4000])),
         causal=draw(st.booleans()),
+        scaling=Scaling.FIXED,
     )
 
 
 vectors = st.builds(
-    lambda m, n, v, strided, hot: Op(OpKind.VECTOR, DType.BF16, m=m, n=n, vop=v, strided=strided, hot=hot),
+    lambda m, n, v, strided, hot: Op(
+        OpKind.VECTOR, DType.BF16, m=m, n=n, vop=v, strided=strided, hot=hot, scaling=Scaling.FIXED
+    ),
     st.sampled_from([1, 8, 64, 2048]),
     st.sampled_from([128, 4096, 14336]),
     st.sampled_from(list(VectorOp)),
@@ -90,13 +93,13 @@ vectors = st.builds(
     st.booleans(),
 )
 copies = st.builds(
-    lambda b, strided, hot: Op(OpKind.COPY, DType.BF16, bytes=b, strided=strided, hot=hot),
+    lambda b, strided, hot: Op(OpKind.COPY, DType.BF16, bytes=b, strided=strided, hot=hot, scaling=Scaling.FIXED),
     st.sampled_from([1024, 1 << 20, 64 << 20]),
     st.booleans(),
     st.booleans(),
 )
 embeddings = st.builds(
-    lambda m, n: Op(OpKind.EMBEDDING, DType.BF16, m=m, n=n),
+    lambda m, n: Op(OpKind.EMBEDDING, DType.BF16, m=m, n=n, scaling=Scaling.FIXED),
     st.sampled_from([1, 64, 2048]),
     st.sampled_from([4096, 8192]),
 )

@@ -16,7 +16,7 @@ from archsim import opcache
 from archsim.choose import time_op
 from archsim.engine.timing import Bound, OpTiming
 from archsim.graph.model import Scenario
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.memo import clear_all
 from archsim.runner import generation
 
@@ -25,7 +25,7 @@ SMALL = replace(TINY, scenario=Scenario(2, 96, 40))  # 39 decode steps
 
 
 def test_a_timing_goes_to_disk_and_back_unchanged(cache_dir, h200):
-    timed = time_op(Op(OpKind.GEMM, m=64, k=4096, n=1024), h200.chip)
+    timed = time_op(Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED), h200.chip)
     t = timed.timing
     line = json.dumps(opcache.timed_value(t, timed.energy, timed.kernel_power_w))  # as the file holds it
     back, energy, power_w = opcache.timed_from_value(json.loads(line), h200.chip)
@@ -169,7 +169,7 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200
     from archsim.compiler.gemm import shortlist, shortlist_size
     from archsim.runner.size import gemm_entries
 
-    op = Op(OpKind.GEMM, m=96, k=2048, n=3072)
+    op = Op(OpKind.GEMM, m=96, k=2048, n=3072, scaling=Scaling.FIXED)
     clear_all()
     gemm_entries(op, h200.chip)
     programs = choose(op, h200.chip).candidates

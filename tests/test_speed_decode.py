@@ -12,9 +12,9 @@ from archsim import opcache
 from archsim.compiler.attention import _decode_layout, compile_attention, core_groups
 from archsim.config.loader import load_workload
 from archsim.graph.builder import Step
-from archsim.graph.mixed import PER_SEQUENCE_OPS, decode_attention_ops, prefill_attention_ops, step_ops
+from archsim.graph.mixed import decode_attention_ops, prefill_attention_ops, step_ops
 from archsim.graph.model import Fusion, Phase, Scenario
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.graph.parallel import Parallelism
 from archsim.runner.generation import run_generation, simulate_step
 
@@ -27,7 +27,9 @@ def no_disk_cache():
 
 
 def decode(kv_len: int) -> Op:
-    return Op(OpKind.ATTENTION, batch=64, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=kv_len)
+    return Op(
+        OpKind.ATTENTION, batch=64, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=kv_len, scaling=Scaling.FIXED
+    )
 
 
 def test_lengths_in_one_kv_block_differ_only_in_the_last_blocks_bytes(h200):
@@ -94,7 +96,7 @@ def test_a_steps_length_dependent_ops_are_built_without_its_ffn(name):
                 (Step(Phase.DECODE, 3, 1, 4999), decode_attention_ops(wf, 3, 5000, par)),
                 (Step(Phase.PREFILL, 2, 300, 700), prefill_attention_ops(wf, 300, 700, 2, par)),
             ):
-                whole = [op for op in step_ops(wf, step, par) if op.name in PER_SEQUENCE_OPS]
+                whole = [op for op in step_ops(wf, step, par) if op.scaling is Scaling.KV_LENGTH]
                 assert got == whole and got, (name, fusion, par, step)
 
 

@@ -10,15 +10,25 @@ from engine_reference import simulate_phase as reference_phase
 from archsim.compiler.compile import compile_candidates
 from archsim.engine.kernels import simulate_phase
 from archsim.engine.simulate import phase_memory, play_phase
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware.memory import MemoryParams
 
 OPS = [
-    Op(OpKind.GEMM, m=64, k=4096, n=6144),  # split-K / stream-K candidates
-    Op(OpKind.GEMM, m=2048, k=4096, n=4096),
-    Op(OpKind.ATTENTION, batch=4, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=3000),
-    Op(OpKind.ATTENTION, batch=1, heads=8, kv_heads=8, head_dim=128, q_len=1024, kv_len=1024, causal=True),
-    Op(OpKind.VECTOR, m=1000, n=4096, vop=VectorOp.RMSNORM),
+    Op(OpKind.GEMM, m=64, k=4096, n=6144, scaling=Scaling.FIXED),  # split-K / stream-K candidates
+    Op(OpKind.GEMM, m=2048, k=4096, n=4096, scaling=Scaling.FIXED),
+    Op(OpKind.ATTENTION, batch=4, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=3000, scaling=Scaling.FIXED),
+    Op(
+        OpKind.ATTENTION,
+        batch=1,
+        heads=8,
+        kv_heads=8,
+        head_dim=128,
+        q_len=1024,
+        kv_len=1024,
+        causal=True,
+        scaling=Scaling.FIXED,
+    ),
+    Op(OpKind.VECTOR, m=1000, n=4096, vop=VectorOp.RMSNORM, scaling=Scaling.FIXED),
 ]
 
 

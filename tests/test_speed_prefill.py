@@ -13,7 +13,7 @@ from archsim.compiler.program import coarse_steps
 from archsim.config.loader import load_system
 from archsim.engine.kernels import simulate_phase
 from archsim.engine.simulate import play_program
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.hardware.memory import MemoryParams
 from archsim.program import entries
 
@@ -64,7 +64,15 @@ def test_a_load_of_several_trips_pays_each_latency_on_its_own_channels():
 
 def _prefill(batch: int, prompt: int) -> Op:
     return Op(
-        OpKind.ATTENTION, batch=batch, heads=32, kv_heads=8, head_dim=128, q_len=prompt, kv_len=prompt, causal=True
+        OpKind.ATTENTION,
+        batch=batch,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        q_len=prompt,
+        kv_len=prompt,
+        causal=True,
+        scaling=Scaling.FIXED,
     )
 
 

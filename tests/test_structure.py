@@ -19,7 +19,6 @@ ALLOWED_CIRCLES = {
     ("archsim.aot", "archsim.jit"),
     ("archsim.hardware.memory", "archsim.jit"),
     ("archsim.hardware.area", "archsim.hardware.chip"),
-    ("archsim.graph.model", "archsim.graph.params"),
     ("archsim.serving.disaggregated", "archsim.serving.simulate"),
 }
 

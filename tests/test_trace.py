@@ -11,7 +11,7 @@ from archsim.cli import main
 from archsim.config.loader import load_system
 from archsim.graph.builder import Step
 from archsim.graph.model import Phase
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.report.counters import piecewise_rate
 from archsim.report.replay import replay_op
 from archsim.report.trace import TraceBuilder
@@ -162,7 +162,7 @@ def test_counters_are_the_engines_rates_and_hold_every_byte(h200):
 
     from archsim.report.counters import phase_counters
 
-    op = Op(OpKind.GEMM, m=128, k=4096, n=6144)
+    op = Op(OpKind.GEMM, m=128, k=4096, n=6144, scaling=Scaling.FIXED)
     r = replay_op(op, h200.chip)
     (phase,), (tl,) = r.program.phases, r.timelines
     x, v = phase_counters(phase, tl, h200.chip, True, points=10**6)["HBM read (GB/s)"]

@@ -8,7 +8,7 @@ import pytest
 
 from archsim.choose import Condition, kernel_durations_s, simulate_op
 from archsim.config.loader import load_system
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware import DType
 from archsim.runner.validation import CaseError, CaseFile, case_ops, predict_ms, truncate
 
@@ -38,8 +38,10 @@ def test_meta_resolution_is_a_time_with_its_unit():
 def test_kernel_durations_add_up_to_the_kernel_timed_op(a100):
     chip = a100.chip
     # Llama-3-8B's down projection for 64 tokens: the A100 runs it split-K, then reduces
-    gemm = Op(OpKind.GEMM, DType.FP16, m=64, k=14336, n=4096, out_dtype=DType.BF16)
-    rms = Op(OpKind.VECTOR, DType.FP16, m=4096, n=4096, vop=VectorOp.RMSNORM, per_row=True, hot=True)
+    gemm = Op(OpKind.GEMM, DType.FP16, m=64, k=14336, n=4096, out_dtype=DType.BF16, scaling=Scaling.FIXED)
+    rms = Op(
+        OpKind.VECTOR, DType.FP16, m=4096, n=4096, vop=VectorOp.RMSNORM, per_row=True, hot=True, scaling=Scaling.FIXED
+    )
     for op in (gemm, rms):
         timing = simulate_op(op, chip, Condition.KERNEL, first=False)
         durations = kernel_durations_s(op, chip)

@@ -9,7 +9,7 @@ import pytest
 from archsim.choose import choose, simulate_op
 from archsim.compiler.gemm import best_raster, candidate_tilings
 from archsim.config.loader import load_system, load_workload
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.hardware import Chip
 from archsim.runner.generation import run_generation
 
@@ -27,8 +27,10 @@ def _hbm_rate(chip: Chip, factor: float) -> Chip:
     return replace(chip, hbm=replace(chip.hbm, data_rate_bits_per_s=chip.hbm.data_rate_bits_per_s * factor))
 
 
-BIG_GEMM = Op(OpKind.GEMM, m=8192, k=8192, n=8192)
-GEMV = Op(OpKind.GEMM, m=1, k=4096, n=128256)  # Llama-3-8B's LM head on one token: 1 GB of weights
+BIG_GEMM = Op(OpKind.GEMM, m=8192, k=8192, n=8192, scaling=Scaling.FIXED)
+GEMV = Op(
+    OpKind.GEMM, m=1, k=4096, n=128256, scaling=Scaling.FIXED
+)  # Llama-3-8B's LM head on one token: 1 GB of weights
 
 
 def _l2_rate(chip: Chip, factor: float) -> Chip:
@@ -61,7 +63,7 @@ def test_doubling_matrix_throughput_leaves_memory_bound_work_alone(h200):
     """A GEMV at one token reads 1 GB for 0.5 GFLOP: bound by HBM, it must not speed up by more
     than the last percent when the tensor cores double; nor must a 1 GiB copy."""
     doubled = _tensor_cores(h200, 2)
-    copy = Op(OpKind.COPY, bytes=1 << 30)
+    copy = Op(OpKind.COPY, bytes=1 << 30, scaling=Scaling.FIXED)
     for op in (GEMV, copy):
         assert simulate_op(op, doubled).time_s >= 0.98 * simulate_op(op, h200).time_s
 
@@ -92,7 +94,7 @@ def test_a_large_gemm_reads_at_most_twice_its_compulsory_bytes_under_the_best_ra
     each wave of 132 tiles spans all 4096 / ... row blocks' worth of weights and re-reads them;
     the raster the kernel picks (column-major or grouped) keeps a wave's panels few enough to be
     reused, so every tiling on the shortlist reads at most twice the compulsory bytes."""
-    op = Op(OpKind.GEMM, m=2048, k=4096, n=28672)
+    op = Op(OpKind.GEMM, m=2048, k=4096, n=28672, scaling=Scaling.FIXED)
     for t in candidate_tilings(op, h200):
         _tiling, hbm = best_raster(op, h200, t)
         assert hbm <= 2 * op.min_bytes()
@@ -105,7 +107,7 @@ def test_a_lower_power_limit_lowers_a_dense_gemm_clock_not_a_copy(h200):
     low = replace(h200, power=replace(h200.power, limit_w=400.0))
     gemm_700, gemm_400 = choose(BIG_GEMM, h200).clock_hz, choose(BIG_GEMM, low).clock_hz
     assert gemm_400 < gemm_700 < h200.clock_hz
-    copy = Op(OpKind.COPY, bytes=1 << 30)
+    copy = Op(OpKind.COPY, bytes=1 << 30, scaling=Scaling.FIXED)
     assert choose(copy, h200).clock_hz == choose(copy, low).clock_hz == h200.clock_hz
 
 

@@ -79,11 +79,11 @@ def bench_gemm() -> None:
     from archsim import jit
     from archsim.choose import simulate_op
     from archsim.config.loader import load_system
-    from archsim.graph.ops import Op, OpKind
+    from archsim.graph.ops import Op, OpKind, Scaling
     from archsim.memo import clear_all
 
     chip = load_system("scalesim_ws_128x128")[0].chip
-    op = Op(OpKind.GEMM, m=8192, k=8192, n=8192)
+    op = Op(OpKind.GEMM, m=8192, k=8192, n=8192, scaling=Scaling.FIXED)
     jit.load()  # its kernels are few elements, which a process would otherwise run as Python
     simulate_op(op, chip)  # compile the kernels
     clear_all()

@@ -3,8 +3,8 @@
 A derived chip (another SKU of the same die) changes nothing but what its datasheet states:
 memory stacks, rate and capacity, L2 capacity, power limit, and so what of the die it leaves off
 (`area.harvested`). Everything else, the calibrated
-parameters included, is its base chip's. A multi-chip system file is its chip's file with
-`chips` and `interconnect` added. Run after a recalibration so that every file follows:
+parameters included, is its base chip's. (A multi-chip system file extends its chip's file, so
+it follows by itself.) Run after a recalibration so that every file follows:
 
     python3 tools/derive_chips.py            # rewrites the files below from their bases
 
@@ -56,12 +56,6 @@ DERIVED: dict[str, tuple[str, str, dict[str, str]]] = {
         },
     ),
 }
-# system file: (chip file, description) -- its header and interconnect section are kept as they are
-SYSTEMS = {
-    "h200x8": ("h200", "HGX H200, eight H200 on NVLink 4 through NVSwitch at 900 GB/s per GPU both directions"),
-    "h100x8": ("h100", "DGX H100, eight H100 SXM on NVLink 4 through NVSwitch at 900 GB/s per GPU both directions"),
-    "a100x8": ("a100", "DGX A100, eight A100 SXM4 on NVLink 3 through NVSwitch at 600 GB/s per GPU both directions"),
-}
 
 
 def body(text: str) -> str:
@@ -94,32 +88,9 @@ def derived_text(name: str) -> str:
     return header + text
 
 
-def system_text(name: str) -> str:
-    chip, description = SYSTEMS[name]
-    current = (HW / f"{name}.yaml").read_text()
-    header = current[: current.index("\nname:") + 1]
-    _, link = split_section(current, "interconnect")
-    chip_text, _ = split_section(body((HW / f"{chip}.yaml").read_text()), "interconnect")
-    chip_text = replace_key(chip_text, "description", f"description: {description}\nchips: 8")
-    return header + chip_text.rstrip("\n") + "\n" + link
-
-
-def split_section(text: str, key: str) -> tuple[str, str]:
-    """(the text without its top-level `key:` section, that section)."""
-    start = text.find(f"\n{key}:")
-    if start < 0:
-        return text, ""
-    match = re.search(r"\n\S", text[start + 1 :])
-    end = len(text) if match is None else start + 1 + match.start() + 1
-    return text[: start + 1] + text[end:], text[start + 1 : end]
-
-
 def main() -> None:
     for name in DERIVED:
         (HW / f"{name}.yaml").write_text(derived_text(name))
-        print(f"wrote hw_configs/{name}.yaml")
-    for name in SYSTEMS:
-        (HW / f"{name}.yaml").write_text(system_text(name))
         print(f"wrote hw_configs/{name}.yaml")
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Self, TypeVar
 
-from archsim.config.loader import build, resolve_path
+from archsim.config.loader import build, extended, read_config
 from archsim.config.resolved import config_hash
-from archsim.config.yamlfile import KeyPath, YamlDoc, read_yaml
+from archsim.config.yamlfile import KeyPath, YamlDoc
 from archsim.errors import ConfigError
 from archsim.graph.model import Workload as FrozenWorkload
 from archsim.hardware import System
@@ -123,12 +124,14 @@ def flatten(params: Mapping[str, Any], prefix: KeyPath = ()) -> list[tuple[KeyPa
     return out
 
 
-def _read(name_or_data: str | Mapping, kind: str) -> YamlDoc:
+def _read(name_or_data: str | Mapping, root: str) -> YamlDoc:
+    """The document named or given, laid over the files it extends (a mapping's `extends` paths
+    are found from the working directory)."""
     if isinstance(name_or_data, Mapping):
-        return YamlDoc(PYTHON_SOURCE, copy.deepcopy(dict(name_or_data)), {(): None})  # no lines to point at
+        return extended(YamlDoc(PYTHON_SOURCE, copy.deepcopy(dict(name_or_data)), {(): None}), root)  # no lines
     if not isinstance(name_or_data, str):
         raise TypeError(f"expected a shipped name, a path or a mapping (got {type(name_or_data).__name__})")
-    return read_yaml(resolve_path(name_or_data, kind))
+    return read_config(name_or_data, root)
 
 
 def _build(
@@ -143,7 +146,7 @@ def load_system(name_or_path: str | Mapping, params: Mapping[str, Any] | None = 
     """A shipped chip (`"h200"`), a hardware YAML file, or a mapping of what such a file holds,
     with values set by dotted path (`params`) or by section (`hbm={"data_rate": "8 Gbps"}`)."""
     given = flatten(params or {}) + flatten(overrides)
-    return _build(Hardware, _read(name_or_path, "hw_configs"), given, "load_system")
+    return _build(Hardware, _read(name_or_path, "hardware"), given, "load_system")
 
 
 def load_workload(
@@ -160,7 +163,7 @@ def load_workload(
     model replaces the file's, the scenario and dtypes kept (`hf_dtypes`: the checkpoint's
     formats, torch_dtype and quantization_config, replace the dtypes too); what archsim does not
     model of it is listed in `.warnings`."""
-    doc = _read(name_or_path, "workloads")
+    doc = _read(name_or_path, "workload")
     given = flatten(params or {}) + flatten(overrides)
     warnings: tuple[str, ...] = ()
     if hf_config is not None:
@@ -172,7 +175,7 @@ def load_workload(
         data = {**doc.data, "name": hf.model.name, "model": model_cfg(hf.model)}
         if hf_dtypes and hf.dtypes:
             data["dtypes"] = hf.dtypes
-        doc = YamlDoc(doc.path, data, doc.lines)
+        doc = replace(doc, data=data)
     return _build(Workload, doc, given, "load_workload", warnings)
 
 

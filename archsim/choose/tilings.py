@@ -10,18 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archsim import opcache
-from archsim.compiler.gemm import (
-    K_STEPS,
-    SPLITS,
-    TILE_SIZES,
-    GemmMapping,
-    Tiling,
-    operand_shares,
-    shortlist,
-    shortlist_size,
-    wave_layout,
-)
+from archsim.compiler.gemm import K_STEPS, TILE_SIZES, shortlist, shortlist_size
+from archsim.compiler.gemm_phases import GemmMapping, Tiling, operand_shares, wave_layout
 from archsim.compiler.l2reuse import Raster, rasters
+from archsim.compiler.mappings.split_k import SPLITS
 from archsim.compiler.program import PARTIAL_BYTES
 from archsim.graph.ops import Op
 from archsim.hardware import Chip

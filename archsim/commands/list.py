@@ -149,6 +149,7 @@ def workloads_table(records: list | None = None):
     from rich.table import Table
 
     from archsim.config.loader import load_workload
+    from archsim.graph.params import active_params, total_params
 
     records = [] if records is None else records
     t = Table(title="workloads (--workload)", title_justify="left")
@@ -163,8 +164,8 @@ def workloads_table(records: list | None = None):
             {
                 "name": name,
                 "model": m.name,
-                "params": m.params(),
-                "active_params": m.active_params(),
+                "params": total_params(m),
+                "active_params": active_params(m),
                 "attention": m.attention.value,
                 "layers": m.layers,
                 "heads": m.heads,
@@ -180,8 +181,8 @@ def workloads_table(records: list | None = None):
         t.add_row(
             shown(name),
             shown(m.name),
-            f"{m.params() / 1e9:.1f}B",
-            f"{m.active_params() / 1e9:.1f}B",
+            f"{total_params(m) / 1e9:.1f}B",
+            f"{active_params(m) / 1e9:.1f}B",
             str(m.layers),
             f"{m.heads}/{m.kv_heads}",
             f"{m.experts}/{m.top_k}" if m.is_moe else "-",

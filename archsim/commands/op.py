@@ -6,7 +6,7 @@ from archsim.commands import UsageError, check_outputs, positive_int, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, renamed
 from archsim.commands.run import DEFAULT_HW, add_set_flag
 from archsim.dtypes import DTYPE_NAMES
-from archsim.graph.ops import VectorOp
+from archsim.graph.ops import Scaling, VectorOp
 
 VECTOR_OPS = [v.value for v in VectorOp]
 
@@ -62,7 +62,7 @@ def _op_options(op, args) -> dict:
     """The simulated op as it enters the resolved config: its kind and shape, and how it ran."""
     from dataclasses import asdict
 
-    fields = {k: v for k, v in asdict(op).items() if k not in ("name", "repeat")}
+    fields = {k: v for k, v in asdict(op).items() if k not in ("name", "repeat", "scaling", "parallel")}
     return {**fields, "standalone": bool(args.standalone)}
 
 
@@ -167,7 +167,7 @@ def run(args) -> int:
     if (args.strided or args.hot) and args.kind in ("gemm", "attention"):
         raise UsageError(f"--{'strided' if args.strided else 'hot'}: applies to vector ops and copies, not {args.kind}")
     if args.kind == "gemm":
-        op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N, weight_dtype=wd)
+        op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N, weight_dtype=wd, scaling=Scaling.FIXED)
     elif args.kind == "attention":
         if args.heads % args.kv_heads:
             raise UsageError(f"--kv-heads: must divide --heads ({args.heads}) (got {args.kv_heads})")
@@ -182,11 +182,21 @@ def run(args) -> int:
             kv_len=max(args.kv_len, args.q_len),
             causal=args.causal,
             kv_dtype=wd,
+            scaling=Scaling.FIXED,
         )
     elif args.kind == "copy":
-        op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot)
+        op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot, scaling=Scaling.FIXED)
     else:
-        op = Op(OpKind.VECTOR, dt, m=args.M, n=args.N, vop=VectorOp(args.kind), strided=args.strided, hot=args.hot)
+        op = Op(
+            OpKind.VECTOR,
+            dt,
+            m=args.M,
+            n=args.N,
+            vop=VectorOp(args.kind),
+            strided=args.strided,
+            hot=args.hot,
+            scaling=Scaling.FIXED,
+        )
     check_op(op, system.chip, args.kind)
     t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
     line = (

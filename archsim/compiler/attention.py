@@ -13,14 +13,14 @@ score, on every row of the matrix instruction's tile, padding included) and O +=
               of the output accumulator by the new row maximum, which waits for the row
               reduction and cannot overlap
 
-Causal items skip blocks above the diagonal, and under a sliding window the blocks older than
-the first query's window (`window_blocks`); a partial last KV block moves only its valid rows.
-Values may be narrower than keys (MLA's prefill: 192-wide keys, 128-wide values) or be part of
-them (MLA's decode: the latent is both; `Op.kv_row_elements`). The cache may be stored in
-another format than the maths (fp8 KV with bf16 maths): each K/V block is then converted by the
-vector lanes as it arrives, as a matrix kernel converts a weight tile (compiler/formats.py). A
-soft cap of the scores (Gemma 2) costs a tanh per score on the special-function unit and two
-lane ops.
+Causal items skip blocks above the diagonal; a partial last KV block moves only its valid rows.
+Values may be narrower than keys (MLA's prefill: 192-wide keys, 128-wide values). The cache may
+be stored in another format than the maths (fp8 KV with bf16 maths): each K/V block is then
+converted by the vector lanes as it arrives, as a matrix kernel converts a weight tile
+(compiler/formats.py). Variants of the kernel are one file each in
+archsim/compiler/attention_variants/, applied where the op carries their field: a sliding window
+(the blocks older than the first query's window are skipped), soft-capped scores, values that
+are part of the keys (MLA's decode: the latent is both; `Op.kv_row_elements`).
 The first item of a wave to touch a K/V block reads it from HBM, the others hit in L2 (all K/V
 stays resident when it fits the L2's reuse capacity). Queries of the `heads / kv_heads` heads
 that share a KV head are the query rows of one item in decode (GQA packing); in prefill each
@@ -52,7 +52,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from archsim.compiler.gemm import pipeline_bytes, reuse_capacity_bytes
+from archsim.compiler.attention_variant import AttentionVariant
+from archsim.compiler.attention_variants import active_variants
+from archsim.compiler.gemm_phases import pipeline_bytes, reuse_capacity_bytes
 from archsim.compiler.program import PARTIAL_BYTES, build_phase, coarse_rows, deal_cores
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
@@ -66,7 +68,7 @@ from archsim.units import ceil_div
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
 SOFTMAX_LANE_OPS = 4  # per score: max, scale-and-subtract (one FMA), sum, convert to bf16 (exp on the special unit)
-SOFTCAP_LANE_OPS = 2  # per score: divide by the cap (a multiply) and multiply back after the tanh
+SOFTMAX_SPECIAL_OPS = 1  # per score: the exp
 MAX_SPLITS = 128  # FlashAttention-2's largest KV split
 KV_STAGES = (
     2  # K/V buffers a flash kernel cycles through: one block loads while one computes (FlashAttention-3's kStages)
@@ -95,30 +97,37 @@ def kv_splits(items: int, cores: int, kv_blocks: int) -> int:
     return next(s for s in range(1, most + 1) if eligible(s) and efficiency(s) >= SPLIT_EFFICIENCY * best)
 
 
+def score_ops(op: Op, variants: tuple[AttentionVariant, ...]) -> tuple[int, int]:
+    """(lane instructions, special-function operations) per score: the softmax's and the
+    variants'."""
+    lane, special = SOFTMAX_LANE_OPS, SOFTMAX_SPECIAL_OPS
+    for v in variants:
+        more_lane, more_special = v.score_ops(op)
+        lane, special = lane + more_lane, special + more_special
+    return lane, special
+
+
 def block_cycles(op: Op, chip: Chip, qrows: int, bk: int) -> float:
     """Cycles of one KV block of an item with `qrows` query rows: its QK^T and PV on the matrix
     units (with the conversion of a K/V block cached in another format) and its softmax on the
     padded rows, as the kernel's schedule combines them."""
     core, d, dv = chip.core, op.head_dim, op.value_dim
-    v_format = op.dtype if op.kv_shared else op.kv_format  # a shared V was converted with K
+    variants = active_variants(op)
+    v_format = op.kv_format
+    for v in variants:
+        v_format = v.value_format(op, v_format)
     qk = matmul_cycles(core, qrows, d, bk, op.dtype, op.kv_format)
     matrix = float(qk + matmul_cycles(core, qrows, bk, dv, op.dtype, v_format))
     rows = max(qrows, core.mma_rows)  # the softmax runs on the whole accumulator tile
     scores = rows * bk
-    special = math.ceil(scores * (2 if op.softcap else 1) / core.vector.special_per_cycle)
-    lane_ops = scores * (SOFTMAX_LANE_OPS + (SOFTCAP_LANE_OPS if op.softcap else 0))
+    lane_per_score, special_per_score = score_ops(op, variants)
+    special = math.ceil(scores * special_per_score / core.vector.special_per_cycle)
+    lane_ops = scores * lane_per_score
     lanes = math.ceil(lane_ops / core.vector.issue_per_cycle)
     if not op.softmax_overlap:
         return matrix + special + lanes
     rescale = math.ceil(rows * dv / core.vector.issue_per_cycle)
     return max(matrix, special, lanes) + rescale
-
-
-def window_blocks(first_q: int, last_q: int, bk: int, window: int) -> tuple[int, int]:
-    """(first, last) KV block a query block of absolute positions first_q..last_q reads under
-    a causal mask and a window of `window` keys (0: none)."""
-    first_key = max(0, first_q - window + 1) if window else 0
-    return first_key // bk, last_q // bk
 
 
 def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
@@ -140,6 +149,12 @@ def _blocks(op: Op, chip: Chip) -> tuple[int, int, int]:
         return rows, min(BLOCK_SIZES), min(BLOCK_SIZES)
     bq, bk = max(fitting, key=lambda p: (p[0] * p[1], -abs(p[0] - p[1]), p[1]))
     return rows, bq, bk
+
+
+def first_key(op: Op, first_q: int, variants: tuple[AttentionVariant, ...]) -> int:
+    """The oldest key a causal query block whose first query is at position `first_q` reads:
+    the first, or the latest any variant allows (a window's)."""
+    return max([0, *(v.first_key(op, first_q) for v in variants)])
 
 
 @memo(maxsize=4096)
@@ -217,8 +232,9 @@ def core_groups(
 
 
 def compile_attention(op: Op, chip: Chip) -> Program:
-    if op.window and not op.causal and op.kv_len > op.window:  # every query sees the same last keys
-        op = replace(op, kv_len=op.window)
+    variants = active_variants(op)
+    for v in variants:
+        op = v.kernel_op(op)
     shape = copy_with(op, kv_len=0)
     kv_row = op.kv_row_elements * op.kv_format.bytes  # bytes one cached token of one KV head
     bk = item_shape(shape, chip)[2]
@@ -230,9 +246,13 @@ def compile_attention(op: Op, chip: Chip) -> Program:
         phases = layout.phases(last_block_bytes)
     else:
         phases = _flash_phases(op, chip, kv_blocks, last_block_bytes, fits)[0]
-    pairs = op.batch * op.heads * attended_pairs(op.q_len, op.kv_len, op.causal, op.window)
-    lane_ops = pairs * (SOFTMAX_LANE_OPS + (SOFTCAP_LANE_OPS if op.softcap else 0))
-    special_ops = pairs * (2 if op.softcap else 1)
+    per_head = attended_pairs(op.q_len, op.kv_len, op.causal)
+    for v in variants:
+        per_head = v.pairs(op, per_head)
+    pairs = op.batch * op.heads * per_head
+    lane_per_score, special_per_score = score_ops(op, variants)
+    lane_ops = pairs * lane_per_score
+    special_ops = pairs * special_per_score
     activity = Activity(macs=op.flops() / 2, mac_dtype=op.dtype, lane_ops=lane_ops, special_ops=special_ops)
     return Program(tuple(phases), op.flops(), op.min_bytes(), True, activity, Family.ATTENTION)
 
@@ -292,14 +312,15 @@ def _flash_phases(op: Op, chip: Chip, kv_blocks: int, last_block_bytes: float, f
     if decode and op.split_kv:
         splits = kv_splits(op.batch * op.kv_heads, chip.cores, kv_blocks)
     per_split = ceil_div(kv_blocks, splits)
+    variants = active_variants(op)
     # items: (batch, head or KV head, query block or KV split, KV blocks it streams)
     items = []
     prefill_ends = {}
     for qb in range(q_blocks):
         if op.causal and not decode:
             last_q = min(op.q_len, (qb + 1) * bq) - 1 + past
-            first, last = window_blocks(qb * bq + past, last_q, bk, op.window)
-            last = min(kv_blocks - 1, last)
+            first = first_key(op, qb * bq + past, variants) // bk
+            last = min(kv_blocks - 1, last_q // bk)
             items.append((qb, last - first + 1))
             prefill_ends[qb] = last == kv_blocks - 1
         else:

@@ -15,9 +15,11 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from archsim.config import extends
 from archsim.config.yamlfile import KeyPath, YamlDoc, dotted, read_yaml
 from archsim.errors import ConfigError, Problem, quote
 from archsim.graph.model import Fusion, Scenario, Workload
@@ -69,13 +71,37 @@ def resolve_path(name_or_path: str, kind: str) -> str:
     p = Path(name_or_path)
     if p.exists() or p.suffix in (".yaml", ".yml") or "/" in name_or_path:
         return name_or_path
-    candidate = shipped_dir(kind) / f"{name_or_path}.yaml"
+    return shipped_path(name_or_path, kind)
+
+
+def shipped_path(name: str, kind: str) -> str:
+    """The shipped config of that name (`h200` -> .../hw_configs/h200.yaml); ConfigError if none."""
+    candidate = shipped_dir(kind) / f"{name}.yaml"
     if candidate.exists():
         return str(candidate)
     known = sorted(q.stem for q in shipped_dir(kind).glob("*.yaml"))
-    hint = difflib.get_close_matches(name_or_path, known, n=1)
+    hint = difflib.get_close_matches(name, known, n=1)
     extra = f"; did you mean {hint[0]!r}?" if hint else f"; shipped: {', '.join(known)}"
-    raise ConfigError.single(name_or_path, "", f"no such file or shipped {kind} name{extra}")
+    raise ConfigError.single(name, "", f"no such file or shipped {kind} name{extra}")
+
+
+FOLDERS = {"hardware": "hw_configs", "workload": "workloads"}  # where each root's shipped files are
+
+
+def read_config(name_or_path: str, root: str) -> YamlDoc:
+    """A `root` ("hardware" or "workload") file, by shipped name or path, laid over the files it
+    extends (config/extends.py)."""
+    return extended(read_yaml(resolve_path(name_or_path, FOLDERS[root])), root)
+
+
+def extended(doc: YamlDoc, root: str) -> YamlDoc:
+    """`doc` (read, or given as data) laid over the files it extends; `doc` if it extends none."""
+    return extends.with_bases(doc, root, partial(shipped_path, kind=FOLDERS[root]))
+
+
+def outside_base(path: str, root: str, roots: tuple[Path, ...]) -> str | None:
+    """The first base of `path`'s chain outside the folders `roots` (config/extends.py), or None."""
+    return extends.outside_base(path, partial(shipped_path, kind=FOLDERS[root]), roots)
 
 
 def _problems_from(err: ValidationError, doc: YamlDoc, schema: type[BaseModel]) -> list[Problem]:
@@ -411,7 +437,7 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
 
 def load_system(name_or_path: str) -> tuple[System, dict]:
     """Load a hardware file: the System and its resolved (canonical-unit) configuration."""
-    value, config, _ = build("hardware", read_yaml(resolve_path(name_or_path, "hw_configs")))
+    value, config, _ = build("hardware", read_config(name_or_path, "hardware"))
     return value, config
 
 
@@ -447,7 +473,7 @@ def workload_from_doc(doc: YamlDoc) -> tuple[Workload, dict]:
 
 def load_workload(name_or_path: str) -> tuple[Workload, dict]:
     """Load a workload file: the Workload and its resolved configuration."""
-    value, config, _ = build("workload", read_yaml(resolve_path(name_or_path, "workloads")))
+    value, config, _ = build("workload", read_config(name_or_path, "workload"))
     return value, config
 
 
@@ -463,7 +489,7 @@ def build(
     from archsim.config import memo
 
     edited = doc.edited(params) if params else doc
-    entry = memo.key(root, doc.path, doc.data, params)
+    entry = memo.key(root, doc.path, doc.data, params, doc.bases)
     kept = memo.get(entry)
     if kept is not None:
         value, config = kept

@@ -6,11 +6,12 @@ loads, and one that sets values in a loop (`with_params`) would leave a file per
 
 An entry is keyed by a digest (SHA-256) of archsim's version (`opcache.code_version`: its version
 number and the text of every source file, so a changed schema or builder never reads what the
-old one built), the kind of document, the file it was read from (recorded in what is built), its
-data as read, and the values set on it by dotted path, each path with its value. Only a document
-that validated is kept, with the paths set on it, so a hit stands for a document and paths that
-passed every check before; a document that fails is validated, and its problems reported, every
-time. The value is the frozen record built (`System` or `Workload`) and the resolved
+old one built), the kind of document, the file it was read from (recorded in what is built), the
+files it extends, its data as read and merged over theirs (config/extends.py: so editing a base
+changes the key of every file that extends it), and the values set on it by dotted path, each
+path with its value. Only a document that validated is kept, with the paths set on it, so a hit
+stands for a document and paths that passed every check before; a document that fails is
+validated, and its problems reported, every time. The value is the frozen record built (`System` or `Workload`) and the resolved
 configuration, pickled: records of archsim's own classes, read back equal to what was built.
 The folder is the user's own, as Numba's cache of compiled kernels (pickled too) is.
 
@@ -39,14 +40,15 @@ def for_command_line() -> None:
     _active[0] = True
 
 
-def key(kind: str, source: str, data: Any, params: Any) -> str | None:
-    """The key of document `data` of `kind`, read from `source`, with `params` set on it; None
-    where the memo is not used (outside the command line, or with the cache off)."""
+def key(kind: str, source: str, data: Any, params: Any, bases: tuple[str, ...] = ()) -> str | None:
+    """The key of document `data` of `kind`, read from `source` and merged over the files
+    `bases`, with `params` set on it; None where the memo is not used (outside the command line,
+    or with the cache off)."""
     from archsim import opcache  # (not at import: the command line imports this before it knows its command)
 
     if not (_active[0] and opcache.enabled()):
         return None
-    text = repr((opcache.code_version(), kind, source, data, params))
+    text = repr((opcache.code_version(), kind, source, bases, data, params))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -4,7 +4,9 @@ A result (a run, a comparison row, a serving run, a sweep point, one op) depends
 file and the workload as resolved (canonical units, defaults filled in) and on the options of the
 command that produced it (KV sampling stride, parallel layout, scheduler, request stream...).
 `ResolvedConfig` holds all three; its `hash` names the result in `--json` output and keys sweep
-points, so two runs print the same hash exactly when they compute the same thing.
+points, so two runs print the same hash exactly when they compute the same thing. A file that
+extends another (config/extends.py) is resolved as merged: a file that extends `h200` and
+overrides nothing has h200's configuration and hash.
 """
 
 from __future__ import annotations

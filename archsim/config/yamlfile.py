@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +36,33 @@ KeyPath = tuple[str | int, ...]
 
 @dataclass(frozen=True)
 class YamlDoc:
-    """The data of a YAML file and the 1-based line of each key path in it."""
+    """The data of a YAML file and the 1-based line of each key path in it.
+
+    A document merged from the files it extends (`merged`) is named by the extending file, and
+    `files` names the file of each key path whose line lies in a base; `bases` lists those bases,
+    the nearest first."""
 
     path: str
     data: Any
     lines: Mapping[KeyPath, int | None] = field(default_factory=dict)  # None: no line (a document given as data)
+    files: Mapping[KeyPath, str] = field(default_factory=dict)  # key path -> its file, where not `path`
+    bases: tuple[str, ...] = ()
 
-    def line_of(self, key: KeyPath) -> int | None:
-        """Line of `key`, or of its nearest parent that has one."""
+    def where(self, key: KeyPath) -> tuple[str, int | None]:
+        """(file, line) of `key`, or of its nearest parent that has a line."""
         key = tuple(key)
         while key:
             if key in self.lines:
-                return self.lines[key]
+                return self.files.get(key, self.path), self.lines[key]
             key = key[:-1]
-        return self.lines.get((), 1)
+        return self.path, self.lines.get((), 1)
+
+    def line_of(self, key: KeyPath) -> int | None:
+        """Line of `key`, or of its nearest parent that has one."""
+        return self.where(key)[1]
 
     def problem(self, key: KeyPath, message: str) -> Problem:
-        return Problem(self.path, self.line_of(key), dotted(key), message)
+        return Problem(*self.where(key), dotted(key), message)
 
     def edited(self, values: Sequence[tuple[KeyPath, Any]]) -> YamlDoc:
         """A copy with each value set at its key path (missing sections made), lines kept."""
@@ -64,7 +74,40 @@ class YamlDoc:
                     node[key] = {}
                 node = node[key]
             node[path[-1]] = value
-        return YamlDoc(self.path, data, self.lines)
+        return replace(self, data=data)
+
+
+def merged(base: YamlDoc, over: YamlDoc) -> YamlDoc:
+    """`over`'s data laid over `base`'s, named by `over`: a mapping merges key by key, any other
+    value (a scalar, a list) replaces the base's, and a key whose value is null is removed with
+    all the base holds under it. Each key path keeps the file and line it came from; a mapping
+    both hold is located at `over`'s key."""
+    replaced: set[KeyPath] = set()  # key paths where `over` replaced or removed the base's value
+    data = _laid_over(copy.deepcopy(base.data), over.data, (), replaced)
+    lines: dict[KeyPath, int | None] = {}
+    files: dict[KeyPath, str] = {}
+    for key, line in base.lines.items():
+        if not any(key[:i] in replaced for i in range(1, len(key) + 1)):
+            lines[key], files[key] = line, base.files.get(key, base.path)
+    for key, line in over.lines.items():
+        lines[key], files[key] = line, over.files.get(key, over.path)
+    files = {key: f for key, f in files.items() if f != over.path}
+    return YamlDoc(over.path, data, lines, files, (base.path, *base.bases))
+
+
+def _laid_over(base: dict, over: dict, key: KeyPath, replaced: set[KeyPath]) -> dict:
+    out = dict(base)
+    for name, value in over.items():
+        at = key + (name,)
+        if isinstance(value, dict) and isinstance(out.get(name), dict):
+            out[name] = _laid_over(out[name], value, at, replaced)
+            continue
+        replaced.add(at)
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = copy.deepcopy(value)
+    return out
 
 
 def dotted(key: KeyPath) -> str:

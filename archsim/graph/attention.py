@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from archsim.dtypes import DType
 from archsim.graph.model import Fusion, Phase, Workload
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 from archsim.graph.step import Step
 
@@ -34,11 +34,13 @@ def _eager_rope(act: DType, rows: int, width: int, name: str, layers: int) -> li
     """Rotate-half rotary embedding written unfused on a slice of the qkv output: x1 * cos and
     x2 * sin and x2 * cos and x1 * sin on the heads' halves (strided views), a subtract and an
     add of the products, then stacking the halves and a copy back (strided)."""
-    half = width // 2
+    half, tok = width // 2, Scaling.TOKENS
     return [
-        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.MUL, strided=True, kernels=4).named(f"{name}_mul", layers),
-        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.ADD, kernels=2).named(f"{name}_add", layers),
-        Op(OpKind.COPY, act, bytes=int(rows * width * act.bytes), strided=True, kernels=2).named(
+        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.MUL, strided=True, kernels=4, scaling=tok).named(
+            f"{name}_mul", layers
+        ),
+        Op(OpKind.VECTOR, act, m=rows, n=half, vop=VectorOp.ADD, kernels=2, scaling=tok).named(f"{name}_add", layers),
+        Op(OpKind.COPY, act, bytes=int(rows * width * act.bytes), strided=True, kernels=2, scaling=tok).named(
             f"{name}_copy", layers
         ),
     ]
@@ -63,6 +65,7 @@ def _attention(w: Workload, step: Step, heads: int, kv_heads: int, d: int, **kw)
         "split_kv": not eager,
         "softmax_overlap": not eager,
         "softcap": m.logit_softcap,
+        "scaling": Scaling.KV_LENGTH,
         **kw,
     }
     dtype = w.dtypes.attention_compute
@@ -87,24 +90,33 @@ def _gqa_ops(w: Workload, step: Step) -> list[Op]:
     m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
     eager = w.fusion is Fusion.EAGER
     T, L, B = step.tokens, m.layers, step.batch
-    ops = [gemm_op(w, "qkv", L, T, m.hidden, m.q_dim + 2 * m.kv_dim)]
+    tok, kv = Scaling.TOKENS, Scaling.KV_LENGTH
+    ops = [gemm_op(w, "qkv", L, T, m.hidden, m.q_dim + 2 * m.kv_dim, scaling=tok)]
     if m.qk_norm:
-        ops.append(Op(OpKind.VECTOR, act, m=T * m.heads, n=m.head_dim, vop=VectorOp.RMSNORM).named("q_norm", L))
-        ops.append(Op(OpKind.VECTOR, act, m=T * m.kv_heads, n=m.head_dim, vop=VectorOp.RMSNORM).named("k_norm", L))
+        ops.append(
+            Op(OpKind.VECTOR, act, m=T * m.heads, n=m.head_dim, vop=VectorOp.RMSNORM, scaling=tok).named("q_norm", L)
+        )
+        ops.append(
+            Op(OpKind.VECTOR, act, m=T * m.kv_heads, n=m.head_dim, vop=VectorOp.RMSNORM, scaling=tok).named("k_norm", L)
+        )
     kv_write_bytes = int(T * m.kv_dim * kvd.bytes)
     rot = m.rotary
     if eager:
         if rot:
             ops += _eager_rope(act, T, m.heads * rot, "rope_q", L) + _eager_rope(act, T, m.kv_heads * rot, "rope_k", L)
-        ops.append(Op(OpKind.COPY, bytes=kv_write_bytes, kernels=2, strided=True).named("kv_write", L))
+        ops.append(Op(OpKind.COPY, bytes=kv_write_bytes, kernels=2, strided=True, scaling=tok).named("kv_write", L))
     else:
         if rot:
-            ops.append(Op(OpKind.VECTOR, act, m=T, n=(m.heads + m.kv_heads) * rot, vop=VectorOp.ROPE).named("rope", L))
-        ops.append(Op(OpKind.COPY, bytes=2 * kv_write_bytes).named("kv_write", L))
+            ops.append(
+                Op(OpKind.VECTOR, act, m=T, n=(m.heads + m.kv_heads) * rot, vop=VectorOp.ROPE, scaling=tok).named(
+                    "rope", L
+                )
+            )
+        ops.append(Op(OpKind.COPY, bytes=2 * kv_write_bytes, scaling=tok).named("kv_write", L))
     kv_heads = m.kv_heads
     if eager and step.phase is Phase.PREFILL and m.kv_heads < m.heads:
         expand = int(B * m.heads * step.kv_len * m.head_dim * kvd.bytes)
-        ops.append(Op(OpKind.COPY, bytes=expand, kernels=2, strided=True).named("kv_expand", L))
+        ops.append(Op(OpKind.COPY, bytes=expand, kernels=2, strided=True, scaling=kv).named("kv_expand", L))
         kv_heads = m.heads
     ops += _attention(w, step, m.heads, kv_heads, m.head_dim, v_dim=m.v_head_dim if m.v_dim != m.head_dim else 0)
     return ops
@@ -113,31 +125,43 @@ def _gqa_ops(w: Workload, step: Step) -> list[Op]:
 def _mla_ops(w: Workload, step: Step) -> list[Op]:
     m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
     T, L, B = step.tokens, m.layers, step.batch
+    tok, kv = Scaling.TOKENS, Scaling.KV_LENGTH
     ops: list[Op] = []
     if m.q_lora_rank:  # W_DQ and W_DKV as one GEMM, as serving engines fuse them
-        ops.append(gemm_op(w, "qkv_a", L, T, m.hidden, m.q_lora_rank + m.latent_dim))
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.q_lora_rank, vop=VectorOp.RMSNORM).named("q_a_norm", L))
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.kv_lora_rank, vop=VectorOp.RMSNORM).named("kv_a_norm", L))
-        ops.append(gemm_op(w, "q_b", L, T, m.q_lora_rank, m.q_dim))
+        ops.append(gemm_op(w, "qkv_a", L, T, m.hidden, m.q_lora_rank + m.latent_dim, scaling=tok))
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.q_lora_rank, vop=VectorOp.RMSNORM, scaling=tok).named("q_a_norm", L))
+        ops.append(
+            Op(OpKind.VECTOR, act, m=T, n=m.kv_lora_rank, vop=VectorOp.RMSNORM, scaling=tok).named("kv_a_norm", L)
+        )
+        ops.append(gemm_op(w, "q_b", L, T, m.q_lora_rank, m.q_dim, scaling=tok))
     else:
-        ops.append(gemm_op(w, "qkv_a", L, T, m.hidden, m.q_dim + m.latent_dim))
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.kv_lora_rank, vop=VectorOp.RMSNORM).named("kv_a_norm", L))
+        ops.append(gemm_op(w, "qkv_a", L, T, m.hidden, m.q_dim + m.latent_dim, scaling=tok))
+        ops.append(
+            Op(OpKind.VECTOR, act, m=T, n=m.kv_lora_rank, vop=VectorOp.RMSNORM, scaling=tok).named("kv_a_norm", L)
+        )
     if m.rotary:
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=(m.heads + 1) * m.rope_head_dim, vop=VectorOp.ROPE).named("rope", L))
-    ops.append(Op(OpKind.COPY, bytes=int(T * m.latent_dim * kvd.bytes)).named("kv_write", L))
+        ops.append(
+            Op(OpKind.VECTOR, act, m=T, n=(m.heads + 1) * m.rope_head_dim, vop=VectorOp.ROPE, scaling=tok).named(
+                "rope", L
+            )
+        )
+    ops.append(Op(OpKind.COPY, bytes=int(T * m.latent_dim * kvd.bytes), scaling=tok).named("kv_write", L))
     if step.phase is Phase.PREFILL:
         keys = B * step.kv_len
         up = m.heads * (m.nope_head_dim + m.v_dim)
-        ops.append(gemm_op(w, "kv_up", L, keys, m.kv_lora_rank, up))
-        ops.append(Op(OpKind.COPY, act, bytes=int(keys * m.heads * m.head_dim * act.bytes)).named("k_concat", L))
+        ops.append(gemm_op(w, "kv_up", L, keys, m.kv_lora_rank, up, scaling=kv))
+        k_bytes = int(keys * m.heads * m.head_dim * act.bytes)
+        ops.append(Op(OpKind.COPY, act, bytes=k_bytes, scaling=kv).named("k_concat", L))
         expanded = replace(w, dtypes=replace(w.dtypes, kv_cache=act))  # keys and values in the activations' format
         ops += _attention(expanded, step, m.heads, m.heads, m.head_dim, v_dim=m.v_dim)
     else:
         # W_UK and W_UV per head, in the activations' format (vLLM's MLA backends dequantise
         # them once at load for the absorbed path)
-        ops.append(Op(OpKind.GEMM, act, m=T, k=m.nope_head_dim, n=m.kv_lora_rank, groups=m.heads).named("q_absorb", L))
+        q_absorb = Op(OpKind.GEMM, act, m=T, k=m.nope_head_dim, n=m.kv_lora_rank, groups=m.heads, scaling=kv)
+        ops.append(q_absorb.named("q_absorb", L))
         ops += _attention(w, step, m.heads, 1, m.latent_dim, v_dim=m.kv_lora_rank, kv_shared=True)
-        ops.append(Op(OpKind.GEMM, act, m=T, k=m.kv_lora_rank, n=m.v_dim, groups=m.heads).named("out_absorb", L))
+        out_absorb = Op(OpKind.GEMM, act, m=T, k=m.kv_lora_rank, n=m.v_dim, groups=m.heads, scaling=kv)
+        ops.append(out_absorb.named("out_absorb", L))
     return ops
 
 
@@ -145,12 +169,14 @@ def attention_block_ops(w: Workload, step: Step) -> list[Op]:
     """The layers' attention half, from the input norm to the output projection."""
     m, act = w.model, w.dtypes.activations
     eager = w.fusion is Fusion.EAGER
-    T, L = step.tokens, m.layers
-    ops = [norm_op(m, act, T, m.hidden, "attn_norm", L, fused=not eager)]
+    T, L, tok = step.tokens, m.layers, Scaling.TOKENS
+    ops = [norm_op(m, act, T, m.hidden, "attn_norm", L, fused=not eager, scaling=tok)]
     ops += _mla_ops(w, step) if m.is_mla else _gqa_ops(w, step)
-    ops.append(gemm_op(w, "o_proj", L, T, m.o_dim, m.hidden))
+    # a partial sum over the heads, reduced with the MLP's in a parallel block
+    reduced = ParallelRole.NONE if m.parallel_block else ParallelRole.PARTIAL_SUM
+    ops.append(gemm_op(w, "o_proj", L, T, m.o_dim, m.hidden, scaling=tok, parallel=reduced))
     if m.post_norms:
-        ops.append(norm_op(m, act, T, m.hidden, "post_attn_norm", L, fused=False))
+        ops.append(norm_op(m, act, T, m.hidden, "post_attn_norm", L, fused=False, scaling=tok))
     if eager and not m.parallel_block:
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.hidden, vop=VectorOp.ADD).named("residual_add", L))
+        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.hidden, vop=VectorOp.ADD, scaling=tok).named("residual_add", L))
     return ops

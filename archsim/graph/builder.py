@@ -7,7 +7,9 @@ reproduces PyTorch eager (the measured H200 model), FUSED what a tuned serving e
 
 The attention block is archsim/graph/attention.py's, the FFN (dense, MoE, shared experts)
 archsim/graph/ffn.py's; here they are put in order with the embedding, the multi-token
-prediction layers and the LM head.
+prediction layers and the LM head. Every op is made with its roles: what its shapes grow with
+in a step (`Scaling`, required: the part of a mixed step that times it) and what a parallel
+layout runs around it (`ParallelRole`); no later stage reads an op's name to tell.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from archsim.graph.attention import attention_block_ops
 from archsim.graph.ffn import activation_ops, ffn_ops
 from archsim.graph.model import Activation, Positions, Workload
 from archsim.graph.moe import expected_active_experts
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 from archsim.graph.step import Step
 from archsim.hashing import copy_with
@@ -44,11 +46,11 @@ def layer_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:
 
 def embedding_ops(w: Workload, tokens: int) -> list[Op]:
     """The token embedding gather and, with learned positions, the position gather and add."""
-    m, act = w.model, w.dtypes.activations
-    ops = [Op(OpKind.EMBEDDING, act, m=tokens, n=m.hidden).named("embedding")]
+    m, act, tok, vocab_split = w.model, w.dtypes.activations, Scaling.TOKENS, ParallelRole.PARTIAL_SUM
+    ops = [Op(OpKind.EMBEDDING, act, m=tokens, n=m.hidden, scaling=tok, parallel=vocab_split).named("embedding")]
     if m.positions is Positions.LEARNED:
-        ops.append(Op(OpKind.EMBEDDING, act, m=tokens, n=m.hidden).named("pos_embedding"))
-        ops.append(Op(OpKind.VECTOR, act, m=tokens, n=m.hidden, vop=VectorOp.ADD).named("pos_add"))
+        ops.append(Op(OpKind.EMBEDDING, act, m=tokens, n=m.hidden, scaling=tok).named("pos_embedding"))
+        ops.append(Op(OpKind.VECTOR, act, m=tokens, n=m.hidden, vop=VectorOp.ADD, scaling=tok).named("pos_add"))
     return ops
 
 
@@ -57,15 +59,17 @@ def mtp_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:
     decoding with MTP runs it: the embedding of the next tokens and the hidden state normed
     and projected together (hidden x 2 hidden), one transformer layer of the MoE kind, and the
     shared head on one token per sequence."""
-    m, act = w.model, w.dtypes.activations
+    m, act, tok = w.model, w.dtypes.activations, Scaling.TOKENS
     L, T = m.mtp_layers, step.tokens
     if not L:
         return []
     layer = replace(w, model=replace(m, layers=L, dense_layers=0, local_layers=0, mtp_layers=0))
     ops = [
-        Op(OpKind.EMBEDDING, act, m=T, n=m.hidden).named("embedding", L),
-        Op(OpKind.VECTOR, act, m=T, n=m.hidden, vop=VectorOp.RMSNORM, kernels=2).named("norms", L),
-        gemm_op(w, "eh_proj", L, T, 2 * m.hidden, m.hidden),
+        Op(OpKind.EMBEDDING, act, m=T, n=m.hidden, scaling=tok, parallel=ParallelRole.PARTIAL_SUM).named(
+            "embedding", L
+        ),
+        Op(OpKind.VECTOR, act, m=T, n=m.hidden, vop=VectorOp.RMSNORM, kernels=2, scaling=tok).named("norms", L),
+        gemm_op(w, "eh_proj", L, T, 2 * m.hidden, m.hidden, scaling=tok),
     ]
     ops += layer_ops(layer, step, ep)
     if step.with_embedding_and_head:
@@ -75,10 +79,10 @@ def mtp_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:
 
 def head_ops(w: Workload, sequences: int, repeat: int = 1) -> list[Op]:
     """The final norm and the LM head on the last token of each sequence."""
-    m, act = w.model, w.dtypes.activations
+    m, act, seq = w.model, w.dtypes.activations, Scaling.SEQUENCES
     return [
-        norm_op(m, act, sequences, m.hidden, "final_norm", repeat, fused=False),
-        gemm_op(w, "lm_head", repeat, sequences, m.hidden, m.vocab),
+        norm_op(m, act, sequences, m.hidden, "final_norm", repeat, fused=False, scaling=seq),
+        gemm_op(w, "lm_head", repeat, sequences, m.hidden, m.vocab, scaling=seq, parallel=ParallelRole.VOCAB_SLICE),
     ]
 
 

@@ -20,7 +20,7 @@ import math
 from archsim.dtypes import DType
 from archsim.graph.model import Activation, Fusion, Workload
 from archsim.graph.moe import ExpertShare, rank_share, routing_probabilities
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 
 EXPERT_GATE_UP = "experts_gate_up"  # names (before the [groups] suffix) of the routed expert GEMMs
@@ -42,16 +42,21 @@ def activation_ops(
     """The activation of an MLP's `rows` x `width` output: fused act(gate) * up, or in eager code
     act and multiply as two kernels on the halves (strided views unless there is one row); a
     non-gated MLP's act alone."""
-    name = activation.value
+    name, tok = activation.value, Scaling.TOKENS
     if not gated:
-        return [Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[activation]).named(prefix + name, layers)]
+        return [Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[activation], scaling=tok).named(prefix + name, layers)]
     if eager:
         strided = rows > 1
         return [
-            Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[activation], strided=strided).named(prefix + name, layers),
-            Op(OpKind.VECTOR, act, m=rows, n=width, vop=VectorOp.MUL, strided=strided).named(prefix + "mul", layers),
+            Op(OpKind.VECTOR, act, m=rows, n=width, vop=_ACT[activation], strided=strided, scaling=tok).named(
+                prefix + name, layers
+            ),
+            Op(OpKind.VECTOR, act, m=rows, n=width, vop=VectorOp.MUL, strided=strided, scaling=tok).named(
+                prefix + "mul", layers
+            ),
         ]
-    return [Op(OpKind.VECTOR, act, m=rows, n=width, vop=_GATED[activation]).named(f"{prefix}{name}_mul", layers)]
+    gated_op = Op(OpKind.VECTOR, act, m=rows, n=width, vop=_GATED[activation], scaling=tok)
+    return [gated_op.named(f"{prefix}{name}_mul", layers)]
 
 
 def act_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> list[Op]:
@@ -61,16 +66,19 @@ def act_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> lis
     return activation_ops(w.dtypes.activations, rows, width, m.activation, m.gated, eager, prefix, layers)
 
 
-def mlp_ops(w: Workload, rows: int, width: int, prefix: str, layers: int) -> list[Op]:
-    """A dense MLP of inner width `width` on `rows` tokens."""
+def mlp_ops(
+    w: Workload, rows: int, width: int, prefix: str, layers: int, down: ParallelRole = ParallelRole.PARTIAL_SUM
+) -> list[Op]:
+    """A dense MLP of inner width `width` on `rows` tokens; `down`: what a parallel layout runs
+    after its down projection (an all-reduce of its partial sum, unless reduced with another's)."""
     m = w.model
     if width <= 0 or layers <= 0:
         return []
     up = ("gate_up", 2 * width) if m.gated else ("up", width)
     return [
-        gemm_op(w, prefix + up[0], layers, rows, m.hidden, up[1]),
+        gemm_op(w, prefix + up[0], layers, rows, m.hidden, up[1], scaling=Scaling.TOKENS),
         *act_ops(w, rows, width, prefix, layers),
-        gemm_op(w, prefix + "down", layers, rows, width, m.hidden),
+        gemm_op(w, prefix + "down", layers, rows, width, m.hidden, scaling=Scaling.TOKENS, parallel=down),
     ]
 
 
@@ -96,23 +104,30 @@ def routed_expert_ops(w: Workload, share: ExpertShare, layers: int, wd: DType) -
     m = w.model
     routed = whole(share.routed)
     n_up = 2 * m.ffn if m.gated else m.ffn
+    into, out = ParallelRole.EXPERTS_IN, ParallelRole.EXPERTS_OUT
     ops = []
     for g, n in layer_split(share.touched, layers):
         rows = max(round(share.rows), math.ceil(routed / g))
-        ops.append(gemm_op(w, f"{EXPERT_GATE_UP}[{g}]", n, rows, m.hidden, n_up, groups=g, weights=wd))
+        gate_up = gemm_op(
+            w, f"{EXPERT_GATE_UP}[{g}]", n, rows, m.hidden, n_up, g, wd, scaling=Scaling.TOKENS, parallel=into
+        )
+        ops.append(gate_up)
         ops += [op.named(f"{op.name}[{g}]", n) for op in act_ops(w, routed, m.ffn, "", n)]
-        ops.append(gemm_op(w, f"{EXPERT_DOWN}[{g}]", n, rows, m.ffn, m.hidden, groups=g, weights=wd))
+        ops.append(
+            gemm_op(w, f"{EXPERT_DOWN}[{g}]", n, rows, m.ffn, m.hidden, g, wd, scaling=Scaling.TOKENS, parallel=out)
+        )
     return ops
 
 
 def moe_ops(w: Workload, tokens: int, layers: int, ep: int = 1) -> list[Op]:
     """One MoE layer kind: router, top-k, shared experts, routed experts."""
     m, act = w.model, w.dtypes.activations
+    tok = Scaling.TOKENS
     ops = [
-        gemm_op(w, "router", layers, tokens, m.hidden, m.experts),
-        Op(OpKind.VECTOR, act, m=tokens, n=m.experts, vop=VectorOp.TOPK).named("router_topk", layers),
+        gemm_op(w, "router", layers, tokens, m.hidden, m.experts, scaling=tok),
+        Op(OpKind.VECTOR, act, m=tokens, n=m.experts, vop=VectorOp.TOPK, scaling=tok).named("router_topk", layers),
     ]
-    ops += mlp_ops(w, tokens, m.shared_ffn, "shared_", layers)
+    ops += mlp_ops(w, tokens, m.shared_ffn, "shared_", layers, down=ParallelRole.NONE)  # reduced with the experts
     return ops + routed_expert_ops(w, expert_share(w, tokens, ep), layers, w.dtypes.experts)
 
 
@@ -121,15 +136,17 @@ def ffn_ops(w: Workload, tokens: int, ep: int = 1) -> list[Op]:
     ranks' experts)."""
     m, act = w.model, w.dtypes.activations
     eager = w.fusion is Fusion.EAGER
-    L = m.layers
-    ops = [] if m.parallel_block else [norm_op(m, act, tokens, m.hidden, "ffn_norm", L, fused=not eager)]
+    L, tok = m.layers, Scaling.TOKENS
+    ops = [] if m.parallel_block else [norm_op(m, act, tokens, m.hidden, "ffn_norm", L, fused=not eager, scaling=tok)]
     if not m.is_moe:
         ops += mlp_ops(w, tokens, m.ffn, "", L)
     else:
         ops += mlp_ops(w, tokens, m.dense_width, "dense_", m.dense_layers)
         ops += moe_ops(w, tokens, m.moe_layers, ep)
     if m.post_norms:
-        ops.append(norm_op(m, act, tokens, m.hidden, "post_ffn_norm", L, fused=False))
+        ops.append(norm_op(m, act, tokens, m.hidden, "post_ffn_norm", L, fused=False, scaling=tok))
     if eager:
-        ops.append(Op(OpKind.VECTOR, act, m=tokens, n=m.hidden, vop=VectorOp.ADD).named("residual_add2", L))
+        ops.append(
+            Op(OpKind.VECTOR, act, m=tokens, n=m.hidden, vop=VectorOp.ADD, scaling=tok).named("residual_add2", L)
+        )
     return ops

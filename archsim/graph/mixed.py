@@ -12,7 +12,9 @@ total KV it streams when the items outnumber the cores, and by the longest seque
 not. Its ops are therefore given twice: all decodes as one op at their mean KV length (the same
 total KV, rounded up) and the longest decode alone; the step takes the longer of the two.
 Every op is built by `build_step` (by `shard_step` under a parallel layout, the busiest chip's
-ops with their collectives), so prefill, decode and mixed steps share one path.
+ops with their collectives), so prefill, decode and mixed steps share one path; each op's part
+is the `Scaling` its builder gave it, and the pipeline's send (a SEND) is scheduled by the
+pipeline, not summed into a part.
 """
 
 from __future__ import annotations
@@ -20,19 +22,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from archsim.graph.builder import MTP_PREFIX, Step, build_step
+from archsim.graph.builder import Step, build_step
 from archsim.graph.model import Phase, Workload
-from archsim.graph.ops import Op
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.graph.parallel import Parallelism, shard_step
 
-# ops whose shapes are set by one sequence's KV length: the attention kernels and, in eager code,
-# the K/V expansion; MLA's up-projection of a prefill chunk's cached latent and its key copy, and
-# the decode's absorbed query and output GEMMs (run by the decodes alone); the MTP layers' too
-_PER_SEQUENCE = ("attention", "attention_local", "kv_expand", "kv_up", "k_concat", "q_absorb", "out_absorb")
-PER_SEQUENCE_OPS = frozenset(_PER_SEQUENCE + tuple(MTP_PREFIX + name for name in _PER_SEQUENCE))
-_HEAD = ("final_norm", "lm_head", "lm_head_allgather")  # one row per sequence in the step
-HEAD_OPS = frozenset(_HEAD + tuple(MTP_PREFIX + name for name in _HEAD))
-PIPELINE_OPS = frozenset({"pp_send"})  # scheduled by the pipeline, not summed into a part
+STEP_SCALINGS = frozenset({Scaling.TOKENS, Scaling.SEQUENCES, Scaling.KV_LENGTH})  # the parts of a step
 
 
 @dataclass(frozen=True)
@@ -86,15 +81,30 @@ def step_ops(w: Workload, step: Step, par: Parallelism | None = None) -> list[Op
     return list(shard_step(w, step, par).ops)
 
 
+def part(ops: list[Op], scaling: Scaling) -> list[Op]:
+    """The ops of a step that grow with `scaling` (the pipeline's send left out); refuses an op
+    that belongs to no part of a step, which would otherwise go untimed."""
+    for op in ops:
+        if op.scaling not in STEP_SCALINGS:
+            raise ValueError(
+                f"op {op.name or op.kind.value} of a step has scaling {op.scaling.value}, no part of a step"
+            )
+    return [op for op in ops if op.scaling is scaling and op.kind is not OpKind.SEND]
+
+
+def pipeline_ops(ops: list[Op]) -> list[Op]:
+    """The pipeline's send of a step's ops, scheduled by the pipeline rather than summed into a part."""
+    return [op for op in ops if op.kind is OpKind.SEND]
+
+
 def token_ops(w: Workload, tokens: int, par: Parallelism | None = None) -> list[Op]:
     """Ops whose shapes depend on the step's total tokens only (their collectives included)."""
-    ops = step_ops(w, Step(Phase.PREFILL, 1, tokens, 0), par)
-    return [op for op in ops if op.name not in PER_SEQUENCE_OPS | HEAD_OPS | PIPELINE_OPS]
+    return part(step_ops(w, Step(Phase.PREFILL, 1, tokens, 0), par), Scaling.TOKENS)
 
 
 def head_ops(w: Workload, sequences: int, par: Parallelism | None = None) -> list[Op]:
     """Final norm and LM head on the last token of each of `sequences` sequences."""
-    return [op for op in step_ops(w, Step(Phase.DECODE, sequences, 1, 0), par) if op.name in HEAD_OPS]
+    return part(step_ops(w, Step(Phase.DECODE, sequences, 1, 0), par), Scaling.SEQUENCES)
 
 
 def prefill_attention_ops(
@@ -102,13 +112,13 @@ def prefill_attention_ops(
 ) -> list[Op]:
     """Attention (and, in eager code, the K/V expansion) of a prefill chunk (of `batch` equal ones)."""
     ops = step_ops(w, Step(Phase.PREFILL, batch, new_tokens, past, with_embedding_and_head=False, with_ffn=False), par)
-    return [op for op in ops if op.name in PER_SEQUENCE_OPS]
+    return part(ops, Scaling.KV_LENGTH)
 
 
 def decode_attention_ops(w: Workload, batch: int, kv_len: int, par: Parallelism | None = None) -> list[Op]:
     """Attention of `batch` decodes, each over `kv_len` keys (the new one included)."""
     ops = step_ops(w, Step(Phase.DECODE, batch, 1, kv_len - 1, with_embedding_and_head=False, with_ffn=False), par)
-    return [op for op in ops if op.name in PER_SEQUENCE_OPS]
+    return part(ops, Scaling.KV_LENGTH)
 
 
 def mean_kv_len(kv_lens: tuple[int, ...] | list[int]) -> int:

@@ -15,7 +15,8 @@ a SiLU-gated FFN, grouped-query attention), with the variants the models of 2024
 * multi-token prediction (MTP, DeepSeek-V3): `mtp_layers` extra transformer layers run on
   every step, as speculative decoding with MTP heads runs them.
 
-Parameter counts live in archsim/graph/params.py. Units: counts of elements; bytes where named.
+Parameter counts live in archsim/graph/params.py (`total_params`, `active_params`), which reads
+this module, never the other way. Units: counts of elements; bytes where named.
 """
 
 from __future__ import annotations
@@ -170,18 +171,6 @@ class ModelSpec:
     def global_layers(self) -> int:
         """Layers that attend to the whole context."""
         return self.layers - self.local_layers
-
-    def params(self) -> int:
-        """Parameters: attention, FFN (all experts), norms, embeddings, LM head, MTP layers."""
-        from archsim.graph.params import total_params
-
-        return total_params(self)
-
-    def active_params(self) -> int:
-        """Parameters one token's forward pass reads (its top-k experts of each MoE layer)."""
-        from archsim.graph.params import active_params
-
-        return active_params(self)
 
     def kv_bytes_per_layer_token(self, kv_dtype: DType) -> float:
         """Bytes one token caches in one layer: K and V of every KV head, or MLA's latent."""

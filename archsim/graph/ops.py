@@ -1,7 +1,8 @@
 """Operators of an LLM step: frozen, hashable records of what is computed on which shapes.
 
-An op's identity (and so its cached timing) is its kind and shape; its `name` and `repeat`
-(how many times the step runs it, e.g. once per layer) do not take part in equality.
+An op's identity (and so its cached timing) is its kind and shape; its `name`, `repeat` (how
+many times the step runs it, e.g. once per layer) and `scaling` (what its shapes grow with in a
+step) do not take part in equality.
 """
 
 from __future__ import annotations
@@ -34,6 +35,34 @@ class OpKind(str, Enum):
 COLLECTIVE_KINDS = frozenset(
     {OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL, OpKind.SEND}
 )
+
+
+class Scaling(str, Enum):
+    """What an op's shapes grow with in a step, and so which part of a mixed step times it
+    (archsim/graph/mixed.py). Every op is given one where it is made: the graph builder's
+    by the builder, an op on its own (`archsim op`, a measured case, a test) FIXED."""
+
+    TOKENS = "tokens"  # the step's total tokens: embedding, norms, projections, FFN, their collectives
+    SEQUENCES = "sequences"  # one row per sequence: the final norm, the LM head and its all-gather
+    # one sequence's KV length: attention, and what runs per sequence with it (eager code's K/V
+    # expansion, MLA's up-projection of the cached latent and its absorbed projections)
+    KV_LENGTH = "kv_length"
+    FIXED = "fixed"  # a shape its caller fixes, part of no step
+
+
+class ParallelRole(str, Enum):
+    """What a parallel layout runs around an op (archsim/graph/parallel.py), set by the graph
+    builder where it makes the op: Megatron-LM's tensor-parallel layout sums the ops whose
+    output is a partial sum and gathers the vocabulary's slices; expert parallelism brings the
+    routed experts their tokens and takes their outputs back."""
+
+    NONE = "none"  # nothing: its output is whole on each chip, or summed with a later op's
+    PARTIAL_SUM = "partial_sum"  # a partial sum over the TP group: an all-reduce follows
+    VOCAB_SLICE = "vocab_slice"  # a slice of the vocabulary (the logits): an all-gather follows
+    EXPERTS_IN = "experts_in"  # the routed experts' first GEMM: an all-to-all (dispatch) comes before under EP
+    # the routed experts' last GEMM: an all-to-all (combine) follows under EP, and, as its output
+    # is a partial sum, an all-reduce under TP (which also sums the shared experts' output)
+    EXPERTS_OUT = "experts_out"
 
 
 class VectorOp(str, Enum):
@@ -127,6 +156,8 @@ class Op:
     COPY: `bytes` moved (read once, written once).
     Collectives (ALL_REDUCE, ..., SEND): `bytes` in NCCL's count among `ranks` chips, `m` token
     rows (how finely the message can be cut), sent as `chunks` pieces.
+    `scaling` (required, by keyword) says what the shapes grow with in a step (`Scaling`),
+    `parallel` what a parallel layout runs around the op (`ParallelRole`).
     """
 
     kind: OpKind
@@ -161,6 +192,8 @@ class Op:
     chunks: int = 1  # pieces a collective is sent as (to overlap the compute that produces it)
     name: str = field(default="", compare=False)
     repeat: int = field(default=1, compare=False)
+    scaling: Scaling = field(kw_only=True, compare=False)
+    parallel: ParallelRole = field(default=ParallelRole.NONE, kw_only=True, compare=False)
 
     def __hash__(self) -> int:
         return cached_hash(self)

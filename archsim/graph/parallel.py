@@ -24,21 +24,20 @@ import numpy as np
 
 from archsim.graph import params
 from archsim.graph.builder import MTP_PREFIX, Step, build_step
-from archsim.graph.ffn import EXPERT_DOWN, EXPERT_GATE_UP, expert_share
+from archsim.graph.ffn import expert_share
 from archsim.graph.model import ModelSpec, Phase, Workload
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling
 from archsim.memo import memo
 
 MAX_CHUNKS = 64  # most pieces a collective is cut into to overlap the op that produces it
-# builder ops whose output is a partial sum under TP: the vocabulary-parallel embedding, the
-# attention output, a dense MLP's down projection, and the routed experts' (whose all-reduce
-# also sums the shared experts' output, as serving engines reduce them once)
-TP_REDUCED = ("embedding", "o_proj", "down", "dense_down", EXPERT_DOWN)
-EXPERT_OPS = (EXPERT_GATE_UP, EXPERT_DOWN)  # builder names of the routed expert GEMMs
+# ops whose output is a partial sum under TP (the builder says which: the vocabulary-parallel
+# embedding, the attention output, a dense MLP's down projection, and the routed experts', whose
+# all-reduce also sums the shared experts' output, as serving engines reduce them once)
+TP_REDUCED = frozenset({ParallelRole.PARTIAL_SUM, ParallelRole.EXPERTS_OUT})
 
 
 def base_name(name: str) -> str:
-    """An op's name without its [groups] suffix and the MTP layers' prefix."""
+    """An op's name without its [groups] suffix and the MTP layers' prefix (to name its collectives)."""
     return name.split("[")[0].removeprefix(MTP_PREFIX)
 
 
@@ -124,7 +123,7 @@ def shard_model(model: ModelSpec, par: Parallelism) -> ModelSpec:
 
 
 def chip_params(model: ModelSpec, par: Parallelism) -> int:
-    """Parameters on the busiest chip (as ModelSpec.params() when nothing is split): its layers
+    """Parameters on the busiest chip (as `params.total_params` when nothing is split): its layers
     with 1/ep of the routed experts split tp ways (the router, shared experts and norms whole),
     the MTP layers, and the embedding and LM head of the first and last stage (both on one chip
     without PP)."""
@@ -171,35 +170,38 @@ def shard_step(w: Workload, step: Step, par: Parallelism) -> ParallelStep:
     hidden_bytes = int(tokens * w.model.hidden * act.bytes)
     out: list[Op] = []
     for op in build_step(local, sub, par.ep):
-        base = base_name(op.name)
-        if par.ep > 1 and base == EXPERT_GATE_UP:
+        if par.ep > 1 and op.parallel is ParallelRole.EXPERTS_IN:
             out.append(_all_to_all(local, tokens, par.ep, "ep_dispatch", op.repeat))
         out.append(op)
-        if par.ep > 1 and base == EXPERT_DOWN:
+        if par.ep > 1 and op.parallel is ParallelRole.EXPERTS_OUT:
             out.append(_all_to_all(local, tokens, par.ep, "ep_combine", op.repeat))
         comm = tp_collective(op, w, tokens, par.tp)
         if comm is not None:
             out.append(comm)
     if par.pp > 1:
-        out.append(Op(OpKind.SEND, act, m=tokens, bytes=hidden_bytes, ranks=2).named("pp_send"))
+        out.append(Op(OpKind.SEND, act, m=tokens, bytes=hidden_bytes, ranks=2, scaling=Scaling.TOKENS).named("pp_send"))
     return ParallelStep(tuple(out), par.pp, micro)
 
 
 def tp_collective(op: Op, w: Workload, tokens: int, tp: int) -> Op | None:
     """The collective a tensor-parallel group of `tp` chips runs after `op` (one of the busiest
     chip's ops of a `tokens`-token step), or None: an all-reduce of the hidden states after the
-    ops whose output is a partial sum, an all-gather of the logits after the LM head."""
-    if tp <= 1:
+    ops whose output is a partial sum, an all-gather of the logits after the LM head (as the
+    builder gave the op's `parallel` role); named after the op."""
+    if tp <= 1 or op.parallel is ParallelRole.NONE or op.parallel is ParallelRole.EXPERTS_IN:
         return None
     base, act = base_name(op.name), w.dtypes.activations
     prefix = MTP_PREFIX if op.name.startswith(MTP_PREFIX) else ""
-    if base in TP_REDUCED and not (base == "o_proj" and w.model.parallel_block):
-        return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=int(tokens * w.model.hidden * act.bytes), ranks=tp).named(
+    if op.parallel in TP_REDUCED:
+        hidden = int(tokens * w.model.hidden * act.bytes)
+        return Op(OpKind.ALL_REDUCE, act, m=tokens, bytes=hidden, ranks=tp, scaling=op.scaling).named(
             f"{prefix}{base}_allreduce", op.repeat
         )
-    if base == "lm_head":
+    if op.parallel is ParallelRole.VOCAB_SLICE:
         logits = int(op.m * w.model.vocab * op.c_dtype.bytes)
-        return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp).named(f"{prefix}lm_head_allgather", op.repeat)
+        return Op(OpKind.ALL_GATHER, act, m=op.m, bytes=logits, ranks=tp, scaling=op.scaling).named(
+            f"{prefix}{base}_allgather", op.repeat
+        )
     return None
 
 
@@ -208,7 +210,9 @@ def _all_to_all(w: Workload, tokens: int, ranks: int, name: str, layers: int) ->
     rank (archsim/graph/moe.py) receives the most rows, and its rows set the time."""
     routed = expert_share(w, tokens, ranks).routed
     nbytes = int(round(routed) * w.model.hidden * w.dtypes.activations.bytes)
-    return Op(OpKind.ALL_TO_ALL, w.dtypes.activations, m=tokens, bytes=nbytes, ranks=ranks).named(name, layers)
+    return Op(
+        OpKind.ALL_TO_ALL, w.dtypes.activations, m=tokens, bytes=nbytes, ranks=ranks, scaling=Scaling.TOKENS
+    ).named(name, layers)
 
 
 # --- schedules ------------------------------------------------------------------------------------

@@ -15,15 +15,10 @@ of the MoE kind, its two input norms and its hidden x 2 hidden projection (DeepS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from archsim.graph.model import ModelSpec
+from archsim.graph.model import ModelSpec, Norm
 
 
 def norm_params(m: ModelSpec, width: int) -> int:
-    from archsim.graph.model import Norm
-
     return width * (2 if m.norm is Norm.LAYERNORM else 1)
 
 
@@ -95,6 +90,7 @@ def head_params(m: ModelSpec) -> int:
 
 
 def total_params(m: ModelSpec) -> int:
+    """Parameters: attention, FFN (all experts), norms, embeddings, LM head, MTP layers."""
     return layers_params(m) + mtp_params(m) + embedding_params(m) + head_params(m)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from archsim.dtypes import DType
 from archsim.graph.model import ModelSpec, Norm, Workload
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 
 _NORMS = {
     (Norm.RMSNORM, False): VectorOp.RMSNORM,
@@ -15,13 +15,25 @@ _NORMS = {
 }
 
 
-def norm_op(m: ModelSpec, act: DType, rows: int, width: int, name: str, layers: int, fused: bool) -> Op:
+def norm_op(
+    m: ModelSpec, act: DType, rows: int, width: int, name: str, layers: int, fused: bool, *, scaling: Scaling
+) -> Op:
     """The model's norm over `rows` rows of `width`; `fused`: with the residual add folded in."""
-    return Op(OpKind.VECTOR, act, m=rows, n=width, vop=_NORMS[m.norm, fused]).named(name, layers)
+    return Op(OpKind.VECTOR, act, m=rows, n=width, vop=_NORMS[m.norm, fused], scaling=scaling).named(name, layers)
 
 
 def gemm_op(
-    w: Workload, name: str, layers: int, m: int, k: int, n: int, groups: int = 1, weights: DType | None = None
+    w: Workload,
+    name: str,
+    layers: int,
+    m: int,
+    k: int,
+    n: int,
+    groups: int = 1,
+    weights: DType | None = None,
+    *,
+    scaling: Scaling,
+    parallel: ParallelRole = ParallelRole.NONE,
 ) -> Op:
     """y[m, n] = x[m, k] W[n, k]^T against weights stored in `weights` (default the workload's):
     x in the format GEMM inputs are quantised to (`dtypes.compute`, W8A8's fp8), else the
@@ -29,6 +41,7 @@ def gemm_op(
     d = w.dtypes
     a = d.gemm_input
     out = d.activations if a is not d.activations else None
-    return Op(OpKind.GEMM, a, m=m, k=k, n=n, groups=groups, weight_dtype=weights or d.weights, out_dtype=out).named(
-        name, layers
-    )
+    wd = weights or d.weights
+    return Op(
+        OpKind.GEMM, a, m=m, k=k, n=n, groups=groups, weight_dtype=wd, out_dtype=out, scaling=scaling, parallel=parallel
+    ).named(name, layers)

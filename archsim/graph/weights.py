@@ -21,7 +21,7 @@ def routed_params(m: ModelSpec, experts: int | None = None) -> int:
 def weight_bytes(w: Workload) -> float:
     """All the weights: the routed experts in `dtypes.experts`, the rest in `dtypes.weights`."""
     routed = routed_params(w.model)
-    return (w.model.params() - routed) * w.dtypes.weights.bytes + routed * w.dtypes.experts.bytes
+    return (params.total_params(w.model) - routed) * w.dtypes.weights.bytes + routed * w.dtypes.experts.bytes
 
 
 def chip_weight_bytes(w: Workload, par: Parallelism) -> float:

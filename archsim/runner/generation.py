@@ -24,9 +24,9 @@ from archsim import opcache
 from archsim.choose import TimedOp, simulate_collective, time_op
 from archsim.engine.timing import OpTiming
 from archsim.graph.builder import Step, build_step
-from archsim.graph.mixed import PER_SEQUENCE_OPS, decode_attention_ops
+from archsim.graph.mixed import decode_attention_ops
 from archsim.graph.model import Phase, Workload
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.graph.parallel import (
     Parallelism,
     ParallelismError,
@@ -259,7 +259,7 @@ def run_generation(
         return RunResult(prefill, None, kv_lens, np.zeros(0), fp, s.batch, s.prompt_tokens, s.output_tokens)
     first = simulate_step(w, system, Step(Phase.DECODE, s.batch, 1, s.prompt_tokens), par)
     # the ops whose time does not grow with the KV cache; the others are sampled below
-    fixed = sum(r.time_s for r in first.ops if r.op.name not in PER_SEQUENCE_OPS)
+    fixed = sum(r.time_s for r in first.ops if r.op.scaling is not Scaling.KV_LENGTH)
     if par is not None:  # the pipeline's send is scheduled apart; hidden collective time comes off
         fixed -= sum(r.time_s for r in first.ops if r.op.kind is OpKind.SEND) + first.comm_hidden_s
     samples = attention_samples(kv_lens, kv_stride)

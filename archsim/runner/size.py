@@ -10,7 +10,8 @@ import math
 
 from archsim.choose.tilings import cached_tilings
 from archsim.compiler.attention import _blocks
-from archsim.compiler.gemm import TILE_SIZES, Tiling
+from archsim.compiler.gemm import TILE_SIZES
+from archsim.compiler.gemm_phases import Tiling
 from archsim.compiler.tiles import matrix_format
 from archsim.errors import TooLargeError
 from archsim.graph.builder import Step, build_step

@@ -38,11 +38,11 @@ import numpy as np
 from archsim import opcache
 from archsim.graph.builder import Step
 from archsim.graph.mixed import (
-    PIPELINE_OPS,
     MixedBatch,
     build_mixed_step,
     decode_attention_ops,
     head_ops,
+    pipeline_ops,
     prefill_attention_ops,
     step_ops,
     token_ops,
@@ -153,7 +153,7 @@ class StepModel:
             return t
 
         def send(t: int) -> list[Op]:
-            return [op for op in step_ops(w, Step(Phase.PREFILL, 1, t, 0), tok) if op.name in PIPELINE_OPS]
+            return pipeline_ops(step_ops(w, Step(Phase.PREFILL, 1, t, 0), tok))
 
         self._tokens = _Memo(lambda t: part(token_ops(w, t, tok)))
         self._head = _Memo(lambda s: part(head_ops(w, s, seq)))

@@ -33,7 +33,7 @@ from typing import Any
 from archsim.choose import Condition, kernel_durations_s, simulate_collective, simulate_op
 from archsim.graph.builder import Step, silu_mul_ops
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Phase, Scenario, Workload
-from archsim.graph.ops import Op, OpKind, VectorOp
+from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware import DType, System
 from archsim.runner.floor import floor_by_kind
 from archsim.runner.generation import simulate_step
@@ -237,7 +237,7 @@ def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
     """The kernel(s) a single-kernel case ran."""
     kind, dt = case["kind"], DType(case["dtype"])
     if kind == "gemm":
-        return [Op(OpKind.GEMM, dt, m=case["M"], k=case["K"], n=case["N"], out_dtype=DType.BF16)]
+        return [Op(OpKind.GEMM, dt, m=case["M"], k=case["K"], n=case["N"], out_dtype=DType.BF16, scaling=Scaling.FIXED)]
     if kind in ("attention_prefill", "attention_decode"):
         prefill = kind == "attention_prefill"
         q = case["seq"] if prefill else 1
@@ -254,13 +254,14 @@ def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
                 kv_len=kv,
                 causal=bool(prefill and case["causal"]),
                 split_kv=bool(case.get("split_kv", False)),
+                scaling=Scaling.FIXED,
             )
         ]
     if kind == "vector":
         op, style = case["op"], meta.style(case["op"])
         if op == "silu_mul" and style == "eager":  # on the halves of a [M, 2N] tensor, as eager code runs it
             return silu_mul_ops(dt, case["M"], case["N"], eager=True)
-        vector = Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=VECTOR_OPS[op])
+        vector = Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=VECTOR_OPS[op], scaling=Scaling.FIXED)
         if style != "per_token":
             return [vector]
         if op == "rotary":  # its block is set by the q heads; it rotates them, then the k heads
@@ -274,9 +275,9 @@ def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
             vector = replace(vector, **heads)
         return [replace(vector, per_row=True)]
     if kind == "copy":
-        return [Op(OpKind.COPY, dt, bytes=int(case["bytes"]))]
+        return [Op(OpKind.COPY, dt, bytes=int(case["bytes"]), scaling=Scaling.FIXED)]
     if kind == "allreduce":
-        return [Op(OpKind.ALL_REDUCE, dt, bytes=int(case["bytes"]), ranks=case["ranks"], m=1)]
+        return [Op(OpKind.ALL_REDUCE, dt, bytes=int(case["bytes"]), ranks=case["ranks"], m=1, scaling=Scaling.FIXED)]
     raise CaseError(f"kind {kind!r} is not a single-kernel case")
 
 

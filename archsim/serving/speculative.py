@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from archsim.graph.model import ModelSpec, Workload
+from archsim.graph.params import total_params
 from archsim.runner.steps import Chunks, StepModel
 
 
@@ -56,9 +57,9 @@ def draft_memory_bytes(spec: Speculation, chips: int) -> tuple[float, float]:
     m, w = spec.draft.model, spec.draft
     if spec.mtp:
         bare = replace(m, vocab=0)
-        weights = float(bare.params() + 2 * m.hidden * m.hidden)  # layers and the 2h -> h input projection
+        weights = float(total_params(bare) + 2 * m.hidden * m.hidden)  # layers and the 2h -> h input projection
     else:
-        weights = float(m.params())
+        weights = float(total_params(m))
     kv = ModelSpec.kv_bytes_per_token(m, w.dtypes.kv_cache)
     return weights * w.dtypes.weights.bytes / chips, kv / chips
 

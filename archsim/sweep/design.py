@@ -18,10 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from archsim.config.loader import system_from_doc, validate_doc, workload_from_cfg
+from archsim.config.loader import read_config, system_from_doc, validate_doc, workload_from_cfg
 from archsim.config.resolved import ResolvedConfig
 from archsim.config.workload_schema import WorkloadCfg
-from archsim.config.yamlfile import YamlDoc, read_yaml
+from archsim.config.yamlfile import YamlDoc
 from archsim.errors import ConfigError
 from archsim.graph.model import Workload
 from archsim.hardware import System
@@ -49,18 +49,18 @@ def config_value(value: Any, unit: str | None) -> Any:
 
 
 @lru_cache(maxsize=64)
-def base_doc(path: str) -> YamlDoc:
-    """A base file, read once per process."""
-    return read_yaml(path)
+def base_doc(path: str, root: str) -> YamlDoc:
+    """A base file laid over the files it extends, read once per process."""
+    return read_config(path, root)
 
 
 def build_hardware(path: str, overrides: tuple[Override, ...]) -> tuple[System, dict]:
     """The System and its resolved configuration; ConfigError naming the bad keys."""
-    return system_from_doc(base_doc(path).edited(overrides))
+    return system_from_doc(base_doc(path, "hardware").edited(overrides))
 
 
 def build_workload(path: str, overrides: tuple[Override, ...]) -> tuple[Workload, dict]:
-    cfg = validate_doc(base_doc(path).edited(overrides), WorkloadCfg)
+    cfg = validate_doc(base_doc(path, "workload").edited(overrides), WorkloadCfg)
     return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
 
 
@@ -111,8 +111,8 @@ def _cached(cache: OrderedDict, key: tuple, build, root: str):
 def resolve_file(value: str, kind: str, spec_dir: Path, allowed: tuple[str, ...] = ()) -> str:
     """A file named in a spec: a shipped name (`h200`), or a path relative to the spec's folder
     that lies under it, under the shipped folder of `kind`, or under one of the `allowed`
-    folders; ConfigError for anything else."""
-    from archsim.config.loader import resolve_path, shipped_dir
+    folders, as does every file it extends; ConfigError for anything else."""
+    from archsim.config.loader import outside_base, resolve_path, shipped_dir
 
     if "/" not in value and not value.endswith((".yaml", ".yml")):
         return resolve_path(value, kind)
@@ -127,4 +127,12 @@ def resolve_file(value: str, kind: str, spec_dir: Path, allowed: tuple[str, ...]
         )
     if not target.is_file():
         raise ConfigError.single(value, "", "no such file" if not target.exists() else "is not a regular file")
+    outside = outside_base(str(target), "hardware" if kind == "hw_configs" else "workload", tuple(roots))
+    if outside is not None:
+        raise ConfigError.single(
+            value,
+            "",
+            f"extends {outside}, outside the spec's folder ({spec_dir}), the shipped {kind} files and the "
+            "folders given with --allow-path",
+        )
     return str(target)

@@ -1,0 +1,100 @@
+"""What a GEMM mapping provides: how it forms work items from a tiling's output tiles, what the
+autotuner's quick estimate makes of it, the waves its items run in, and the kernels it compiles
+to. Each mapping is one file in archsim/compiler/mappings/ with one `GemmMappingRule`, keyed by
+its `GemmMapping`; archsim/compiler/gemm.py calls the rule of a tiling's mapping.
+
+The estimate (`Estimate`) is the autotuner's, over every tile shape of a GEMM at once (arrays):
+compute per wave at the arrays' rate, the per-core Little's-law bandwidth and the L2 bandwidth,
+the slowest of the three. Seconds throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling, gemm_phase, plain_waves
+from archsim.graph.ops import Op
+from archsim.hardware import Chip
+from archsim.hardware.memory import l2_bandwidth
+from archsim.units import ceil_div
+
+
+@dataclass(frozen=True, eq=False)
+class Estimate:
+    """What the autotuner knows of each tile shape of `op` on `chip` (arrays over the shapes):
+    output tiles over all groups, K steps per tile, cycles of one step on the arrays, bytes a
+    core moves per step, the per-core load rate (bytes/s) a pipeline of `stages` buffers keeps
+    up, the HBM access latency, and the rows and columns of a full tile within the output."""
+
+    op: Op
+    chip: Chip
+    tiles: np.ndarray
+    ksteps: np.ndarray
+    cycles_per_step: np.ndarray
+    moved_stage: np.ndarray
+    rate: np.ndarray
+    latency_s: float
+    stages: np.ndarray
+    em: np.ndarray
+    en: np.ndarray
+
+    def times(
+        self, per_item: np.ndarray, items: np.ndarray, waves: np.ndarray, core_extra_s: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(estimated seconds, compute seconds) of `items` work items of `per_item` K steps each
+        in `waves` waves: the slowest of compute (waves x steps x cycles / clock), a core's
+        loads (each step's bytes at the core's rate, but no faster than one access latency
+        shared by the loads in flight, plus a latency per item; `core_extra_s` more) and the
+        L2 (every item's bytes at its bandwidth)."""
+        chip, lat = self.chip, self.latency_s
+        compute_s = waves * per_item * self.cycles_per_step / chip.clock_hz
+        item_bytes = per_item * self.moved_stage
+        step_s = np.maximum(self.moved_stage / self.rate, lat / np.maximum(1, self.stages - 1))
+        core_s = waves * (per_item * step_s + lat)
+        if core_extra_s is not None:
+            core_s = core_s + core_extra_s
+        l2_s = items * item_bytes / l2_bandwidth(chip)
+        return np.maximum(compute_s, np.maximum(core_s, l2_s)), compute_s
+
+    def sliced_times(self, split: int) -> tuple[np.ndarray, np.ndarray]:
+        """`times` of one item per tile and K slice: tiles x split items of ceil(K steps /
+        split) steps, dealt one per core in ceil(items / cores) waves."""
+        items = self.tiles * split
+        return self.times(ceil_div(self.ksteps, split), items, ceil_div(items, self.chip.cores))
+
+
+class GemmMappingRule:
+    """One GEMM mapping. A subclass sets `mapping` and gives `splits`, `estimate` and `phases`;
+    `waves` and `label` default to a plain kernel's (items dealt one per core, wave after wave)."""
+
+    mapping: GemmMapping
+
+    def splits(self, e: Estimate) -> tuple[int, ...]:
+        """The K slices per tile the autotuner tries this mapping with (one candidate each; none:
+        the mapping is not offered for this GEMM)."""
+        raise NotImplementedError
+
+    def estimate(self, e: Estimate, split: int) -> tuple[np.ndarray, np.ndarray]:
+        """(estimated seconds, compute seconds) of every tile shape under this mapping with
+        `split` K slices per tile; inf where the mapping does not apply."""
+        raise NotImplementedError
+
+    def phases(self, op: Op, chip: Chip, t: Tiling) -> list[Phase]:
+        """The kernels the GEMM runs as under tiling `t` (of this mapping), in order."""
+        raise NotImplementedError
+
+    def waves(self, count: int, cores: int) -> tuple[np.ndarray, int]:
+        """The wave each of `count` work items (in launch order) runs in, and how many of them
+        (the first) run data-parallel, one per core a wave."""
+        return plain_waves(count, cores), count
+
+    def label(self, t: Tiling) -> str:
+        """The name of the kernel under `t`, as traces and the op table show it."""
+        return f"gemm {t.shape_label} split{t.split} {t.order_label}"
+
+    def plain_phase(self, op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -> Phase:
+        """The first `limit_items` work items of `t` (all by default) as one kernel in plain
+        waves (`gemm_phase`), under this mapping's label."""
+        return gemm_phase(op, chip, t, self.label(t), limit_items)

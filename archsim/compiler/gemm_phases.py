@@ -1,0 +1,312 @@
+"""What every GEMM mapping builds on: the tiling record, the wave layout of a chip, the work
+items of a tiling in launch order, and the phases a GEMM kernel compiles to (a plain kernel of
+tiles dealt to cores in waves, planned once per wave layout; the split-K reduction kernel).
+
+The mappings themselves, each how it forms work items and how the autotuner estimates it, are
+one file each in archsim/compiler/mappings/; archsim/compiler/gemm.py shortlists and compiles
+through them. Units: bytes, cycles, seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from enum import Enum
+
+import numpy as np
+
+from archsim.compiler.l2reuse import Raster, cluster_order, wave_hbm_fractions
+from archsim.compiler.program import PARTIAL_BYTES, build_phase
+from archsim.compiler.streaming import Stream, streaming_phase
+from archsim.compiler.tiles import step_cycles
+from archsim.graph.ops import Op
+from archsim.hardware import Chip
+from archsim.memo import memo, on_clear
+from archsim.program import ENTRY, Phase, entries, entry_rows
+from archsim.units import ceil_div
+
+
+class GemmMapping(str, Enum):
+    """How a GEMM's work items are formed from its output tiles (each one's rule: a file of
+    archsim/compiler/mappings/)."""
+
+    DATA_PARALLEL = "data-parallel"  # one item per output tile
+    SPLIT_K = "split-k"  # `split` items per tile along K, then a reduction kernel
+    STREAM_K = "stream-k"  # full waves data-parallel, the rest's K iterations spread evenly
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """A GEMM mapping: tm x tn output tiles computed tk of K per step, as `mapping` forms items,
+    launched in `raster` order (l2reuse.py)."""
+
+    tm: int
+    tn: int
+    tk: int
+    mapping: GemmMapping = GemmMapping.DATA_PARALLEL
+    split: int = 1  # K slices per tile (SPLIT_K)
+    raster: Raster = Raster.ROW
+    group: int = 1  # row blocks per group of a GROUPED raster
+
+    @property
+    def shape_label(self) -> str:
+        """The tile as a kernel's label names it: "128x128x64"."""
+        return f"{self.tm}x{self.tn}x{self.tk}"
+
+    @property
+    def order_label(self) -> str:
+        """The raster as a kernel's label names it: "row", "grouped8"."""
+        return f"{self.raster.value}{self.group if self.raster is Raster.GROUPED else ''}"
+
+
+def pipeline_bytes(stages: int, stage_bytes: float) -> float:
+    """Bytes a pipelined kernel keeps in flight: a load for every buffer but the one computing."""
+    return max(1, stages - 1) * stage_bytes
+
+
+@dataclass(frozen=True)
+class WaveLayout:
+    """What of a chip decides a GEMM's work items, the waves they run in and which of their
+    operand loads hit L2: the cores, the cores one transfer feeds (`noc.multicast`), and the
+    L2's capacity and partitions. Not the arrays, SRAM, clock or HBM: chips that differ only in
+    those (the points of a sweep) share what is worked out from it."""
+
+    cores: int
+    multicast: int
+    l2_capacity_bytes: int
+    l2_partitions: int
+
+    @property
+    def reuse_capacity_bytes(self) -> float:
+        """L2 bytes that can hold operand panels every core reads: one partition's worth."""
+        return self.l2_capacity_bytes / self.l2_partitions
+
+
+@memo(maxsize=256)
+def wave_layout(chip: Chip) -> WaveLayout:
+    """The chip's wave layout."""
+    return WaveLayout(chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions)
+
+
+def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, float]:
+    """Shares of its A and B blocks each core moves itself: with a cluster of c cores that one
+    transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
+    tiles of one column share the B block (of one row, the A block): the larger of the two
+    that the grid lets c tiles share is moved once per cluster."""
+    c = lay.multicast
+    if c <= 1 or lay.cores < c:
+        return 1.0, 1.0
+    a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
+    # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
+    rows, cols = ceil_div(op.m, tm), ceil_div(op.n, tn)
+    share_b = rows % c == 0 and b_block >= a_block
+    share_a = cols % c == 0 and not share_b
+    return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
+
+
+def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`operand_shares` of many tile shapes at once (arrays of tm and tn)."""
+    c = lay.multicast
+    if c <= 1 or lay.cores < c:
+        return np.ones(len(tm)), np.ones(len(tm))
+    a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
+    share_b = (ceil_div(op.m, tm) % c == 0) & (b_block >= a_block)
+    share_a = (ceil_div(op.n, tn) % c == 0) & ~share_b
+    return np.where(share_a, 1.0 / c, 1.0), np.where(share_b, 1.0 / c, 1.0)
+
+
+def stage_bytes(tm, tn, tk, a: float, b: float):
+    """SRAM of one pipeline stage: a tm x tk block of A and a tk x tn block of B."""
+    return tm * tk * a + tk * tn * b
+
+
+def work_items(op: Op, lay: WaveLayout, t: Tiling) -> dict[str, np.ndarray]:
+    """Work items in launch order, as arrays: group, row block, column block and K slice
+    (g, i, j, s) with the item's rows, columns and K length (em, en, kl). Groups one after
+    another, each group's tiles in the raster's order (by clusters where they multicast), a
+    tile's K slices together."""
+    m, k, n, tm, tn = op.m, op.k, op.n, t.tm, t.tn
+    per = ceil_div(ceil_div(k, t.tk), t.split) * t.tk
+    sa, sb = operand_shares(op, lay, tm, tn)
+    cm, cn = (lay.multicast if sb < 1 else 1), (lay.multicast if sa < 1 else 1)
+    rows, cols = cluster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group, cm, cn)
+    tiles = len(rows)
+    if op.groups == 1 and t.split == 1 and k > 0:  # one item per tile, over all of K
+        g, s = np.zeros(tiles, dtype=np.int64), np.zeros(tiles, dtype=np.int64)
+        i, j, kl = rows, cols, np.full(tiles, k, dtype=np.int64)
+    else:
+        g = np.repeat(np.arange(op.groups), tiles * t.split)
+        i = np.tile(np.repeat(rows, t.split), op.groups)
+        j = np.tile(np.repeat(cols, t.split), op.groups)
+        s = np.tile(np.arange(t.split), op.groups * tiles)
+        kl = np.minimum(k, (s + 1) * per) - s * per
+        keep = kl > 0
+        g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]
+    return {
+        "g": g,
+        "i": i,
+        "j": j,
+        "s": s,
+        "em": np.minimum(tm, m - i * tm),
+        "en": np.minimum(tn, n - j * tn),
+        "kl": kl,
+    }
+
+
+def plain_waves(count: int, cores: int) -> np.ndarray:
+    """The wave each of `count` items runs in, dealt one per core: item i in wave i // cores."""
+    return np.arange(count) // cores
+
+
+def reuse_capacity_bytes(chip: Chip) -> float:
+    """L2 bytes that can hold operand panels every core reads: one partition's worth."""
+    return wave_layout(chip).reuse_capacity_bytes
+
+
+def k_steps(kl: int, tk: int) -> np.ndarray:
+    """K lengths of the steps over a K extent `kl`: tk each, the last what remains."""
+    ks = np.full(ceil_div(kl, tk), tk, dtype=np.int64)
+    ks[-1] = kl - tk * (len(ks) - 1)
+    return ks
+
+
+@dataclass(frozen=True, eq=False)
+class PhasePlan:
+    """A GEMM kernel's phase as far as the wave layout decides it: every column, but in place of
+    an entry's compute cycles the index of its tile step shape in `shapes` (rows, K, columns);
+    and the cores' sequences before they were joined (`runs`, with their weights), to tell
+    whether two of them become one on a chip whose arrays take equally long over their shapes.
+    Shared by every chip of the layout: its arrays are never written."""
+
+    phase: Phase
+    shapes: tuple[tuple[int, int, int], ...]
+    runs: tuple[np.ndarray, ...] = ()
+    weights: tuple[int, ...] = ()
+    dp_items: int = 0  # stream-K: the items before its tail, run data-parallel by a phase of their own
+
+
+def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
+    """The planned phase on `chip`: each entry's cycles those of its step shape on the chip's
+    arrays, and as many SRAM buffers as the chip's SRAM holds stages of the tiling."""
+    core = chip.core
+    table = np.array([step_cycles(core, em, k, en, op.dtype, op.b_dtype) for em, k, en in plan.shapes], np.int64)
+    stage = stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
+    stages = core.sram.capacity_bytes // stage
+    phase = plan.phase
+    if plan.runs and len(set(table.tolist())) < len(table):  # sequences may now be alike: join them
+        runs = [run.copy() for run in plan.runs]
+        for run in runs:
+            run["cycles"] = table[run["cycles"].astype(np.int64)]
+        if len({run.tobytes() for run in runs}) < len(runs):
+            groups: dict[bytes, list] = {}
+            for run, weight in zip(runs, plan.weights, strict=True):
+                groups.setdefault(run.tobytes(), [run, 0])[1] += weight
+            joined, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+            return build_phase(joined, stages, phase.label, phase.new_kernel, weights, pipeline_bytes(stages, stage))
+    return replace(
+        phase,
+        compute_cycles=table[phase.compute_cycles],
+        stages=max(1, int(stages)),
+        inflight_bytes=pipeline_bytes(stages, stage),
+    )
+
+
+PLAN_BUDGET_BYTES = 128 << 20  # arrays of the plans kept, the most recently used (a sweep's few hundred fit)
+_plans: OrderedDict[tuple, tuple[PhasePlan, int]] = OrderedDict()
+_plan_bytes = [0]
+_plans_lock = threading.Lock()  # threads timing ops at once keep the books straight
+
+
+def kept_plan(key: tuple, plan_of) -> PhasePlan:
+    """The plan of `key` (`plan_of(*key)` the first time), kept while the plans used since take
+    at most PLAN_BUDGET_BYTES: a long prompt's phases are large, and a run asks for each once."""
+    with _plans_lock:
+        hit = _plans.get(key)
+        if hit is not None:
+            _plans.move_to_end(key)
+            return hit[0]
+    plan = plan_of(*key)
+    size = sum(a.nbytes for a in (*vars(plan.phase).values(), *plan.runs) if isinstance(a, np.ndarray))
+    with _plans_lock:
+        if key not in _plans:
+            _plans[key] = (plan, size)
+            _plan_bytes[0] += size
+        while _plan_bytes[0] > PLAN_BUDGET_BYTES and len(_plans) > 1:
+            _plan_bytes[0] -= _plans.popitem(last=False)[1][1]
+    return plan
+
+
+@on_clear  # benchmarks time compiles from scratch
+def forget_plans() -> None:
+    with _plans_lock:
+        _plans.clear()
+        _plan_bytes[0] = 0
+
+
+def gemm_phase(op: Op, chip: Chip, t: Tiling, label: str, limit_items: int | None = None) -> Phase:
+    """The GEMM kernel's phase, named `label`: its first `limit_items` items (all by default),
+    dealt to the cores in plain waves of one item per core."""
+    return phase_on(kept_plan((op, wave_layout(chip), t, label, limit_items), _gemm_plan), op, chip, t)
+
+
+def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int | None) -> PhasePlan:
+    """The GEMM kernel's phase as the wave layout decides it (see `PhasePlan`)."""
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    items = work_items(op, lay, t)
+    wave = plain_waves(len(items["kl"]), lay.cores)
+    items = {key: v[:limit_items] for key, v in items.items()}
+    wave = wave[:limit_items]
+    cores = lay.cores
+    sa, sb = operand_shares(op, lay, t.tm, t.tn)
+    wave_frac = wave_hbm_fractions(items, wave, a, b, lay.reuse_capacity_bytes, (sa, sb))
+    fracs, frac_id = np.unique(wave_frac, return_inverse=True)
+    frac_id = frac_id[wave]
+    out_bytes = PARTIAL_BYTES if t.split > 1 else op.c_dtype.bytes
+    partials_in_l2 = t.split > 1 and partials_fit(op, lay.l2_capacity_bytes, t.split)
+    # items of the same shape and miss fraction have the same entries: build each kind once
+    em_, en_, kl_ = items["em"], items["en"], items["kl"]
+    code = ((em_ * (int(en_.max()) + 1) + en_) * (int(kl_.max()) + 1) + kl_) * len(fracs) + frac_id
+    _codes, first, kind_of = np.unique(code, return_index=True, return_inverse=True)
+    shapes: dict[tuple[int, int, int], int] = {}  # each step shape's index, in order of first use
+    blocks = []
+    for idx in first:
+        em, en, kl, f = int(em_[idx]), int(en_[idx]), int(kl_[idx]), float(fracs[frac_id[idx]])
+        ks = k_steps(kl, t.tk)
+        moved = ks * (em * a * sa + en * b * sb)
+        seq = entries(len(ks), hbm_bytes=moved * f, l2_bytes=moved * (1.0 - f))
+        seq["cycles"] = shapes.setdefault((em, t.tk, en), len(shapes))
+        seq["cycles"][-1] = shapes.setdefault((em, int(ks[-1]), en), len(shapes))
+        seq["store_l2_bytes" if partials_in_l2 else "store_bytes"][-1] = em * en * out_bytes
+        blocks.append(seq)
+    # core c runs items c, c + cores, ...: cores with the same kinds in the same order are one sequence
+    groups: dict[bytes, list] = {}
+    for c in range(min(cores, len(kind_of))):
+        sig = np.ascontiguousarray(kind_of[c::cores])
+        entry = groups.setdefault(sig.tobytes(), [sig, 0])
+        entry[1] += 1
+    # joined as rows of floats: a record array's concatenation promotes its fields for each part
+    rows = [entry_rows(block) for block in blocks]
+    sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig, _w in groups.values()]
+    weights = [w for _sig, w in groups.values()]
+    return PhasePlan(build_phase(sequences, 1, label, weights=weights), tuple(shapes))
+
+
+def partials_fit(op: Op, l2_capacity_bytes: int, split: int) -> bool:
+    """Whether the fp32 partial sums of a split-K GEMM stay in L2 until they are reduced."""
+    return split * op.groups * op.m * op.n * PARTIAL_BYTES <= l2_capacity_bytes // 2
+
+
+def reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
+    """Sum the fp32 partials of a split-K GEMM and write the output (its own kernel); the
+    partials are read from L2 when they fit there."""
+    stream = Stream(
+        elements=op.groups * op.m * op.n,
+        read_bytes_per_element=split * PARTIAL_BYTES,
+        write_bytes_per_element=op.c_dtype.bytes,
+        lane_ops_per_element=split,
+        special_ops_per_element=0,
+        label=f"split-K reduce x{split}",
+        reads_hit_l2=partials_fit(op, chip.l2.capacity_bytes, split),
+    )
+    return streaming_phase(chip, stream)

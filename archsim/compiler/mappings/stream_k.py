@@ -1,0 +1,113 @@
+"""Stream-K GEMM mapping (Osama et al., PPoPP 2023), hybrid form: all but the last full wave of
+output tiles run data-parallel; the remaining tiles' K iterations are divided evenly between the
+cores, so no core idles in a partial last wave. A core that ends inside a tile writes its fp32
+partial to L2; the core that finishes the tile reads the others' partials back."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from archsim.compiler.gemm_mapping import Estimate, GemmMappingRule
+from archsim.compiler.gemm_phases import (
+    GemmMapping,
+    Phase,
+    PhasePlan,
+    Tiling,
+    WaveLayout,
+    kept_plan,
+    operand_shares,
+    phase_on,
+    wave_layout,
+    work_items,
+)
+from archsim.compiler.l2reuse import wave_hbm_fractions
+from archsim.compiler.program import PARTIAL_BYTES, build_phase
+from archsim.graph.ops import Op
+from archsim.hardware import Chip
+from archsim.hardware.memory import l2_latency_s
+from archsim.program import entries
+from archsim.units import ceil_div
+
+
+class StreamK(GemmMappingRule):
+    mapping = GemmMapping.STREAM_K
+
+    def splits(self, e: Estimate) -> tuple[int, ...]:
+        return (1,)
+
+    def estimate(self, e: Estimate, split: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tiles x K steps spread evenly over the cores (fractional waves of whole tiles); the
+        core finishing a shared tile reads the other sharers' partials from L2, a latency per
+        in-flight window; inf where the tiles fill whole waves (plain tiling is that)."""
+        chip, core = e.chip, e.chip.core
+        waves = (e.tiles * e.ksteps / chip.cores) / e.ksteps
+        shared = e.tiles % chip.cores
+        sharers = np.ceil(chip.cores / np.maximum(1, shared)) * (shared > 0)
+        partials = np.maximum(0, sharers - 1) * e.em * e.en * PARTIAL_BYTES
+        extra_s = partials * l2_latency_s(chip) / core.max_inflight_bytes
+        est, compute_s = e.times(e.ksteps, e.tiles, waves, extra_s)
+        return np.where(e.tiles % chip.cores != 0, est, np.inf), compute_s
+
+    def waves(self, count: int, cores: int) -> tuple[np.ndarray, int]:
+        """All but the last full wave of tiles in waves of one per core; the tail in flight together."""
+        wave = np.arange(count) // cores
+        dp = max(0, count // cores - 1) * cores
+        wave[dp:] = dp // cores
+        return wave, dp
+
+    def label(self, t: Tiling) -> str:
+        return f"stream-K {t.shape_label} {t.order_label}"
+
+    def phases(self, op: Op, chip: Chip, t: Tiling) -> list[Phase]:
+        """The data-parallel tiles as a plain kernel (if any), then the tail's."""
+        plan = kept_plan((op, wave_layout(chip), t), self._tail_plan)
+        head = [self.plain_phase(op, chip, t, limit_items=plan.dp_items)] if plan.dp_items else []
+        return [*head, phase_on(plan, op, chip, t)]
+
+    def _tail_plan(self, op: Op, lay: WaveLayout, t: Tiling) -> PhasePlan:
+        """The stream-K tail's phase as the wave layout decides it (see `PhasePlan`)."""
+        a, b = op.dtype.bytes, op.b_dtype.bytes
+        cores = lay.cores
+        items = work_items(op, lay, t)
+        wave, dp_tiles = self.waves(len(items["kl"]), cores)
+        ksteps = ceil_div(op.k, t.tk)
+        sk_iters = (len(items["kl"]) - dp_tiles) * ksteps
+        per = ceil_div(sk_iters, cores)
+        tail = {key: v[dp_tiles:] for key, v in items.items()}
+        # the tail's tiles are in flight together: the first touch of each operand block misses
+        sa, sb = operand_shares(op, lay, t.tm, t.tn)
+        frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0, (sa, sb))[0])
+        # every K iteration of the tail at once: core c takes iterations [c x per, (c + 1) x per);
+        # a core's run of iterations inside one tile is a segment, whose last entry stores
+        it = np.arange(sk_iters, dtype=np.int64)
+        core, (tile, s) = it // per, np.divmod(it, ksteps)
+        em, en = tail["em"][tile], tail["en"][tile]
+        ends_tile = s == ksteps - 1
+        ks = np.where(ends_tile, op.k - t.tk * (ksteps - 1), t.tk)
+        moved = ks * (em * a * sa + en * b * sb)
+        flat = entries(sk_iters, hbm_bytes=moved * frac, l2_bytes=moved * (1.0 - frac))
+        # a step's cycles depend on its shape (rows, K, columns): a few distinct ones
+        code = (em * (t.tk + 1) + ks) * (int(en.max(initial=0)) + 1) + en
+        _codes, first, shape_of = np.unique(code, return_index=True, return_inverse=True)
+        flat["cycles"] = shape_of
+        # a core that finishes a tile folds in the partials of the cores before it in the tile (each
+        # holds a contiguous run of `per` iterations) and writes C; one ending inside a tile writes its partial
+        first_it = tile * ksteps
+        s0 = np.maximum(core * per, first_it) - first_it  # where this core's segment of the tile starts
+        others = np.where(s0 > 0, (first_it + s0 - 1) // per - first_it // per + 1, 0)
+        flat["l2_bytes"][ends_tile] += (others * em * en * PARTIAL_BYTES)[ends_tile]
+        flat["store_bytes"][ends_tile] = (em * en * op.c_dtype.bytes)[ends_tile]
+        cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
+        flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
+        # cores whose runs of iterations are alike (the same step shapes) are one weighted sequence
+        groups: dict[bytes, list] = {}
+        for c in range(min(cores, ceil_div(sk_iters, per))):
+            run = flat[c * per : min(sk_iters, (c + 1) * per)]
+            groups.setdefault(run.tobytes(), [run, 0])[1] += 1
+        runs, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+        phase = build_phase(runs, 1, self.label(t), new_kernel=dp_tiles == 0, weights=weights)
+        shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
+        return PhasePlan(phase, shapes, tuple(run.copy() for run in runs), tuple(weights), dp_tiles)
+
+
+RULE = StreamK()

@@ -1,0 +1,73 @@
+"""The registry of GEMM mappings (archsim/compiler/mappings/): one file per mapping, each keyed by
+its GemmMapping; the autotuner and the compiler reach every mapping through it."""
+
+from enum import Enum
+
+import numpy as np
+import pytest
+
+from archsim.compiler.gemm import compile_gemm, shortlist
+from archsim.compiler.gemm_mapping import Estimate, GemmMappingRule
+from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling
+from archsim.compiler.mappings import MAPPINGS, mapping_rule
+from archsim.graph.ops import Op, OpKind, Scaling
+from archsim.memo import clear_all
+
+
+def test_every_mapping_has_its_rule_in_the_autotuners_order():
+    """Stream-K, data-parallel, split-K: among tilings of equal estimate, the earlier one's first."""
+    assert list(MAPPINGS) == [GemmMapping.STREAM_K, GemmMapping.DATA_PARALLEL, GemmMapping.SPLIT_K]
+    assert all(rule.mapping is mapping for mapping, rule in MAPPINGS.items())
+
+
+def test_waves_as_each_mapping_deals_its_items():
+    """10 items on 4 cores. Plain waves: items 0-3 in wave 0, 4-7 in 1, 8-9 in 2, all
+    data-parallel. Stream-K: all but the last full wave data-parallel (10 // 4 - 1 = 1 wave,
+    4 items), the other 6 in flight together in wave 1."""
+    wave, dp = mapping_rule(GemmMapping.DATA_PARALLEL).waves(10, 4)
+    assert wave.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2] and dp == 10
+    wave, dp = mapping_rule(GemmMapping.STREAM_K).waves(10, 4)
+    assert wave.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1] and dp == 4
+
+
+class _Extra(str, Enum):
+    HALVED = "halved"
+
+
+class _Halved(GemmMappingRule):
+    """A made-up mapping: data-parallel tiles that the estimate says take half as long."""
+
+    mapping = _Extra.HALVED
+
+    def splits(self, e: Estimate) -> tuple[int, ...]:
+        return (1,)
+
+    def estimate(self, e: Estimate, split: int) -> tuple[np.ndarray, np.ndarray]:
+        est, compute_s = e.sliced_times(split)
+        return est / 2, compute_s
+
+    def phases(self, op: Op, chip, t: Tiling) -> list[Phase]:
+        return [self.plain_phase(op, chip, t)]
+
+    def label(self, t: Tiling) -> str:
+        return f"halved {t.shape_label}"
+
+
+def test_a_mapping_registered_in_a_test_is_offered_and_compiled(h200, monkeypatch):
+    """Registered, the made-up mapping's tilings are estimated at half the data-parallel ones',
+    so they lead the shortlist; compiling one gives its kernel under its own label."""
+    monkeypatch.setitem(MAPPINGS, _Extra.HALVED, _Halved())
+    op = Op(OpKind.GEMM, m=333, k=4096, n=4096, scaling=Scaling.FIXED)  # a shape no other test asks for
+    try:
+        best = shortlist(op, h200.chip)[0]
+        assert best.mapping is _Extra.HALVED
+        (phase,) = compile_gemm(op, h200.chip, best).phases
+        assert phase.label == f"halved {best.shape_label}"
+    finally:
+        shortlist.cache_clear()
+        clear_all()
+
+
+def test_a_mapping_without_a_rule_is_an_error():
+    with pytest.raises(KeyError, match="halved"):
+        mapping_rule(_Extra.HALVED)
