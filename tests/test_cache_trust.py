@@ -15,14 +15,15 @@ import pytest
 from archsim import opcache
 from archsim.choose import time_op
 from archsim.choose.tilings import _from_value, _value, cached_tilings, legal_tiling
-from archsim.compiler.gemm import GemmMapping, Tiling, shortlist, shortlist_size
+from archsim.compiler.gemm import shortlist, shortlist_size
+from archsim.compiler.gemm_phases import GemmMapping, Tiling
 from archsim.compiler.l2reuse import Raster
 from archsim.engine.timing import Bound
-from archsim.graph.ops import Op, OpKind
+from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.memo import clear_all
 from archsim.runner import generation
 
-GEMM = Op(OpKind.GEMM, m=64, k=4096, n=1024)
+GEMM = Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED)
 
 
 def _fresh() -> None:
@@ -271,11 +272,11 @@ def test_a_private_folder_made_before_is_used(cache_dir, h200):
 # --- tilings: checked against the op and the chip -------------------------------------------------
 
 GEMMS = [
-    Op(OpKind.GEMM, m=1, k=4096, n=4096),
-    Op(OpKind.GEMM, m=96, k=2048, n=3072),
-    Op(OpKind.GEMM, m=2048, k=4096, n=14336),
-    Op(OpKind.GEMM, m=7, k=100, n=33),
-    Op(OpKind.GEMM, m=64, k=7168, n=256, groups=8),
+    Op(OpKind.GEMM, m=1, k=4096, n=4096, scaling=Scaling.FIXED),
+    Op(OpKind.GEMM, m=96, k=2048, n=3072, scaling=Scaling.FIXED),
+    Op(OpKind.GEMM, m=2048, k=4096, n=14336, scaling=Scaling.FIXED),
+    Op(OpKind.GEMM, m=7, k=100, n=33, scaling=Scaling.FIXED),
+    Op(OpKind.GEMM, m=64, k=7168, n=256, groups=8, scaling=Scaling.FIXED),
 ]
 
 
