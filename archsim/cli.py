@@ -63,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     streams = _Streams().install()
     try:
         code = _main(argv)
+    except SystemExit as exc:  # argparse's --help and --version (0), its errors (2)
+        streams.restore()
+        if exc.code in (0, None) and streams.out.failure is not None:
+            raise SystemExit(streams.ended(0)) from None
+        raise
     finally:
         streams.restore()
     return streams.ended(code)
@@ -239,9 +244,13 @@ class _Streams:
         return self
 
     def restore(self) -> None:
-        self.out.flush()
-        self.err.flush()
-        sys.stdout, sys.stderr = self.saved
+        """Flush what the command wrote and put the streams back (once; a second call does nothing)."""
+        if sys.stdout is self.out:
+            self.out.flush()
+            sys.stdout = self.saved[0]
+        if sys.stderr is self.err:
+            self.err.flush()
+            sys.stderr = self.saved[1]
 
     def ended(self, code: int) -> int:
         """`code`, or 1 where stdout failed (one line on stderr says how) in a command that
