@@ -155,3 +155,11 @@ def test_an_objective_that_is_not_finite_fails_its_point(h200):
         row = evaluate_point(task, ev)
         assert row["status"] == status, row
     assert "not a finite number" in row["error"]
+
+
+def test_a_resumed_sweep_refuses_a_status_or_hash_no_sweep_writes(tmp_path):
+    """A point recorded as 'great' would be skipped as done: the resume refuses the folder."""
+    for bad in ({"status": "great"}, {"config_hash": "zz"}):
+        out = _folder(tmp_path / str(len(bad)) / next(iter(bad)), _row(0, **bad), _row(1))
+        with pytest.raises(StoreError, match=next(iter(bad))), ResultStore(out, SETTINGS, COLUMNS) as store:
+            store.done()

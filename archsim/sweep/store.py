@@ -173,11 +173,14 @@ class ResultStore:
     def done(self) -> dict[str, str]:
         """config_hash -> status of every recorded point."""
 
-        out: dict[str, str] = {}
+        hashes: list = []
+        statuses: list = []
         for part in parts(self.dir.glob(PART_GLOB)):
             table = _read_part(part, columns=["config_hash", "status"])
-            out.update(zip(table.column("config_hash").to_pylist(), table.column("status").to_pylist()))
-        return out
+            hashes += table.column("config_hash").to_pylist()
+            statuses += table.column("status").to_pylist()
+        check_keys(hashes, statuses, self.dir)
+        return dict(zip(hashes, statuses, strict=True))
 
     def write_part(self, rows: list[dict]) -> Path:
         """Write rows as one part, atomically: temp file, fsync, rename, fsync of the folder."""
@@ -261,17 +264,8 @@ def check_rows(table, folder: Path, objectives: set[str] | None = None) -> None:
     """StoreError naming the first value no sweep writes: a config_hash that is not 16 hex digits
     or is in the folder twice, a status of no name, in an ok row a number missing or NaN, or an
     objective (of `objectives`; None: every number) that is not finite."""
-    hashes = table.column("config_hash").to_pylist()
-    bad = next((h for h in hashes if not isinstance(h, str) or not HASH.match(h)), None)
-    if bad is not None:
-        raise _tampered(folder, "config_hash", bad)
-    if len(set(hashes)) != len(hashes):
-        twice = next(h for h, n in Counter(hashes).items() if n > 1)
-        raise _tampered(folder, "config_hash", twice, "recorded twice")
-    statuses = table.column("status").to_pylist()
-    bad = next((s for s in statuses if s not in STATUSES), None)
-    if bad is not None:
-        raise _tampered(folder, "status", bad)
+    hashes, statuses = table.column("config_hash").to_pylist(), table.column("status").to_pylist()
+    check_keys(hashes, statuses, folder)
     import pyarrow.types as types
 
     ok = [s == "ok" for s in statuses]
@@ -283,6 +277,20 @@ def check_rows(table, folder: Path, objectives: set[str] | None = None) -> None:
         for v, in_ok in zip(column.to_pylist(), ok, strict=True):
             if in_ok and (v is None or math.isnan(v) or (finite and math.isinf(v))):
                 raise _tampered(folder, name, v, "in an ok row")
+
+
+def check_keys(hashes: list, statuses: list, folder: Path) -> None:
+    """StoreError naming the first config_hash that is not 16 hex digits or is in the folder
+    twice, or the first status of no name (what a resumed sweep reads of its parts)."""
+    bad = next((h for h in hashes if not isinstance(h, str) or not HASH.match(h)), None)
+    if bad is not None:
+        raise _tampered(folder, "config_hash", bad)
+    if len(set(hashes)) != len(hashes):
+        twice = next(h for h, n in Counter(hashes).items() if n > 1)
+        raise _tampered(folder, "config_hash", twice, "recorded twice")
+    bad = next((s for s in statuses if s not in STATUSES), None)
+    if bad is not None:
+        raise _tampered(folder, "status", bad)
 
 
 def _tampered(folder: Path, column: str, value, why: str = "") -> StoreError:
