@@ -2,14 +2,20 @@
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM; 129 for SIGHUP). Each subcommand lives in
 `archsim.commands`; heavy imports happen inside them so `archsim --help` is instant. Everything
 printed here passes through `printable`, so no input can put a control character on the
-terminal."""
+terminal.
+
+Standard output that cannot be written (closed, a full disk, a reader that left: `| head`)
+never stops a command: what it prints is dropped from then on, the files it was asked for are
+written all the same, and it ends with one line saying so and exit 1."""
 
 from __future__ import annotations
 
 import _thread
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import io
 import os
 import signal
 import sys
@@ -54,6 +60,20 @@ def _named_command(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    streams = _Streams().install()
+    try:
+        code = _main(argv)
+    except SystemExit as exc:  # argparse's --help and --version (0), its errors (2)
+        streams.restore()
+        if exc.code in (0, None) and streams.out.failure is not None:
+            raise SystemExit(streams.ended(0)) from None
+        raise
+    finally:
+        streams.restore()
+    return streams.ended(code)
+
+
+def _main(argv: list[str] | None) -> int:
     ctrl_c = _CtrlC().install()
     shown_warning = warnings.showwarning
     warnings.showwarning = _show_warning  # a library's warning may quote a name (matplotlib's glyphs)
@@ -99,9 +119,24 @@ def console_main() -> int:
     from archsim import jit
     from archsim.config import memo
 
+    _standard_fds_open()
     jit.for_command_line()
     memo.for_command_line()
     return exit_now(main())
+
+
+def _standard_fds_open() -> None:
+    """Standard input, output and error that were closed before archsim started are opened on
+    /dev/null, so that no file archsim opens takes their place (a `--json` file as descriptor 1
+    would receive what is printed); `sys.stdout` stays None, which `_Streams` reports."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
 
 
 def exit_now(code: int) -> int:
@@ -123,7 +158,8 @@ def exit_now(code: int) -> int:
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # (None: closed before the start)
+                stream.flush()
         except (OSError, ValueError):  # a reader that left (`| head`), or a stream closed
             code = code or 1
     os._exit(code)
@@ -138,8 +174,91 @@ def _watched() -> bool:
 
 
 def _say(line: str) -> None:
-    """One message on stderr, control characters escaped (messages quote what users typed)."""
-    print(printable(line), file=sys.stderr)
+    """One message on stderr, control characters escaped (messages quote what users typed);
+    nothing where stderr is closed or cannot be written."""
+    if sys.stderr is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        print(printable(line), file=sys.stderr, flush=True)
+
+
+class _Guarded:
+    """A standard stream as a command writes to it: the first write or flush that fails (the
+    stream closed, before the start or since; a full disk; a reader that left) is kept as
+    `failure`, and what is written from then on is dropped, so the command goes on to write its
+    files. Everything else is the stream's own (`isatty`, `fileno`, `encoding`: rich asks)."""
+
+    def __init__(self, stream, name: str):
+        self.stream, self.name = stream, name
+        self.failure: str | None = None
+
+    def write(self, text: str) -> int:
+        if self.failure is None:
+            if self.stream is None:
+                self.failure = f"{self.name} is closed"
+            else:
+                try:
+                    return self.stream.write(text)
+                except (OSError, ValueError) as err:
+                    self._failed(err)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None and self.stream is not None:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError) as err:
+                self._failed(err)
+
+    def _failed(self, err: Exception) -> None:
+        if isinstance(err, BrokenPipeError):
+            self.failure = f"{self.name}: its reader left (broken pipe)"
+        elif isinstance(err, OSError) and err.strerror:
+            self.failure = f"{self.name}: {err.strerror}"
+        else:
+            self.failure = f"{self.name} is closed"
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # what is still buffered goes nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+
+    def isatty(self) -> bool:
+        return self.failure is None and self.stream is not None and self.stream.isatty()
+
+    def fileno(self) -> int:
+        if self.stream is None:
+            raise io.UnsupportedOperation(f"{self.name} is closed")
+        return self.stream.fileno()
+
+    def __getattr__(self, name: str):
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
+class _Streams:
+    """stdout and stderr guarded while a command runs (`_Guarded`), and the end it comes to."""
+
+    def install(self) -> _Streams:
+        self.saved = sys.stdout, sys.stderr
+        self.out = sys.stdout = _Guarded(sys.stdout, "stdout")
+        self.err = sys.stderr = _Guarded(sys.stderr, "stderr")
+        return self
+
+    def restore(self) -> None:
+        """Flush what the command wrote and put the streams back (once; a second call does nothing)."""
+        if sys.stdout is self.out:
+            self.out.flush()
+            sys.stdout = self.saved[0]
+        if sys.stderr is self.err:
+            self.err.flush()
+            sys.stderr = self.saved[1]
+
+    def ended(self, code: int) -> int:
+        """`code`, or 1 where stdout failed (one line on stderr says how) in a command that
+        would have ended well."""
+        if self.out.failure is None:
+            return code
+        _say(f"archsim: error: {self.out.failure}: output cut short (files asked for are written)")
+        return code or 1
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -22,13 +22,25 @@ writer killed mid-line) and a key written twice holds the same value. DIR is $AR
 else $XDG_CACHE_HOME/archsim, else ~/.cache/archsim. ARCHSIM_NO_CACHE=1, `set_enabled(False)`
 or the commands' `--no-cache` turn it off; a cache that cannot be written is read-only, and one
 that cannot be read is empty: the cache never fails a simulation.
+
+Nothing read from it is trusted: what is read can only be a miss, never a changed result. The
+folders are created 0700 and used only while they are the user's own and writable by no one else
+(as ssh and pip check theirs); otherwise the cache is off, with one line saying why and the fix.
+A file is read only if it is a regular file (opened without following a link or blocking on a
+FIFO) of at most MAX_FILE_BYTES. A line that is not a whole JSON entry (NaN and Infinity
+included) is skipped, a key given twice with two values is a miss, and every value is checked
+against the chip it is read for before it is used (`timed_from_value`, `seconds_from_value`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
+import stat
+import sys
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from functools import lru_cache
@@ -39,6 +51,11 @@ from archsim.hardware import Chip, System
 from archsim.hardware.power import EnergySplit
 
 SOURCE_ROOT = Path(__file__).resolve().parent
+# A file is read whole into memory: a line is about 0.6 kB (one op's timing), so 64 MiB holds
+# some 100,000 op shapes, more than months of runs on one chip put there, and bounds what a file
+# planted or grown without end can take. A larger file is left alone (a miss for every key).
+MAX_FILE_BYTES = 64 << 20
+FOLDER_MODE = 0o700
 _enabled: list[bool] = [os.environ.get("ARCHSIM_NO_CACHE", "") in ("", "0")]
 
 
@@ -106,23 +123,70 @@ def ops_key(ops: Sequence[object], tag: str = "") -> str:
     return digest(tag + "|" + repr(tuple(ops)))
 
 
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number an entry holds")
+
+
+def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
+    """The bytes of the regular file at `path`, or None: missing, a link, a FIFO, a device, a
+    folder, over `limit` bytes, or unreadable. Opened without following a link and without
+    blocking (a FIFO with no writer would block the open), and checked before it is read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks) if size <= limit else None  # grown past the bound while read
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def parse_entries(data: bytes, clashing: set[str] | None = None) -> dict[str, object]:
+    """The entries of a cache file's lines: a line that is not a whole `{"k": KEY, "v": VALUE}`
+    (cut short by a writer that died, or with NaN or Infinity) is skipped; a key given twice with
+    two values holds neither (which is right cannot be told; it is added to `clashing`), with one
+    value twice it holds it."""
+    values: dict[str, object] = {}
+    clashing = set() if clashing is None else clashing
+    for line in data.split(b"\n"):
+        try:
+            entry = json.loads(line, parse_constant=_reject_constant)
+            key, value = entry["k"], entry["v"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            continue
+        if not isinstance(key, str):
+            continue
+        if key in values and values[key] != value:
+            clashing.add(key)
+        values.setdefault(key, value)
+    for key in clashing:
+        del values[key]
+    return values
+
+
 class OpCache:
     """The entries of one resolved system under this version of archsim."""
 
     def __init__(self, path: Path):
         self.path = path
-        self.values: dict[str, object] = {}
-        self.writable = True
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError):
-            text = ""
-        for line in text.splitlines():
-            try:
-                entry = json.loads(line)
-                self.values[str(entry["k"])] = entry["v"]
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by a writer that died
+        data = read_regular(path)
+        self.clashing: set[str] = set()  # keys the file gives two values: never appended again
+        self.values: dict[str, object] = parse_entries(data, self.clashing) if data else {}
+        # a file that is not a regular one of bounded size is not appended to either
+        self.writable = data is not None or not os.path.lexists(path)
 
     def get(self, key: str):
         return self.values.get(key)
@@ -132,44 +196,122 @@ class OpCache:
         if key in self.values:
             return
         self.values[key] = value
-        if not self.writable:
+        if not self.writable or key in self.clashing:
             return
-        line = (json.dumps({"k": key, "v": value}, separators=(",", ":")) + "\n").encode()
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        line = (json.dumps({"k": key, "v": value}, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
         try:
             try:
-                fd = os.open(self.path, flags, 0o644)
+                fd = os.open(self.path, flags, 0o600)
             except FileNotFoundError:  # its folder is not there (yet)
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, flags, 0o644)
+                if make_folders(self.path.parent) is None:
+                    raise OSError("cache folder not usable") from None
+                fd = os.open(self.path, flags, 0o600)
             try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size + len(line) > MAX_FILE_BYTES:
+                    raise OSError("not a regular file, or full")
                 os.write(fd, line)
             finally:
                 os.close(fd)
-        except OSError:
+        except (OSError, ValueError):
             self.writable = False  # a read-only or full disk: keep the values in memory
 
 
+def folder_problem(folder: Path) -> str | None:
+    """Why `folder` may not hold a cache (owned by another user, writable by group or others,
+    not a folder), or None (also when it is not there: it will be made 0700)."""
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"is owned by another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+_refused: set[str] = set()
+
+
+def _refuse(folder: Path, why: str) -> None:
+    """Say once per folder that the cache is off because of `why`, and the fix."""
+    if str(folder) in _refused:
+        return
+    _refused.add(str(folder))
+    from archsim.errors import printable
+
+    fix = f"chmod 700 {folder}" if "writable" in why else "set ARCHSIM_CACHE_DIR to a folder of your own"
+    line = f"archsim: warning: cache folder {folder} {why}: not used (fix: {fix}; or --no-cache)"
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr to say it on
+        print(printable(line), file=sys.stderr)
+
+
+def trusted_folders(*folders: Path) -> bool:
+    """Whether every one of `folders` may hold a cache (each refused once, with its fix)."""
+    for folder in folders:
+        why = folder_problem(folder)
+        if why is not None:
+            _refuse(folder, why)
+            return False
+    return True
+
+
+def make_folders(folder: Path) -> Path | None:
+    """`folder` (the cache folder or one under it) made, with every folder from the cache folder
+    down to it 0700, and checked; None if it cannot be made or may not hold a cache."""
+    root = Path(_cache_folder())
+    try:
+        parts = folder.relative_to(root).parts
+    except ValueError:
+        return None
+    chain = [root]
+    for part in parts:
+        chain.append(chain[-1] / part)
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        for f in chain:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(f, FOLDER_MODE)
+    except OSError:
+        return None
+    return folder if trusted_folders(*chain) else None
+
+
 @lru_cache(maxsize=64)
-def _open(directory: str, version: str, system_key: str) -> OpCache:
+def _open(directory: str, version: str, system_key: str) -> OpCache | None:
+    if not trusted_folders(Path(directory), Path(directory) / version):
+        return None
     return OpCache(Path(directory) / version / f"{system_key}.jsonl")
 
 
 def cache_for(system: System) -> OpCache | None:
-    """The cache of `system` (None when the cache is off)."""
+    """The cache of `system` (None when the cache is off, or its folder may not hold one)."""
     if not enabled():
         return None
     return _open(_cache_folder(), code_version(), system_digest(system))
 
 
 def cache_for_chip(chip: Chip) -> OpCache | None:
-    """The cache of single-op timings on `chip` (None when the cache is off)."""
+    """The cache of single-op timings on `chip` (None when the cache is off, or its folder may
+    not hold one)."""
     if not enabled():
         return None
     return _open(_cache_folder(), code_version(), "chip-" + chip_digest(chip))
 
 
+def version_folder() -> Path:
+    """The folder of this version's entries (DIR/<version>)."""
+    return Path(_cache_folder()) / code_version()
+
+
 TIMING_FIELDS = tuple(f.name for f in fields(OpTiming))
+COUNT_FIELDS = frozenset(f.name for f in fields(OpTiming) if f.type in (int, "int"))  # whole numbers
 
 
 def timing_value(t: OpTiming) -> list:
@@ -178,18 +320,50 @@ def timing_value(t: OpTiming) -> list:
     return [v.value if isinstance(v, Bound) else v.item() if hasattr(v, "item") else v for v in values]
 
 
+def _amount(v: object) -> bool:
+    """Whether `v` is a finite, non-negative JSON number (not a boolean)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
 def timing_from_value(value: object) -> OpTiming | None:
-    """The OpTiming `timing_value` wrote, or None for an entry of another shape (never an error)."""
+    """The OpTiming `timing_value` wrote, or None for an entry of another shape or with a value
+    no timing has: a count that is not a whole number, an amount negative or not finite, a bound
+    of no name (never an error)."""
     if not isinstance(value, list) or len(value) != len(TIMING_FIELDS):
         return None
     record = dict(zip(TIMING_FIELDS, value, strict=True))
     try:
         record["bound"] = Bound(record["bound"])
-    except ValueError:
+    except (ValueError, TypeError):
         return None
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in record.items() if k != "bound"):
-        return None
+    for k, v in record.items():
+        if k != "bound" and not (_amount(v) and (k not in COUNT_FIELDS or isinstance(v, int))):
+            return None
     return OpTiming(**record)
+
+
+def timing_fits_chip(t: OpTiming, chip: Chip) -> bool:
+    """Whether `t` is a timing `choose.timed.time_op` gives on `chip`: its time is its cycles at
+    the chip's clock, to the bit; its compute and fixed cycles and its stalls within them; its
+    bound the largest of its parts (compute, the rest of the kernels' cycles, fixed); its clock
+    above 0 and at most the chip's (the chip's own without a power model); its active cores at
+    most the chip's; its busy cycles at most its cores' cycles; with a power model or none."""
+    played = t.cycles - t.overhead_cycles
+    parts = (
+        (t.compute_cycles, Bound.COMPUTE),
+        (played - t.compute_cycles, Bound.MEMORY),
+        (t.overhead_cycles, Bound.OVERHEAD),
+    )
+    return (
+        t.time_s == t.cycles / chip.clock_hz
+        and t.compute_cycles <= played
+        and t.stall_cycles <= played
+        and t.bound is max(parts, key=lambda x: x[0])[1]
+        and 0 < t.clock_hz <= chip.clock_hz
+        and (chip.power is not None or t.clock_hz == chip.clock_hz)
+        and t.active_cores <= chip.cores
+        and t.busy_core_cycles <= t.core_cycles
+    )
 
 
 ENERGY_FIELDS = tuple(f.name for f in fields(EnergySplit))
@@ -201,14 +375,26 @@ def timed_value(timing: OpTiming, energy: EnergySplit, power_w: float) -> list:
     return [timing_value(timing), [v.item() if hasattr(v, "item") else v for v in parts], float(power_w)]
 
 
-def timed_from_value(value: object) -> tuple[OpTiming, EnergySplit, float] | None:
-    """What `timed_value` wrote, or None for an entry of another shape (never an error)."""
+def timed_from_value(value: object, chip: Chip) -> tuple[OpTiming, EnergySplit, float] | None:
+    """What `timed_value` wrote for an op on `chip`, or None (a miss, never an error) for an entry
+    of another shape, a value no timing has, or a timing `chip` cannot give (`timing_fits_chip`);
+    its energies finite and non-negative, adding up to the timing's energy to the bit, and all
+    zero, as its power, without a power model."""
     if not isinstance(value, list) or len(value) != 3:
         return None
     timing, energy, power_w = value
     t = timing_from_value(timing)
     if t is None or not isinstance(energy, list) or len(energy) != len(ENERGY_FIELDS):
         return None
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in [*energy, power_w]):
+    if not all(_amount(v) for v in [*energy, power_w]) or not timing_fits_chip(t, chip):
         return None
-    return t, EnergySplit(*energy), power_w
+    split = EnergySplit(*energy)
+    if split.total_j != t.energy_j or (chip.power is None and (t.energy_j != 0 or power_w != 0)):
+        return None
+    return t, split, power_w
+
+
+def seconds_from_value(value: object) -> float | None:
+    """A time in seconds kept as an entry (a list of ops' time on a system), or None for one that
+    is not a finite, non-negative number."""
+    return float(value) if isinstance(value, (int, float)) and _amount(value) else None

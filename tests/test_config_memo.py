@@ -80,7 +80,7 @@ def test_values_set_by_path_are_part_of_the_key(cache_dir):
 
 def test_an_entry_cut_short_is_a_miss(cache_dir, monkeypatch):
     loader.load_system("h200")
-    (entry,) = list(cache_dir.rglob("*.pickle"))
+    (entry,) = list(cache_dir.rglob("*.json"))
     entry.write_bytes(entry.read_bytes()[:100])
     seen = _validated(monkeypatch)
     assert loader.load_system("h200")[0].chip.cores == 132
@@ -121,7 +121,7 @@ def _shipped(kind: str) -> list[str]:
     [("hw_configs", n) for n in _shipped("hw_configs")] + [("workloads", n) for n in _shipped("workloads")],
 )
 def test_every_shipped_file_reads_back_as_validation_builds_it(cache_dir, monkeypatch, kind, name):
-    """Pickling keeps every record of every shipped chip and workload: what the second load reads
+    """An entry keeps every record of every shipped chip and workload: what the second load reads
     back is what the first built, to its repr, and its resolved configuration is equal."""
     load = loader.load_system if kind == "hw_configs" else loader.load_workload
     seen = _validated(monkeypatch)
@@ -129,3 +129,140 @@ def test_every_shipped_file_reads_back_as_validation_builds_it(cache_dir, monkey
     kept = load(name)
     assert len(seen) == 1 and len(_entries(cache_dir)) == 1
     assert repr(kept[0]) == repr(built[0]) and kept[1] == built[1]
+
+
+# --- an entry is data, checked on read -----------------------------------------------------------
+
+
+def _entry(cache):
+    (entry,) = [p for p in cache.rglob("*.json") if p.parent.name == memo.FOLDER]
+    return entry
+
+
+def _reload_validates(monkeypatch, name: str = "h200") -> int:
+    """Validations a second load runs: 1 where the entry was a miss, 0 where it was read."""
+    seen = _validated(monkeypatch)
+    loaded = loader.load_system(name)[0]
+    assert loaded.chip.name == "NVIDIA H200 SXM" and loaded.chip.clock_hz == 1.98e9
+    return len(seen)
+
+
+def test_a_planted_pickle_is_never_loaded(cache_dir, monkeypatch, tmp_path):
+    """A pickle under the name an entry once had runs nothing: entries are JSON, read as data."""
+    import pickle
+
+    loader.load_system("h200")
+    entry = _entry(cache_dir)
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    entry.with_suffix(".pickle").write_bytes(pickle.dumps(Payload()))
+    entry.write_bytes(pickle.dumps(Payload()))
+    assert _reload_validates(monkeypatch) == 1 and not marker.exists()
+
+
+def _tamper(entry, change) -> None:
+    import json
+
+    doc = json.loads(entry.read_text())
+    change(doc)
+    entry.write_text(json.dumps(doc))
+
+
+TAMPERINGS = {
+    "another-format": lambda d: d.update(format=2),
+    "format-true": lambda d: d.update(format=True),
+    "another-key": lambda d: d.update(key="0" * 32),
+    "another-kind": lambda d: d.update(kind="workload"),
+    "another-source": lambda d: d.update(source="/elsewhere/h200.yaml"),
+    "record-source": lambda d: d["record"].update(source="/elsewhere/h200.yaml"),
+    "clock-text": lambda d: d["record"]["chip"].update(clock_hz="fast"),
+    "clock-bool": lambda d: d["record"]["chip"].update(clock_hz=True),
+    "cores-float": lambda d: d["record"]["chip"].update(cores=132.5),
+    "cores-other": lambda d: d["record"]["chip"].update(cores=8),  # not the cores its configuration names
+    "name-other": lambda d: d["record"]["chip"].update(name="NVIDIA A100"),
+    "chips-other": lambda d: d["record"].update(chips=64),
+    "field-missing": lambda d: d["record"]["chip"].pop("clock_hz"),
+    "field-extra": lambda d: d["record"]["chip"].update(turbo=1),
+    "enum-unknown": lambda d: d["record"]["chip"]["core"]["array"].update(dataflow="xs"),
+    "record-list": lambda d: d.update(record=[1, 2]),
+    "config-list": lambda d: d.update(config=[]),
+    "subclass-os": lambda d: d["record"]["chip"].update({"@": "os:system"}),
+    "subclass-not-archsim": lambda d: d["record"]["chip"].update({"@": "json.decoder:JSONDecoder"}),
+    "subclass-not-a-subclass": lambda d: d["record"]["chip"].update({"@": "archsim.hardware.chip:Hbm"}),
+    "subclass-dotted": lambda d: d["record"]["chip"].update({"@": "archsim.hardware.chip:Chip.__class__"}),
+    "subclass-missing-module": lambda d: d["record"]["chip"].update({"@": "archsim.no_such:Chip"}),
+}
+
+
+@pytest.mark.parametrize("change", TAMPERINGS.values(), ids=TAMPERINGS.keys())
+def test_a_tampered_entry_is_a_miss(cache_dir, monkeypatch, change):
+    loader.load_system("h200")
+    _tamper(_entry(cache_dir), change)
+    assert _reload_validates(monkeypatch) == 1
+
+
+def test_an_entry_of_another_chip_under_the_key_is_a_miss(cache_dir, monkeypatch):
+    """The A100's entry copied under the H200's key (its key, kind and source edited to match):
+    its configuration names the H200 by the file, its record is the A100's."""
+    import json
+
+    loader.load_system("h200")
+    h200 = _entry(cache_dir)
+    kept = json.loads(h200.read_text())
+    h200.unlink()
+    loader.load_system("a100")
+    a100 = _entry(cache_dir)
+    doc = json.loads(a100.read_text())
+    doc.update(key=kept["key"], source=kept["source"], config=kept["config"])
+    doc["record"]["source"] = kept["record"]["source"]
+    h200.write_text(json.dumps(doc))
+    assert _reload_validates(monkeypatch) == 1
+
+
+@pytest.mark.parametrize("text", [b"", b"{", b"NaN", b'{"format": 1, "record": NaN}', b"\xff\xfe", b"[]"])
+def test_an_entry_that_is_not_json_is_a_miss(cache_dir, monkeypatch, text):
+    loader.load_system("h200")
+    _entry(cache_dir).write_bytes(text)
+    assert _reload_validates(monkeypatch) == 1
+
+
+def test_an_entry_that_is_a_fifo_or_a_link_or_huge_is_a_miss(cache_dir, monkeypatch, tmp_path):
+    import os
+    import signal
+
+    loader.load_system("h200")
+    entry = _entry(cache_dir)
+    good = entry.read_bytes()
+    signal.alarm(10)  # a read that blocked would fail the test, not hang it
+    try:
+        entry.unlink()
+        os.mkfifo(entry)
+        assert _reload_validates(monkeypatch) == 1
+        entry.unlink()
+        (tmp_path / "elsewhere.json").write_bytes(good)
+        entry.symlink_to(tmp_path / "elsewhere.json")
+        assert _reload_validates(monkeypatch) == 1
+        entry.unlink()
+        with open(entry, "wb") as f:
+            f.write(good)
+            f.truncate(memo.MAX_ENTRY_BYTES + 1)
+        assert _reload_validates(monkeypatch) == 1
+    finally:
+        signal.alarm(0)
+
+
+def test_entries_are_private_and_not_read_from_a_folder_others_may_write(cache_dir, monkeypatch):
+    import os
+    import stat
+
+    loader.load_system("h200")
+    entry = _entry(cache_dir)
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert stat.S_IMODE(entry.parent.stat().st_mode) == 0o700
+    os.chmod(entry.parent, 0o777)
+    opcache._refused.clear()
+    assert _reload_validates(monkeypatch) == 1

@@ -247,7 +247,7 @@ def test_editing_a_base_reaches_the_memo_of_the_files_extending_it(cache_dir, tm
     assert loader.load_system(path)[0].chip.hbm.stacks == 6  # (read back)
     write(tmp_path / "base.yaml", H200.replace("  stacks: 6 ", "  stacks: 5 "))
     assert loader.load_system(path)[0].chip.hbm.stacks == 5
-    kept = [p for p in cache_dir.rglob("*.pickle") if p.parent.name == memo.FOLDER]
+    kept = [p for p in cache_dir.rglob("*.json") if p.parent.name == memo.FOLDER]
     assert len(kept) == 2 and Path(base).is_file()
 
 

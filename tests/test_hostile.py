@@ -27,6 +27,7 @@ def _load(name: str):
 
 hostile = _load("hostile")
 hostile_cases = _load("hostile_cases")
+_load("hostile_trust")
 CASES = hostile_cases.all_cases(full=False)
 WORKERS = 2
 
@@ -55,6 +56,9 @@ def test_hostile_input(results, case_id):
 
 def test_the_subset_covers_every_surface_and_both_answers():
     surfaces = {c.surface for c in CASES}
-    assert surfaces == {"names", "yaml", "hf", "trace", "spec", "store", "cases", "flags", "outputs", "signals"}
+    assert surfaces == {
+        *("names", "yaml", "hf", "trace", "spec", "store", "cases", "flags", "outputs", "signals"),
+        *("cache", "streams"),
+    }
     assert {c.expect for c in CASES} >= {hostile.Expect.REFUSE, hostile.Expect.RUN, hostile.Expect.STOP}
-    assert 300 <= len(CASES) <= 1000
+    assert 300 <= len(CASES) <= 1400

@@ -28,22 +28,22 @@ def test_a_timing_goes_to_disk_and_back_unchanged(cache_dir, h200):
     timed = time_op(Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED), h200.chip)
     t = timed.timing
     line = json.dumps(opcache.timed_value(t, timed.energy, timed.kernel_power_w))  # as the file holds it
-    back, energy, power_w = opcache.timed_from_value(json.loads(line))
+    back, energy, power_w = opcache.timed_from_value(json.loads(line), h200.chip)
     assert back == t and back.bound is t.bound
     assert energy == timed.energy and energy.total_j > 0 and power_w == timed.kernel_power_w
     # every field of the same Python type: an integer count stays an integer, a float a float
     assert all(type(getattr(back, f)) is type(getattr(t, f)) for f in opcache.TIMING_FIELDS)
 
 
-def test_an_entry_of_another_shape_is_no_timing(cache_dir):
+def test_an_entry_of_another_shape_is_no_timing(cache_dir, h200):
     good = opcache.timing_value(OpTiming(1, 1e-9, 1, 0, 0, 1.0, 2.0, 0.0, 0.0, 2.0, 0.0, 1, 1, Bound.COMPUTE))
     assert opcache.timing_from_value(good) is not None
     assert opcache.timing_from_value(1.5) is None  # a step model's part, not an op's timing
     assert opcache.timing_from_value(good[:-1]) is None  # a field short
     assert opcache.timing_from_value([*good[:13], "spin", *good[14:]]) is None  # no such bound
     assert opcache.timing_from_value([None, *good[1:]]) is None
-    assert opcache.timed_from_value(good) is None  # a timing without its energy
-    assert opcache.timed_from_value([good, [0.0] * 3, 1.0]) is None  # an energy split short
+    assert opcache.timed_from_value(good, h200.chip) is None  # a timing without its energy
+    assert opcache.timed_from_value([good, [0.0] * 3, 1.0], h200.chip) is None  # an energy split short
 
 
 def test_a_later_run_reads_every_op_from_disk(cache_dir, h200, monkeypatch):

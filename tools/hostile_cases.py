@@ -2052,6 +2052,9 @@ def all_cases(full: bool = True, seed: int = 0) -> list[Case]:
         + outputs_cases(full)
         + signals_cases(full)
     )
+    from hostile_trust import cache_cases, store_trust_cases, stream_cases  # (they use this module's helpers)
+
+    cases += store_trust_cases(full) + cache_cases(full) + stream_cases(full)
     if full:
         cases += random_variants(seed, 1000)
     else:

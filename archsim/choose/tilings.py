@@ -1,7 +1,8 @@
 """A GEMM's candidate tilings (archsim.compiler.gemm `candidate_tilings`), kept in the on-disk op
 cache (archsim/opcache.py): the size check before a run asks for every GEMM's, and the choice
 compiles them, whose ops the cache may already hold. The cache is looked up here, above the
-compiler, which is handed the tilings.
+compiler, which is handed the tilings. Tilings read from the cache are checked against the op
+and the chip as the compiler forms them (`legal_tiling`): any other list is a miss.
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archsim import opcache
-from archsim.compiler.gemm import shortlist, shortlist_size
-from archsim.compiler.gemm_phases import GemmMapping, Tiling
-from archsim.compiler.l2reuse import Raster
+from archsim.compiler.gemm import K_STEPS, TILE_SIZES, shortlist, shortlist_size
+from archsim.compiler.gemm_phases import GemmMapping, Tiling, operand_shares, wave_layout
+from archsim.compiler.l2reuse import Raster, rasters
+from archsim.compiler.mappings.split_k import SPLITS
+from archsim.compiler.program import PARTIAL_BYTES
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
+from archsim.units import ceil_div
 
 
 def cached_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tiling]:
@@ -25,7 +29,7 @@ def cached_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tiling]
         return list(shortlist(op, chip, count))
     key = opcache.ops_key((op,), f"shortlist|{count}")
     kept = _from_value(cache.get(key))
-    if kept is None:
+    if kept is None or len(kept) > count or not all(legal_tiling(op, chip, t) for t in kept):
         kept = shortlist(op, chip, count)
         cache.put(key, _value(kept))
     return list(kept)
@@ -37,13 +41,77 @@ def _value(tilings: Sequence[Tiling]) -> list:
 
 
 def _from_value(value: object) -> tuple[Tiling, ...] | None:
-    """The tilings `_value` wrote, or None for an entry of another shape."""
+    """The tilings `_value` wrote, or None for an entry of another shape (a count that is not a
+    whole number included: 64.5 is no tile edge) or with one tile shape and mapping twice."""
     if not isinstance(value, list) or not value:
         return None
     try:
-        return tuple(
-            Tiling(int(tm), int(tn), int(tk), GemmMapping(m), int(split), Raster(r), int(group))
+        kept = tuple(
+            Tiling(_whole(tm), _whole(tn), _whole(tk), GemmMapping(m), _whole(split), Raster(r), _whole(group))
             for tm, tn, tk, m, split, r, group in value
         )
     except (TypeError, ValueError):
         return None
+    shapes = {(t.tm, t.tn, t.mapping, t.split) for t in kept}
+    return kept if len(shapes) == len(kept) else None
+
+
+def _whole(v: object) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError("not a whole number")
+    return v
+
+
+def legal_tiling(op: Op, chip: Chip, t: Tiling) -> bool:
+    """Whether the compiler could have put `t` on the GEMM's shortlist on `chip`
+    (archsim.compiler.gemm `shortlist`): each edge a tile size below twice the dimension or the
+    whole dimension; two stages of it in a core's SRAM and its partial sums in the accumulators
+    (or, where no tiling fits, one of the smallest); split-K with a slice count it offers, at
+    most one per K step, stream-K only with a partial wave; a raster of its tile grid."""
+    m, k, n = op.m, op.k, op.n
+    if not (_edge(t.tm, m, TILE_SIZES) and _edge(t.tn, n, TILE_SIZES) and _edge(t.tk, k, K_STEPS)):
+        return False
+    core = chip.core
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    stage = t.tm * t.tk * a + t.tk * t.tn * b
+    fits = 2 * stage <= core.sram.capacity_bytes and t.tm * t.tn * PARTIAL_BYTES <= core.accumulator_bytes
+    if not fits and (_any_fits(op, chip) or stage > _smallest_stage(op)):
+        return False
+    tiles = op.groups * ceil_div(m, t.tm) * ceil_div(n, t.tn)
+    if t.mapping is GemmMapping.SPLIT_K:
+        if t.split not in SPLITS or t.split > ceil_div(k, t.tk):
+            return False
+    elif t.split != 1 or (t.mapping is GemmMapping.STREAM_K and tiles % chip.cores == 0):
+        return False
+    lay = wave_layout(chip)
+    sa, sb = operand_shares(op, lay, t.tm, t.tn)
+    c = lay.multicast
+    grid = ceil_div(m, t.tm) // (c if sb < 1 else 1), ceil_div(n, t.tn) // (c if sa < 1 else 1)
+    return (t.raster, t.group) in rasters(*grid)
+
+
+def _edge(edge: int, dim: int, sizes: tuple[int, ...]) -> bool:
+    return edge == dim or (edge in sizes and edge < 2 * dim)
+
+
+def _edges(dim: int, sizes: tuple[int, ...]) -> list[int]:
+    return sorted({s for s in sizes if s < 2 * dim} | {dim})
+
+
+def _smallest_stage(op: Op) -> float:
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    tm, tn, tk = _edges(op.m, TILE_SIZES)[0], _edges(op.n, TILE_SIZES)[0], _edges(op.k, K_STEPS)[0]
+    return tm * tk * a + tk * tn * b
+
+
+def _any_fits(op: Op, chip: Chip) -> bool:
+    """Whether any tiling of the GEMM fits a core's SRAM and accumulators (the compiler's test)."""
+    core = chip.core
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    return any(
+        2 * (tm * tk * a + tk * tn * b) <= core.sram.capacity_bytes
+        and tm * tn * PARTIAL_BYTES <= core.accumulator_bytes
+        for tm in _edges(op.m, TILE_SIZES)
+        for tn in _edges(op.n, TILE_SIZES)
+        for tk in _edges(op.k, K_STEPS)
+    )

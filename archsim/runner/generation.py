@@ -141,7 +141,7 @@ def _disk_time_op(op: Op, chip: Chip, path: str) -> TimedOp:
     cache = opcache.cache_for_chip(chip)
     assert cache is not None and str(cache.path) == path
     key = opcache.ops_key((op,), "time_op")
-    parts = opcache.timed_from_value(cache.get(key))
+    parts = opcache.timed_from_value(cache.get(key), chip)
     if parts is not None:
         return TimedOp(*parts)
     timed = time_op(op, chip)

@@ -144,9 +144,9 @@ class StepModel:
 
         def part(ops: Sequence[Op]) -> float:
             key = opcache.ops_key(ops, "ops_time_s") if cache is not None else ""
-            hit = cache.get(key) if cache is not None else None
+            hit = opcache.seconds_from_value(cache.get(key)) if cache is not None else None
             if hit is not None:
-                return float(hit)
+                return hit
             t = ops_time_s(ops, system)
             if cache is not None:
                 cache.put(key, t)

@@ -10,6 +10,7 @@ objectives it computed. A point that fails never stops the others.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -100,6 +101,8 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         for o in ev.objectives:
             value = o.expr.evaluate(env)
             env[o.name] = objectives[o.name] = float(value)
+            if not math.isfinite(objectives[o.name]):  # no front ranks it: recorded as failed, with why
+                return {**row, "error": f"objective {o.name} is {objectives[o.name]}, not a finite number"}
         unmet = unmet_constraint(ev.run_constraints, env)
     except DoesNotFitError as err:
         return {**row, "status": INFEASIBLE, "error": str(err)}

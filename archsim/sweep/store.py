@@ -16,12 +16,20 @@ A folder that holds anything `archsim sweep` did not write (a file of the user's
 tool's output) is refused, never written into: only the files named here, and the plots of
 `archsim pareto`, may be in it. Only this module's own temporary files are ever deleted. A
 manifest, summary or part that cannot be read is reported by name, not as an internal error.
+
+Nothing read is trusted: a manifest of a format other than FORMAT is refused; each part records
+the digest of its sweep's settings (Parquet metadata), and a part of other settings than the
+manifest's (copied in from another sweep) is refused, so rows of two specs are never ranked
+together; every value is checked on read (`check_rows`): a config_hash of 16 hex digits, once in
+the folder; a status of the three; the columns of the manifest, typed as it says; an ok row's
+numbers finite (a point whose objective is not finite is recorded as failed).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -41,6 +49,10 @@ OURS = re.compile(r"^(sweep\.json|summary\.json|\.lock|points|part-[0-9a-f]{16}\
 OUR_PART = re.compile(r"^part-[0-9a-f]{16}\.parquet$")
 OUR_TEMP = re.compile(r"^\.part-[0-9a-f]{16}\.parquet\.\d+\.tmp$")  # a part being written (write_part)
 TEXT_TEMP = re.compile(r"^\.(summary|sweep)\.json\.[0-9a-f]+\.tmp$")  # export.write_text's temporary files
+FORMAT = 1  # of the manifest and the parts: a folder of another format is refused
+SETTINGS_KEY = b"archsim.settings"  # Parquet metadata: the digest of the settings a part was run under
+HASH = re.compile(r"^[0-9a-f]{16}$")
+STATUSES = ("ok", "infeasible", "failed")
 
 
 class StoreError(Exception):
@@ -57,7 +69,13 @@ def require_pyarrow():
     return pyarrow
 
 
-def arrow_schema(columns: list[tuple[str, str, str]]):
+def settings_digest(settings: dict) -> str:
+    """The digest of a sweep's settings (what a part records of the sweep it belongs to)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def arrow_schema(columns: list[tuple[str, str, str]], settings: dict | None = None):
+    """The schema of a part: the fixed columns, then `columns`; with the digest of `settings`."""
     pa = require_pyarrow()
     fields = [
         pa.field("config_hash", pa.string(), nullable=False),
@@ -65,7 +83,7 @@ def arrow_schema(columns: list[tuple[str, str, str]]):
         pa.field("error", pa.string()),
     ]
     fields += [pa.field(name, getattr(pa, ARROW_TYPES[kind])()) for name, kind, _ in columns]
-    return pa.schema(fields)
+    return pa.schema(fields, metadata=None if settings is None else {SETTINGS_KEY: settings_digest(settings)})
 
 
 def part_name(hashes: list[str]) -> str:
@@ -89,7 +107,7 @@ class ResultStore:
     def __init__(self, out_dir: str | Path, settings: dict, columns: list[tuple[str, str, str]]):
         self.dir = Path(out_dir)
         self.settings = settings
-        self.schema = arrow_schema(columns)
+        self.schema = arrow_schema(columns, settings)
         self._lock_fd: int | None = None
 
     def open(self) -> ResultStore:
@@ -114,7 +132,7 @@ class ResultStore:
                     f"({_difference(held, self.settings)}): use another --out"
                 )
         else:
-            write_text(manifest, _json({"format": 1, "settings": self.settings}))
+            write_text(manifest, _json({"format": FORMAT, "settings": self.settings}))
         self.points.mkdir(exist_ok=True)
         for legacy in self.dir.glob(LEGACY_PART_GLOB):
             os.replace(legacy, self.points / legacy.name)
@@ -155,11 +173,14 @@ class ResultStore:
     def done(self) -> dict[str, str]:
         """config_hash -> status of every recorded point."""
 
-        out: dict[str, str] = {}
+        hashes: list = []
+        statuses: list = []
         for part in parts(self.dir.glob(PART_GLOB)):
             table = _read_part(part, columns=["config_hash", "status"])
-            out.update(zip(table.column("config_hash").to_pylist(), table.column("status").to_pylist()))
-        return out
+            hashes += table.column("config_hash").to_pylist()
+            statuses += table.column("status").to_pylist()
+        check_keys(hashes, statuses, self.dir)
+        return dict(zip(hashes, statuses, strict=True))
 
     def write_part(self, rows: list[dict]) -> Path:
         """Write rows as one part, atomically: temp file, fsync, rename, fsync of the folder."""
@@ -213,19 +234,103 @@ def read_results(out_dir: str | Path):
     found = parts(d.glob(PART_GLOB)) or parts(d.glob(LEGACY_PART_GLOB))
     if not found:
         raise StoreError(f"{d} holds no results (no {PART_GLOB} files): run `archsim sweep SPEC --out {d}` first")
+    settings = read_manifest(d).get("settings")
     tables = [_read_part(p) for p in found]
-    try:
-        return pa.concat_tables(tables)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        odd = next(p for p, t in zip(found, tables) if not t.schema.equals(tables[0].schema))
-        raise StoreError(
-            f"{odd}: its columns differ from {found[0].name}'s: not a part of this sweep; move it away"
-        ) from None
+    want = arrow_schema([tuple(c) for c in settings["columns"]]) if isinstance(settings, dict) else tables[0].schema
+    digests = {_part_digest(t) for t in tables} - {None}
+    for p, t in zip(found, tables):
+        if not t.schema.equals(want):
+            raise StoreError(f"{p}: its columns differ from the sweep's: not a part of this sweep; move it away")
+        held = _part_digest(t)
+        if held is not None and (held != settings_digest(settings) if isinstance(settings, dict) else len(digests) > 1):
+            raise StoreError(
+                f"{p}: holds rows of a sweep with other settings than {d / MANIFEST}'s: results of two "
+                "sweeps are never ranked together; move it to that sweep's folder"
+            )
+    table = pa.concat_tables(tables)
+    roles = settings["columns"] if isinstance(settings, dict) else None
+    check_rows(table, d, None if roles is None else {c[0] for c in roles if c[2] == "objective"})
+    return table
+
+
+def _part_digest(table) -> str | None:
+    """The settings digest a part records (None: a part written before parts recorded it)."""
+    meta = table.schema.metadata or {}
+    value = meta.get(SETTINGS_KEY)
+    return value.decode("ascii", "replace") if value is not None else None
+
+
+def check_rows(table, folder: Path, objectives: set[str] | None = None) -> None:
+    """StoreError naming the first value no sweep writes: a config_hash that is not 16 hex digits
+    or is in the folder twice, a status of no name, in an ok row a number missing or NaN, or an
+    objective (of `objectives`; None: every number) that is not finite."""
+    hashes, statuses = table.column("config_hash").to_pylist(), table.column("status").to_pylist()
+    check_keys(hashes, statuses, folder)
+    import pyarrow.types as types
+
+    ok = [s == "ok" for s in statuses]
+    for name in table.column_names[3:]:
+        column = table.column(name)
+        if not (types.is_floating(column.type) or types.is_integer(column.type)):
+            continue
+        finite = objectives is None or name in objectives  # (a derived value may overflow to inf)
+        for v, in_ok in zip(column.to_pylist(), ok, strict=True):
+            if in_ok and (v is None or math.isnan(v) or (finite and math.isinf(v))):
+                raise _tampered(folder, name, v, "in an ok row")
+
+
+def check_keys(hashes: list, statuses: list, folder: Path) -> None:
+    """StoreError naming the first config_hash that is not 16 hex digits or is in the folder
+    twice, or the first status of no name (what a resumed sweep reads of its parts)."""
+    bad = next((h for h in hashes if not isinstance(h, str) or not HASH.match(h)), None)
+    if bad is not None:
+        raise _tampered(folder, "config_hash", bad)
+    if len(set(hashes)) != len(hashes):
+        twice = next(h for h, n in Counter(hashes).items() if n > 1)
+        raise _tampered(folder, "config_hash", twice, "recorded twice")
+    bad = next((s for s in statuses if s not in STATUSES), None)
+    if bad is not None:
+        raise _tampered(folder, "status", bad)
+
+
+def _tampered(folder: Path, column: str, value, why: str = "") -> StoreError:
+    shown = repr(value)[:40]
+    return StoreError(
+        f"{folder}: column {column}: {shown} {why or 'is no value a sweep writes'}: the results were "
+        "altered or are not archsim's; move the folder's contents away and rerun the sweep"
+    )
 
 
 def read_manifest(out_dir: str | Path) -> dict:
-    """The manifest of a results folder ({} if it has none); StoreError if it is damaged."""
-    return _read_json(Path(out_dir) / MANIFEST, "results manifest")
+    """The manifest of a results folder ({} if it has none); StoreError if it is damaged or of
+    another format than FORMAT (written by another version of archsim)."""
+    path = Path(out_dir) / MANIFEST
+    data = _read_json(path, "results manifest")
+    if not data:
+        return data
+    held = data.get("format")
+    if type(held) is not int or held != FORMAT:
+        shown = f"format {held}" if type(held) is int and abs(held) < 10**9 else "no format number"
+        raise StoreError(
+            f"{path}: results of {shown}; this archsim reads format {FORMAT}: use the archsim that "
+            "wrote them, or rerun the sweep into a new folder"
+        )
+    if not _settings_ok(data.get("settings")):
+        raise StoreError(
+            f"{path}: its settings are not as a sweep writes them (columns of [name, type, role]): "
+            "it was damaged or is not archsim's: move the folder's contents away and rerun"
+        )
+    return data
+
+
+def _settings_ok(settings: object) -> bool:
+    """Whether a manifest's settings name their columns as a sweep writes them: [name, type, role]."""
+    if not isinstance(settings, dict) or not isinstance(settings.get("columns"), list):
+        return False
+    return all(
+        isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c) and c[1] in ARROW_TYPES
+        for c in settings["columns"]
+    )
 
 
 def read_summary(out_dir: str | Path) -> dict:
