@@ -131,6 +131,30 @@ def test_every_shipped_file_reads_back_as_validation_builds_it(cache_dir, monkey
     assert repr(kept[0]) == repr(built[0]) and kept[1] == built[1]
 
 
+def test_a_main_memory_of_any_model_reads_back_and_only_a_model_stands_for_one(cache_dir, tmp_path, monkeypatch):
+    """`Chip.hbm` is typed by what a main memory provides (memory_models.MainMemory), so an entry
+    names its model's record: an H200 on the ideal model reads back as built; a record of another
+    kind named in its place (an L2, which provides none of it) makes the entry a miss."""
+    import json
+
+    import yaml
+
+    chip = yaml.safe_load((ROOT / "hw_configs" / "h200.yaml").read_text())
+    chip["hbm"] = {"model": "ideal", "capacity": "80 GiB", "bandwidth": "2 TB/s", "latency": "500 ns"}
+    path = tmp_path / "ideal.yaml"
+    path.write_text(yaml.safe_dump(chip, sort_keys=False))
+    seen = _validated(monkeypatch)
+    built, kept = loader.load_system(str(path)), loader.load_system(str(path))
+    assert len(seen) == 1 and repr(kept[0]) == repr(built[0])
+    entry = _entry(cache_dir)
+    doc = json.loads(entry.read_text())
+    assert doc["record"]["chip"]["hbm"][memo.SUBCLASS] == "archsim.hardware.memory_models.ideal:IdealMemory"
+    doc["record"]["chip"]["hbm"] = dict(doc["record"]["chip"]["l2"], **{memo.SUBCLASS: "archsim.hardware.chip:L2"})
+    entry.write_text(json.dumps(doc))
+    loader.load_system(str(path))
+    assert len(seen) == 2  # the tampered entry was a miss: validated again
+
+
 # --- an entry is data, checked on read -----------------------------------------------------------
 
 

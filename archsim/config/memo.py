@@ -245,7 +245,7 @@ def decode(data: Any, spec: Any) -> Any:
         elif isinstance(data, list) and kind == FIXED and len(data) == len(of):
             return tuple(decode(v, t) for v, t in zip(data, of, strict=True))
         raise TypeError(f"not a {kind}")
-    if isinstance(spec, type) and dataclasses.is_dataclass(spec):
+    if isinstance(spec, type) and (dataclasses.is_dataclass(spec) or _is_protocol(spec)):
         return _decode_record(data, spec)
     if issubclass(spec, enum.Enum):
         return spec(data)
@@ -264,10 +264,16 @@ def _decode_record(data: Any, cls: type) -> Any:
     if isinstance(data, dict) and SUBCLASS in data:
         data = dict(data)
         cls = _subclass(data.pop(SUBCLASS), cls)
+    if _is_protocol(cls):  # a field typed by what it provides (a main-memory model) names its record
+        raise TypeError(f"not a {cls.__name__}")
     fields = _fields(cls)
     if not isinstance(data, dict) or set(data) != set(fields):
         raise TypeError(f"not a {cls.__name__}")
     return cls(**{name: decode(data[name], spec) for name, spec in fields.items()})
+
+
+def _is_protocol(cls: type) -> bool:
+    return bool(getattr(cls, "_is_protocol", False))
 
 
 def _subclass(name: object, base: type) -> type:
@@ -283,9 +289,18 @@ def _subclass(name: object, base: type) -> type:
     if importlib.util.find_spec(module) is None:
         raise TypeError("no such module")
     cls = getattr(importlib.import_module(module), qualname, None) if qualname.isidentifier() else None
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and issubclass(cls, base)):
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{name} is not a {base.__name__}")
+    # a protocol (runtime-checkable) is met by the members a class has; a class, by derivation
+    has = {f.name for f in dataclasses.fields(cls)} | set(dir(cls))
+    if not (_protocol_members(base) <= has if _is_protocol(base) else issubclass(cls, base)):
         raise TypeError(f"{name} is not a {base.__name__}")
     return cls
+
+
+def _protocol_members(protocol: type) -> set[str]:
+    """The names a protocol asks for (its own attributes, less what every protocol has)."""
+    return {name for name in vars(protocol) if not name.startswith("_")}
 
 
 _FIELDS: dict[type, dict[str, Any]] = {}
