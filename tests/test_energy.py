@@ -72,10 +72,13 @@ def test_splits_add_and_scale():
 
 def _made_up_chip(extra: dict | None = None):
     """The SCALE-Sim parity chip (one 128x128 array at 1 GHz, no overheads) with a power model at
-    one voltage (v = 1 at every clock) and a limit it never reaches."""
+    one voltage (v = 1 at every clock) and a limit it never reaches. Its memory streams at 1,048,576
+    pins x 100 Gb/s = 13.1 PB/s (not SCALE-Sim's 131 EB/s, whose 5 pJ/bit no power limit could
+    hold: 5.9 GW), 0.59 MW at 5 pJ/bit, 4 pJ/B of L2 and 2 x 0.5 pJ/B of SRAM, under the 1 MW limit."""
     doc = yaml.safe_load((ROOT / "hw_configs" / "scalesim_ws_128x128.yaml").read_text())
+    doc["hbm"]["data_rate"] = "100 Gbps"
     doc["power"] = {
-        "limit": "10 kW",
+        "limit": "1 MW",
         "static": "10 W",
         "idle": "5 W",
         "min_clock": "100 MHz",
