@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from archsim.compiler.attention import item_shape
-from archsim.compiler.families import FAMILIES, family_rule, gpu, tpu
+from archsim.compiler.families import FAMILIES, family_rule, gpu, tpu, trainium
 from archsim.compiler.families.tpu import decode_block_cycles, kv_stages, mxu_menu, vmem_fits
 from archsim.compiler.gemm import library_tiles, shortlist
 from archsim.config.hw_schema import HardwareCfg
@@ -49,7 +49,7 @@ def test_every_shipped_chip_file_states_its_family_and_gets_that_mapper():
         family = next((f for prefix, f in expected.items() if path.stem.startswith(prefix)), ChipFamily.GPU)
         c = load_system(str(path))[0].chip
         assert c.family is family, path.name
-        assert family_rule(c) is (tpu.RULE if family is ChipFamily.TPU else gpu.RULE)
+        assert family_rule(c) is {ChipFamily.TPU: tpu.RULE, ChipFamily.TRAINIUM: trainium.RULE}.get(family, gpu.RULE)
 
 
 def test_a_gpu_family_stated_keeps_the_config_hash_of_the_file_without_it(tmp_path):
@@ -155,17 +155,27 @@ def test_a_large_gemm_reaches_55_percent_of_peak_on_every_tpu(name):
     assert t.hbm_bytes <= 5 * op.min_bytes()
 
 
-def test_tpu_decode_step_grows_with_kv_as_its_bytes_over_bandwidth():
-    """Llama-3-8B on the v6e at batch 8, KV 2,048 -> 8,192: the step grows by 0.9-1.6x the added
-    K/V bytes over HBM bandwidth (8 x 6,144 tokens x 131,072 B over 32 layers / 1.6384 TB/s =
-    3.93 ms); and tokens/s keeps rising with the batch past 16 (the attention does not cap it)."""
+def test_the_trainium_decode_item_takes_512_keys_a_moving_tile():
+    """Trainium2 (one 128 x 128 engine a core, 1 bf16 product per PE): a block of 512 tokens
+    (nc_matmul's most moving columns) costs 512 x 256 / 128 = 1,024 cycles on the engine; the
+    softmax's 4 rows (unpadded) x 512 x 4 lane ops / 512 lanes = 16, 4 x 512 / 128 = 16 exps."""
+    trn = chip("trainium2")
+    assert item_shape(DECODE, trn) == (4, 4, 512, 1024.0)
+
+
+@pytest.mark.parametrize("name", ["tpu_v6e", "trainium2"])
+def test_decode_step_grows_with_kv_as_its_bytes_over_bandwidth(name):
+    """Llama-3-8B at batch 8, KV 2,048 -> 8,192: the step grows by 0.9-1.6x the added K/V bytes
+    over HBM bandwidth (on the v6e 8 x 6,144 tokens x 131,072 B over 32 layers / 1.6384 TB/s =
+    3.93 ms; 11.9x and 2.6x before); and tokens/s keeps rising with the batch past 16 (the
+    attention does not cap it)."""
     from archsim.runner.steps import step_model
 
-    v6e = load_system(str(ROOT / "hw_configs" / "tpu_v6e.yaml"))[0]
+    system = load_system(str(ROOT / "hw_configs" / f"{name}.yaml"))[0]
     llama = load_workload(str(ROOT / "workloads" / "llama3_8b.yaml"))[0]
-    steps = step_model(llama, v6e)
+    steps = step_model(llama, system)
     grown = steps.decode_step_s(8, 8 * 8192, 8192) - steps.decode_step_s(8, 8 * 2048, 2048)
-    kv_s = 8 * 6144 * (2 * 8 * 128 * 2 * 32) / v6e.chip.hbm.peak_bandwidth_bytes_per_s
+    kv_s = 8 * 6144 * (2 * 8 * 128 * 2 * 32) / system.chip.hbm.peak_bandwidth_bytes_per_s
     assert 0.9 <= grown / kv_s <= 1.6
     rate = {b: b / steps.decode_step_s(b, b * 2048, 2048) for b in (8, 16, 64)}
     assert rate[8] < rate[16] < rate[64] and rate[64] > 1.5 * rate[16]

@@ -68,11 +68,13 @@ def vmem_fits(tm, tn, tk, a: float, b: float, vmem_bytes: int):
     return 2 * stage_bytes(tm, tn, tk, a, b) + tm * tn * PARTIAL_BYTES <= vmem_bytes
 
 
-def decode_block_cycles(op: Op, chip: Chip, rows: int, bk: int, score_ops: tuple[int, int]) -> float:
+def decode_block_cycles(
+    op: Op, chip: Chip, rows: int, bk: int, score_ops: tuple[int, int], row_pad: int = SUBLANES
+) -> float:
     """Cycles of one K/V block of `bk` tokens for an item of `rows` query rows: the MXUs take
     the block's K and V (bk x (d + dv) elements) at `units x R x k_per_cycle` per cycle, once per
     C rows; the VPU converts a cache stored in another format and runs the softmax on the rows
-    padded to SUBLANES (lane ops at the issue width, exp on the special unit); the kernel's
+    padded to `row_pad` (a vector register's SUBLANES; lane ops at the issue width, exp on the special unit); the kernel's
     pipeline overlaps them: the slowest.
 
     E.g. TPU v6e (2 MXUs of 256 x 256, 2 bf16 products per PE), Llama-3-8B (d = dv = 128, a
@@ -83,7 +85,7 @@ def decode_block_cycles(op: Op, chip: Chip, rows: int, bk: int, score_ops: tuple
     depth = core.matrix_units * arr.rows * kpc  # contraction elements per cycle over the arrays
     elements = bk * (op.head_dim + op.value_dim)
     matrix = ceil_div(rows, arr.cols) * math.ceil(elements / depth)
-    padded = ceil_div(rows, SUBLANES) * SUBLANES
+    padded = ceil_div(rows, row_pad) * row_pad
     lane_per_score, special_per_score = score_ops
     _ca, cb = convert_lane_ops(arr, op.dtype, op.kv_format)
     lane_ops = padded * bk * lane_per_score + elements * cb
@@ -106,6 +108,21 @@ def kv_stages(chip: Chip, block_bytes: float) -> int:
     return 1 + max(1, loading)
 
 
+def grouped_decode_item(
+    shape: Op, chip: Chip, score_ops: tuple[int, int], block: int, row_pad: int
+) -> tuple[int, int, int, float]:
+    """The decode item of a (sequence, KV head) whose GQA group's query heads are the rows of
+    one matrix pass, over K/V blocks of `block` tokens (halved while two of them and the
+    queries overflow the core's SRAM), the softmax on the rows padded to `row_pad`."""
+    rows = shape.heads // shape.kv_heads
+    kv_row = shape.kv_row_elements * shape.kv_format.bytes
+    q = rows * (shape.head_dim + shape.value_dim) * shape.dtype.bytes
+    bk = block
+    while bk > SUBLANES and q + 2 * bk * kv_row > chip.core.sram.capacity_bytes:
+        bk //= 2
+    return rows, rows, bk, decode_block_cycles(shape, chip, rows, bk, score_ops, row_pad)
+
+
 class Tpu(FamilyRule):
     family = ChipFamily.TPU
 
@@ -126,13 +143,7 @@ class Tpu(FamilyRule):
         return kv_stages(chip, block_bytes)
 
     def decode_item(self, shape: Op, chip: Chip, score_ops: tuple[int, int]) -> tuple[int, int, int, float] | None:
-        rows = shape.heads // shape.kv_heads  # the GQA group's query heads, one MXU pass
-        kv_row = shape.kv_row_elements * shape.kv_format.bytes
-        q = rows * (shape.head_dim + shape.value_dim) * shape.dtype.bytes
-        bk = KV_BLOCK
-        while bk > SUBLANES and q + 2 * bk * kv_row > chip.core.sram.capacity_bytes:
-            bk //= 2  # a VMEM too small for two blocks
-        return rows, rows, bk, decode_block_cycles(shape, chip, rows, bk, score_ops)
+        return grouped_decode_item(shape, chip, score_ops, KV_BLOCK, SUBLANES)
 
 
 RULE = Tpu()
