@@ -54,6 +54,7 @@ import numpy as np
 
 from archsim.compiler.attention_variant import AttentionVariant
 from archsim.compiler.attention_variants import active_variants
+from archsim.compiler.families import family_rule
 from archsim.compiler.gemm_phases import pipeline_bytes, reuse_capacity_bytes
 from archsim.compiler.program import PARTIAL_BYTES, build_phase, coarse_rows, deal_cores
 from archsim.compiler.streaming import Stream, streaming_phase
@@ -160,7 +161,12 @@ def first_key(op: Op, first_q: int, variants: tuple[AttentionVariant, ...]) -> i
 @memo(maxsize=4096)
 def item_shape(shape: Op, chip: Chip) -> tuple[int, int, int, float]:
     """(query rows per item, bq, bk, cycles of one KV block) of an attention op: `shape` is the
-    op with its KV length 0, as none of them depends on it (a decode at every length asks)."""
+    op with its KV length 0, as none of them depends on it (a decode at every length asks). A
+    decode is the chip family's item where its family has one (archsim/compiler/families/)."""
+    if shape.q_len == 1:
+        item = family_rule(chip).decode_item(shape, chip, score_ops(shape, active_variants(shape)))
+        if item is not None:
+            return item
     rows, bq, bk = _blocks(shape, chip)
     qrows = rows if shape.q_len == 1 else min(bq, shape.q_len)
     return qrows, bq, bk, block_cycles(shape, chip, qrows, bk)
@@ -364,7 +370,8 @@ def _flash_phases(op: Op, chip: Chip, kv_blocks: int, last_block_bytes: float, f
     sequences = [core_entries(sig) for sig, _w in groups]
     weights = [w for _sig, w in groups]
     fit = max(1, int(chip.core.sram.capacity_bytes - q_bytes - out_bytes) // int(kv_block_bytes))
-    stages = min(KV_STAGES, fit)
+    family_stages = family_rule(chip).kv_stages(chip, kv_block_bytes) if decode else None
+    stages = min(KV_STAGES if family_stages is None else family_stages, fit)
     label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
     inflight = pipeline_bytes(stages, kv_block_bytes)
     phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight)]

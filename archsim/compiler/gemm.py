@@ -18,6 +18,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from archsim.compiler.chip_family import TileGrid
+from archsim.compiler.families import family_rule
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.gemm_mapping import Estimate
 from archsim.compiler.gemm_phases import (
@@ -80,17 +82,8 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
-    # power-of-two edges, and the whole dimension (one tile) where the SRAM can hold it
-    tms = sorted({t for t in TILE_SIZES if t < 2 * m} | {m})
-    tns = sorted({t for t in TILE_SIZES if t < 2 * n} | {n})
-    tks = sorted({t for t in K_STEPS if t < 2 * k} | {k})
-    grid = np.array(list(itertools.product(tms, tns, tks)), dtype=np.int64)
-    tm, tn, tk = grid[:, 0], grid[:, 1], grid[:, 2]
+    tm, tn, tk = family_rule(chip).gemm_tiles(op, chip) or library_tiles(op, chip)
     stage = stage_bytes(tm, tn, tk, a, b)
-    ok = (2 * stage <= core.sram.capacity_bytes) & (tm * tn * PARTIAL_BYTES <= core.accumulator_bytes)
-    if not ok.any():
-        ok = stage == stage.min()
-    tm, tn, tk, stage = tm[ok], tn[ok], tk[ok], stage[ok]
     lay = wave_layout(chip)
     share_a, share_b = grid_shares(op, lay, tm, tn)
     moved_stage = tm * tk * a * share_a + tk * tn * b * share_b  # bytes a core loads per step
@@ -128,6 +121,24 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
             out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
         start = end
     return tuple(out.values())[:count]
+
+
+def library_tiles(op: Op, chip: Chip) -> TileGrid:
+    """A GPU kernel library's tiles of the GEMM: power-of-two edges from TILE_SIZES and K steps
+    from K_STEPS, and the whole dimension (one tile), where two stages fit the core's SRAM and
+    the output tile its accumulators (the smallest stage where none does)."""
+    m, k, n = op.m, op.k, op.n
+    core = chip.core
+    tms = sorted({t for t in TILE_SIZES if t < 2 * m} | {m})
+    tns = sorted({t for t in TILE_SIZES if t < 2 * n} | {n})
+    tks = sorted({t for t in K_STEPS if t < 2 * k} | {k})
+    grid = np.array(list(itertools.product(tms, tns, tks)), dtype=np.int64)
+    tm, tn, tk = grid[:, 0], grid[:, 1], grid[:, 2]
+    stage = stage_bytes(tm, tn, tk, op.dtype.bytes, op.b_dtype.bytes)
+    ok = (2 * stage <= core.sram.capacity_bytes) & (tm * tn * PARTIAL_BYTES <= core.accumulator_bytes)
+    if not ok.any():
+        ok = stage == stage.min()
+    return tm[ok], tn[ok], tk[ok]
 
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:

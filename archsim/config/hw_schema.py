@@ -241,6 +241,9 @@ class HardwareCfg(Strict):
     name: Name = Field(description="the chip's or system's name")
     description: str = Field("", description="one line on what it is")
     chips: PositiveInt = Field(1, description="identical chips joined by the interconnect")
+    family: Literal["gpu", "tpu", "trainium", "dataflow", "wafer", "systolic"] = Field(
+        "gpu", description="how its compiler maps work: gpu, tpu, trainium, dataflow, wafer or systolic"
+    )
     clock: ClockHz = Field(description="the highest core clock")
     cores: CoresCfg = Field(description="the cores, all alike")
     l2: L2Cfg = Field(description="the shared L2 / global buffer")
@@ -288,6 +291,8 @@ class HardwareCfg(Strict):
         the clock, the default."""
         omitted = ("host_link", "hbm", "memory", "area")
         d = {k: v for k, v in handler(self).items() if v is not None or k not in omitted}
+        if d.get("family") == "gpu":  # the default, as if not given: earlier files keep their hash
+            del d["family"]
         if d.get("power") and d["power"].get("max_clock") == d["clock"]:  # the default, as if not given
             d["power"] = {k: v for k, v in d["power"].items() if k != "max_clock"}
         return d

@@ -42,7 +42,7 @@ from archsim.hardware import (
     memory_models,
 )
 from archsim.hardware.area import AreaSpec, Node
-from archsim.hardware.chip import HostLink, min_tile_bytes
+from archsim.hardware.chip import ChipFamily, HostLink, min_tile_bytes
 from archsim.hardware.memory_models import MainMemory
 from archsim.hardware.params import from_section
 from archsim.hardware.power import Energies, Power, floor_power_w, streaming_floor_w
@@ -217,6 +217,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         hbm=_main_memory(cfg),
         noc=from_section(Noc, cfg.noc),
         overheads=from_section(Overheads, cfg.overheads),
+        family=ChipFamily(cfg.family),
     )
     if cfg.power is not None:
         chip = replace(chip, power=_power(cfg.power, cfg.clock))

@@ -3,6 +3,7 @@
 from archsim.hardware.chip import (
     L2,
     Chip,
+    ChipFamily,
     Core,
     Dataflow,
     DType,
@@ -21,6 +22,7 @@ from archsim.hardware.memory_models.hbm import Hbm
 __all__ = [
     "L2",
     "Chip",
+    "ChipFamily",
     "Core",
     "DType",
     "Dataflow",

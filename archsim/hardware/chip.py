@@ -46,6 +46,17 @@ def min_tile_bytes(dtype: DType) -> int:
     return int(2 * (2 * MIN_TILE_EDGE * MIN_K_STEP) * dtype.bytes)
 
 
+class ChipFamily(str, Enum):
+    """How a chip's compiler maps work onto it (archsim/compiler/families/: one file each)."""
+
+    GPU = "gpu"  # a tuned GPU kernel library (CUTLASS-style tile menu, flash attention)
+    TPU = "tpu"  # XLA/Pallas: few large MXUs, a vector unit, VMEM
+    TRAINIUM = "trainium"  # NeuronCore tensor/vector/scalar engines, SBUF/PSUM
+    DATAFLOW = "dataflow"  # SRAM-only, statically scheduled
+    WAFER = "wafer"  # cores on a 2-D mesh of one wafer
+    SYSTOLIC = "systolic"  # a bare array as SCALE-Sim models it
+
+
 class Topology(str, Enum):
     """How the chips of a system are joined."""
 
@@ -238,6 +249,7 @@ class Chip:
     noc: Noc
     overheads: Overheads
     power: Power | None = None  # how it draws power; None: it always runs at clock_hz
+    family: ChipFamily = ChipFamily.GPU  # how its compiler maps work (archsim/compiler/families/)
     area: AreaSpec | None = field(
         default=None, compare=False
     )  # what its die is built of (not timing: not in its identity)

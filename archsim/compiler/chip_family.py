@@ -1,0 +1,38 @@
+"""What a chip family's mapper provides: the GEMM tile menu and the decode attention item, as
+the family's compiler forms them. A family is a file of archsim/compiler/families/ keyed by its
+`ChipFamily`, chosen by the chip file's `family:`; a method left as it is here (returning None)
+keeps the kernel-library mapping of archsim/compiler/gemm.py and attention.py, which is the GPU
+family's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from archsim.graph.ops import Op
+from archsim.hardware import Chip, ChipFamily
+
+TileGrid = tuple[np.ndarray, np.ndarray, np.ndarray]  # legal (tm, tn, tk) of a GEMM, one per row
+
+
+class FamilyRule:
+    """A chip family's mapper (archsim/compiler/families/); the defaults are the GPU library's."""
+
+    family: ChipFamily = ChipFamily.GPU
+
+    def gemm_tiles(self, op: Op, chip: Chip) -> TileGrid | None:
+        """The GEMM tiles the family's compiler may choose, each legal on the chip (fits its
+        buffers), or None for the kernel library's menu (`gemm.library_tiles`)."""
+        return None
+
+    def decode_item(self, shape: Op, chip: Chip, score_ops: tuple[int, int]) -> tuple[int, int, int, float] | None:
+        """(query rows per item, bq, bk, cycles of one K/V block) of a decode attention op
+        (`shape`: its KV length 0; `score_ops`: lane and special-function operations per score,
+        the softmax's and its variants'), or None for the flash kernel's
+        (`attention.item_shape`)."""
+        return None
+
+    def kv_stages(self, chip: Chip, block_bytes: float) -> int | None:
+        """K/V buffers a decode attention kernel cycles through (one computing, the rest loading)
+        for blocks of `block_bytes`, or None for the flash kernel's (`attention.KV_STAGES`)."""
+        return None
