@@ -3,6 +3,7 @@ whole microseconds (`meta.resolution`), and the per-kernel durations it reads.""
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,216 @@ def test_an_error_within_one_step_of_the_timer_is_not_beyond_its_resolution():
     assert CaseResult("c", "gemm", 0.010, 0.0085, 0.0085).beyond_resolution_pct(0.001) == pytest.approx(5.0)
     # an exact timer: the whole error
     assert CaseResult("d", "gemm", 0.010, 0.0085, 0.0085).beyond_resolution_pct(0.0) == pytest.approx(15.0)
+
+
+# ---- every field of a case modelled or refused by name ----
+
+GEMM = {"id": "g", "kind": "gemm", "dtype": "bf16", "M": 64, "K": 4096, "N": 4096, "measured_ms": 0.02}
+ADD = {"id": "v", "kind": "vector", "op": "add", "dtype": "bf16", "M": 4096, "N": 4096, "measured_ms": 0.05}
+DECODE = {
+    "id": "d", "kind": "attention_decode", "dtype": "bf16", "batch": 1, "heads_q": 32, "heads_kv": 8,
+    "head_dim": 128, "kv_len": 8192, "measured_ms": 0.1,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_system("h200")[0]
+
+
+def with_host_cost(system, host_s):
+    """`system` whose chip states a host launch-and-synchronize round trip of `host_s`."""
+    from dataclasses import replace
+
+    chip = system.chip
+    return replace(system, chip=replace(chip, overheads=replace(chip.overheads, host_s=host_s)))
+
+
+def test_a_batched_gemm_is_one_kernel_over_its_groups(h200):
+    (op,) = case_ops({**GEMM, "groups": 4})
+    assert op.groups == 4 and (op.m, op.k, op.n) == (64, 4096, 4096)
+    # 2 x 4 x 64 x 4096 x 4096 = 8,589,934,592 flops; each group reads its own 4096 x 4096 weights
+    # and 64 x 4096 inputs and writes 64 x 4096 outputs, 2 bytes each: 4 x (524,288 + 33,554,432 +
+    # 524,288) = 138,412,032 bytes
+    assert op.flops() == 8_589_934_592 and op.min_bytes() == 138_412_032
+    one = simulate_op(case_ops(GEMM)[0], h200.chip, Condition.STANDALONE)
+    four = simulate_op(op, h200.chip, Condition.STANDALONE)
+    assert four.kernels == one.kernels, "one launch (and its reduction, if split) for all groups, not one per group"
+    # four groups stream four times the weights in one launch: more than one group, less than four
+    # launches of one (each paying its own lone launch)
+    t1, t4 = predict_ms(GEMM, h200), predict_ms({**GEMM, "groups": 4}, h200)
+    assert t4 == pytest.approx(1e3 * four.time_s) and t1 < t4 < 4 * t1
+
+
+def test_count_runs_timed_together_are_back_to_back_after_the_first(h200, a100):
+    chip = h200.chip
+    launch = chip.overheads.launch_s
+    # standalone: the first run pays the lone launch (an add streams, so no flush write-back);
+    # each later one follows back to back, the graph time of one run: the standalone run less the
+    # lone launch. Three runs: 3 t1 - 2 launch (to a cycle each)
+    t1 = predict_ms(ADD, h200)
+    assert predict_ms({**ADD, "count": 3}, h200) == pytest.approx(3 * t1 - 2e3 * launch, abs=3e3 / chip.clock_hz)
+    (op,) = case_ops(ADD)
+    assert t1 - 1e3 * simulate_op(op, chip, Condition.GRAPH).time_s == pytest.approx(
+        1e3 * launch, abs=1e3 / chip.clock_hz
+    )
+    # a GEMM after the first runs without the flush's write-back: as in a graph
+    (g,) = case_ops(GEMM)
+    standalone, graph = simulate_op(g, chip, Condition.STANDALONE), simulate_op(g, chip, Condition.GRAPH)
+    assert predict_ms({**GEMM, "count": 2}, h200) == pytest.approx(1e3 * (standalone.time_s + graph.time_s))
+    # kernel timing: only the kernels' durations add, each read in whole microseconds: n times one
+    kernel = CaseFile(Condition.KERNEL, resolution_s=1e-6)
+    case = {**GEMM, "K": 14336, "dtype": "fp16"}
+    assert predict_ms({**case, "count": 5}, a100, kernel) == pytest.approx(5 * predict_ms(case, a100, kernel))
+
+
+def test_host_timing_adds_the_chips_round_trip_once_or_is_refused(h200):
+    from archsim.runner.validation import predict
+
+    host = {**ADD, "timing": "host"}
+    with pytest.raises(CaseError) as err:
+        predict(host, h200)
+    assert str(err.value) == (
+        "timing host: NVIDIA H200 SXM states no host launch-and-synchronize cost (overheads.host), the round "
+        "trip a host wall-clock time adds to the kernels; host-timed cases are refused until the chip states a "
+        "sourced value"
+    )
+    # a chip that states 12 us: the add back to back (its graph time) plus 12 us, once for two runs
+    stated = with_host_cost(h200, 12e-6)
+    (op,) = case_ops(ADD)
+    graph_ms = 1e3 * simulate_op(op, h200.chip, Condition.GRAPH).time_s
+    cycle_ms = 1e3 / h200.chip.clock_hz
+    assert predict_ms(host, stated) == pytest.approx(graph_ms + 0.012, abs=cycle_ms)
+    assert predict_ms({**host, "count": 2}, stated) == pytest.approx(2 * graph_ms + 0.012, abs=2 * cycle_ms)
+    for kind in ("allreduce", "model_step"):
+        case = {"id": "x", "kind": kind, "timing": "host"}
+        with pytest.raises(CaseError) as err:
+            predict({**case, **_minimal(kind)}, stated)
+        assert (
+            str(err.value) == f"timing host: the host round trip of a {kind} is not modelled (only single kernels' is)"
+        )
+
+
+def _minimal(kind):
+    if kind == "allreduce":
+        return {"dtype": "fp16", "ranks": 2, "bytes": 1 << 20, "measured_ms": 0.1}
+    model = {"layers": 1, "hidden": 256, "heads": 4, "kv_heads": 4, "head_dim": 64, "ffn": 512, "vocab": 1000}
+    return {"dtype": "bf16", "model": model, "phase": "decode", "batch": 1, "new_tokens": 1, "kv_len": 16,
+            "embedding_and_head": False, "measured_ms": 0.1}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ({**GEMM, "grups": 2}, "unknown field 'grups': a gemm case has M, K, N, groups, count, model, tp"),
+        ({**ADD, "groups": 2}, "unknown field 'groups': a vector case has op, M, N, heads_q, heads_kv, head_dim, count, model, tp"),
+        ({**DECODE, "causal": True}, "unknown field 'causal': an attention_decode case has batch, heads_q, heads_kv, head_dim, kv_len, split_kv, count, model, tp"),
+        ({**ADD, "heads_q": 8}, "heads_q applies to a rotary case, not add"),
+        (
+            {**ADD, "op": "rotary", "N": 5120, "heads_q": 32},
+            "a rotary case that gives heads_q needs heads_q and heads_kv",
+        ),
+        ({**GEMM, "count": 0}, "count must be from 1 to 65,536 (got 0)"),
+        ({**GEMM, "groups": 0}, "groups must be from 1 to 1,048,576 (got 0)"),
+        ({**GEMM, "model": {"layers": 2}}, "model must be a name (got {'layers': 2})"),
+        ({"id": "s", "kind": "model_step", **_minimal("model_step"), "count": 2}, "unknown field 'count': a model_step case has model, phase, batch, new_tokens, kv_len, embedding_and_head"),
+        ({"id": "s", "kind": "model_step", **_minimal("model_step") | {"model": {**_minimal("model_step")["model"], "experts": 8}}}, "unknown field model.experts: a model has layers, hidden, heads, kv_heads, head_dim, ffn, vocab"),
+    ],
+)  # fmt: skip
+def test_a_field_no_case_of_its_kind_has_is_refused_by_name(case, message):
+    from archsim.runner.validation import check_case
+
+    with pytest.raises(CaseError) as err:
+        check_case(case)
+    assert str(err.value) == message
+
+
+def test_validate_names_the_file_the_case_and_the_unknown_field(tmp_path, capsys):
+    from archsim.cli import main
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"cases": [GEMM, {**GEMM, "id": "g2", "batch_count": 3}]}))
+    assert main(["validate", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: case g2: unknown field 'batch_count': a gemm case has M, K, N, groups, count, model, tp" in err
+
+
+def test_layernorm_and_gelu_are_the_ops_archsim_op_runs(h200):
+    for name, vop in (("layernorm", VectorOp.LAYERNORM), ("gelu", VectorOp.GELU)):
+        (op,) = case_ops({**ADD, "op": name})
+        assert op.vop is vop and op.kind is OpKind.VECTOR and (op.m, op.n) == (4096, 4096)
+        assert predict_ms({**ADD, "op": name}, h200) == pytest.approx(
+            1e3 * simulate_op(op, h200.chip, Condition.STANDALONE).time_s
+        )
+
+
+def test_decode_attention_splits_its_kv_as_the_library_does_unless_a_case_says(h200):
+    from archsim.compiler.attention import kv_splits
+
+    (split,) = case_ops(DECODE)
+    (kept,) = case_ops({**DECODE, "split_kv": False})
+    (file_kept,) = case_ops(DECODE, CaseFile(split_kv=False))
+    (case_split,) = case_ops({**DECODE, "split_kv": True}, CaseFile(split_kv=False))
+    assert split.split_kv and case_split.split_kv and not kept.split_kv and not file_kept.split_kv
+    # batch 1 x 8 KV heads is 8 work items on 132 cores, under 80% of them: the library splits
+    # the 8,192 keys (64 blocks of 128 at least) several ways, so the kernel runs faster
+    assert kv_splits(8, h200.chip.cores, 8192 // 128) > 1
+    assert predict_ms(DECODE, h200) < predict_ms({**DECODE, "split_kv": False}, h200)
+    prefill = {**DECODE, "kind": "attention_prefill", "seq": 16, "causal": True}
+    del prefill["kv_len"]
+    (p,) = case_ops(prefill)
+    assert not p.split_kv
+
+
+def test_the_h200_sets_file_as_measured_keeps_its_decode_kernels_unsplit(tmp_path):
+    from archsim.commands.validate import _as_measured, _shipped_meta, load_case_file
+
+    # the ground truth's own copy has no archsim additions: it is known by its meta, and gets
+    # the shipped set's split_kv: false (its README: one work item per sequence and KV head)
+    path = tmp_path / "h200.json"
+    path.write_text(json.dumps({"meta": _as_measured(_shipped_meta("h200_calibration")), "cases": [DECODE]}))
+    _cases, meta, name = load_case_file(str(path))
+    assert name == "h200_calibration" and meta.split_kv is False
+    assert load_case_file("h200_holdout")[1].split_kv is True
+    with pytest.raises(CaseError, match=r"meta\.split_kv must be true or false"):
+        CaseFile.from_meta({"split_kv": "no"})
+
+
+def test_every_field_of_every_shipped_case_is_modelled():
+    import archsim
+    from archsim.runner.validation import check_case, known_fields
+
+    data = Path(archsim.__file__).parent / "data"
+    used: dict[str, set] = {}
+    for path in sorted(data.glob("*.json")):
+        doc = json.loads(path.read_text())
+        for case in doc.get("cases", []):
+            check_case(case)  # raises on a field it does not model
+            used.setdefault(case["kind"], set()).update(case)
+    for kind, fields in used.items():
+        assert fields <= set(known_fields(kind)), kind
+    # what the shipped sets use beyond every case's fields (README's validation section lists them)
+    assert {k: sorted(v - {"id", "kind", "dtype", "measured_ms"}) for k, v in used.items()} == {
+        "gemm": ["K", "M", "N", "model", "tp"],
+        "vector": ["M", "N", "heads_kv", "heads_q", "model", "op", "tp"],
+        "allreduce": ["bytes", "ranks"],
+        "attention_decode": ["batch", "head_dim", "heads_kv", "heads_q", "kv_len", "split_kv"],
+        "attention_prefill": ["batch", "causal", "head_dim", "heads_kv", "heads_q", "seq"],
+        "copy": ["bytes"],
+        "model_step": ["batch", "embedding_and_head", "kv_len", "model", "new_tokens", "phase"],
+    }
+
+
+def test_op_attention_splits_decode_kv_unless_told_not_to(tmp_path):
+    from archsim.cli import main
+
+    times = {}
+    for flags in ((), ("--no-split-kv",)):
+        out = tmp_path / f"{len(flags)}.json"
+        args = ["op", "attention", "--kv-len", "8192", "--json", str(out), *flags]
+        assert main(args) == 0
+        doc = json.loads(out.read_text())
+        assert doc["config"]["options"]["op"]["split_kv"] is not bool(flags)
+        times[flags] = doc["time_s"]
+    assert times[()] < times[("--no-split-kv",)]
+    assert main(["op", "gemm", "--M", "1", "--K", "64", "--N", "64", "--no-split-kv"]) == 2

@@ -31,6 +31,11 @@ def add_parser(sub) -> None:
     op.add_argument("--q-len", type=positive_int("--q-len"), default=1, help="attention: new tokens (default 1)")
     op.add_argument("--kv-len", type=positive_int("--kv-len"), help="attention: KV length read (needed)")
     op.add_argument("--causal", action="store_true", help="attention: causal mask")
+    op.add_argument(
+        "--no-split-kv",
+        action="store_true",
+        help="decode attention: no split of the KV length across cores (default: split as the library does, as run)",
+    )
     op.add_argument("--bytes", type=positive_int("--bytes"), help="bytes of a copy or a collective (NCCL's count)")
     op.add_argument(
         "--ranks",
@@ -164,6 +169,8 @@ def run(args) -> int:
     wd = DType(args.weight_dtype) if args.weight_dtype else None
     if wd is not None and args.kind not in ("gemm", "attention"):
         raise UsageError(f"--weight-dtype: applies to a GEMM's weights or attention's KV cache, not {args.kind}")
+    if args.no_split_kv and args.kind != "attention":
+        raise UsageError(f"--no-split-kv: applies to decode attention, not {args.kind}")
     if (args.strided or args.hot) and args.kind in ("gemm", "attention"):
         raise UsageError(f"--{'strided' if args.strided else 'hot'}: applies to vector ops and copies, not {args.kind}")
     if args.kind == "gemm":
@@ -182,6 +189,7 @@ def run(args) -> int:
             kv_len=max(args.kv_len, args.q_len),
             causal=args.causal,
             kv_dtype=wd,
+            split_kv=args.q_len == 1 and not args.no_split_kv,  # the library's split, as run plays it
             scaling=Scaling.FIXED,
         )
     elif args.kind == "copy":

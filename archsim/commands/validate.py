@@ -26,7 +26,7 @@ class ShippedSet:
     role: str = "calibration"  # or "development": used to choose mechanisms, never fitted
 
 
-ADDED_META = ("vector_kernels", "resolution")  # what archsim added to a shipped set's meta
+ADDED_META = ("vector_kernels", "resolution", "split_kv")  # what archsim added to a shipped set's meta
 SHIPPED = {
     "h200_calibration": ShippedSet("h200"),
     "h200_holdout": ShippedSet("h200", role="development"),
@@ -100,11 +100,19 @@ def _shipped_meta(name: str) -> dict:
 
 
 def campaign(meta: object) -> str | None:
-    """The shipped set a file's cases come from, by its meta's `source` (a subset of a shipped set
-    keeps its meta), or None."""
-    if not isinstance(meta, dict) or "source" not in meta:
+    """The shipped set a file's cases come from, or None: by its meta's `source`, or for a set
+    without one, a meta that is the shipped set's as measured (without what archsim added). A
+    subset of a shipped set keeps its meta."""
+    if not isinstance(meta, dict) or not meta:
         return None
-    return next((name for name in SHIPPED if _shipped_meta(name).get("source") == meta["source"]), None)
+    if "source" in meta:
+        return next((name for name in SHIPPED if _shipped_meta(name).get("source") == meta["source"]), None)
+    return next((name for name in SHIPPED if _as_measured(_shipped_meta(name)) == meta), None)
+
+
+def _as_measured(meta: dict) -> dict:
+    """A shipped set's meta as its measurement wrote it: less the keys archsim added and its note of them."""
+    return {k: v for k, v in meta.items() if k not in (*ADDED_META, "archsim_note")}
 
 
 def _with_shipped_meta(meta: object, name: str | None) -> object:

@@ -2,19 +2,32 @@
 condition it was timed in.
 
 Case schema (archsim/data/README.md): every case has `id`, `kind`, `dtype` (bf16, fp16 or fp8)
-and `measured_ms`, plus per-kind fields (FIELDS). An `attention_decode` case may say
-`split_kv: true` when the measured kernel split the KV length across blocks; an
-`attention_prefill` case may carry `kv_len`, tokens already cached before its `seq` new ones.
-`allreduce` cases (`ranks` chips, `bytes` per rank) run on a multi-chip system.
+and `measured_ms`, plus per-kind fields (FIELDS) and the optional ones of its kind (OPTIONAL).
+Every field is modelled or refused by name: a field no kind knows is an error naming it, never
+ignored. A `gemm` case may say `groups`: a batched GEMM, one kernel over `groups` independent
+GEMMs of its shape (groups x M x N outputs, each group its own weights). An `attention_decode`
+case splits the KV length across blocks as the attention library does (`split_kv`, the
+heuristic `run` plays: archsim/compiler/attention.py `kv_splits`) unless it says `split_kv:
+false` (or its file's `meta.split_kv` does); an `attention_prefill` case may carry `kv_len`,
+tokens already cached before its `seq` new ones. `allreduce` cases (`ranks` chips, `bytes` per
+rank) run on a multi-chip system. `model` (a name) and `tp` (a tensor-parallel width) on a
+single-op case are labels of where its shape came from: its fields are already the shape on
+one chip, so they change nothing. `count: n` says the op ran n times in one timed region and
+`measured_ms` is the whole region: the first run as the condition times it (a lone launch after
+the flush, the host's round trip), the n - 1 after it back to back, each with its launch gap
+(none under `kernel` timing, where only kernel durations add up).
 
 How a case was timed is `timing` (per case, or the file's `meta.timing`, whose first word
 counts: "kernel: summed GPU durations ..." is `kernel`), one of archsim.choose.Condition:
 `standalone` (a launch timed on its own after the L2 was flushed by writes: the H200 sets'
 single kernels, the default), `graph` (a CUDA graph replay: the H200 `model_step` cases, their
 default), `kernel` (a profiler's summed kernel durations, inputs just written by the op before)
-or `host`. Which vector kernels ran is the file's `meta.vector_kernels` ({op: style}): `eager`
-(PyTorch's own kernels; SiLU·mul as two kernels on the halves, the default) or `per_token`
-(a serving engine's custom kernel, one thread block per token with scalar loads). A per-token
+or `host` (the host's wall clock around launch and synchronize: the chip's stated round trip,
+`overheads.host`, on the first kernel of any kind; refused on a chip that states none, and for
+model steps and all-reduces, whose host round trip is not modelled). Which vector kernels ran
+is the file's `meta.vector_kernels` ({op: style}): `eager` (PyTorch's own kernels; SiLU·mul as
+two kernels on the halves, the default) or `per_token` (a serving engine's custom kernel, one
+thread block per token with scalar loads). A per-token
 `rotary` case also says `heads_q` and `heads_kv`, the query and key heads of its N per token
 (N = (heads_q + heads_kv) x head_dim, head_dim ROTARY_HEAD_DIM unless given): they set its
 kernel's thread block.
@@ -50,10 +63,29 @@ FIELDS = {
 }
 MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab")
 DTYPES = ("bf16", "fp16", "fp8")
+COMMON = ("id", "kind", "dtype", "measured_ms", "timing")  # every case's (timing optional)
+OPTIONAL = {  # the fields a kind may carry beyond FIELDS
+    "gemm": ("groups", "count"),
+    "attention_prefill": ("kv_len", "count"),
+    "attention_decode": ("split_kv", "count"),
+    "vector": ("heads_q", "heads_kv", "head_dim", "count"),  # the heads of a rotary case alone
+    "copy": ("count",),
+    "allreduce": ("count",),
+    "model_step": (),
+}
+LABELS = ("model", "tp")  # where a single-op case's shape came from; they change nothing
+MAX_COUNT = 1 << 16  # runs of one op in a timed region
 VECTOR_OPS = {"rmsnorm": VectorOp.RMSNORM, "silu_mul": VectorOp.SILU_MUL, "add": VectorOp.ADD,
-              "softmax": VectorOp.SOFTMAX, "rotary": VectorOp.ROPE}  # fmt: skip
+              "softmax": VectorOp.SOFTMAX, "rotary": VectorOp.ROPE, "layernorm": VectorOp.LAYERNORM,
+              "gelu": VectorOp.GELU}  # fmt: skip
 VECTOR_STYLES = ("eager", "per_token")
 BOOL_FIELDS = ("causal", "embedding_and_head", "split_kv")
+NO_HOST_COST = (
+    "timing host: {chip} states no host launch-and-synchronize cost (overheads.host), the round trip "
+    "a host wall-clock time adds to the kernels; host-timed cases are refused until the chip states a "
+    "sourced value"
+)
+HOST_UNMODELLED = "timing host: the host round trip of a {kind} is not modelled (only single kernels' is)"
 ROTARY_HEAD_DIM = 128  # a rotary case's head_dim unless it says (Llama-family models)
 # Cases beyond these sizes are refused before any work: a case is one kernel or one model step
 # of a real chip, and a shape this large is a typo (and would exhaust memory when mapped).
@@ -96,6 +128,7 @@ class CaseFile:
     timing: Condition | None = None
     vector_kernels: tuple[tuple[str, str], ...] = ()
     resolution_s: float = 0.0  # the timer's: durations it reports are whole multiples (0: exact)
+    split_kv: bool = True  # decode attention split the KV length as the library does, unless a case says
 
     @classmethod
     def from_meta(cls, meta: Any) -> CaseFile:
@@ -119,7 +152,10 @@ class CaseFile:
                 raise CaseError(f"meta.resolution: {err}") from None
             if resolution <= 0:
                 raise CaseError(f"meta.resolution must be greater than zero (got {meta['resolution']!r:.40})")
-        return cls(timing, tuple(sorted(styles.items())), resolution)
+        split = meta.get("split_kv", True)
+        if not isinstance(split, bool):
+            raise CaseError(f"meta.split_kv must be true or false (got {split!r:.40})")
+        return cls(timing, tuple(sorted(styles.items())), resolution, split)
 
     def style(self, op: str) -> str:
         return dict(self.vector_kernels).get(op, "eager")
@@ -150,6 +186,14 @@ def check_case(case: dict) -> None:
     kind = case.get("kind")
     if kind not in FIELDS:
         raise CaseError(f"unknown kind {kind!r:.40}; expected one of {', '.join(FIELDS)}")
+    known = known_fields(kind)
+    unknown = [f for f in case if f not in known]
+    if unknown:
+        article = "an" if kind.startswith("a") else "a"
+        raise CaseError(
+            f"unknown field {unknown[0]!r:.40}: {article} {kind} case has "
+            f"{', '.join(f for f in known if f not in COMMON)}"
+        )
     missing = [f for f in ("measured_ms", "dtype", *FIELDS[kind]) if f not in case]
     if kind == "model_step" and isinstance(case.get("model"), dict):
         missing += [f"model.{f}" for f in MODEL_FIELDS if f not in case["model"]]
@@ -167,14 +211,27 @@ def check_case(case: dict) -> None:
             raise CaseError(f"{name} must be true or false (got {case[name]!r:.40})")
     if "timing" in case:
         _condition(case["timing"], "timing")
+    if "count" in case:
+        _whole(case, "count", 1, MAX_COUNT)
+    if "model" in case and kind != "model_step" and not isinstance(case["model"], str):
+        raise CaseError(f"model must be a name (got {case['model']!r:.40})")
+    if "tp" in case:
+        _whole(case, "tp", 1, 1 << 16)
     _check_sizes(case, kind)
+
+
+def known_fields(kind: str) -> tuple[str, ...]:
+    """The fields a case of `kind` may carry: every case's, its kind's, its optional ones and,
+    but for a model step (whose `model` is the model itself), the labels."""
+    return (*COMMON, *FIELDS[kind], *OPTIONAL[kind], *(LABELS if kind != "model_step" else ()))
 
 
 def _check_sizes(case: dict, kind: str) -> None:
     if kind == "gemm":
         m, _k, n = (_whole(case, f) for f in ("M", "K", "N"))
-        if m * n > MAX_ELEMENTS:
-            raise CaseError(f"M x N = {m * n:,} is more than {MAX_ELEMENTS:,}")
+        g = _whole(case, "groups") if "groups" in case else 1
+        if g * m * n > MAX_ELEMENTS:
+            raise CaseError(f"groups x M x N = {g * m * n:,} is more than {MAX_ELEMENTS:,}")
     elif kind in ("attention_prefill", "attention_decode"):
         b, hq, hkv, _d = (_whole(case, f) for f in ("batch", "heads_q", "heads_kv", "head_dim"))
         if hq % hkv:
@@ -189,7 +246,12 @@ def _check_sizes(case: dict, kind: str) -> None:
             raise CaseError(f"unknown vector op {case['op']!r:.40}; expected one of {', '.join(VECTOR_OPS)}")
         if _whole(case, "M") * _whole(case, "N") > MAX_ELEMENTS:
             raise CaseError(f"M x N is more than {MAX_ELEMENTS:,}")
-        if case["op"] == "rotary" and ("heads_q" in case or "heads_kv" in case):
+        heads = [f for f in ("heads_q", "heads_kv", "head_dim") if f in case]
+        if heads and case["op"] != "rotary":
+            raise CaseError(f"{heads[0]} applies to a rotary case, not {case['op']}")
+        if heads and not {"heads_q", "heads_kv"} <= set(heads):
+            raise CaseError(f"a rotary case that gives {heads[0]} needs heads_q and heads_kv")
+        if heads:
             hq, hkv = _whole(case, "heads_q"), _whole(case, "heads_kv", 0)
             d = _whole(case, "head_dim", 2, 1024) if "head_dim" in case else ROTARY_HEAD_DIM
             if (hq + hkv) * d != case["N"]:
@@ -207,6 +269,9 @@ def _check_model_step(case: dict) -> None:
     m = case["model"]
     if not isinstance(m, dict):
         raise CaseError(f"model must be an object of {', '.join(MODEL_FIELDS)} (got {m!r:.40})")
+    unknown = [f for f in m if f not in MODEL_FIELDS]
+    if unknown:
+        raise CaseError(f"unknown field model.{unknown[0]:.40}: a model has {', '.join(MODEL_FIELDS)}")
     for f in MODEL_FIELDS:
         try:
             _whole(m, f)
@@ -236,8 +301,10 @@ def case_condition(case: dict, meta: CaseFile) -> Condition:
 def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
     """The kernel(s) a single-kernel case ran."""
     kind, dt = case["kind"], DType(case["dtype"])
-    if kind == "gemm":
-        return [Op(OpKind.GEMM, dt, m=case["M"], k=case["K"], n=case["N"], out_dtype=DType.BF16, scaling=Scaling.FIXED)]
+    if kind == "gemm":  # a batched GEMM is one kernel over its groups
+        g = case.get("groups", 1)
+        shape = {"m": case["M"], "k": case["K"], "n": case["N"], "groups": g}
+        return [Op(OpKind.GEMM, dt, **shape, out_dtype=DType.BF16, scaling=Scaling.FIXED)]
     if kind in ("attention_prefill", "attention_decode"):
         prefill = kind == "attention_prefill"
         q = case["seq"] if prefill else 1
@@ -253,7 +320,7 @@ def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
                 q_len=q,
                 kv_len=kv,
                 causal=bool(prefill and case["causal"]),
-                split_kv=bool(case.get("split_kv", False)),
+                split_kv=not prefill and bool(case.get("split_kv", meta.split_kv)),
                 scaling=Scaling.FIXED,
             )
         ]
@@ -313,28 +380,39 @@ def predict(
     check_case(case)
     r = meta.resolution_s
     condition = case_condition(case, meta)
-    if case["kind"] == "model_step":
+    kind = case["kind"]
+    if condition is Condition.HOST:
+        if kind in ("model_step", "allreduce"):
+            raise CaseError(HOST_UNMODELLED.format(kind=kind))
+        if system.chip.overheads.host_s <= 0:
+            raise CaseError(NO_HOST_COST.format(chip=system.chip.name))
+    if kind == "model_step":
         if condition is not Condition.GRAPH:
             raise CaseError(f"a model_step is timed as a CUDA graph replay (got timing {condition.value})")
         w, step = model_step_workload(case)
         t = simulate_step(w, system, step).time_s
         return 1e3 * truncate(t, r), 1e3 * t
     ops = case_ops(case, meta)
+    runs = int(case.get("count", 1))
     if condition is Condition.KERNEL:  # timed inside a running model: the input was just written
         ops = [replace(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]
-    if case["kind"] == "allreduce":
+    if kind == "allreduce":
         fabric = collectives or system
         if fabric.interconnect is None or fabric.chips < case["ranks"]:
             raise CaseError(
                 f"an all-reduce over {case['ranks']} chips needs a multi-chip system "
                 f"({fabric.chip.name} x{fabric.chips}{' has no links' if fabric.interconnect is None else ''})"
             )
-        t = simulate_collective(ops[0], fabric).time_s
+        t = runs * simulate_collective(ops[0], fabric).time_s
         return 1e3 * truncate(t, r), 1e3 * t
     chip = system.chip
     t = sum(simulate_op(op, chip, condition, first=(i == 0)).time_s for i, op in enumerate(ops))
+    if runs > 1:  # the later runs follow back to back: a launch gap each, no lone launch or flush
+        later = Condition.KERNEL if condition is Condition.KERNEL else Condition.GRAPH
+        t += (runs - 1) * sum(simulate_op(op, chip, later, first=False).time_s for op in ops)
     if condition is Condition.KERNEL and r > 0:
-        return 1e3 * sum(truncate(d, r) for op in ops for d in kernel_durations_s(op, chip)), 1e3 * t
+        read = sum(truncate(d, r) for op in ops for d in kernel_durations_s(op, chip))
+        return 1e3 * runs * read, 1e3 * t
     return 1e3 * truncate(t, r), 1e3 * t
 
 
