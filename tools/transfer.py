@@ -184,9 +184,18 @@ def transfer(rounds: int, stride: int, kinds: list[str] | None, only: list[str] 
         )
         print(f"{source} -> {target} in {time.time() - t0:.0f} s", flush=True)
         print_direction(result["directions"][-1])
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    out.write_text(as_text(result))
     print(f"wrote {out}")
     return result
+
+
+def as_text(result: dict) -> str:
+    """The result as JSON, one case to a line."""
+    text = json.dumps(result, indent=1)
+    return CASE_ROW.sub(lambda m: "[" + ", ".join(m.groups()) + "]", text) + "\n"
+
+
+CASE_ROW = re.compile(r'\[\n\s*("[^"\n]*"),\n\s*("[^"\n]*"),\n\s*("[^"\n]*"),\n\s*(-?[0-9.e+-]+)\n\s*\]')
 
 
 def print_direction(d: dict) -> None:

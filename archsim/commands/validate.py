@@ -191,6 +191,8 @@ def summary_cells(s: dict) -> tuple[str, str, str]:
 
 
 def run(args) -> int:
+    if args.interval is not None and not 0 < args.interval < 100:
+        raise UsageError(f"--interval: a level in percent, above 0 and below 100 (got {args.interval:g})")
     if args.cases == "all":
         return run_all(args)
     import sys
