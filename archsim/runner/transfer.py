@@ -19,7 +19,6 @@ predictions and of the stored transfer predictions.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from archsim.runner.validation import CaseResult
 FILE = "transfer.json"
 
 
-@functools.cache
 def stored() -> dict | None:
     """The stored transfer result, or None where none ships."""
     from archsim.config.loader import INSTALLED_DATA
