@@ -123,11 +123,13 @@ def test_validate_all_runs_each_set_on_its_own_chip(tmp_path, capsys):
     assert sets["a100_calibration"]["chip"] == "a100_pcie"
     capsys.readouterr()
     assert main(["validate", "all", "--kind", "copy", "--quiet", "--format", "csv"]) == 0
-    lines = capsys.readouterr().out.splitlines()  # a header, then the table's two rows
+    lines = capsys.readouterr().out.splitlines()  # a header, then the table's rows: own fit, then transfer
     assert lines[0] == "chip,set,role,kind,n,mean_abs_error_pct,max_abs_error_pct,floor_pct"
     assert [line.split(",")[:5] for line in lines[1:]] == [
         ["h200", "h200_calibration", "calibration", "copy", "9"],
         ["h200", "h200_holdout", "development", "copy", "4"],
+        ["h200", "h200_calibration", "calibration (transfer from a100_pcie)", "copy", "9"],
+        ["h200", "h200_holdout", "held out (transfer from a100_pcie)", "copy", "4"],
     ]
     assert main(["validate", "all", "--hw", "h200"]) == 2
     assert "--hw: does not apply to 'validate all'" in capsys.readouterr().err

@@ -13,6 +13,7 @@ file's timer resolution (`meta.resolution`; none: the worst error).
     python3 tools/calibrate.py --chip a100_pcie         # archsim/data/a100_calibration.json
     python3 tools/calibrate.py --chip a100x8            # its all-reduce cases
     python3 tools/calibrate.py --chip h200 --cases my_cases.json   # a case file of your own
+    python3 tools/calibrate.py --transfer          # leave one chip out, both ways (tools/transfer.py)
 
 A100 cases whose index is 2 mod 4 are held out: never fitted, reported apart. The fitted values
 are printed to be put in the chip file (with the [CAL] tag).
@@ -194,7 +195,10 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="*", help="fit on these case kinds only")
     ap.add_argument("--params", nargs="*", help="fit only these parameter paths")
     ap.add_argument("--cases", metavar="FILE", help="fit on this case file (archsim validate's schema), none held out")
+    add_transfer_flags(ap)
     args = ap.parse_args()
+    if args.transfer:
+        return run_transfer(args)
     name, held_out, coll_name, params, kinds = SETS[args.chip]
     kinds = args.kinds or kinds
     if args.cases:
@@ -236,6 +240,24 @@ def main() -> None:
     report("calibration", objective(chip, fitting, meta, collectives)[1])
     if unseen:
         report("held out", objective(chip, unseen, meta, collectives)[1])
+
+
+def add_transfer_flags(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--transfer",
+        action="store_true",
+        help="leave one chip out: fit shared constants on each chip, predict the other",
+    )
+    ap.add_argument(
+        "--out", metavar="FILE", help="--transfer: write the result here (default archsim/data/transfer.json)"
+    )
+
+
+def run_transfer(args: argparse.Namespace) -> None:
+    """`--transfer` (tools/transfer.py): --rounds, --stride, --kinds and --params apply; --chip does not."""
+    from transfer import OUT, transfer
+
+    transfer(args.rounds, args.stride, args.kinds, args.params, Path(args.out) if args.out else OUT)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,12 @@ def add_parser(sub) -> None:
     val.add_argument("--system", help="multi-chip system for all-reduce cases (default: the set's, else --hw)")
     val.add_argument("--json", metavar="PATH", help="write cases and summary as JSON")
     val.add_argument("--kind", action="append", help="only cases of this kind (repeatable)")
+    val.add_argument(
+        "--interval",
+        type=float,
+        metavar="LEVEL",
+        help="intervals at LEVEL %% from the measured transfer error per kind",
+    )
     add_output_flags(val)
 
 
@@ -193,6 +199,8 @@ def summary_cells(s: dict) -> tuple[str, str, str]:
 
 
 def run(args) -> int:
+    if args.interval is not None and not 0 < args.interval < 100:
+        raise UsageError(f"--interval: a level in percent, above 0 and below 100 (got {args.interval:g})")
     if args.cases == "all":
         return run_all(args)
     import sys
@@ -253,6 +261,8 @@ def run(args) -> int:
     ]  # fmt: skip
     data["cases"] = rows
     data["errors"] = [{"id": i, "error": e} for i, e in errors]
+    if args.interval:
+        tables.append(interval_table(args.interval, results, rows, held, data))
     emit(args, console(args), tables, data=data, rows=rows)
     if args.json:
         write_json(args.json, data)
@@ -286,6 +296,7 @@ def run_all(args) -> int:
     data: dict = {"sets": {}, "blind": BLIND}
     rows: list[dict] = []  # the table's rows, for --format csv
     failed = False
+    held_out: dict[str, list] = {}  # per chip, the results of cases never fitted
     for name, s in SHIPPED.items():
         system = load_system(s.chip)[0]
         collectives = load_system(s.collectives)[0] if s.collectives else None
@@ -301,15 +312,85 @@ def run_all(args) -> int:
         if held:
             parts["held out"] = [r for r in results if r.id in held]
         summaries = {role: summarise(rs, cases) for role, rs in parts.items()}
+        held_out[s.chip] = held_out.get(s.chip, []) + parts.get("held out", parts.get("development", []))
         data["sets"][name] = {"chip": s.chip, **summaries}
         for role, summary in summaries.items():
             for kind, v in summary.items():
                 chip = s.collectives if kind == "allreduce" and s.collectives else s.chip
                 table.add_row(chip, f"{name} ({role})", kind, str(v["n"]), *summary_cells(v))
                 rows.append({"chip": chip, "set": name, "role": role, "kind": kind} | v)
+    tables = [table, *transfer_tables(args, table, rows, data, held_out)]
     for chip, basis in BLIND.items():
         table.add_row(chip, f"blind: {basis}", "-", "-", "-", "-", "-")
-    emit(args, console(args), [table], data=data, rows=rows)
+    emit(args, console(args), tables, data=data, rows=rows)
     if args.json:
         write_json(args.json, data)
     return 2 if failed else 0
+
+
+def transfer_tables(args, table, rows: list[dict], data: dict, held_out: dict[str, list]) -> list:
+    """`validate all`'s leave-one-chip-out rows, read from the stored transfer result (beside each
+    chip's own rows), and with --interval a table of the intervals' coverage of each chip's
+    held-out cases."""
+    from rich.table import Table
+
+    from archsim.runner import transfer
+
+    result = transfer.stored()
+    if result is None:
+        return []
+    changed = transfer.stale(result)
+    data["transfer"] = {"meta": result["meta"], "stale": changed, "rows": transfer.summaries(result, args.kind)}
+    for r in data["transfer"]["rows"]:
+        where = f"{r['set']} ({r['role']}): transfer from {r['source']}" + (" [stale]" if changed else "")
+        table.add_row(r["chip"], where, r["kind"], str(r["n"]), *summary_cells(r))
+        role = f"{r['role']} (transfer from {r['source']})"
+        stat = {k: r[k] for k in ("n", "mean_abs_error_pct", "max_abs_error_pct", "floor_pct")}
+        rows.append({"chip": r["chip"], "set": r["set"], "role": role, "kind": r["kind"]} | stat)
+    if changed:
+        table.caption = (
+            f"transfer stored {result['meta']['date']}; since then {', '.join(changed)} changed: "
+            "rerun python3 tools/calibrate.py --transfer"
+        )
+    if not args.interval:
+        return []
+    bands = transfer.bands(result, args.interval)
+    cov = Table(
+        title=f"{args.interval:g}% intervals (measured within +-q of predicted) on held-out cases: share inside",
+        title_justify="left",
+    )
+    for col in ("chip", "kind", "q", "n", "own fit", "transfer"):
+        cov.add_column(col, justify="left" if col in ("chip", "kind") else "right")
+    moved = transfer.transfer_coverage(result, bands)
+    data["coverage"] = {}
+    for chip, results in held_out.items():
+        data["coverage"][chip] = transfer.coverage(results, bands)
+        for kind, c in data["coverage"][chip].items():
+            t = moved.get(chip, {}).get(kind)
+            c |= {"q_pct": 100 * bands[kind].q, "transfer_coverage_pct": t and t["coverage_pct"]}
+            shown_t = f"{t['coverage_pct']:.0f}% of {t['n']}" if t else "-"
+            cov.add_row(chip, kind, f"{c['q_pct']:.1f}%", str(c["n"]), f"{c['coverage_pct']:.0f}%", shown_t)
+    return [cov]
+
+
+def interval_table(level: float, results: list, rows: list[dict], held: set[str], data: dict):
+    """Each case's interval at `level` % (into its JSON row) and the share of cases inside, per
+    kind (the held-out cases apart where the set has them)."""
+    from rich.table import Table
+
+    from archsim.runner import transfer
+
+    result = transfer.stored()
+    bands = transfer.bands(result, level) if result else {}
+    for r, row in zip(results, rows, strict=True):
+        band = bands.get(r.kind)
+        row["interval_ms"] = list(band.interval_ms(r.predicted_ms)) if band else None
+    parts = {"all": results} | ({"held out": [r for r in results if r.id in held]} if held else {})
+    data["coverage"] = {part: transfer.coverage(rs, bands) for part, rs in parts.items()}
+    cov = Table(title=f"{level:g}% intervals (share of cases inside)", title_justify="left")
+    for col in ("cases", "kind", "n", "coverage"):
+        cov.add_column(col, justify="left" if col in ("cases", "kind") else "right")
+    for part, by_kind in data["coverage"].items():
+        for kind, c in by_kind.items():
+            cov.add_row(part, kind, str(c["n"]), f"{c['coverage_pct']:.0f}%")
+    return cov

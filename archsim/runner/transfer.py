@@ -1,0 +1,118 @@
+"""Leave one chip out, as stored: the transfer result `tools/calibrate.py --transfer` writes
+(archsim/data/transfer.json), and the intervals its errors give a prediction.
+
+Transfer: a chip predicted with the constants every chip shares (software and collective costs)
+fitted on the other chip's set, and with its own file's values for the rest. Refitting takes
+minutes, so `archsim validate all` reads the stored result and says when a chip file it was
+computed from has changed since.
+
+Interval: over the stored transfer predictions of one op kind on the calibration cases, the
+L-quantile q of the absolute error |e|, e = (predicted - measured) / measured (empirical, linear
+between order statistics), gives a level-L interval for a time predicted as p:
+
+    measured in [p / (1 + q),  p / (1 - q)]     (no upper end when q >= 1)
+
+which holds exactly when |e| <= q. The held-out cases never enter the quantiles, so the share of
+them inside their interval (the coverage) measures the interval honestly: of the own fit's
+predictions and of the stored transfer predictions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from archsim.runner.validation import CaseResult
+
+FILE = "transfer.json"
+
+
+def stored() -> dict | None:
+    """The stored transfer result, or None where none ships."""
+    from archsim.config.loader import INSTALLED_DATA
+
+    path = INSTALLED_DATA / FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def stale(result: dict) -> list[str]:
+    """The chip and system files whose resolved configuration differs from the one the result was
+    computed from."""
+    from archsim.config.loader import load_system
+    from archsim.config.resolved import config_hash
+
+    return [n for n, h in result["meta"]["configs"].items() if config_hash(load_system(n)[1]) != h]
+
+
+def summaries(result: dict, kinds: list[str] | None = None) -> list[dict]:
+    """One row per direction, target set, role and kind: own fit and transfer side by side."""
+    rows = []
+    for d in result["directions"]:
+        for name, by_role in d["sets"].items():
+            for role, parts in by_role.items():
+                for kind, moved in parts["transfer"].items():
+                    if kinds and kind not in kinds:
+                        continue
+                    own = parts["own"][kind]
+                    chip = d.get("target_collectives") if kind == "allreduce" else None
+                    rows.append(
+                        {"chip": chip or d["target"], "source": d["source"], "set": name, "role": role, "kind": kind}
+                        | moved
+                        | {"own_mean_abs_error_pct": own["mean_abs_error_pct"]}
+                    )
+    return rows
+
+
+def quantile(values: list[float], a: float) -> float:
+    """The a-quantile of `values`, linear between order statistics (numpy's default)."""
+    xs = sorted(values)
+    pos = a * (len(xs) - 1)
+    i = int(pos)
+    return xs[i] if i + 1 >= len(xs) else xs[i] + (pos - i) * (xs[i + 1] - xs[i])
+
+
+@dataclass(frozen=True)
+class Band:
+    """The level-L quantile of one op kind's absolute transfer error: a measured time lies in
+    [p / (1 + q), p / (1 - q)] of a prediction p (no upper end when q >= 1)."""
+
+    q: float  # fraction, e.g. 0.12
+    n: int  # transfer cases it comes from
+
+    def interval_ms(self, predicted_ms: float) -> tuple[float, float]:
+        return predicted_ms / (1.0 + self.q), predicted_ms / (1.0 - self.q) if self.q < 1.0 else math.inf
+
+
+def bands(result: dict, level_pct: float) -> dict[str, Band]:
+    """Per kind, the level's band from the stored transfer errors of calibration cases."""
+    errors: dict[str, list[float]] = {}
+    for d in result["directions"]:
+        for _id, kind, role, error_pct in d["cases"]:
+            if role == "calibration":
+                errors.setdefault(kind, []).append(abs(error_pct) / 100.0)
+    return {k: Band(quantile(v, level_pct / 100.0), len(v)) for k, v in sorted(errors.items())}
+
+
+def transfer_coverage(result: dict, by_kind: dict[str, Band]) -> dict[str, dict[str, dict]]:
+    """Per target chip and kind: the stored held-out transfer predictions, and the share inside."""
+    inside: dict[str, dict[str, list[bool]]] = {}
+    for d in result["directions"]:
+        for _id, kind, role, error_pct in d["cases"]:
+            if role != "calibration" and kind in by_kind:
+                inside.setdefault(d["target"], {}).setdefault(kind, []).append(abs(error_pct) / 100 <= by_kind[kind].q)
+    return {
+        chip: {k: {"n": len(v), "coverage_pct": 100.0 * sum(v) / len(v)} for k, v in sorted(kinds.items())}
+        for chip, kinds in inside.items()
+    }
+
+
+def coverage(results: list[CaseResult], by_kind: dict[str, Band]) -> dict[str, dict]:
+    """Per kind with a band: the cases, and the share of them whose measured time lies in the
+    interval of their prediction (|error| <= q)."""
+    inside: dict[str, list[bool]] = {}
+    for r in results:
+        band = by_kind.get(r.kind)
+        if band is not None:
+            inside.setdefault(r.kind, []).append(abs(r.error_pct) / 100.0 <= band.q)
+    return {k: {"n": len(v), "coverage_pct": 100.0 * sum(v) / len(v)} for k, v in sorted(inside.items())}
