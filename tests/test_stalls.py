@@ -14,7 +14,7 @@ from archsim.choose import simulate_op
 from archsim.choose.timed import unit_utilisation
 from archsim.config.loader import load_system
 from archsim.engine.simulate import play_phase_on
-from archsim.engine.timing import TimeByCause, binding_unit
+from archsim.engine.timing import UNIT_BOUND, TimeByCause, binding_unit
 from archsim.graph.builder import Step
 from archsim.graph.model import Phase as StepPhase
 from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
@@ -115,9 +115,9 @@ def test_the_terms_add_up_to_the_op_time(chips, chip, m, k, n, gemm):
     t = simulate_op(op, chips[chip])
     assert t.by_cause.total_s == pytest.approx(t.time_s, rel=1e-12, abs=1e-18)
     assert all(v >= -1e-12 * t.time_s for v in t.by_cause.as_dict().values())  # no cause takes time back
-    assert t.bound.value == {"matrix": "compute", "vector": "compute", "hbm": "memory", "l2": "memory"}.get(
-        t.binding_unit, t.bound.value
-    )
+    u = t.unit_utilisation
+    assert t.bound.value == UNIT_BOUND[t.binding_unit] and u[t.binding_unit] == max(u.values())
+    assert u["latency"] == pytest.approx(t.memory_latency_s / t.time_s)
 
 
 def test_a_step_and_a_run_add_up_their_ops(h200, llama8b):
@@ -126,6 +126,7 @@ def test_a_step_and_a_run_add_up_their_ops(h200, llama8b):
     assert step.by_cause.total_s == pytest.approx(step.time_s, rel=1e-12)
     run = run_generation(w, h200)
     assert run.by_cause.total_s == pytest.approx(run.total_time_s, rel=1e-12)
+    assert run.by_cause.overlap_s == pytest.approx(0.0, abs=1e-9 * run.total_time_s)  # one chip: nothing overlaps
     assert run.by_cause.compute_s > 0 and run.by_cause.hbm_bandwidth_s > 0
 
 

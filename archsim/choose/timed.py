@@ -72,7 +72,9 @@ def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: b
     energy, kernel_w = op_energy_split(chip, c.program, r, c.clock_hz, k, overhead_s)
     hbm_bytes, l2_bytes, flops = k * r.hbm_bytes, k * r.l2_bytes, k * c.program.flops
     moved = (hbm_bytes, l2_bytes, flops)
+    causes = time_by_cause(unheld, k, played_cycles, overhead, chip.clock_hz)
     use = unit_utilisation(at_clock(chip, c.clock_hz), op, c.program, time_s, moved, overhead / max(total_cycles, 1))
+    use["latency"] = causes["memory_latency_s"] / time_s if time_s > 0 else 0.0
     timing = OpTiming(
         cycles=total_cycles,
         time_s=time_s,
@@ -90,7 +92,7 @@ def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: b
         bound=Bound(UNIT_BOUND[binding_unit(use)]),
         clock_hz=c.clock_hz,
         energy_j=energy.total_j,
-        **time_by_cause(unheld, k, played_cycles, overhead, chip.clock_hz),
+        **causes,
         **{f"{unit}_utilisation": u for unit, u in use.items()},
     )
     return TimedOp(timing, energy, kernel_w)
@@ -129,7 +131,9 @@ def unit_utilisation(
     the HBM's peak bandwidth; the bytes that hit in L2 over the L2's bandwidth (the pool the event
     loop shares between them: HBM bytes pass the L2 at the HBM's rate and draw on the HBM's
     pool); every byte to or from the cores, written and read once, over the cores' SRAM
-    bandwidth; and the share of the time its fixed costs take. `moved` is (HBM bytes, L2 bytes, FLOPs)."""
+    bandwidth; and the share of the time its fixed costs take. `moved` is (HBM bytes, L2 bytes,
+    FLOPs). (The share of the time spent waiting on memory latency, the `latency` unit, is
+    `time_op`'s, from the op's time by cause.)"""
     hbm_bytes, l2_bytes, flops = moved
     if time_s <= 0:
         return {"fixed": fixed_share}

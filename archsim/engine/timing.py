@@ -62,8 +62,9 @@ class TimeByCause:
         return max(fields(self), key=lambda f: getattr(self, f.name)).name.removesuffix("_s")
 
 
-UNITS = ("matrix", "vector", "hbm", "l2", "sram", "link", "fixed")  # each unit's `<unit>_utilisation`
+UNITS = ("matrix", "vector", "hbm", "l2", "sram", "latency", "link", "fixed")  # each unit's `<unit>_utilisation`
 UNIT_BOUND = {"matrix": "compute", "vector": "compute", "hbm": "memory", "l2": "memory", "sram": "memory"}
+UNIT_BOUND |= {"latency": "memory"}
 UNIT_BOUND |= {"link": "communication", "fixed": "overhead"}
 
 
@@ -115,6 +116,7 @@ class OpTiming:
     hbm_utilisation: float = 0.0
     l2_utilisation: float = 0.0
     sram_utilisation: float = 0.0
+    latency_utilisation: float = 0.0  # the share of its time spent waiting on memory latency
     link_utilisation: float = 0.0
     fixed_utilisation: float = 0.0
 
