@@ -86,7 +86,7 @@ def test_a_second_load_hides_its_latency_behind_the_first_transfer():
 
 def test_time_by_cause_records_add_and_scale():
     a = TimeByCause(compute_s=1.0, hbm_bandwidth_s=2.0, fixed_s=0.5)
-    b = TimeByCause(memory_latency_s=0.25, overlap_s=-0.5)
+    b = TimeByCause(memory_latency_s=0.25, schedule_s=-0.5)
     assert (a + b).total_s == 3.25 and a.scaled(2).hbm_bandwidth_s == 4.0 and a.largest == "hbm_bandwidth"
 
 
@@ -124,9 +124,10 @@ def test_a_step_and_a_run_add_up_their_ops(h200, llama8b):
     w = replace(llama8b, scenario=replace(llama8b.scenario, batch=2, prompt_tokens=256, output_tokens=4))
     step = simulate_step(w, h200, Step(StepPhase.DECODE, 2, 1, 512))
     assert step.by_cause.total_s == pytest.approx(step.time_s, rel=1e-12)
+    assert step.by_cause.largest == "hbm_bandwidth"  # a batch-2 decode step streams its weights
     run = run_generation(w, h200)
     assert run.by_cause.total_s == pytest.approx(run.total_time_s, rel=1e-12)
-    assert run.by_cause.overlap_s == pytest.approx(0.0, abs=1e-9 * run.total_time_s)  # one chip: nothing overlaps
+    assert run.by_cause.schedule_s == pytest.approx(0.0, abs=1e-9 * run.total_time_s)  # one chip: nothing overlaps
     assert run.by_cause.compute_s > 0 and run.by_cause.hbm_bandwidth_s > 0
 
 
@@ -171,3 +172,18 @@ def test_a_large_gemm_is_compute_bound_on_the_gpus(name):
     chip = load_system(str(ROOT / "hw_configs" / f"{name}.yaml"))[0].chip
     t = simulate_op(Op(OpKind.GEMM, m=8192, k=8192, n=8192, scaling=Scaling.FIXED), chip)
     assert t.bound.value == "compute" and t.binding_unit == "matrix"
+
+
+def test_a_pipeline_bubble_is_the_schedule_s_part_of_a_step():
+    """Llama-3-70B over 576 LPUs, pipelined 9 ways (tests/test_presets.py): at batch 1 each token
+    waits for every stage, so the step is more than its ops' sum, and the rest is the schedule's."""
+    from archsim import api
+
+    w = api.load_workload(
+        "llama3_70b", {"dtypes.weights": "fp8", "scenario": {"batch": 1, "prompt_tokens": 64, "output_tokens": 2}}
+    )
+    report = api.run(api.load_system("lpu_x576"), w, tp=64, pp=9)
+    step = report.result.decode
+    assert step.by_cause.schedule_s > 0.5 * step.time_s
+    assert step.by_cause.total_s == pytest.approx(step.time_s, rel=1e-12)
+    assert report.time_by_cause.total_s == pytest.approx(report.total_time_s, rel=1e-12)

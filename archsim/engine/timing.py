@@ -29,8 +29,9 @@ class TimeByCause:
     the DMA busy with the loads before it (`load_issue_s`); after its last compute, draining its
     stores (`stores_s`). Then what the power-held clock adds (`held_clock_s`: the time at the held
     clock minus that at the chip's), the fixed costs (`fixed_s`: launches, gaps, prologues), the
-    collectives on the links (`link_s`), and in a step the time its ops overlap (`overlap_s`,
-    negative: collectives hidden under compute, a pipeline's schedule)."""
+    collectives on the links (`link_s`), and in a step what its schedule adds to its ops' sum
+    (`schedule_s`: negative for collectives hidden under compute, positive for a pipeline's
+    bubble)."""
 
     compute_s: float = 0.0
     hbm_bandwidth_s: float = 0.0
@@ -41,7 +42,7 @@ class TimeByCause:
     held_clock_s: float = 0.0
     fixed_s: float = 0.0
     link_s: float = 0.0
-    overlap_s: float = 0.0
+    schedule_s: float = 0.0
 
     def __add__(self, other: TimeByCause) -> TimeByCause:
         return TimeByCause(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -123,7 +124,7 @@ class OpTiming:
     @property
     def by_cause(self) -> TimeByCause:
         """Its time split by cause (adds up to time_s)."""
-        return TimeByCause(**{f.name: getattr(self, f.name) for f in fields(TimeByCause) if f.name != "overlap_s"})
+        return TimeByCause(**{f.name: getattr(self, f.name) for f in fields(TimeByCause) if f.name != "schedule_s"})
 
     @property
     def unit_utilisation(self) -> dict[str, float]:

@@ -46,7 +46,7 @@ def timing_dict(t: OpTiming) -> dict[str, Any]:
         "bound": t.bound.value,
         "binding_unit": t.binding_unit,
         "unit_utilisation": t.unit_utilisation,
-        "time_by_cause_s": {k: v for k, v in t.by_cause.as_dict().items() if k != "overlap_s"},
+        "time_by_cause_s": {k: v for k, v in t.by_cause.as_dict().items() if k != "schedule_s"},
         "clock_hz": t.clock_hz,
         "energy_j": t.energy_j,
     }

@@ -84,10 +84,11 @@ class StepResult:
 
     @property
     def by_cause(self) -> TimeByCause:
-        """The step's time by cause: its ops' (times their repeat), and what of them overlaps
-        (`overlap_s`: the step's time less their sum); adds up to time_s."""
+        """The step's time by cause: its ops' (times their repeat), and what its schedule adds
+        (`schedule_s`: the step's time less their sum: hidden collectives, a pipeline's bubble);
+        adds up to time_s."""
         ops = sum((r.timing.by_cause.scaled(r.op.repeat) for r in self.ops), TimeByCause())
-        return ops + TimeByCause(overlap_s=self.time_s - sum(r.time_s for r in self.ops))
+        return ops + TimeByCause(schedule_s=self.time_s - sum(r.time_s for r in self.ops))
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class RunResult:
         """The run's time by cause: the prefill step's, and every decode step's as the first
         decode step splits it, its ops whose time grows with the KV length (attention) scaled
         to what the later steps add (as the bound's shares, archsim/report/comparison.py), and
-        what overlaps the rest (`overlap_s`); adds up to total_time_s."""
+        the rest as the schedule's (`schedule_s`); adds up to total_time_s."""
         decode, steps = self.decode, len(self.decode_step_s)
         if decode is None or steps == 0:
             return self.prefill.by_cause
@@ -135,7 +136,7 @@ class RunResult:
         grows = max(0.0, self.decode_time_s - fixed_s * steps) / first if first else 0.0
         by = sum((r.timing.by_cause.scaled(r.op.repeat * steps) for r in fixed), self.prefill.by_cause)
         by = sum((r.timing.by_cause.scaled(r.op.repeat * grows) for r in attention), by)
-        return by + TimeByCause(overlap_s=self.total_time_s - by.total_s)
+        return by + TimeByCause(schedule_s=self.total_time_s - by.total_s)
 
     @property
     def generated_tokens(self) -> int:
