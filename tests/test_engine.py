@@ -168,9 +168,10 @@ def test_a_load_is_issued_by_one_step_on_the_records_it_changes():
     seqs[0]["count"], seqs[0]["loading"] = 2, -1
     ents["hbm"], ents["trips"] = 768.0, 3.0
     q = seqs[0]
-    assert issue_load(q, ents[0], times[0], times[0], p, 0.0, 0.0, 1, False) == (True, False)
+    assert issue_load(q, ents[0], times[0], times[0], p, 0.0, 0.0, 1) == (True, False)
     assert (q["loading"], q["next_load"], q["ready_at"], q["left_load"]) == (0, 1, 300.0, 768.0)
     assert (q["load_cap"], q["load_hbm_share"]) == (1.0, 1.0)
+    assert (times[0]["load_issue"], times[0]["ready"], times[0]["hbm_share"]) == (0.0, 300.0, 1.0)  # for its stall
     q["loading"] = -1  # its data arrived; entry 0 still computes
-    assert issue_load(q, ents[1], times[0], times[1], p, 400.0, 0.0, 1, False) == (False, False)
+    assert issue_load(q, ents[1], times[0], times[1], p, 400.0, 0.0, 1) == (False, False)
     assert q["next_load"] == 1

@@ -29,7 +29,7 @@ def test_run_at_80_columns_shows_every_column_and_full_op_names(capsys, monkeypa
     ops = {o["name"] for step in ("prefill", "decode") for o in json.loads(path.read_text())[step]["ops"]}
     words = set(text.split())
     assert ops <= words  # every op name whole
-    for header in ("op", "x", "time", "share", "bound", "comp", "stall", "cyc", "FLOP/s", "HBM", "B/s", "util"):
+    for header in ("op", "x", "time", "share", "bound", "comp", "cyc", "top", "cause", "FLOP/s", "HBM", "B/s", "util"):
         assert header in words, header
 
 

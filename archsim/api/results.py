@@ -14,6 +14,7 @@ import numpy as np
 
 from archsim.api.inputs import Hardware, Workload
 from archsim.config.resolved import ResolvedConfig
+from archsim.engine.timing import TimeByCause
 from archsim.graph.parallel import Parallelism
 from archsim.runner.generation import RunResult, StepResult
 from archsim.runner.memory import Footprint
@@ -87,6 +88,11 @@ class RunReport:
     @property
     def total_time_s(self) -> float:
         return self.result.total_time_s
+
+    @property
+    def time_by_cause(self) -> TimeByCause:
+        """The run's time split by cause (docs/MODEL.md section 6b): adds up to total_time_s."""
+        return self.result.by_cause
 
     @property
     def footprint(self) -> Footprint:

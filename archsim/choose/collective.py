@@ -48,6 +48,8 @@ def time_collective(op: Op, system: System) -> TimedOp:
         bound=Bound.COMMUNICATION,
         clock_hz=chip.clock_hz,
         energy_j=energy.total_j,
+        link_s=t.time_s,  # all of it on the links: their latency and their transfer
+        link_utilisation=t.transfer_s / t.time_s if t.time_s > 0 else 0.0,
     )
     return TimedOp(timing, energy, power)
 

@@ -28,12 +28,14 @@ from archsim.program import Phase, Program
 @dataclass(frozen=True, eq=False)
 class Choice:
     """The program an op runs as, the clock its power held, how it played at that clock, and
-    how many candidates it was chosen from."""
+    how many candidates it was chosen from; and how it played at the chip's clock (`unheld`:
+    the same play where its power held no clock; None where not stated)."""
 
     program: Program
     played: ProgramResult
     candidates: int
     clock_hz: float
+    unheld: ProgramResult | None = None
 
     @property
     def launches(self) -> int:
@@ -88,7 +90,7 @@ def choose(op: Op, chip: Chip) -> Choice:
         played = play_program(p, chip) if twin == i else at_max[twin][3]
         at_max.append((program_time_s(p, played, chip), i, p, played, twin))
     at_max.sort(key=lambda x: (x[0], x[1]))
-    best: tuple[float, Program, ProgramResult, float] | None = None
+    best: tuple[float, Program, ProgramResult, float, ProgramResult] | None = None
     for fast_s, i, program, played, twin in at_max:
         if best is not None and fast_s >= best[0]:
             break
@@ -97,6 +99,6 @@ def choose(op: Op, chip: Chip) -> Choice:
         clock, held = play_held(program, chip, played)
         total_s = program_time_s(program, held, chip, clock)
         if best is None or total_s < best[0]:
-            best = (total_s, program, held, clock)
+            best = (total_s, program, held, clock, played)
     assert best is not None, "every op compiles to at least one program"
-    return Choice(best[1], best[2], len(candidates), best[3])
+    return Choice(best[1], best[2], len(candidates), best[3], best[4])

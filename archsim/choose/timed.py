@@ -14,10 +14,11 @@ from archsim.choose.conditions import Condition, fixed_cost_s, prologue_s
 from archsim.choose.pick import Choice, choose
 from archsim.choose.writeback import with_writeback
 from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
-from archsim.engine.timing import Bound, OpTiming
+from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming, binding_unit
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
-from archsim.hardware.power import Activity, EnergySplit, energy_split
+from archsim.hardware.memory import l2_bandwidth
+from archsim.hardware.power import SRAM_ACCESSES_PER_BYTE, Activity, EnergySplit, energy_split
 from archsim.memo import memo
 from archsim.program import Family, Program
 
@@ -53,8 +54,11 @@ def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: b
     the first kernel of a timed region, which pays a lone launch or the host's cost)."""
     c = choose(op, chip)
     r, k = c.played, op.kernels
+    unheld = c.unheld or r
     if condition is Condition.STANDALONE and c.program.matrix:
-        r = play_program(with_writeback(c.program, chip.l2.capacity_bytes), at_clock(chip, c.clock_hz))
+        flushed = with_writeback(c.program, chip.l2.capacity_bytes)
+        r = play_program(flushed, at_clock(chip, c.clock_hz))
+        unheld = r if c.clock_hz == chip.clock_hz else play_program(flushed, chip)
     overhead_s = k * fixed_cost_s(chip, c.launches, c.program.family, condition, False)
     overhead_s += fixed_cost_s(chip, 0, Family.STREAM, condition, first)
     # cycles are counted at the chip's clock; a kernel the power limit slowed to c.clock_hz
@@ -63,30 +67,88 @@ def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: b
     overhead = round(overhead_s * chip.clock_hz)
     compute, stall = round(k * r.compute_cycles * scale), round(k * r.stall_cycles * scale)
     played_cycles = round(k * r.cycles * scale)
-    waiting = played_cycles - compute
-    parts = ((compute, Bound.COMPUTE), (waiting, Bound.MEMORY), (overhead, Bound.OVERHEAD))
-    bound = max(parts, key=lambda x: x[0])[1]
     total_cycles = played_cycles + overhead
+    time_s = total_cycles / chip.clock_hz
     energy, kernel_w = op_energy_split(chip, c.program, r, c.clock_hz, k, overhead_s)
+    hbm_bytes, l2_bytes, flops = k * r.hbm_bytes, k * r.l2_bytes, k * c.program.flops
+    moved = (hbm_bytes, l2_bytes, flops)
+    causes = time_by_cause(unheld, k, played_cycles, overhead, chip.clock_hz)
+    use = unit_utilisation(at_clock(chip, c.clock_hz), op, c.program, time_s, moved, overhead / max(total_cycles, 1))
+    use["latency"] = causes["memory_latency_s"] / time_s if time_s > 0 else 0.0
     timing = OpTiming(
         cycles=total_cycles,
-        time_s=total_cycles / chip.clock_hz,
+        time_s=time_s,
         compute_cycles=compute,
         stall_cycles=stall,
         overhead_cycles=overhead,
         busy_core_cycles=k * r.busy_core_cycles * scale,
         core_cycles=k * r.core_cycles * scale,
-        hbm_bytes=k * r.hbm_bytes,
-        l2_bytes=k * r.l2_bytes,
-        flops=k * c.program.flops,
+        hbm_bytes=hbm_bytes,
+        l2_bytes=l2_bytes,
+        flops=flops,
         min_bytes=k * c.program.min_bytes,
         kernels=k * c.launches,
         active_cores=r.active_cores,
-        bound=bound,
+        bound=Bound(UNIT_BOUND[binding_unit(use)]),
         clock_hz=c.clock_hz,
         energy_j=energy.total_j,
+        **causes,
+        **{f"{unit}_utilisation": u for unit, u in use.items()},
     )
     return TimedOp(timing, energy, kernel_w)
+
+
+def time_by_cause(unheld: ProgramResult, k: int, played_cycles: int, overhead: int, clock_hz: float) -> dict:
+    """The terms of an op's time by cause, in seconds (OpTiming's, docs/MODEL.md "Time by
+    cause"), from `k` runs of its program played at the chip's clock `clock_hz` (`unheld`), its
+    cycles at the clock its power held (`played_cycles`, counted at the chip's clock) and its
+    fixed cycles: the critical cores' compute, stalls by the cause of the load each waited on,
+    and stores (the rest of their cycles); the held clock's extra cycles; the fixed cycles. They
+    add up to (played_cycles + overhead) / clock_hz."""
+    u = unheld
+    latency, hbm, l2 = k * u.latency_stall_cycles, k * u.hbm_stall_cycles, k * u.l2_stall_cycles
+    compute, stall, cycles = k * u.compute_cycles, k * u.stall_cycles, k * u.cycles
+    issue = stall - latency - hbm - l2
+    cycles_by_cause = {
+        "compute_s": compute,
+        "hbm_bandwidth_s": hbm,
+        "memory_latency_s": latency,
+        "l2_s": l2,
+        "load_issue_s": issue,
+        "stores_s": cycles - compute - stall,
+        "held_clock_s": played_cycles - cycles,
+        "fixed_s": overhead,
+    }
+    return {name: c / clock_hz for name, c in cycles_by_cause.items()}
+
+
+def unit_utilisation(
+    chip: Chip, op: Op, program: Program, time_s: float, moved: tuple[float, float, float], fixed_share: float
+) -> dict[str, float]:
+    """Each unit's utilisation of its own peak over an op's `time_s` (docs/MODEL.md, "The bound"),
+    on `chip` at the clock the op ran at (the cores' peaks scale with it; the power limit that
+    held it is the op's `held_clock_s`): FLOPs over the matrix units' peak (in the op's format) or the vector lanes'; HBM bytes over
+    the HBM's peak bandwidth; the bytes that hit in L2 over the L2's bandwidth (the pool the event
+    loop shares between them: HBM bytes pass the L2 at the HBM's rate and draw on the HBM's
+    pool); every byte to or from the cores, written and read once, over the cores' SRAM
+    bandwidth; and the share of the time its fixed costs take. `moved` is (HBM bytes, L2 bytes,
+    FLOPs). (The share of the time spent waiting on memory latency, the `latency` unit, is
+    `time_op`'s, from the op's time by cause.)"""
+    hbm_bytes, l2_bytes, flops = moved
+    if time_s <= 0:
+        return {"fixed": fixed_share}
+    core_bytes = hbm_bytes + l2_bytes
+    sram_peak = chip.core.sram.bandwidth_bytes_per_cycle * chip.cores * chip.clock_hz
+    vector_peak = float(chip.core.vector.lanes) * chip.cores * chip.clock_hz
+    return {
+        "matrix": flops / (time_s * chip.peak_flops(op.dtype)) if program.matrix else 0.0,
+        "vector": 0.0 if program.matrix else flops / (time_s * vector_peak),
+        "hbm": hbm_bytes / (time_s * chip.hbm.peak_bandwidth_bytes_per_s),
+        "l2": l2_bytes / (time_s * l2_bandwidth(chip)),
+        "sram": SRAM_ACCESSES_PER_BYTE * core_bytes / (time_s * sram_peak) if sram_peak > 0 else 0.0,
+        "link": 0.0,
+        "fixed": fixed_share,
+    }
 
 
 def kernel_durations_s(op: Op, chip: Chip) -> tuple[float, ...]:

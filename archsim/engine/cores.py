@@ -23,11 +23,13 @@ LOAD, STORE_HBM, STORE_L2 = 0, 1, 2  # flow kinds, the first index of the flow a
 # A sequence: its entries (from `base`, `count` of them), the next entry whose load
 # has not started, the entry whose data is flowing (-1 if none) and when its data may start
 # flowing, the next entry to compute, until when the compute unit is busy and whether it is,
-# busy and stall cycles, its end and whether finished, the bytes left of its load and stores
-# (kept here while it is taken up), and its loading entry's rate cap and HBM share.
+# busy and stall cycles (and of the stall, the cycles waited on a load's latency, on its HBM bytes
+# and on its L2 bytes flowing: `start_compute`), its end and whether finished, the bytes left of
+# its load and stores (kept here while it is taken up), and its loading entry's rate cap and HBM share.
 SEQUENCE = np.dtype(
     [(name, np.int64) for name in ("base", "count", "next_load", "loading", "comp_next")]
     + [(name, np.float64) for name in ("ready_at", "busy_until", "busy", "stall", "end")]
+    + [(name, np.float64) for name in ("stall_latency", "stall_hbm", "stall_l2")]
     + [(name, np.float64) for name in ("left_load", "left_hbm", "left_l2", "load_cap", "load_hbm_share")]
     + [("computing", np.bool_), ("finished", np.bool_)],
     align=True,
@@ -35,9 +37,9 @@ SEQUENCE = np.dtype(
 # An entry: bytes loaded from HBM and L2, stored to HBM and L2, loads one after another it
 # stands for, compute cycles
 ENTRY = np.dtype([(name, np.float64) for name in ("hbm", "l2", "store", "store_l2", "trips")] + [("cycles", np.int64)])
-# An entry's times (`ring_slot`): when its compute ends, its load is done, and (under a trace)
-# its load was issued
-SLOT = np.dtype([(name, np.float64) for name in ("comp_end", "load_done", "load_issue")])
+# An entry's times (`ring_slot`): when its compute ends, its load is done, its load was issued
+# and its data started flowing, and the share of its load's bytes that came from HBM
+SLOT = np.dtype([(name, np.float64) for name in ("comp_end", "load_done", "load_issue", "ready", "hbm_share")])
 
 
 @njit_inline
@@ -88,7 +90,7 @@ def post_computed(q, posted, t):
 
 
 @njit_inline
-def issue_load(q, entry, freed, slot, p, t, hbm_util, stages, trace):
+def issue_load(q, entry, freed, slot, p, t, hbm_util, stages):
     """A free DMA takes sequence q's next load (`entry`, its times `slot`) once its buffer is
     free (the entry `stages` before it computed: its times `freed`): its data starts flowing one
     access latency per trip after, at the HBM latency of `hbm_util` (the share of the HBM
@@ -100,12 +102,13 @@ def issue_load(q, entry, freed, slot, p, t, hbm_util, stages, trace):
     slot_free = 0.0 if j < stages else freed["comp_end"]
     if not (j < stages or (q["comp_next"] > j - stages and freed["comp_end"] <= t)):
         return False, False
-    if trace:
-        slot["load_issue"] = max(t, slot_free)
+    slot["load_issue"] = max(t, slot_free)
     q["next_load"] = j + 1
     nbytes = entry["hbm"] + entry["l2"]
     if nbytes <= 0.0:
         slot["load_done"] = max(t, slot_free)
+        slot["ready"] = slot["load_done"]
+        slot["hbm_share"] = 0.0
         return False, True
     hf = entry["hbm"] / nbytes
     lat = load_latency(p, hf, hbm_util)
@@ -114,6 +117,8 @@ def issue_load(q, entry, freed, slot, p, t, hbm_util, stages, trace):
     q["left_load"] = nbytes
     q["load_cap"] = load_rate_cap(p, entry["hbm"] / entry["trips"], hf, lat)
     q["load_hbm_share"] = hf
+    slot["ready"] = q["ready_at"]
+    slot["hbm_share"] = hf
     return True, False
 
 
@@ -121,13 +126,23 @@ def issue_load(q, entry, freed, slot, p, t, hbm_util, stages, trace):
 def start_compute(q, entry, here, prev, t, trace):
     """The compute unit takes sequence q's next entry (`entry`, its times `here`) once it is
     loaded; the wait since the last compute ended (that of the entry before, `prev`) is a memory
-    stall."""
+    stall. Of the wait [before, t], the part while the load's data had not started flowing since
+    its issue ([load_issue, ready]) is latency, the part while it flowed ([ready, load_done]) is
+    transfer, split between HBM and L2 by the share of its bytes from each; the rest (before the
+    load was issued: the DMA busy with the loads before it) is neither (docs/MODEL.md, "Time by
+    cause")."""
     j = q["comp_next"]
     if q["computing"] or j >= q["count"]:
         return
     if here["load_done"] <= t:
         before = prev["comp_end"] if j > 0 else 0.0
         q["stall"] += t - before
+        if t > before:
+            latency = max(0.0, min(t, here["ready"]) - max(before, here["load_issue"]))
+            flowing = max(0.0, min(t, here["load_done"]) - max(before, here["ready"]))
+            q["stall_latency"] += latency
+            q["stall_hbm"] += flowing * here["hbm_share"]
+            q["stall_l2"] += flowing - flowing * here["hbm_share"]
         here["comp_end"] = t + entry["cycles"]
         q["busy_until"] = here["comp_end"]
         q["busy"] += entry["cycles"]

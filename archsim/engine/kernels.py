@@ -75,7 +75,9 @@ def simulate_phase(
     Returns per sequence (end cycle, busy cycles, stall cycles), the total cycles of the phase,
     and, when `trace`, per entry (load issue, load done, compute end) cycles and, at every event,
     its cycle and the HBM bytes per cycle all cores read and write from then on (else empty
-    arrays; the event series stops growing at MAX_TRACE_EVENTS per entry).
+    arrays; the event series stops growing at MAX_TRACE_EVENTS per entry); last, per sequence
+    the stall cycles waited on a load's latency, its HBM bytes and its L2 bytes ([3, sequences]:
+    `start_compute`; the rest of the stall waited for the load's issue).
     """
     s_count = core_start.shape[0] - 1
     n_total = cycles.shape[0]
@@ -199,9 +201,7 @@ def simulate_phase(
                 j = q["next_load"]
                 freed = times[ring_slot(s, base, max(j - stages, 0), ring, trace)]
                 here = times[min(ring_slot(s, base, j, ring, trace), last_slot)]
-                issued, nothing = issue_load(
-                    q, ents[min(base + j, last_entry)], freed, here, p, t, hbm_util, stages, trace
-                )
+                issued, nothing = issue_load(q, ents[min(base + j, last_entry)], freed, here, p, t, hbm_util, stages)
                 if issued:
                     cap[LOAD, s] = q["load_cap"]
                     use_h[LOAD, s] = q["load_hbm_share"]
@@ -326,12 +326,15 @@ def simulate_phase(
                 todo[n_todo] = s
                 n_todo += 1
     end, busy, stall = np.empty(s_count), np.empty(s_count), np.empty(s_count)
+    stall_by = np.empty((3, s_count))
     for s in range(s_count):
         end[s], busy[s], stall[s] = seqs[s]["end"], seqs[s]["busy"], seqs[s]["stall"]
+        q = seqs[s]
+        stall_by[0, s], stall_by[1, s], stall_by[2, s] = q["stall_latency"], q["stall_hbm"], q["stall_l2"]
     load_issue = np.empty(n_trace)
     if not trace:
-        return end, busy, stall, t, load_issue, load_issue, load_issue, ev_t, ev_read, ev_write
+        return end, busy, stall, t, load_issue, load_issue, load_issue, ev_t, ev_read, ev_write, stall_by
     load_done, comp_end = np.empty(n_trace), np.empty(n_trace)
     for e in range(n_trace):
         load_issue[e], load_done[e], comp_end[e] = times[e]["load_issue"], times[e]["load_done"], times[e]["comp_end"]
-    return end, busy, stall, t, load_issue, load_done, comp_end, ev_t[:n_ev], ev_read[:n_ev], ev_write[:n_ev]
+    return end, busy, stall, t, load_issue, load_done, comp_end, ev_t[:n_ev], ev_read[:n_ev], ev_write[:n_ev], stall_by

@@ -7,7 +7,7 @@ bound are chosen above it (archsim.choose).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,13 +34,16 @@ class PhaseTimeline:
 
 @dataclass(frozen=True, eq=False)
 class PhaseResult:
-    """One played phase: per sequence (end, busy and stall cycles) and the phase's cycles."""
+    """One played phase: per sequence (end, busy and stall cycles) and the phase's cycles; and of
+    each sequence's stall, the cycles waited on a load's latency, its HBM bytes and its L2 bytes
+    (`stall_by_cause`, [3, sequences]: archsim/engine/cores.py `start_compute`)."""
 
     end_cycles: np.ndarray
     busy_cycles: np.ndarray
     stall_cycles: np.ndarray
     total_cycles: float
     timeline: PhaseTimeline | None = None
+    stall_by_cause: np.ndarray = field(default_factory=lambda: np.zeros((3, 0)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +60,11 @@ class ProgramResult:
     l2_bytes: float
     active_cores: int
     phases: tuple[PhaseResult, ...]
+    # of the critical cores' stall cycles (summed over phases): waited on loads' latency, on
+    # their HBM bytes and on their L2 bytes flowing; the rest of `stall_cycles` on their issue
+    latency_stall_cycles: float = 0.0
+    hbm_stall_cycles: float = 0.0
+    l2_stall_cycles: float = 0.0
 
 
 def phase_memory(phase: Phase, chip: Chip) -> MemoryParams:
@@ -103,7 +111,7 @@ def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> Ph
         z = np.zeros(0)
         return PhaseResult(z, z, z, 0.0, PhaseTimeline(z, z, z, 0.0, z, z, z) if trace else None)
     try:
-        end, busy, stall, total, issue, done, comp_end, ev_t, ev_read, ev_write = simulate_phase(
+        end, busy, stall, total, issue, done, comp_end, ev_t, ev_read, ev_write, stall_by = simulate_phase(
             phase.core_start,
             phase.core_weight,
             phase_entries(phase),
@@ -116,13 +124,14 @@ def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> Ph
         reraise_interrupt(err)
         raise
     timeline = PhaseTimeline(issue, done, comp_end, float(total), ev_t, ev_read, ev_write) if trace else None
-    return PhaseResult(end, busy, stall, float(total), timeline)
+    return PhaseResult(end, busy, stall, float(total), timeline, stall_by)
 
 
 def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramResult:
     """Play every phase of a program; totals over phases for the critical core and all cores."""
     cycles = compute = stall = active = 0
     busy = core_cycles = hbm = l2 = 0.0
+    by_cause = np.zeros(3)
     results = []
     for phase in program.phases:
         r = play_phase(phase, chip, trace)
@@ -134,6 +143,7 @@ def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramRe
         cycles += int(r.total_cycles)
         compute += int(r.busy_cycles[crit])
         stall += int(r.stall_cycles[crit])
+        by_cause += r.stall_by_cause[:, crit]
         busy += float(np.sum(r.busy_cycles * w))
         core_cycles += chip.cores * r.total_cycles
         hbm += phase.hbm_traffic_bytes
@@ -143,4 +153,18 @@ def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramRe
         # serial folds follow SCALE-Sim's accounting, which reports the index of the last cycle
         cycles -= 1
         compute -= 1
-    return ProgramResult(cycles, compute, stall, busy, core_cycles, hbm, l2, active, tuple(results))
+    latency, hbm_stall, l2_stall = (float(x) for x in by_cause)
+    return ProgramResult(
+        cycles,
+        compute,
+        stall,
+        busy,
+        core_cycles,
+        hbm,
+        l2,
+        active,
+        tuple(results),
+        latency_stall_cycles=latency,
+        hbm_stall_cycles=hbm_stall,
+        l2_stall_cycles=l2_stall,
+    )

@@ -54,7 +54,8 @@ def si(x: float) -> str:
 
 
 def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
-    """Per-op breakdown, ~100 columns wide: cycles of the critical core, rates per second."""
+    """Per-op breakdown, ~100 columns wide: the bound (in its colour) as its binding unit's utilisation, the
+    critical core's compute cycles, the largest term of the op's time by cause, rates per second."""
     total = s.time_s
     t = Table(
         title=f"{title}: {format_seconds(total)}  ({format_rate(s.flops / total if total else 0, 'FLOP/s')}, "
@@ -68,7 +69,7 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
         ("share", "right"),
         ("bound", "left"),
         ("comp cyc", "right"),
-        ("stall cyc", "right"),
+        ("top cause", "left"),
         ("FLOP/s", "right"),
         ("HBM B/s", "right"),
         ("util", "right"),
@@ -82,9 +83,9 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
             str(r.op.repeat),
             format_seconds(r.time_s),
             f"{100 * r.time_s / total:.1f}%" if total else "-",
-            _bound(tm.bound.value),
+            _bound(tm.bound.value, _binding(tm)),
             si(tm.compute_cycles),
-            si(tm.stall_cycles),
+            _largest_cause(tm),
             si(tm.achieved_flops),
             si(tm.achieved_bytes_per_s),
             f"{100 * tm.utilisation:.0f}%",
@@ -92,13 +93,28 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
     return t
 
 
-def _bound(b: str) -> str:
-    return {
-        "compute": "[green]compute[/green]",
-        "memory": "[yellow]memory[/yellow]",
-        "overhead": "[magenta]overhead[/magenta]",
-        "communication": "[cyan]comm[/cyan]",
-    }[b]
+CAUSE_NAMES = {"compute": "comp", "hbm_bandwidth": "HBM", "memory_latency": "lat", "l2": "L2", "held_clock": "clock"}
+
+
+def _binding(tm: OpTiming) -> str:
+    """An op's binding unit and its utilisation, e.g. "hbm 85%" ("mat", "vec": the matrix and vector units)."""
+    unit = tm.binding_unit
+    short = {"matrix": "mat", "vector": "vec"}.get(unit, unit)
+    return f"{short} {100 * tm.unit_utilisation[unit]:.0f}%"
+
+
+def _largest_cause(tm: OpTiming) -> str:
+    """The largest term of an op's time by cause and its share, e.g. "HBM 63%" (HBM bandwidth)."""
+    by = tm.by_cause
+    name = by.largest
+    share = getattr(by, name + "_s") / tm.time_s if tm.time_s else 0.0
+    return f"{CAUSE_NAMES.get(name, name.replace('_', ' '))} {100 * share:.0f}%"
+
+
+def _bound(b: str, text: str | None = None) -> str:
+    """The bound `b` in its colour, as `text` (its binding unit and that unit's utilisation) or by name."""
+    colour = {"compute": "green", "memory": "yellow", "overhead": "magenta", "communication": "cyan"}[b]
+    return f"[{colour}]{text or {'communication': 'comm'}.get(b, b)}[/{colour}]"
 
 
 def print_run(r: RunResult, chip_name: str, model_name: str, clock_hz: float, console: Console | None = None) -> None:

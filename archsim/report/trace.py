@@ -199,6 +199,9 @@ def _op_args(t: TracedOp) -> dict[str, Any]:
         "HBM bytes": tm.hbm_bytes,
         "FLOPs": tm.flops,
         "utilisation": round(tm.utilisation, 4),
+        "binding unit": tm.binding_unit,
+        "unit utilisation": {u: round(x, 4) for u, x in tm.unit_utilisation.items()},
+        "time by cause (us)": {k.removesuffix("_s"): v * US_PER_S for k, v in tm.by_cause.as_dict().items() if v},
         "kernels": tm.kernels,
         "program": f"best of {t.replay.candidates} candidates, {len(t.replay.program.phases)} phases",
     }

@@ -22,7 +22,7 @@ import numpy as np
 
 from archsim import opcache
 from archsim.choose import TimedOp, simulate_collective, time_op
-from archsim.engine.timing import OpTiming
+from archsim.engine.timing import OpTiming, TimeByCause
 from archsim.graph.builder import Step, build_step
 from archsim.graph.mixed import decode_attention_ops
 from archsim.graph.model import Phase, Workload
@@ -82,6 +82,14 @@ class StepResult:
     def flops(self) -> float:
         return sum(r.op.repeat * r.timing.flops for r in self.ops)
 
+    @property
+    def by_cause(self) -> TimeByCause:
+        """The step's time by cause: its ops' (times their repeat), and what its schedule adds
+        (`schedule_s`: the step's time less their sum: hidden collectives, a pipeline's bubble);
+        adds up to time_s."""
+        ops = sum((r.timing.by_cause.scaled(r.op.repeat) for r in self.ops), TimeByCause())
+        return ops + TimeByCause(schedule_s=self.time_s - sum(r.time_s for r in self.ops))
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -112,6 +120,23 @@ class RunResult:
     @property
     def total_time_s(self) -> float:
         return self.ttft_s + self.decode_time_s
+
+    @property
+    def by_cause(self) -> TimeByCause:
+        """The run's time by cause: the prefill step's, and every decode step's as the first
+        decode step splits it, its ops whose time grows with the KV length (attention) scaled
+        to what the later steps add (as the bound's shares, archsim/report/comparison.py), and
+        the rest as the schedule's (`schedule_s`); adds up to total_time_s."""
+        decode, steps = self.decode, len(self.decode_step_s)
+        if decode is None or steps == 0:
+            return self.prefill.by_cause
+        attention = [r for r in decode.ops if r.op.kind is OpKind.ATTENTION]
+        fixed = [r for r in decode.ops if r.op.kind is not OpKind.ATTENTION]
+        fixed_s, first = sum(r.time_s for r in fixed), sum(r.time_s for r in attention)
+        grows = max(0.0, self.decode_time_s - fixed_s * steps) / first if first else 0.0
+        by = sum((r.timing.by_cause.scaled(r.op.repeat * steps) for r in fixed), self.prefill.by_cause)
+        by = sum((r.timing.by_cause.scaled(r.op.repeat * grows) for r in attention), by)
+        return by + TimeByCause(schedule_s=self.total_time_s - by.total_s)
 
     @property
     def generated_tokens(self) -> int:
