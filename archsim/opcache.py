@@ -46,7 +46,7 @@ from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
 
-from archsim.engine.timing import Bound, OpTiming
+from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming
 from archsim.hardware import Chip, System
 from archsim.hardware.power import EnergySplit
 
@@ -345,20 +345,17 @@ def timing_from_value(value: object) -> OpTiming | None:
 def timing_fits_chip(t: OpTiming, chip: Chip) -> bool:
     """Whether `t` is a timing `choose.timed.time_op` gives on `chip`: its time is its cycles at
     the chip's clock, to the bit; its compute and fixed cycles and its stalls within them; its
-    bound the largest of its parts (compute, the rest of the kernels' cycles, fixed); its clock
-    above 0 and at most the chip's (the chip's own without a power model); its active cores at
-    most the chip's; its busy cycles at most its cores' cycles; with a power model or none."""
+    time by cause adding up to its time (to float rounding); its bound its binding unit's (the
+    highest utilisation of its own peak); its clock above 0 and at most the chip's (the chip's
+    own without a power model); its active cores at most the chip's; its busy cycles at most its
+    cores' cycles; with a power model or none."""
     played = t.cycles - t.overhead_cycles
-    parts = (
-        (t.compute_cycles, Bound.COMPUTE),
-        (played - t.compute_cycles, Bound.MEMORY),
-        (t.overhead_cycles, Bound.OVERHEAD),
-    )
     return (
         t.time_s == t.cycles / chip.clock_hz
         and t.compute_cycles <= played
         and t.stall_cycles <= played
-        and t.bound is max(parts, key=lambda x: x[0])[1]
+        and math.isclose(t.by_cause.total_s, t.time_s, rel_tol=1e-9, abs_tol=1e-18)
+        and t.bound.value == UNIT_BOUND[t.binding_unit]
         and 0 < t.clock_hz <= chip.clock_hz
         and (chip.power is not None or t.clock_hz == chip.clock_hz)
         and t.active_cores <= chip.cores

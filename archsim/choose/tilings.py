@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from archsim import opcache
-from archsim.compiler.gemm import K_STEPS, TILE_SIZES, shortlist, shortlist_size
+from archsim.compiler.gemm import shortlist, shortlist_size, tile_menu
 from archsim.compiler.gemm_phases import GemmMapping, Tiling, operand_shares, wave_layout
 from archsim.compiler.l2reuse import Raster, rasters
 from archsim.compiler.mappings.split_k import SPLITS
-from archsim.compiler.program import PARTIAL_BYTES
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.units import ceil_div
@@ -64,18 +63,13 @@ def _whole(v: object) -> int:
 
 def legal_tiling(op: Op, chip: Chip, t: Tiling) -> bool:
     """Whether the compiler could have put `t` on the GEMM's shortlist on `chip`
-    (archsim.compiler.gemm `shortlist`): each edge a tile size below twice the dimension or the
-    whole dimension; two stages of it in a core's SRAM and its partial sums in the accumulators
-    (or, where no tiling fits, one of the smallest); split-K with a slice count it offers, at
-    most one per K step, stream-K only with a partial wave; a raster of its tile grid."""
+    (archsim.compiler.gemm `shortlist`): its tile one of the chip's menu (`tile_menu`: the
+    family's, or the kernel library's edges whose stages fit SRAM and accumulators); split-K with
+    a slice count it offers, at most one per K step, stream-K only with a partial wave; a raster
+    of its tile grid."""
     m, k, n = op.m, op.k, op.n
-    if not (_edge(t.tm, m, TILE_SIZES) and _edge(t.tn, n, TILE_SIZES) and _edge(t.tk, k, K_STEPS)):
-        return False
-    core = chip.core
-    a, b = op.dtype.bytes, op.b_dtype.bytes
-    stage = t.tm * t.tk * a + t.tk * t.tn * b
-    fits = 2 * stage <= core.sram.capacity_bytes and t.tm * t.tn * PARTIAL_BYTES <= core.accumulator_bytes
-    if not fits and (_any_fits(op, chip) or stage > _smallest_stage(op)):
+    tm, tn, tk = tile_menu(op, chip)
+    if not ((tm == t.tm) & (tn == t.tn) & (tk == t.tk)).any():
         return False
     tiles = op.groups * ceil_div(m, t.tm) * ceil_div(n, t.tn)
     if t.mapping is GemmMapping.SPLIT_K:
@@ -88,30 +82,3 @@ def legal_tiling(op: Op, chip: Chip, t: Tiling) -> bool:
     c = lay.multicast
     grid = ceil_div(m, t.tm) // (c if sb < 1 else 1), ceil_div(n, t.tn) // (c if sa < 1 else 1)
     return (t.raster, t.group) in rasters(*grid)
-
-
-def _edge(edge: int, dim: int, sizes: tuple[int, ...]) -> bool:
-    return edge == dim or (edge in sizes and edge < 2 * dim)
-
-
-def _edges(dim: int, sizes: tuple[int, ...]) -> list[int]:
-    return sorted({s for s in sizes if s < 2 * dim} | {dim})
-
-
-def _smallest_stage(op: Op) -> float:
-    a, b = op.dtype.bytes, op.b_dtype.bytes
-    tm, tn, tk = _edges(op.m, TILE_SIZES)[0], _edges(op.n, TILE_SIZES)[0], _edges(op.k, K_STEPS)[0]
-    return tm * tk * a + tk * tn * b
-
-
-def _any_fits(op: Op, chip: Chip) -> bool:
-    """Whether any tiling of the GEMM fits a core's SRAM and accumulators (the compiler's test)."""
-    core = chip.core
-    a, b = op.dtype.bytes, op.b_dtype.bytes
-    return any(
-        2 * (tm * tk * a + tk * tn * b) <= core.sram.capacity_bytes
-        and tm * tn * PARTIAL_BYTES <= core.accumulator_bytes
-        for tm in _edges(op.m, TILE_SIZES)
-        for tn in _edges(op.n, TILE_SIZES)
-        for tk in _edges(op.k, K_STEPS)
-    )

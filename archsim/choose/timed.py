@@ -108,7 +108,7 @@ def time_by_cause(unheld: ProgramResult, k: int, played_cycles: int, overhead: i
     u = unheld
     latency, hbm, l2 = k * u.latency_stall_cycles, k * u.hbm_stall_cycles, k * u.l2_stall_cycles
     compute, stall, cycles = k * u.compute_cycles, k * u.stall_cycles, k * u.cycles
-    issue = stall - latency - hbm - l2
+    issue = max(0.0, stall - latency - hbm - l2)  # the stalls' rest; never below 0 for the terms' rounding
     cycles_by_cause = {
         "compute_s": compute,
         "hbm_bandwidth_s": hbm,

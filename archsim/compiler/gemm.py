@@ -82,7 +82,7 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
-    tm, tn, tk = family_rule(chip).gemm_tiles(op, chip) or library_tiles(op, chip)
+    tm, tn, tk = tile_menu(op, chip)
     stage = stage_bytes(tm, tn, tk, a, b)
     lay = wave_layout(chip)
     share_a, share_b = grid_shares(op, lay, tm, tn)
@@ -121,6 +121,14 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
             out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
         start = end
     return tuple(out.values())[:count]
+
+
+@memo(maxsize=4096)
+def tile_menu(op: Op, chip: Chip) -> TileGrid:
+    """The (tm, tn, tk) the chip's compiler may choose for the GEMM: its family's
+    (archsim/compiler/families/), else the kernel library's (`library_tiles`). Its arrays are
+    shared (read, never written)."""
+    return family_rule(chip).gemm_tiles(op, chip) or library_tiles(op, chip)
 
 
 def library_tiles(op: Op, chip: Chip) -> TileGrid:
