@@ -210,3 +210,27 @@ def test_a_signal_inside_a_long_compiled_kernel_stops_it_within_a_second(kernel,
     assert "finished" not in out
     assert "(inside a compiled kernel)" in err and "Traceback" not in err
     assert took < 1.0 + 1.0  # 0.8 s of grace; the rest is slack for a loaded machine
+
+
+@pytest.mark.parametrize(
+    "argv, signum, code",
+    [
+        (LONG_RUN, signal.SIGTERM, 143),
+        (["serve", "--requests", "100000", "--rate", "100", "--quiet", "--no-cache"], signal.SIGINT, 130),
+        (["sweep", "h200_halton_1000", "--workers", "1", "--quiet", "--no-cache"], signal.SIGTERM, 143),
+        (["validate", "all", "--quiet"], signal.SIGINT, 130),
+    ],
+    ids=["run", "serve", "sweep", "validate"],
+)
+def test_each_long_command_stops_within_a_second(argv, signum, code, tmp_path):
+    if argv[0] == "sweep":
+        argv = [*argv, "--out", str(tmp_path / "sweep")]
+    proc = _child([sys.executable, "-m", "archsim", *argv])
+    time.sleep(1.5)  # past the imports, in the work
+    assert proc.poll() is None, "the command ended before it could be stopped"
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err + out
+    assert time.monotonic() - sent < 1.0 + 0.5  # slack for a loaded machine
