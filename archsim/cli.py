@@ -122,6 +122,7 @@ def console_main() -> int:
     _standard_fds_open()
     jit.for_command_line()
     memo.for_command_line()
+    _CtrlC.watchdog = True
     return exit_now(main())
 
 
@@ -266,6 +267,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     (file or sys.stderr).write(printable(text, newlines=True))
 
 
+def _forget_wakeup() -> None:
+    """In a forked child (a sweep's worker): no wakeup pipe, so that a signal the child gets
+    (a pool ending its workers) is not taken for one the watchdog of its parent must act on."""
+    with contextlib.suppress(ValueError):  # forked from another thread than the main one: none there
+        signal.set_wakeup_fd(-1)
+
+
 class _CtrlC:
     """Ctrl-C while `archsim` runs: KeyboardInterrupt, which the runner turns into a summary of
     what was simulated; a second Ctrl-C exits at once. SIGTERM and SIGHUP stop a run the same
@@ -276,11 +284,21 @@ class _CtrlC:
     to the main thread, where it can stop the run. It is delivered from another thread once the
     hook has returned: delivered from the hook itself, the handler would run inside the hook,
     whose exceptions are ignored, and the interrupt would be lost again.
+
+    A signal that lands while a compiled kernel runs (an event loop, an L2 walk, a serving
+    kernel: minutes on a large program) reaches Python only when the kernel returns. In the
+    command-line process (`watchdog`) a thread woken by the signal itself (Python's wakeup file
+    descriptor; kernels run without the GIL) waits STOP_WITHIN_S for the handler to run, and
+    where it has not, says so and ends the process with the same exit code: the summary of what
+    was simulated is printed where the signal lands in Python, which is between kernels.
     """
 
     MAX_REDELIVERIES = 100
     REDELIVERY_DELAY_S = 0.01
     STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    STOP_WITHIN_S = 0.8
+    watchdog = False  # the console script's process: a thread ends a run stuck in a kernel
+    forks_forget = [False]  # whether a forked child drops the wakeup pipe (`_forget_wakeup`)
 
     def __init__(self) -> None:
         self.pressed = False
@@ -291,6 +309,9 @@ class _CtrlC:
         self.previous_hook = sys.unraisablehook
         self.ended = False  # restored: an interrupt still owed to the run is not delivered
         self.redelivery = threading.Lock()
+        self.wakeup: tuple[int, int] | None = None  # the signals' pipe (read, write) under `watchdog`
+        self.previous_wakeup = -1
+        self.handled = threading.Event()  # the Python handler ran: the run is stopping by itself
 
     def install(self) -> _CtrlC:
         try:
@@ -299,11 +320,51 @@ class _CtrlC:
         except ValueError:  # not the main thread: leave signals alone
             return self
         sys.unraisablehook = self.on_unraisable
+        if self.watchdog:
+            self._start_watchdog()
         return self
+
+    def _start_watchdog(self) -> None:
+        """A daemon thread that reads the signals Python's C handler writes to a pipe
+        (`signal.set_wakeup_fd`) and stops the process where the Python handler does not run."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        try:
+            self.previous_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        self.wakeup = (read_fd, write_fd)
+        self.handled = threading.Event()
+        if not _CtrlC.forks_forget[0]:  # a forked worker's signals are its own, not this process's
+            os.register_at_fork(after_in_child=_forget_wakeup)
+            _CtrlC.forks_forget[0] = True
+        threading.Thread(target=self._watch, args=(read_fd,), name="archsim-stop", daemon=True).start()
+
+    def _watch(self, read_fd: int) -> None:
+        while True:
+            got = os.read(read_fd, 64)
+            if not got or self.ended:  # `restore` wrote its byte
+                os.close(read_fd)
+                return
+            signums = [b for b in got if b in self.STOPPING]
+            if not signums:
+                continue
+            if self.handled.wait(self.STOP_WITHIN_S) or self.ended:
+                continue
+            self.signum = signal.Signals(signums[0])
+            os.write(2, f"archsim: {self.stopped_by()} (inside a compiled kernel)\n".encode())
+            os._exit(self.exit_code())
 
     def restore(self) -> None:
         with self.redelivery:  # an interrupt owed to the run is not delivered to its caller
             self.ended = True
+        if self.wakeup is not None:
+            signal.set_wakeup_fd(self.previous_wakeup)
+            os.write(self.wakeup[1], b"\0")  # wakes the thread, which sees `ended`
+            os.close(self.wakeup[1])
+            self.wakeup = None
         for signum, handler in self.previous_handlers.items():
             signal.signal(signum, handler)
         if self.previous_handlers:
@@ -317,6 +378,7 @@ class _CtrlC:
         return "interrupted" if self.signum == signal.SIGINT else f"stopped by {signal.Signals(self.signum).name}"
 
     def on_signal(self, signum, frame):
+        self.handled.set()
         if self.redelivering:
             self.redelivering -= 1
         elif self.pressed:

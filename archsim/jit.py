@@ -200,6 +200,13 @@ def building() -> bool:
     return _building[0]
 
 
+def ahead_of_time() -> None:
+    """Run the kernels compiled ahead of time (archsim/aot.py) from now on, whatever the size of
+    the calls to come (a call they do not take still loads Numba): for a caller whose kernel
+    costs far more per element as Python than the budget of INTERPRETED_ELEMENTS assumes."""
+    _use_ahead_of_time()
+
+
 def load() -> None:
     """Load Numba and make every kernel's dispatcher now, whatever the calls to come: for a
     process that will time its kernels."""

@@ -258,17 +258,20 @@ def test_attention_entries_by_hand(h200):
 def test_gemm_and_vector_entries_by_hand(h200, monkeypatch):
     import archsim.compiler.gemm as gemm
     import archsim.runner.size as size
+    from archsim.compiler.gemm_phases import GemmMapping
     from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
     from archsim.hardware import DType
     from archsim.runner.size import gemm_entries, streaming_entries
 
     # one 128x128x64 tiling of 1024^3 on 132 cores: 64 tiles of 16 K steps; items 64, a core
-    # sequence ceil(64 / 132) = 1 item of 16 steps (3 distinct at most), a stream-K tail of
-    # min(64, 2 x 132) = 64 tiles x 16 steps: 64 + 3 x 16 + 1024
-    monkeypatch.setattr(size, "cached_tilings", lambda op, chip: [gemm.Tiling(128, 128, 64)])
-    assert (
-        gemm_entries(Op(OpKind.GEMM, DType.BF16, m=1024, k=1024, n=1024, scaling=Scaling.FIXED), h200) == 64 + 48 + 1024
-    )
+    # sequence ceil(64 / 132) = 1 item of 16 steps (min(3, 132) = 3 distinct at most): 64 + 3 x 16;
+    # under stream-K also a tail of min(64, 2 x 132) = 64 tiles x 16 steps: + 1024
+    gemm_op = Op(OpKind.GEMM, DType.BF16, m=1024, k=1024, n=1024, scaling=Scaling.FIXED)
+    monkeypatch.setattr(size, "shortlist_head", lambda op, chip, count: [gemm.Tiling(128, 128, 64)])
+    assert gemm_entries(gemm_op, h200) == 64 + 48
+    stream_k = gemm.Tiling(128, 128, 64, GemmMapping.STREAM_K)
+    monkeypatch.setattr(size, "shortlist_head", lambda op, chip, count: [gemm.Tiling(128, 128, 64), stream_k])
+    assert gemm_entries(gemm_op, h200) == 64 + 48 + 1024
     # 1000 x 4096 bf16 is 8,192,000 B in quarters of SRAM (58,368 B): 141, plus a chain per row
     vector = Op(OpKind.VECTOR, DType.BF16, m=1000, n=4096, vop=VectorOp.RMSNORM, scaling=Scaling.FIXED)
     assert streaming_entries(vector, h200) == 141 + 1000
@@ -295,6 +298,7 @@ def test_an_op_past_the_limit_is_refused_with_the_numbers(h200):
         check_op(huge, h200, "attention")
     assert f"more than the limit of {MAX_PROGRAM_ENTRIES:,}" in str(err.value)
     assert "1,000,000 queries over 1,000,000 keys" in str(err.value)
+    assert "a smaller batch, prompt or prefill chunk" in str(err.value)  # how to shrink it
 
 
 # expressions

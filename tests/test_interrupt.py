@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from archsim.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +95,8 @@ def test_ctrl_c_inside_a_numba_kernel_is_an_interrupt_not_a_bug(monkeypatch, cap
 # hook itself it ran the handler inside the hook, whose exceptions are ignored too: lost again.
 SWALLOWED = """
 import time
+
+import pytest
 from archsim.cli import _CtrlC
 _CtrlC().install()
 class Finalizer:
@@ -126,3 +130,107 @@ def test_an_interrupt_owed_to_a_run_that_ended_is_not_delivered_to_its_caller():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.strip() == "lost", out.stderr
+
+
+# A signal that lands while a compiled kernel runs reaches Python only when the kernel returns;
+# the command line's watchdog thread (cli._CtrlC.watchdog) ends the process within
+# STOP_WITHIN_S (0.8 s) with the signal's exit code. Each child warms its kernel (loads the
+# compiled code), says "ready", then calls it on an input that keeps it busy for seconds.
+KERNEL_CHILD = """
+import sys
+import numpy as np
+from archsim.cli import _CtrlC
+_CtrlC.watchdog = True
+_CtrlC().install()
+from archsim import jit
+jit._dispatch_all()  # Numba loaded now, not inside the long call
+{setup}
+run(small)
+print("ready", flush=True)
+run(big)
+print("finished", flush=True)
+"""
+
+# the L2 walk of 300,000 waves of fresh panels (one A and one B of 1 B each) with room for half
+# of them: each wave after the first half sums its stack distances back 150,000 waves, 2.2e10
+# additions
+L2_WALK = """
+from archsim.compiler.l2reuse import wave_hbm_fractions
+def walk(n):
+    t = np.arange(n, dtype=np.int64)
+    one = np.ones(n, np.int64)
+    items = dict(g=0 * one, i=t, j=t, s=0 * one, em=one, en=one, kl=one)
+    return items, t, float(n)
+small, big = walk(1000), walk(300_000)
+def run(x):
+    wave_hbm_fractions(x[0], x[1], 1.0, 1.0, x[2])
+"""
+
+# the event loop over 64 cores of 150,000 entries each (about 180 ns an entry: 1.7 s and more)
+EVENT_LOOP = """
+from archsim.api.inputs import as_hardware
+from archsim.engine.kernels import simulate_phase
+from archsim.engine.simulate import phase_entries, phase_memory
+from archsim.program import Phase
+chip = as_hardware("h100").system.chip
+def phase(n, cores):
+    z = np.zeros(n * cores)
+    starts = np.arange(cores + 1, dtype=np.int64) * n
+    cycles = np.full(n * cores, 100, np.int64)
+    p = Phase(starts, np.ones(cores, np.int64), z + 4096.0, z, cycles, z, z, z + 1.0, 4)
+    return starts, p.core_weight, phase_entries(p), cycles, 4, phase_memory(p, chip), False
+small, big = phase(1000, 4), phase(150_000, 64)
+def run(args):
+    simulate_phase(*args)
+"""
+
+
+@pytest.mark.parametrize("kernel", [L2_WALK, EVENT_LOOP], ids=["l2-walk", "event-loop"])
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["int", "term"])
+def test_a_signal_inside_a_long_compiled_kernel_stops_it_within_a_second(kernel, signum, code):
+    # Numba's own kernels (nogil) let the watchdog run; the ahead-of-time module's exports hold
+    # the GIL, so this holds for them only once they release it
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", ARCHSIM_AOT="0")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KERNEL_CHILD.format(setup=kernel)],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+    time.sleep(0.2)  # inside the long call
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert proc.returncode == code, err
+    assert "finished" not in out
+    assert "(inside a compiled kernel)" in err and "Traceback" not in err
+    assert took < 1.0 + 1.0  # 0.8 s of grace; the rest is slack for a loaded machine
+
+
+@pytest.mark.parametrize(
+    "argv, signum, code",
+    [
+        (LONG_RUN, signal.SIGTERM, 143),
+        (["serve", "--requests", "100000", "--rate", "100", "--quiet", "--no-cache"], signal.SIGINT, 130),
+        (["sweep", "h200_halton_1000", "--workers", "1", "--quiet", "--no-cache"], signal.SIGTERM, 143),
+        (["validate", "all", "--quiet"], signal.SIGINT, 130),
+    ],
+    ids=["run", "serve", "sweep", "validate"],
+)
+def test_each_long_command_stops_within_a_second(argv, signum, code, tmp_path):
+    if argv[0] == "sweep":
+        argv = [*argv, "--out", str(tmp_path / "sweep")]
+    proc = _child([sys.executable, "-m", "archsim", *argv])
+    time.sleep(1.5)  # past the imports, in the work
+    assert proc.poll() is None, "the command ended before it could be stopped"
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err + out
+    assert time.monotonic() - sent < 1.0 + 0.5  # slack for a loaded machine

@@ -161,10 +161,10 @@ def test_a_small_op_runs_its_kernels_as_python_to_the_same_cycles():
     assert python_doc == numba_doc and python_doc["cycles"] > 0
 
 
-def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200):
-    """The run's size check counts the entries of every tiling the compiler will try; the
-    shortlist is worked out once and both read it (a list each, so neither can change the
-    other's), and a later process reads it from disk."""
+def test_the_size_check_ranks_no_raster_and_the_compiler_works_the_shortlist_out_once(cache_dir, h200):
+    """The run's size check bounds the entries of every tiling the compiler will try from the
+    analytic ranking alone (no L2 walk: the shortlist is not worked out); the choice works it
+    out once, and a later process reads it from disk."""
     from archsim.choose import cached_tilings, choose
     from archsim.compiler.gemm import shortlist, shortlist_size
     from archsim.runner.size import gemm_entries
@@ -172,6 +172,7 @@ def test_the_size_check_and_the_compiler_share_a_gemms_shortlist(cache_dir, h200
     op = Op(OpKind.GEMM, m=96, k=2048, n=3072, scaling=Scaling.FIXED)
     clear_all()
     gemm_entries(op, h200.chip)
+    assert shortlist.cache_info().misses == 0
     programs = choose(op, h200.chip).candidates
     assert shortlist.cache_info().misses == 1
     tilings = cached_tilings(op, h200.chip)

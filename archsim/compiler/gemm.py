@@ -73,12 +73,43 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     """The `count` most promising tilings of the GEMM on the chip, best first.
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
-    bandwidth, L2 bandwidth); the best 3 x `count` are then ranked with ties going to less HBM
-    traffic, counted with the L2 model the compiled phases use, and then to less compute. The
-    engine plays the shortlist and keeps the fastest, as an autotuning kernel library does. The
-    ranking leaves HBM bandwidth out, so a faster memory never changes which tilings are tried
-    (and so never makes the best of them slower).
+    bandwidth, L2 bandwidth); the best 3 x `count` (`shortlist_head`) are then ranked with ties
+    going to less HBM traffic, counted with the L2 model the compiled phases use, and then to
+    less compute. The engine plays the shortlist and keeps the fastest, as an autotuning kernel
+    library does. The ranking leaves HBM bandwidth out, so a faster memory never changes which
+    tilings are tried (and so never makes the best of them slower).
     """
+    lay = wave_layout(chip)
+    # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute;
+    # one K step per tile shape and mapping, so the shortlist spans different mappings. The
+    # rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
+    # are in, later estimates cannot enter
+    out: dict[tuple, Tiling] = {}
+    head = _scored(op, chip, count)
+    start = 0
+    while start < len(head) and len(out) < count:
+        end = start
+        while end < len(head) and head[end][0] == head[start][0]:
+            end += 1
+        tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
+                      key=lambda x: (x[1], x[2]))  # fmt: skip
+        for t, _hbm, _compute in tied:
+            out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
+        start = end
+    return tuple(out.values())[:count]
+
+
+def shortlist_head(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
+    """The tilings `shortlist` picks its `count` from (it returns some of these, each with its
+    best raster), found by the analytic estimate alone: arithmetic over the tile grid, no L2
+    walk, so the size check before a run can bound what the compiler will build for nothing."""
+    return tuple(t for _est, _compute, t in _scored(op, chip, count))
+
+
+@memo(maxsize=4096)
+def _scored(op: Op, chip: Chip, count: int) -> list[tuple[float, float, Tiling]]:
+    """The best 3 x `count` tilings of every mapping by the analytic estimate, as (estimate,
+    compute seconds, tiling), best first."""
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
@@ -104,23 +135,7 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
                     tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
                     scored.append((float(est[i]), float(compute_s[i]), tiling))
     scored.sort(key=lambda x: (x[0], x[1]))
-    # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute;
-    # one K step per tile shape and mapping, so the shortlist spans different mappings. The
-    # rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
-    # are in, later estimates cannot enter
-    out: dict[tuple, Tiling] = {}
-    head = scored[: 3 * count]
-    start = 0
-    while start < len(head) and len(out) < count:
-        end = start
-        while end < len(head) and head[end][0] == head[start][0]:
-            end += 1
-        tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
-                      key=lambda x: (x[1], x[2]))  # fmt: skip
-        for t, _hbm, _compute in tied:
-            out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
-        start = end
-    return tuple(out.values())[:count]
+    return scored[: 3 * count]
 
 
 @memo(maxsize=4096)

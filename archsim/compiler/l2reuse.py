@@ -162,10 +162,21 @@ def _walk_waves(
     return moved, _missed_bytes(panels[:n], bounds, size, float(capacity_bytes))
 
 
+# a walk stops adding stack distances once they pass the capacity by this share, and skips them
+# where every panel ever touched fits under it by this share: far beyond the rounding of the
+# sums (a few ulps per added wave), so each panel's hit or miss is the full walk's to the bit
+MARGIN = 1e-6
+
+
 @njit
 def _missed_bytes(panels, bounds, size, capacity_bytes):
     """Bytes each wave reads from HBM: the panels it touches (`panels[bounds[w]:bounds[w + 1]]`)
-    that were never touched, or whose LRU stack distance exceeds `capacity_bytes`."""
+    that were never touched, or whose LRU stack distance exceeds `capacity_bytes`.
+
+    The distances are summed back from the wave only until they pass the capacity (an older
+    panel is further still: a miss), and not at all while every panel touched so far fits (each
+    one touched again hits), so the walk costs the panels it touches plus, per wave, the waves
+    the L2 holds, not the square of the waves."""
     waves = bounds.shape[0] - 1
     missed = np.zeros(waves)
     last = np.full(size.shape[0], -1, np.int64)  # wave each panel was last touched in
@@ -173,6 +184,9 @@ def _missed_bytes(panels, bounds, size, capacity_bytes):
     distance = np.zeros(waves)
     gathered = np.zeros(panels.shape[0])
     before = np.zeros(panels.shape[0], np.int64)
+    touched = 0.0  # bytes of every panel touched so far: no stack distance is longer
+    fits = capacity_bytes * (1.0 - MARGIN)
+    beyond = capacity_bytes * (1.0 + MARGIN)
     for w in range(waves):
         lo, n = bounds[w], bounds[w + 1] - bounds[w]
         for t in range(n):
@@ -180,17 +194,26 @@ def _missed_bytes(panels, bounds, size, capacity_bytes):
             before[t] = last[p]
             if before[t] >= 0:
                 resident[before[t]] -= size[p]
+            else:
+                touched += size[p]
             gathered[t] = size[p]
             last[p] = w
         resident[w] += _pairwise_sum(gathered, 0, n)
         # stack distance of a panel last touched in wave l: the panels touched in waves l..w
-        acc = 0.0
-        for v in range(w, -1, -1):
-            acc += resident[v]
-            distance[v] = acc
+        all_fit = touched <= fits
+        oldest = 0  # the oldest wave whose distance is summed; older ones are past the capacity
+        if not all_fit:
+            acc = 0.0
+            for v in range(w, -1, -1):
+                acc += resident[v]
+                distance[v] = acc
+                if acc > beyond:
+                    oldest = v
+                    break
         k = 0
         for t in range(n):
-            if before[t] < 0 or distance[before[t]] > capacity_bytes:
+            b = before[t]
+            if b < 0 or (not all_fit and (b < oldest or distance[b] > capacity_bytes)):
                 gathered[k] = size[panels[lo + t]]
                 k += 1
         missed[w] = _pairwise_sum(gathered, 0, k)

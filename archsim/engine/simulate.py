@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from archsim import jit
 from archsim.engine.kernels import simulate_phase
 from archsim.errors import reraise_interrupt
 from archsim.hardware import Chip, FoldMode
@@ -104,12 +105,20 @@ def phase_entries(phase: Phase) -> np.ndarray:
     return np.stack((phase.hbm_bytes, phase.l2_bytes, phase.store_bytes, phase.store_l2_bytes, phase.load_trips))
 
 
+# a phase of more entries is played by the compiled event loop even before Numba is loaded: as
+# Python the loop costs about 0.1 ms an entry (0.35 s for 3,000), loading the compiled module
+# milliseconds (archsim/jit.py plays small kernel calls as Python until INTERPRETED_ELEMENTS)
+INTERPRETED_ENTRIES = 64
+
+
 def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> PhaseResult:
     """Play one phase on the memory system `memory` (`phase_memory`), unmemoised: every output of
     the event loop (tests/test_engine_recorded.py compares them with recorded ones)."""
     if phase.entries == 0:
         z = np.zeros(0)
         return PhaseResult(z, z, z, 0.0, PhaseTimeline(z, z, z, 0.0, z, z, z) if trace else None)
+    if phase.entries > INTERPRETED_ENTRIES:
+        jit.ahead_of_time()
     try:
         end, busy, stall, total, issue, done, comp_end, ev_t, ev_read, ev_write, stall_by = simulate_phase(
             phase.core_start,

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 
-from archsim.choose.tilings import cached_tilings
 from archsim.compiler.attention import _blocks
-from archsim.compiler.gemm import TILE_SIZES
-from archsim.compiler.gemm_phases import Tiling
+from archsim.compiler.gemm import TILE_SIZES, shortlist_head, shortlist_size
+from archsim.compiler.gemm_phases import GemmMapping, Tiling
 from archsim.compiler.tiles import matrix_format
 from archsim.errors import TooLargeError
 from archsim.graph.builder import Step, build_step
@@ -26,25 +25,29 @@ SHORTLIST_SPREAD = 16  # a GEMM's shortlisted tiles are down to a quarter of the
 
 
 def gemm_entries(op, chip) -> int:
-    """Entries the largest of a GEMM's candidate programs holds (each candidate tiling that
-    `archsim.choose.cached_tilings` shortlists is compiled and played): one work item
-    per output tile and K slice, a few distinct core sequences of K steps (identical cores are
-    stored once), and the stream-K tail of up to two waves whose K steps are dealt per core.
+    """Entries the largest of a GEMM's candidate programs can hold, from above (each candidate
+    tiling that `archsim.compiler.gemm.shortlist` picks is compiled and played): one work item
+    per output tile and K slice, up to three distinct core sequences of K steps (identical cores
+    are stored once; one core has one), and under stream-K the tail of up to two waves whose K
+    steps are dealt per core.
 
-    Ranking the candidates itself lays out every output tile of each, so a GEMM whose tiles at
-    the widest edge, SHORTLIST_SPREAD times over, already pass the limit is counted that way,
-    without ranking."""
+    The candidates are bounded by the tilings the shortlist picks from (`shortlist_head`, the
+    analytic estimate's best: arithmetic over the tile grid), so no raster is walked here. A
+    GEMM whose tiles at the widest edge, SHORTLIST_SPREAD times over, already pass the limit is
+    counted that way, without ranking."""
     edge = max(TILE_SIZES)
     widest = op.groups * ceil_div(op.m, edge) * ceil_div(op.n, edge)
     if widest * SHORTLIST_SPREAD > MAX_PROGRAM_ENTRIES:
         return widest * SHORTLIST_SPREAD
     cores, worst = chip.cores, 0
-    for t in cached_tilings(op, chip) or [Tiling(8, 8, 32)]:
+    for t in shortlist_head(op, chip, shortlist_size(op)) or (Tiling(8, 8, 32),):
         tm, tn, tk, split = t.tm, t.tn, t.tk, t.split
         items = op.groups * ceil_div(op.m, tm) * ceil_div(op.n, tn) * max(1, split)
         ksteps = ceil_div(op.k, tk)
         per_item = ceil_div(ksteps, max(1, split))
-        worst = max(worst, items + 3 * ceil_div(items, cores) * per_item + min(items, 2 * cores) * ksteps)
+        sequences = min(3, cores) * ceil_div(items, cores) * per_item
+        tail = min(items, 2 * cores) * ksteps if t.mapping is GemmMapping.STREAM_K else 0
+        worst = max(worst, items + sequences + tail)
     return worst
 
 
@@ -98,7 +101,8 @@ def check_op(op, chip, what: str = "") -> None:
         name = what or op.name or op.kind.value
         raise TooLargeError(
             f"{name} is too large to simulate: about {entries:,} program entries "
-            f"(tile steps) on {chip.name}, more than the limit of {MAX_PROGRAM_ENTRIES:,} ({describe(op)})"
+            f"(tile steps) on {chip.name}, more than the limit of {MAX_PROGRAM_ENTRIES:,} ({describe(op)}); "
+            "fewer tokens per step (a smaller batch, prompt or prefill chunk) shrinks it"
         )
 
 

@@ -1,0 +1,91 @@
+"""The L2 reuse walk (archsim/compiler/l2reuse.py) sums stack distances only back to the L2's
+capacity, and not at all while everything touched fits: each wave's HBM bytes equal, to the
+bit, those of the full walk, which summed every older wave's distance at every wave (kept here
+as the reference)."""
+
+import numpy as np
+import pytest
+
+from archsim.compiler.l2reuse import Raster, _missed_bytes, raster_order, wave_hbm_fractions
+
+
+def _full_walk(panels, bounds, size, capacity_bytes):
+    """The walk as it was: every older wave's stack distance summed at every wave."""
+    waves = bounds.shape[0] - 1
+    missed = np.zeros(waves)
+    last = np.full(size.shape[0], -1, np.int64)
+    resident = np.zeros(waves)
+    distance = np.zeros(waves)
+    for w in range(waves):
+        touched = panels[bounds[w] : bounds[w + 1]]
+        before = last[touched].copy()
+        for p, b in zip(touched, before, strict=True):
+            if b >= 0:
+                resident[b] -= size[p]
+            last[p] = w
+        resident[w] += np.sum(size[touched])
+        acc = 0.0
+        for v in range(w, -1, -1):
+            acc += resident[v]
+            distance[v] = acc
+        miss = [size[p] for p, b in zip(touched, before, strict=True) if b < 0 or distance[b] > capacity_bytes]
+        missed[w] = np.sum(np.array(miss, dtype=np.float64))
+    return missed
+
+
+def _grid_items(tiles_m, tiles_n, raster, group, ksteps=1, em=10, en=10, kl=10):
+    rows, cols = raster_order(tiles_m, tiles_n, raster, group)
+    count = len(rows)
+    one = np.ones(count, np.int64)
+    return {"g": 0 * one, "i": rows, "j": cols, "s": 0 * one, "em": em * one, "en": en * one, "kl": kl * one}
+
+
+@pytest.mark.parametrize(
+    "capacity, fractions",
+    [
+        # 2 x 2 tiles, one core, row raster: waves (0,0) (0,1) (1,0) (1,1), every panel 10 x 10 x
+        # 1 B = 100 B, each wave moves 200 B. Wave 1 reads A0 again (distance: A0 and B1 of wave 1
+        # plus B0 of wave 0 = 300 B); wave 2 reads B0 (A1, A0 + B1, B0 = 400 B); wave 3 reads A1
+        # (B1 + B0 moved on: 300 B) and B1 (400 B)
+        (1000.0, [1.0, 0.5, 0.5, 0.0]),  # everything fits: only first touches miss
+        (400.0, [1.0, 0.5, 0.5, 0.0]),  # 400 B fits exactly (not under the margin: distances summed)
+        (300.0, [1.0, 0.5, 1.0, 0.5]),  # B0 (400 B) misses in wave 2, B1 (400 B) in wave 3
+        (250.0, [1.0, 1.0, 1.0, 1.0]),  # the summing stops at 300 B: B1, older, misses unsummed
+    ],
+)
+def test_a_two_by_two_row_raster_by_hand(capacity, fractions):
+    items = _grid_items(2, 2, Raster.ROW, 1)
+    wave = np.arange(4, dtype=np.int64)
+    got = wave_hbm_fractions(items, wave, 1.0, 1.0, capacity)
+    assert got.tolist() == fractions
+
+
+def _panels(items, wave):
+    """The walk's panels per wave, as `_walk_waves` gathers them (sorted per wave)."""
+    a_key = items["i"]
+    b_key = int(items["i"].max()) + 1 + items["j"]
+    size = np.zeros(int(b_key.max()) + 1)
+    size[a_key] = items["em"] * items["kl"] * 1.0
+    size[b_key] = items["en"] * items["kl"] * 2.0
+    waves = int(wave[-1]) + 1
+    panels, bounds = [], [0]
+    for w in range(waves):
+        at = wave == w
+        panels += sorted(set(a_key[at].tolist()) | set(b_key[at].tolist()))
+        bounds.append(len(panels))
+    return np.array(panels, np.int64), np.array(bounds, np.int64), size
+
+
+@pytest.mark.parametrize("raster, group", [(Raster.ROW, 1), (Raster.COLUMN, 1), (Raster.GROUPED, 4)])
+@pytest.mark.parametrize("cores", [1, 3, 8])
+def test_the_bounded_walk_equals_the_full_walk_to_the_bit(raster, group, cores):
+    rng = np.random.default_rng(cores)
+    items = _grid_items(13, 9, raster, group, em=7, en=11, kl=96)
+    wave = np.arange(len(items["i"]), dtype=np.int64) // cores
+    panels, bounds, size = _panels(items, wave)
+    touched = float(np.sum(size))
+    # capacities around every distance that occurs: a few panels, exactly all of them, beyond
+    for capacity in [*rng.uniform(0, touched, 12), *np.unique(size) * 3, touched, touched * (1 + 1e-7), 2 * touched]:
+        got = _missed_bytes(panels, bounds, size, float(capacity))
+        want = _full_walk(panels, bounds, size, float(capacity))
+        assert got.tobytes() == want.tobytes(), capacity
