@@ -23,6 +23,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_engine_recorded import PHASE_ARRAYS  # noqa: E402  (the arrays the test rebuilds a phase from)
 
 from archsim.compiler.compile import compile_candidates  # noqa: E402
 from archsim.config.loader import load_system  # noqa: E402
@@ -31,15 +34,17 @@ from archsim.graph.ops import Op, OpKind, Scaling, VectorOp  # noqa: E402
 from archsim.program import Phase  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "engine_phases.npz"
-PHASE_ARRAYS = (
-    "core_start",
-    "core_weight",
-    "hbm_bytes",
-    "l2_bytes",
-    "compute_cycles",
-    "store_bytes",
-    "store_l2_bytes",
-    "load_trips",
+# a split-KV decode over 32k keys, whose program is a decode kernel and a combine
+DECODE = Op(
+    OpKind.ATTENTION,
+    batch=1,
+    heads=32,
+    kv_heads=8,
+    head_dim=128,
+    q_len=1,
+    kv_len=32768,
+    split_kv=True,
+    scaling=Scaling.FIXED,
 )
 OUTPUTS = (
     "end_cycles",
@@ -80,34 +85,14 @@ CASES = (
     (
         "split-kv decode attention",
         "h200",
-        Op(
-            OpKind.ATTENTION,
-            batch=1,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            q_len=1,
-            kv_len=32768,
-            split_kv=True,
-            scaling=Scaling.FIXED,
-        ),
+        DECODE,
         0,
         0,
     ),
     (
         "split-kv combine",
         "h200",
-        Op(
-            OpKind.ATTENTION,
-            batch=1,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            q_len=1,
-            kv_len=32768,
-            split_kv=True,
-            scaling=Scaling.FIXED,
-        ),
+        DECODE,
         0,
         1,
     ),
