@@ -1,8 +1,6 @@
 """The registry of attention variants (archsim/compiler/attention_variants/): one file per
-variant, each keyed by its Variant and applied where the op carries its field; the flash
-attention compiler reaches every variant through it."""
-
-from enum import Enum
+variant, found there and named by its file, and applied where the op carries its field; the
+flash attention compiler reaches every variant through it."""
 
 from archsim.compiler.attention import (
     _decode_layout,
@@ -12,7 +10,7 @@ from archsim.compiler.attention import (
     item_shape,
     score_ops,
 )
-from archsim.compiler.attention_variant import AttentionVariant, Variant
+from archsim.compiler.attention_variant import AttentionVariant
 from archsim.compiler.attention_variants import VARIANTS, active_variants
 from archsim.graph.ops import Op, OpKind, Scaling
 
@@ -23,11 +21,11 @@ def _attention(**kw) -> Op:
 
 
 def test_each_variant_applies_where_the_op_carries_its_field():
-    assert list(VARIANTS) == [Variant.SLIDING_WINDOW, Variant.SOFTCAP, Variant.SHARED_KV]
+    assert list(VARIANTS) == ["window", "softcap", "shared_kv"]  # each file of the folder, by its order
     assert active_variants(_attention()) == ()
     both = active_variants(_attention(window=512, softcap=True))
-    assert [v.variant for v in both] == [Variant.SLIDING_WINDOW, Variant.SOFTCAP]
-    assert [v.variant for v in active_variants(_attention(kv_shared=True))] == [Variant.SHARED_KV]
+    assert [v.name for v in both] == ["window", "softcap"]
+    assert [v.name for v in active_variants(_attention(kv_shared=True))] == ["shared_kv"]
 
 
 def test_what_the_shipped_variants_change():
@@ -47,14 +45,10 @@ def test_what_the_shipped_variants_change():
     assert window.kernel_op(full).kv_len == 100
 
 
-class _Extra(str, Enum):
-    WIDE_SOFTMAX = "wide-softmax"
-
-
 class _WideSoftmax(AttentionVariant):
     """A made-up variant: 10 more lane instructions per score, on ops 80 wide (no other test's)."""
 
-    variant = _Extra.WIDE_SOFTMAX
+    name = "wide_softmax"
 
     def applies(self, op: Op) -> bool:
         return op.head_dim == 80
@@ -70,7 +64,7 @@ def test_a_variant_registered_in_a_test_is_applied(h200, monkeypatch):
     op = _attention(head_dim=80)
     plain = compile_attention(op, h200.chip).activity.lane_ops
     plain_block = block_cycles(op, h200.chip, 2, 64)
-    monkeypatch.setitem(VARIANTS, _Extra.WIDE_SOFTMAX, _WideSoftmax())
+    monkeypatch.setitem(VARIANTS, _WideSoftmax.name, _WideSoftmax())
     try:
         item_shape.cache_clear()
         _decode_layout.cache_clear()

@@ -1,8 +1,9 @@
 """What an attention variant provides: how it changes the work of a flash attention kernel
 (archsim/compiler/attention.py) from softmax(Q K^T) V over every key the mask allows. Each
-variant is one file in archsim/compiler/attention_variants/ with one `AttentionVariant`, keyed
-by its `Variant`; the kernel applies every registered variant whose field the op carries
-(`applies`), each hook a change to the plain kernel's number (the defaults change nothing).
+variant is one file in archsim/compiler/attention_variants/ with one `AttentionVariant` (its
+`RULE`), found there and named by the file; the kernel applies every variant whose field the op
+carries (`applies`), in the order of their `order`, each hook a change to the plain kernel's
+number (the defaults change nothing).
 
 What a variant may change: the op as the kernel runs it (`kernel_op`), the oldest key a causal
 query block reads (`first_key`: the K/V blocks it streams), the (query, key) pairs scored
@@ -13,25 +14,16 @@ score beyond the softmax's (`score_ops`), and the format the values are multipli
 
 from __future__ import annotations
 
-from enum import Enum
-
 from archsim.dtypes import DType
 from archsim.graph.ops import Op
 
 
-class Variant(str, Enum):
-    """The attention variants, each one file of archsim/compiler/attention_variants/."""
-
-    SLIDING_WINDOW = "sliding-window"  # each query sees the last `Op.window` keys
-    SOFTCAP = "softcap"  # a tanh soft cap of every score (`Op.softcap`, Gemma 2)
-    SHARED_KV = "shared-kv"  # the values are the first columns of the cached keys (`Op.kv_shared`, MLA)
-
-
 class AttentionVariant:
-    """One attention variant. A subclass sets `variant` and gives `applies`; each other hook it
+    """One attention variant. A subclass gives `applies` and sets `order`; each other hook it
     overrides is how it changes the kernel."""
 
-    variant: Variant
+    name = ""  # its file's name (set as the registry finds it)
+    order = 0  # where the kernel applies it among the variants an op carries: lowest first
 
     def applies(self, op: Op) -> bool:
         """Whether the attention op is of this variant (a field the graph builder set)."""

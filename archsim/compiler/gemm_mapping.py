@@ -66,10 +66,12 @@ class Estimate:
 
 
 class GemmMappingRule:
-    """One GEMM mapping. A subclass sets `mapping` and gives `splits`, `estimate` and `phases`;
-    `waves` and `label` default to a plain kernel's (items dealt one per core, wave after wave)."""
+    """One GEMM mapping. A subclass sets `mapping` and `order` and gives `splits`, `estimate` and
+    `phases`; `waves` and `label` default to a plain kernel's (items dealt one per core, wave
+    after wave)."""
 
     mapping: GemmMapping
+    order = 0  # the autotuner's tie order: among tilings of equal estimate, a lower order's first
 
     def splits(self, e: Estimate) -> tuple[int, ...]:
         """The K slices per tile the autotuner tries this mapping with (one candidate each; none:

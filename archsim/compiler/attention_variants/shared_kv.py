@@ -4,13 +4,13 @@ counts K alone) and V reaches the matrix units in the format K was converted to,
 
 from __future__ import annotations
 
-from archsim.compiler.attention_variant import AttentionVariant, Variant
+from archsim.compiler.attention_variant import AttentionVariant
 from archsim.dtypes import DType
 from archsim.graph.ops import Op
 
 
 class SharedKV(AttentionVariant):
-    variant = Variant.SHARED_KV
+    order = 30
 
     def applies(self, op: Op) -> bool:
         return op.kv_shared

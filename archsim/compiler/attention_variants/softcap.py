@@ -4,7 +4,7 @@ and the multiply back after the tanh) per score."""
 
 from __future__ import annotations
 
-from archsim.compiler.attention_variant import AttentionVariant, Variant
+from archsim.compiler.attention_variant import AttentionVariant
 from archsim.graph.ops import Op
 
 SOFTCAP_LANE_OPS = 2  # per score: divide by the cap (a multiply) and multiply back after the tanh
@@ -12,7 +12,7 @@ SOFTCAP_SPECIAL_OPS = 1  # per score: the tanh
 
 
 class Softcap(AttentionVariant):
-    variant = Variant.SOFTCAP
+    order = 20
 
     def applies(self, op: Op) -> bool:
         return op.softcap

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from archsim.compiler.attention_variant import AttentionVariant, Variant
+from archsim.compiler.attention_variant import AttentionVariant
 from archsim.graph.ops import Op, attended_pairs
 
 
 class SlidingWindow(AttentionVariant):
-    variant = Variant.SLIDING_WINDOW
+    order = 10
 
     def applies(self, op: Op) -> bool:
         return op.window > 0

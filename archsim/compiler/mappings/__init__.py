@@ -1,21 +1,28 @@
 """The GEMM mappings, one file each, keyed by `GemmMapping`: what each forms its work items
-from and how (archsim/compiler/gemm_mapping.py says what a mapping provides). The autotuner
-(archsim/compiler/gemm.py) offers every registered mapping in the order below: among tilings
-of equal estimate, an earlier mapping's come first.
+from and how (archsim/compiler/gemm_mapping.py says what a mapping provides). Each file of this
+folder holds its `RULE`; the autotuner (archsim/compiler/gemm.py) offers every one, lowest
+`order` first: among tilings of equal estimate, an earlier mapping's come first.
 
-Adding one (docs/adding_a_gemm_mapping.md): a member in `GemmMapping`, a file here with its
-`GemmMappingRule`, and its line in MAPPINGS.
+Adding one (docs/adding_a_gemm_mapping.md): a member in `GemmMapping` and a file here with its
+`GemmMappingRule`.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from archsim.compiler.gemm_mapping import GemmMappingRule
 from archsim.compiler.gemm_phases import GemmMapping
-from archsim.compiler.mappings import data_parallel, split_k, stream_k
 
-MAPPINGS: dict[GemmMapping, GemmMappingRule] = {
-    rule.mapping: rule for rule in (stream_k.RULE, data_parallel.RULE, split_k.RULE)
-}
+
+def _found() -> dict[GemmMapping, GemmMappingRule]:
+    """Every mapping of this folder by its `GemmMapping`, lowest `order` first."""
+    rules = [importlib.import_module(f"{__name__}.{m.name}").RULE for m in pkgutil.iter_modules(__path__)]
+    return {rule.mapping: rule for rule in sorted(rules, key=lambda r: (r.order, r.mapping.value))}
+
+
+MAPPINGS: dict[GemmMapping, GemmMappingRule] = _found()
 
 
 def mapping_rule(mapping: GemmMapping) -> GemmMappingRule:

@@ -13,6 +13,7 @@ from archsim.hardware import Chip
 
 class DataParallel(GemmMappingRule):
     mapping = GemmMapping.DATA_PARALLEL
+    order = 20
 
     def splits(self, e: Estimate) -> tuple[int, ...]:
         return (1,)

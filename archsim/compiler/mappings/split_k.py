@@ -17,6 +17,7 @@ SPLITS = (2, 3, 4, 6, 8, 12, 16)  # K slices per tile a split-K kernel offers
 
 class SplitK(GemmMappingRule):
     mapping = GemmMapping.SPLIT_K
+    order = 30
 
     def splits(self, e: Estimate) -> tuple[int, ...]:
         """Offered only where some tile shape leaves cores without a tile."""

@@ -31,6 +31,7 @@ from archsim.units import ceil_div
 
 class StreamK(GemmMappingRule):
     mapping = GemmMapping.STREAM_K
+    order = 10
 
     def splits(self, e: Estimate) -> tuple[int, ...]:
         return (1,)
