@@ -4,6 +4,7 @@
 import csv
 import io
 import json
+import re
 
 import pytest
 
@@ -113,3 +114,46 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"archsim {archsim.__version__}"
+
+
+TABLE_COMMANDS = {  # each command that prints a table, small enough to run in a test
+    "run": ["run", "--hw", "h200x8", "--workload", "llama3_70b", "--tp", "8", "--prompt", "64", "--generate", "2"],
+    "op": ["op", "gemm", "--M", "128", "--K", "4096", "--N", "4096", "--dtype", "fp8"],
+    "list": ["list"],
+    "compare": ["compare", "h100", "h200", "dataflow_2stack", "--prompt", "64", "--generate", "2"],
+    "scale": ["scale", "--workload", "llama3_8b", "--tp", "1,2"],
+    "serve": ["serve", "--rate", "1", "--requests", "20", "--prompt", "128", "--generate", "8"],
+    "validate": ["validate", "h200_calibration"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(TABLE_COMMANDS))
+def test_no_token_split_at_80_columns(capsys, monkeypatch, tmp_path, command):
+    """At 80 columns into a pipe, every name and number of the document (--json, or --format json)
+    is whole on one line of the table: a word of the table text, not two halves on two lines."""
+    args = TABLE_COMMANDS[command]
+    code, text, _ = printed(capsys, monkeypatch, args)
+    assert code == 0
+    assert max(map(len, text.splitlines())) <= 80
+    words = {w.strip("│┃,;()") for w in text.split()}
+    code, doc, _ = printed(capsys, monkeypatch, [*args, "--format", "json"])
+    names = set()
+
+    def walk(v):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in ("name", "op", "chip", "hw", "workload", "system") and isinstance(x, str) and " " not in x:
+                    names.add(x)
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    if code == 0 and doc.lstrip().startswith(("{", "[")):
+        walk(json.loads(doc))
+    split = {n for n in names if n not in words and any(w and n.startswith(w) and w != n for w in words)}
+    assert not split, split
+    for line in text.splitlines():  # no number or name cut at the line's end: "1.299e" / "+04", "a3" / "b"
+        last = line.rstrip(" │┃").split()[-1:] or [""]
+        assert not re.fullmatch(r"[\d.]+e|\w+_", last[0]), line
+    assert "time per output token" in text or command != "serve"

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 
 import pytest
 from rich.console import Console
@@ -124,3 +125,59 @@ def test_decode_by_kv_draws_a_run_without_curves(tmp_path, h200, llama8b):
     run = run_generation(w, h200, kv_stride=1024)
     assert is_png(decode_by_kv(tmp_path / "alone.png", [("h200", run)]))
     assert is_png(decode_by_kv(tmp_path / "empty.png", [("h200", run)], []))
+
+
+PLOTTING = {  # each command that draws, small enough to run in a test, and the plots it draws
+    "run": ["run", "--hw", "tpu_v5e", "--workload", "llama2_7b", "--prompt", "64", "--generate", "4", "--quiet"],
+    "compare": ["compare", "h200", "h100", "--batch", "8", "--prompt", "64", "--generate", "4"],
+    "serve": ["serve", "--rate", "2", "--requests", "30", "--prompt", "128", "--generate", "16", "--quiet"],
+}
+RAW_TICK = re.compile(r"\\mathdefault|\$|\de[+-]\d")  # mathtext left as text, 1.06e+03
+
+
+@pytest.mark.parametrize("command", sorted(PLOTTING))
+def test_every_tick_label_reads_as_a_plain_number(tmp_path, monkeypatch, capsys, command):
+    """Every figure a command saves is drawn (Agg) and its tick labels read: none is mathtext
+    left as text (`$\\mathdefault{10^{0}}$`) or a number in e-notation; log axes included."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    savefig = Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        drawn.append(fig)
+        return savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    assert main([*PLOTTING[command], "--plots", str(tmp_path)]) == 0
+    assert drawn
+    logs = 0
+    for fig in drawn:
+        FigureCanvasAgg(fig).draw()
+        for ax in fig.axes:
+            logs += (ax.get_xscale() == "log") + (ax.get_yscale() == "log")
+            for minor in (False, True):
+                labels = [t.get_text() for t in (*ax.get_xticklabels(minor=minor), *ax.get_yticklabels(minor=minor))]
+                raw = [t for t in labels if RAW_TICK.search(t)]
+                assert not raw, (command, ax.get_title(), raw)
+    assert logs or command != "run"  # the roofline and joules per token are log axes
+
+
+def test_names_with_math_characters_are_drawn_as_written(tmp_path):
+    """A `$` in a name is escaped wherever it is drawn (ticks, title, legend), not read as math:
+    `$\\frac{a}{` would otherwise fail to draw; `_` outside math is plain text."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from archsim.report.plots import bar_number, figure, literal, readable_number
+
+    names = ["chip_$\\frac{a}{", "a$b$c"]
+    fig, ax = figure()
+    ax.barh(names, [1060.0, 4.56], label="$x$ roof")
+    ax.set_title("on $\\frac{a}{")
+    ax.legend()
+    FigureCanvasAgg(fig).draw()  # raises on unescaped mathtext
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["chip_\\$\\frac{a}{", "a\\$b\\$c"]
+    assert literal("a\\$b") == "a\\$b"  # escaped once, not twice
+    assert [bar_number(v) for v in (1060.0, 4.56, 0.0123)] == ["1,060", "4.56", "0.0123"]
+    assert [readable_number(v) for v in (0.1, 1.0, 2000.0, 1e4, 1e6, 1e-4)] == ["0.1", "1", "2000", "10k", "1M", "100u"]

@@ -98,15 +98,11 @@ class UsageError(Exception):
 
 
 def require_plots(flag: str = "--plots", hint: str = "") -> None:
-    """Refuse `flag` up front (before any simulation) when matplotlib is missing; draw every
-    text as it is written (a chip named `$\\frac{a}{` would otherwise be parsed as math and
-    fail after the whole run)."""
+    """Refuse `flag` up front (before any simulation) when matplotlib is missing. (Names with
+    `$` are drawn as written: report.plots escapes every text of a figure as it is drawn.)"""
     from archsim.report.plots import PlotsUnavailable, require_matplotlib
 
     try:
         require_matplotlib()
     except PlotsUnavailable as err:
         raise UsageError(f"{flag}: {err}{hint}") from None
-    import matplotlib
-
-    matplotlib.rcParams["text.parse_math"] = False

@@ -81,11 +81,13 @@ def emit(args, out, tables=(), data: dict | None = None, rows: list[dict] | None
         writer.writerows(rows)
     else:
         for t in tables:
-            if not isinstance(t, str):
-                from archsim.report.tables import fit  # rich's tables only where there is one
+            if isinstance(t, str):
+                out.print(t)
+                continue
+            from archsim.report.tables import fit  # rich's tables only where there is one
 
-                t = fit(t, out.width)
-            out.print(t)
+            for part in fit(t, out.width):
+                out.print(part)
 
 
 def jit_cold() -> bool:

@@ -100,7 +100,91 @@ def figure(
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
         axes = fig.subplots(rows, cols, **subplots)
+    fig.draw = _readable_draw(fig.draw)  # type: ignore[method-assign]
     return fig, axes
+
+
+def _readable_draw(draw: Callable[..., None]) -> Callable[..., None]:
+    """`draw` of a figure, first with each text drawn as it is written (a `$` in a chip or op
+    name escaped, so it is not read as math) and each log axis ticked in plain numbers (0.1,
+    1, 10, 1k: no powers of ten in mathtext, no 1e+03). Every figure built by `figure`, however
+    it is saved, is drawn through it."""
+    import functools
+
+    @functools.wraps(draw)
+    def readable(renderer: Any) -> None:
+        from matplotlib.text import Text
+
+        fig = draw.__self__  # type: ignore[attr-defined]
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                _readable_log_ticks(axis)
+                _literal_tick_names(axis)
+        for text in fig.findobj(Text):
+            text.set_text(literal(text.get_text()))
+        draw(renderer)
+
+    return readable
+
+
+def literal(text: str) -> str:
+    """`text` with every `$` escaped, so matplotlib draws it as written."""
+    import re
+
+    return re.sub(r"(?<!\\)\$", r"\\$", text)
+
+
+def readable_number(x: float) -> str:
+    """A tick value in plain digits: 0.001 to 9,999 as written (0.5, 20, 2000), beyond with a
+    metric prefix (10k, 1M, 100u), never in powers of ten."""
+    if x == 0 or 1e-3 <= abs(x) < 1e4:
+        return f"{x:g}"
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("m", 1e-3), ("u", 1e-6)):
+        if abs(x) >= scale * 0.9995:
+            return f"{x / scale:g}{prefix}"
+    return f"{x / 1e-9:g}n"
+
+
+def _literal_tick_names(axis: Any) -> None:
+    """Tick labels that are names (bars by chip, ticks given as text) escaped like every text."""
+    from matplotlib.category import StrCategoryFormatter
+    from matplotlib.ticker import FixedFormatter
+
+    class LiteralNames(StrCategoryFormatter):
+        @staticmethod
+        def _text(value: Any) -> str:
+            return literal(StrCategoryFormatter._text(value))
+
+    f = axis.get_major_formatter()
+    if type(f) is StrCategoryFormatter:
+        axis.set_major_formatter(LiteralNames(f._units))
+    elif isinstance(f, FixedFormatter):
+        f.seq = [literal(str(t)) for t in f.seq]
+
+
+def _readable_log_ticks(axis: Any) -> None:
+    """matplotlib's own log formatters of `axis` (which label in mathtext) replaced by ones that
+    label the same ticks in plain numbers; formatters set by the plot are kept."""
+    from matplotlib.ticker import LogFormatter
+
+    class PlainLog(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return readable_number(x)
+
+    for get, set_ in (
+        (axis.get_major_formatter, axis.set_major_formatter),
+        (axis.get_minor_formatter, axis.set_minor_formatter),
+    ):
+        f = get()
+        if isinstance(f, LogFormatter) and type(f).__name__ != "PlainLog":
+            set_(
+                PlainLog(
+                    base=getattr(f, "_base", 10.0),
+                    labelOnlyBase=f.labelOnlyBase,
+                    minor_thresholds=f.minor_thresholds,
+                    linthresh=getattr(f, "_linthresh", None),
+                )
+            )
 
 
 def stacked_bars(
@@ -146,6 +230,12 @@ def plain_ticks() -> FuncFormatter:
     from matplotlib.ticker import FuncFormatter
 
     return FuncFormatter(lambda v, _: f"{v:g}")
+
+
+def bar_number(x: float) -> str:
+    """A bar's value to 3 significant figures in plain digits with thousands separators: 1,060
+    rather than 1.06e+03, 4.56, 0.0123."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def time_parts(step: StepResult) -> dict[OpKind, dict[str, float]]:
@@ -283,7 +373,7 @@ def compare_summary(path: Path, runs: list[tuple[str, RunResult]], title: str) -
     )
     for ax, (label, values) in zip(axes, panels):
         bars = ax.barh(names, values, color="tab:blue")
-        ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=8, padding=2)
+        ax.bar_label(bars, labels=[bar_number(v) for v in values], fontsize=8, padding=2)
         ax.set_xlabel(label)
         ax.set_xlim(0, 1.25 * max(values + [1e-12]))
         ax.invert_yaxis()  # the first chip on top

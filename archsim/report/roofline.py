@@ -61,8 +61,10 @@ def roofline(path: Path, steps: list[tuple[str, StepResult]], chip: Chip, dtype:
         for x, y, names in label_clusters(points)
     ]
     _roofs(ax, chip, dtype, [x for x, _, _ in points])
-    for kind, colour in KIND_COLOURS.items():
-        ax.scatter([], [], color=colour, label=kind.value)
+    placed = {r.op.kind for _, step in steps for r, _, _ in where_ops_go(step)[0]}
+    for kind, colour in KIND_COLOURS.items():  # the kinds drawn; the others are named under the plot
+        if kind in placed:
+            ax.scatter([], [], color=colour, label=kind.value)
     for (label, _), marker in zip(steps, MARKERS):
         ax.scatter([], [], marker=marker, color="white", edgecolors="black", label=label)
     ax.set_xscale("log")

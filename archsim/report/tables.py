@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
+from rich.measure import Measurement
+from rich.table import Column, Table
 
 from archsim.engine.timing import OpTiming
 from archsim.units import format_bytes, format_rate, format_seconds
@@ -35,10 +36,13 @@ def summary_table(r: RunResult, chip_name: str, model_name: str) -> Table:
         )
     fp = r.footprint
     t.add_row(
-        "memory: weights + KV + activations",
-        f"{format_bytes(fp.weights_bytes)} + {format_bytes(fp.kv_cache_bytes)} + "
-        f"{format_bytes(fp.activations_bytes)} = {format_bytes(fp.total_bytes)} "
-        f"of {format_bytes(fp.capacity_bytes)} ({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)",
+        "memory used",
+        f"{format_bytes(fp.total_bytes)} of {format_bytes(fp.capacity_bytes)} "
+        f"({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)",
+    )
+    t.add_row(
+        "  weights + KV + activations",
+        f"{format_bytes(fp.weights_bytes)} + {format_bytes(fp.kv_cache_bytes)} + {format_bytes(fp.activations_bytes)}",
     )
     if r.interrupted:
         t.add_row("[red]interrupted[/red]", f"{len(r.decode_step_s)} decode steps simulated")
@@ -130,18 +134,87 @@ def natural_width(table: Table) -> int:
     return Console(width=10_000).measure(table).maximum
 
 
-def fit(table: Table, width: int) -> Table:
-    """`table`, changed in place until it reads in `width` columns without losing anything: as
+def fit(table: Table, width: int) -> list[Table]:
+    """`table` as one or more tables that read in `width` columns without splitting a token: as
     built if it fits; else without vertical rules and with one space between columns; then with
-    multi-word headers on several lines; then with its text columns folded onto more lines;
-    then with headers also broken after underscores; then with every column allowed to fold.
-    Columns are never dropped, and numbers are cut (rich's '…') only when even that is too wide."""
-    steps = (_compact, _stacked_headers, _folded_text, _broken_names, _folded_all)
+    multi-word headers on several lines; then with headers also broken after underscores; then
+    with cells of prose wrapped between words; then, where the names and numbers alone are still
+    too wide, with the columns that do not fit moved to a second table that repeats the first
+    column. A name or number is never folded across lines (so it can be copied and grepped) and
+    no column is dropped; rich cuts a cell short (with its visible '…') only when one column
+    alone is wider than `width`."""
+    steps = (_compact, _stacked_headers, _broken_names, _wrapped_words)
     for step in steps:
         if natural_width(table) <= width:
-            break
+            return [table]
         step(table)
-    return table
+    _narrowed_prose(table, width)
+    if natural_width(table) <= width:
+        return [table]
+    parts = _split(table, width)
+    for part in parts:
+        for column in part.columns:
+            column.max_width = None
+        _narrowed_prose(part, width)
+    return parts
+
+
+def minimum_width(table: Table) -> int:
+    """Columns the table needs with its prose wrapped at its longest word and its names and
+    numbers whole (rich's own minimum would count a number with a unit as wrappable)."""
+    narrowest = _with_columns(table, table.columns)
+    for column in narrowest.columns:
+        if not column.no_wrap:
+            column.max_width = _content_width(column)[0]
+    return natural_width(narrowest)
+
+
+def _content_width(column: Column) -> tuple[int, int]:
+    """The narrowest (its longest word) and widest (its longest line) a column's cells can be."""
+    console = Console(width=10_000)
+    cells = [*([column.header] if column.header else []), *column._cells]
+    spans = [Measurement.get(console, console.options, c) for c in cells]
+    return max((m.minimum for m in spans), default=1), max((m.maximum for m in spans), default=1)
+
+
+def _narrowed_prose(table: Table, width: int) -> None:
+    """The columns that wrap narrowed, the widest first and none below its longest word, until
+    `table` fits `width` or none can give more. rich alone would narrow them past their longest
+    word and cut that word short."""
+    while (excess := natural_width(table) - width) > 0:
+        spans = [(c, *_content_width(c)) for c in table.columns if not c.no_wrap]
+        spans = [(c, least, c.max_width or most) for c, least, most in spans if (c.max_width or most) > least]
+        if not spans:
+            return
+        column, least, most = max(spans, key=lambda s: s[2])
+        column.max_width = max(least, most - excess)
+
+
+def _split(table: Table, width: int) -> list[Table]:
+    """`table` as tables of its first column and as many of the next columns as fit `width`."""
+    key = table.columns[0]
+    groups: list[list[Column]] = [[]]
+    for column in table.columns[1:]:
+        if groups[-1] and minimum_width(_with_columns(table, [key, *groups[-1], column])) > width:
+            groups.append([])
+        groups[-1].append(column)
+    parts = [_with_columns(table, [key, *g]) for g in groups]
+    for part in parts[1:]:
+        part.title = None
+    for part in parts[:-1]:
+        part.caption = None
+    return parts
+
+
+def _with_columns(table: Table, columns: list[Column]) -> Table:
+    """A copy of `table` (title, style, rows) with only `columns`."""
+    import copy
+
+    part = copy.copy(table)
+    part.columns = [copy.copy(c) for c in columns]
+    for i, column in enumerate(part.columns):
+        column._index = i
+    return part
 
 
 def _compact(table: Table) -> None:
@@ -166,14 +239,9 @@ def _broken_names(table: Table) -> None:
             column.header = column.header.replace("_", "_\n").replace("(", "\n(").replace("\n\n", "\n")
 
 
-def _folded_all(table: Table) -> None:
+def _wrapped_words(table: Table) -> None:
+    """Columns of prose (left-justified, with spaces in a cell) wrap between words; names and
+    numbers stay whole on one line; nothing folds mid-word."""
     for column in table.columns:
-        column.no_wrap = False
-        column.overflow = "fold"
-
-
-def _folded_text(table: Table) -> None:
-    for column in table.columns:
-        if column.justify == "left" or column.overflow == "fold":
-            column.no_wrap = False
-            column.overflow = "fold"
+        column.overflow = "ellipsis"
+        column.no_wrap = column.justify != "left" or not any(" " in str(c) for c in column._cells)
