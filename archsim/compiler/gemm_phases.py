@@ -93,16 +93,9 @@ def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, fl
     """Shares of its A and B blocks each core moves itself: with a cluster of c cores that one
     transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
     tiles of one column share the B block (of one row, the A block): the larger of the two
-    that the grid lets c tiles share is moved once per cluster."""
-    c = lay.multicast
-    if c <= 1 or lay.cores < c:
-        return 1.0, 1.0
-    a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
-    # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
-    rows, cols = ceil_div(op.m, tm), ceil_div(op.n, tn)
-    share_b = rows % c == 0 and b_block >= a_block
-    share_a = cols % c == 0 and not share_b
-    return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
+    that the grid lets c tiles share is moved once per cluster (`grid_shares` of one shape)."""
+    sa, sb = grid_shares(op, lay, np.array([tm]), np.array([tn]))
+    return float(sa[0]), float(sb[0])
 
 
 def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,6 +104,7 @@ def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tupl
     if c <= 1 or lay.cores < c:
         return np.ones(len(tm)), np.ones(len(tm))
     a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
+    # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
     share_b = (ceil_div(op.m, tm) % c == 0) & (b_block >= a_block)
     share_a = (ceil_div(op.n, tn) % c == 0) & ~share_b
     return np.where(share_a, 1.0 / c, 1.0), np.where(share_b, 1.0 / c, 1.0)
