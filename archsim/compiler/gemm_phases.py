@@ -192,11 +192,8 @@ def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
         runs = [run.copy() for run in plan.runs]
         for run in runs:
             run["cycles"] = table[run["cycles"].astype(np.int64)]
-        if len({run.tobytes() for run in runs}) < len(runs):
-            groups: dict[bytes, list] = {}
-            for run, weight in zip(runs, plan.weights, strict=True):
-                groups.setdefault(run.tobytes(), [run, 0])[1] += weight
-            joined, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+        joined, weights = join_alike(runs, plan.weights)
+        if len(joined) < len(runs):
             return build_phase(joined, stages, phase.label, phase.new_kernel, weights, pipeline_bytes(stages, stage))
     return replace(
         phase,
@@ -204,6 +201,15 @@ def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
         stages=max(1, int(stages)),
         inflight_bytes=pipeline_bytes(stages, stage),
     )
+
+
+def join_alike(runs: list[np.ndarray], weights) -> tuple[list[np.ndarray], list[int]]:
+    """Runs of equal bytes as one, in order of first appearance, with their `weights` summed
+    (the cores that run each)."""
+    groups: dict[bytes, list] = {}
+    for run, weight in zip(runs, weights, strict=True):
+        groups.setdefault(run.tobytes(), [run, 0])[1] += weight
+    return [g[0] for g in groups.values()], [g[1] for g in groups.values()]
 
 
 PLAN_BUDGET_BYTES = 128 << 20  # arrays of the plans kept, the most recently used (a sweep's few hundred fit)
@@ -274,15 +280,11 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int 
         seq["store_l2_bytes" if partials_in_l2 else "store_bytes"][-1] = em * en * out_bytes
         blocks.append(seq)
     # core c runs items c, c + cores, ...: cores with the same kinds in the same order are one sequence
-    groups: dict[bytes, list] = {}
-    for c in range(min(cores, len(kind_of))):
-        sig = np.ascontiguousarray(kind_of[c::cores])
-        entry = groups.setdefault(sig.tobytes(), [sig, 0])
-        entry[1] += 1
+    used = min(cores, len(kind_of))
+    sigs, weights = join_alike([np.ascontiguousarray(kind_of[c::cores]) for c in range(used)], [1] * used)
     # joined as rows of floats: a record array's concatenation promotes its fields for each part
     rows = [entry_rows(block) for block in blocks]
-    sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig, _w in groups.values()]
-    weights = [w for _sig, w in groups.values()]
+    sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig in sigs]
     return PhasePlan(build_phase(sequences, 1, label, weights=weights), tuple(shapes))
 
 

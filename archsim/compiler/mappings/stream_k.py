@@ -14,6 +14,7 @@ from archsim.compiler.gemm_phases import (
     PhasePlan,
     Tiling,
     WaveLayout,
+    join_alike,
     kept_plan,
     operand_shares,
     phase_on,
@@ -101,11 +102,8 @@ class StreamK(GemmMappingRule):
         cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
         flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
         # cores whose runs of iterations are alike (the same step shapes) are one weighted sequence
-        groups: dict[bytes, list] = {}
-        for c in range(min(cores, ceil_div(sk_iters, per))):
-            run = flat[c * per : min(sk_iters, (c + 1) * per)]
-            groups.setdefault(run.tobytes(), [run, 0])[1] += 1
-        runs, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+        used = min(cores, ceil_div(sk_iters, per))
+        runs, weights = join_alike([flat[c * per : min(sk_iters, (c + 1) * per)] for c in range(used)], [1] * used)
         phase = build_phase(runs, 1, self.label(t), new_kernel=dp_tiles == 0, weights=weights)
         shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
         return PhasePlan(phase, shapes, tuple(run.copy() for run in runs), tuple(weights), dp_tiles)
