@@ -18,6 +18,7 @@ from archsim.compiler.gemm_phases import (
     kept_plan,
     operand_shares,
     phase_on,
+    plain_waves,
     wave_layout,
     work_items,
 )
@@ -52,7 +53,7 @@ class StreamK(GemmMappingRule):
 
     def waves(self, count: int, cores: int) -> tuple[np.ndarray, int]:
         """All but the last full wave of tiles in waves of one per core; the tail in flight together."""
-        wave = np.arange(count) // cores
+        wave = plain_waves(count, cores)
         dp = max(0, count // cores - 1) * cores
         wave[dp:] = dp // cores
         return wave, dp
