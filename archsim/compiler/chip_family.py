@@ -7,12 +7,21 @@ family's.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
+
 import numpy as np
 
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, ChipFamily
 
 TileGrid = tuple[np.ndarray, np.ndarray, np.ndarray]  # legal (tm, tn, tk) of a GEMM, one per row
+
+
+def tile_grid(tms: Iterable[int], tns: Iterable[int], tks: Iterable[int]) -> TileGrid:
+    """Every (tm, tn, tk) of the given edges and K steps, as the arrays of a `TileGrid`."""
+    grid = np.array(list(itertools.product(tms, tns, tks)), dtype=np.int64)
+    return grid[:, 0], grid[:, 1], grid[:, 2]
 
 
 class FamilyRule:

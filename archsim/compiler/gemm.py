@@ -13,12 +13,11 @@ for the engine to play.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 import numpy as np
 
-from archsim.compiler.chip_family import TileGrid
+from archsim.compiler.chip_family import TileGrid, tile_grid
 from archsim.compiler.families import family_rule
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.gemm_mapping import Estimate
@@ -155,8 +154,7 @@ def library_tiles(op: Op, chip: Chip) -> TileGrid:
     tms = sorted({t for t in TILE_SIZES if t < 2 * m} | {m})
     tns = sorted({t for t in TILE_SIZES if t < 2 * n} | {n})
     tks = sorted({t for t in K_STEPS if t < 2 * k} | {k})
-    grid = np.array(list(itertools.product(tms, tns, tks)), dtype=np.int64)
-    tm, tn, tk = grid[:, 0], grid[:, 1], grid[:, 2]
+    tm, tn, tk = tile_grid(tms, tns, tks)
     stage = stage_bytes(tm, tn, tk, op.dtype.bytes, op.b_dtype.bytes)
     ok = (2 * stage <= core.sram.capacity_bytes) & (tm * tn * PARTIAL_BYTES <= core.accumulator_bytes)
     if not ok.any():

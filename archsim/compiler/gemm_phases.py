@@ -93,16 +93,9 @@ def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, fl
     """Shares of its A and B blocks each core moves itself: with a cluster of c cores that one
     transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
     tiles of one column share the B block (of one row, the A block): the larger of the two
-    that the grid lets c tiles share is moved once per cluster."""
-    c = lay.multicast
-    if c <= 1 or lay.cores < c:
-        return 1.0, 1.0
-    a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
-    # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
-    rows, cols = ceil_div(op.m, tm), ceil_div(op.n, tn)
-    share_b = rows % c == 0 and b_block >= a_block
-    share_a = cols % c == 0 and not share_b
-    return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
+    that the grid lets c tiles share is moved once per cluster (`grid_shares` of one shape)."""
+    sa, sb = grid_shares(op, lay, np.array([tm]), np.array([tn]))
+    return float(sa[0]), float(sb[0])
 
 
 def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,6 +104,7 @@ def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tupl
     if c <= 1 or lay.cores < c:
         return np.ones(len(tm)), np.ones(len(tm))
     a_block, b_block = tm * op.dtype.bytes, tn * op.b_dtype.bytes
+    # every tile needs a partner in its cluster: the shared dimension's blocks pair up exactly
     share_b = (ceil_div(op.m, tm) % c == 0) & (b_block >= a_block)
     share_a = (ceil_div(op.n, tn) % c == 0) & ~share_b
     return np.where(share_a, 1.0 / c, 1.0), np.where(share_b, 1.0 / c, 1.0)
@@ -198,11 +192,8 @@ def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
         runs = [run.copy() for run in plan.runs]
         for run in runs:
             run["cycles"] = table[run["cycles"].astype(np.int64)]
-        if len({run.tobytes() for run in runs}) < len(runs):
-            groups: dict[bytes, list] = {}
-            for run, weight in zip(runs, plan.weights, strict=True):
-                groups.setdefault(run.tobytes(), [run, 0])[1] += weight
-            joined, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+        joined, weights = join_alike(runs, plan.weights)
+        if len(joined) < len(runs):
             return build_phase(joined, stages, phase.label, phase.new_kernel, weights, pipeline_bytes(stages, stage))
     return replace(
         phase,
@@ -210,6 +201,15 @@ def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
         stages=max(1, int(stages)),
         inflight_bytes=pipeline_bytes(stages, stage),
     )
+
+
+def join_alike(runs: list[np.ndarray], weights) -> tuple[list[np.ndarray], list[int]]:
+    """Runs of equal bytes as one, in order of first appearance, with their `weights` summed
+    (the cores that run each)."""
+    groups: dict[bytes, list] = {}
+    for run, weight in zip(runs, weights, strict=True):
+        groups.setdefault(run.tobytes(), [run, 0])[1] += weight
+    return [g[0] for g in groups.values()], [g[1] for g in groups.values()]
 
 
 PLAN_BUDGET_BYTES = 128 << 20  # arrays of the plans kept, the most recently used (a sweep's few hundred fit)
@@ -280,15 +280,11 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int 
         seq["store_l2_bytes" if partials_in_l2 else "store_bytes"][-1] = em * en * out_bytes
         blocks.append(seq)
     # core c runs items c, c + cores, ...: cores with the same kinds in the same order are one sequence
-    groups: dict[bytes, list] = {}
-    for c in range(min(cores, len(kind_of))):
-        sig = np.ascontiguousarray(kind_of[c::cores])
-        entry = groups.setdefault(sig.tobytes(), [sig, 0])
-        entry[1] += 1
+    used = min(cores, len(kind_of))
+    sigs, weights = join_alike([np.ascontiguousarray(kind_of[c::cores]) for c in range(used)], [1] * used)
     # joined as rows of floats: a record array's concatenation promotes its fields for each part
     rows = [entry_rows(block) for block in blocks]
-    sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig, _w in groups.values()]
-    weights = [w for _sig, w in groups.values()]
+    sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig in sigs]
     return PhasePlan(build_phase(sequences, 1, label, weights=weights), tuple(shapes))
 
 

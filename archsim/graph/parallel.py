@@ -188,7 +188,7 @@ def tp_collective(op: Op, w: Workload, tokens: int, tp: int) -> Op | None:
     chip's ops of a `tokens`-token step), or None: an all-reduce of the hidden states after the
     ops whose output is a partial sum, an all-gather of the logits after the LM head (as the
     builder gave the op's `parallel` role); named after the op."""
-    if tp <= 1 or op.parallel is ParallelRole.NONE or op.parallel is ParallelRole.EXPERTS_IN:
+    if tp <= 1:
         return None
     base, act = base_name(op.name), w.dtypes.activations
     prefix = MTP_PREFIX if op.name.startswith(MTP_PREFIX) else ""

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from archsim.compiler.chip_family import FamilyRule, TileGrid
+from archsim.compiler.chip_family import FamilyRule, TileGrid, tile_grid
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.gemm_phases import stage_bytes
 from archsim.compiler.program import PARTIAL_BYTES
@@ -129,11 +127,7 @@ class Tpu(FamilyRule):
     def gemm_tiles(self, op: Op, chip: Chip) -> TileGrid | None:
         arr = chip.core.array
         edge = max(arr.rows, arr.cols)
-        grid = np.array(
-            [(tm, tn, tk) for tm in mxu_menu(op.m, edge) for tn in mxu_menu(op.n, edge) for tk in mxu_menu(op.k, edge)],
-            dtype=np.int64,
-        )
-        tm, tn, tk = grid[:, 0], grid[:, 1], grid[:, 2]
+        tm, tn, tk = tile_grid(mxu_menu(op.m, edge), mxu_menu(op.n, edge), mxu_menu(op.k, edge))
         ok = vmem_fits(tm, tn, tk, op.dtype.bytes, op.b_dtype.bytes, chip.core.sram.capacity_bytes)
         if not ok.any():
             return None  # no block fits: the library's smallest tiles

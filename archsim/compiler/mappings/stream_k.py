@@ -14,9 +14,11 @@ from archsim.compiler.gemm_phases import (
     PhasePlan,
     Tiling,
     WaveLayout,
+    join_alike,
     kept_plan,
     operand_shares,
     phase_on,
+    plain_waves,
     wave_layout,
     work_items,
 )
@@ -51,7 +53,7 @@ class StreamK(GemmMappingRule):
 
     def waves(self, count: int, cores: int) -> tuple[np.ndarray, int]:
         """All but the last full wave of tiles in waves of one per core; the tail in flight together."""
-        wave = np.arange(count) // cores
+        wave = plain_waves(count, cores)
         dp = max(0, count // cores - 1) * cores
         wave[dp:] = dp // cores
         return wave, dp
@@ -101,11 +103,8 @@ class StreamK(GemmMappingRule):
         cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
         flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
         # cores whose runs of iterations are alike (the same step shapes) are one weighted sequence
-        groups: dict[bytes, list] = {}
-        for c in range(min(cores, ceil_div(sk_iters, per))):
-            run = flat[c * per : min(sk_iters, (c + 1) * per)]
-            groups.setdefault(run.tobytes(), [run, 0])[1] += 1
-        runs, weights = [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+        used = min(cores, ceil_div(sk_iters, per))
+        runs, weights = join_alike([flat[c * per : min(sk_iters, (c + 1) * per)] for c in range(used)], [1] * used)
         phase = build_phase(runs, 1, self.label(t), new_kernel=dp_tiles == 0, weights=weights)
         shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
         return PhasePlan(phase, shapes, tuple(run.copy() for run in runs), tuple(weights), dp_tiles)
