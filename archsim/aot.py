@@ -173,7 +173,7 @@ def folder() -> Path:
     from archsim import kernel_sources
 
     digest = kernel_sources.kernel_sources_digest()
-    base = Path(os.environ.get("NUMBA_CACHE_DIR") or kernel_sources.cache_root() / kernel_sources.KERNEL_CACHE / digest)
+    base = Path(os.environ.get("NUMBA_CACHE_DIR") or kernel_sources.kernel_cache_dir())
     here = Path(__file__)
     sources = digest.encode() + here.read_bytes() + here.with_name("aot_build.py").read_bytes()
     return base / f"aot-{hashlib.sha256(sources).hexdigest()[:16]}-{_cpu_key()}"
