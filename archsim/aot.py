@@ -104,13 +104,14 @@ def _type_name(note: object) -> object:
     return getattr(note, "__forward_arg__", None) or getattr(note, "__name__", note)
 
 
+_ARRAY_CHECK = (
+    "if type({{a}}) is not ndarray or {{a}}.ndim != {ndim} or ({{a}}.dtype is not {dtype} and {{a}}.dtype != {dtype}):"
+    " return MISS\n    flags = {{a}}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS"
+)
 _CHECKS = {  # the test of argument `a` for each letter; `return MISS` where it fails
-    "I": "if type({a}) is not ndarray or {a}.ndim != 1 or ({a}.dtype is not I64 and {a}.dtype != I64): return MISS\n"
-    "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
-    "F": "if type({a}) is not ndarray or {a}.ndim != 1 or ({a}.dtype is not F64 and {a}.dtype != F64): return MISS\n"
-    "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
-    "G": "if type({a}) is not ndarray or {a}.ndim != 2 or ({a}.dtype is not F64 and {a}.dtype != F64): return MISS\n"
-    "    flags = {a}.flags\n    if not (flags.c_contiguous and flags.behaved): return MISS",
+    "I": _ARRAY_CHECK.format(ndim=1, dtype="I64"),
+    "F": _ARRAY_CHECK.format(ndim=1, dtype="F64"),
+    "G": _ARRAY_CHECK.format(ndim=2, dtype="F64"),
     "i": "if not ((type({a}) is int and LOW <= {a} <= HIGH) or type({a}) is int64): return MISS",
     "f": "if type({a}) is not float and type({a}) is not float64: return MISS",
     "b": "if type({a}) is not bool and type({a}) is not bool_: return MISS",
@@ -173,7 +174,7 @@ def folder() -> Path:
     from archsim import kernel_sources
 
     digest = kernel_sources.kernel_sources_digest()
-    base = Path(os.environ.get("NUMBA_CACHE_DIR") or kernel_sources.cache_root() / kernel_sources.KERNEL_CACHE / digest)
+    base = Path(os.environ.get("NUMBA_CACHE_DIR") or kernel_sources.kernel_cache_dir())
     here = Path(__file__)
     sources = digest.encode() + here.read_bytes() + here.with_name("aot_build.py").read_bytes()
     return base / f"aot-{hashlib.sha256(sources).hexdigest()[:16]}-{_cpu_key()}"

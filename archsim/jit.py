@@ -43,10 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from archsim.kernel_sources import KERNEL_CACHE, cache_root, kernel_cache_dir, kernel_sources_digest
-
-# where compiled kernels are kept, asked of this module as before (archsim/kernel_sources.py)
-__all__ = ["KERNEL_CACHE", "cache_root", "kernel_cache_dir", "kernel_sources_digest"]
+from archsim.kernel_sources import kernel_cache_dir
 
 # The argument types of a kernel called from Python, as its annotations name them: archsim/aot.py
 # compiles it ahead of time for the types they name (by these names: `ARGUMENT_TYPES` there) and

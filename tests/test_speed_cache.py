@@ -218,17 +218,17 @@ def test_the_kernel_cache_follows_every_file_a_kernel_is_built_from(tmp_path):
     constants (read by serving/kernels.py) must change it; a report module must not."""
     import shutil
 
-    from archsim import jit
+    from archsim import kernel_sources
 
     root = tmp_path / "archsim"
-    shutil.copytree(Path(jit.__file__).resolve().parent, root, ignore=shutil.ignore_patterns("__pycache__"))
-    before = jit.kernel_sources_digest(root)
-    assert jit.kernel_sources_digest(root) == before
+    shutil.copytree(Path(kernel_sources.__file__).resolve().parent, root, ignore=shutil.ignore_patterns("__pycache__"))
+    before = kernel_sources.kernel_sources_digest(root)
+    assert kernel_sources.kernel_sources_digest(root) == before
     seen = {before}
     for changed, moves in (("engine/sharing.py", True), ("serving/histogram.py", True), ("report/tables.py", False)):
         with open(root / changed, "a") as f:
             f.write("\n# changed\n")
-        digest = jit.kernel_sources_digest(root)
+        digest = kernel_sources.kernel_sources_digest(root)
         assert (digest not in seen) is moves, changed
         seen.add(digest)
 
@@ -238,11 +238,11 @@ def test_numba_caches_in_the_kernel_folder_unless_told_otherwise(tmp_path):
     a NUMBA_CACHE_DIR the user set is left as it is."""
     show = "from archsim import jit; jit.load(); import os; print(os.environ['NUMBA_CACHE_DIR'])"
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    from archsim import jit
+    from archsim import kernel_sources
 
     got = subprocess.run([sys.executable, "-c", show], env={**env, "XDG_CACHE_HOME": str(tmp_path)},
                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    assert got == str(tmp_path / "archsim" / "numba" / jit.kernel_sources_digest())
+    assert got == str(tmp_path / "archsim" / "numba" / kernel_sources.kernel_sources_digest())
     mine = str(tmp_path / "mine")
     got = subprocess.run([sys.executable, "-c", show], env={**env, "NUMBA_CACHE_DIR": mine},
                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip

@@ -64,9 +64,16 @@ class TimeByCause:
 
 
 UNITS = ("matrix", "vector", "hbm", "l2", "sram", "latency", "link", "fixed")  # each unit's `<unit>_utilisation`
-UNIT_BOUND = {"matrix": "compute", "vector": "compute", "hbm": "memory", "l2": "memory", "sram": "memory"}
-UNIT_BOUND |= {"latency": "memory"}
-UNIT_BOUND |= {"link": "communication", "fixed": "overhead"}
+UNIT_BOUND = {
+    "matrix": "compute",
+    "vector": "compute",
+    "hbm": "memory",
+    "l2": "memory",
+    "sram": "memory",
+    "latency": "memory",
+    "link": "communication",
+    "fixed": "overhead",
+}
 
 
 def binding_unit(utilisation: dict[str, float]) -> str:

@@ -37,12 +37,6 @@ def hist_add(counts, stats, gap_s, weight):
         stats[3] = gap_s
 
 
-@njit
-def hist_add_many(counts, stats, gaps_s, weight):
-    for i in range(len(gaps_s)):
-        hist_add(counts, stats, gaps_s[i], weight)
-
-
 @njit_entry
 def hist_add_steps(counts: I64Array, stats: F64Array, ends_s: F64Array, k: int, weight: int):
     """The gaps between the first `k` consecutive step ends, each `weight` times."""
