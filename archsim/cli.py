@@ -298,7 +298,7 @@ class _CtrlC:
     STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     STOP_WITHIN_S = 0.8
     watchdog = False  # the console script's process: a thread ends a run stuck in a kernel
-    forks_forget = [False]  # whether a forked child drops the wakeup pipe (`_forget_wakeup`)
+    forks_forget = False  # whether a forked child drops the wakeup pipe (`_forget_wakeup`)
 
     def __init__(self) -> None:
         self.pressed = False
@@ -336,10 +336,9 @@ class _CtrlC:
             os.close(write_fd)
             return
         self.wakeup = (read_fd, write_fd)
-        self.handled = threading.Event()
-        if not _CtrlC.forks_forget[0]:  # a forked worker's signals are its own, not this process's
+        if not _CtrlC.forks_forget:  # a forked worker's signals are its own, not this process's
             os.register_at_fork(after_in_child=_forget_wakeup)
-            _CtrlC.forks_forget[0] = True
+            _CtrlC.forks_forget = True
         threading.Thread(target=self._watch, args=(read_fd,), name="archsim-stop", daemon=True).start()
 
     def _watch(self, read_fd: int) -> None:

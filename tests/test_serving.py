@@ -25,7 +25,8 @@ from archsim.serving.instance import Instance
 from archsim.serving.metrics import Slo
 from archsim.serving.requests import make_requests
 from archsim.serving.scheduler import Policy, SchedulerConfig
-from archsim.serving.simulate import Disaggregation, LinkMissingError, ServeSetup, ServeSetupError, serve
+from archsim.serving.setup import Disaggregation, LinkMissingError, ServeSetup, ServeSetupError
+from archsim.serving.simulate import serve
 
 TINY = Workload(
     ModelSpec("tiny", layers=2, hidden=512, heads=8, kv_heads=2, head_dim=64, ffn=1024, vocab=1000),

@@ -16,7 +16,8 @@ from archsim.serving.prefix import BlockCache, HostTier
 from archsim.serving.request_fields import RequestFields
 from archsim.serving.requests import make_requests
 from archsim.serving.scheduler import Policy, Preemption, SchedulerConfig
-from archsim.serving.simulate import ServeSetup, ServeSetupError, serve
+from archsim.serving.setup import ServeSetup, ServeSetupError
+from archsim.serving.simulate import serve
 from archsim.serving.speculative import Speculation, expected_tokens, mtp_module
 
 BLOCK_BYTES = 16 * 2 * 2 * 2 * 64 * 2  # 16 tokens x K and V x 2 layers x 2 KV heads x 64 x bf16 = 16,384 B

@@ -15,7 +15,8 @@ from archsim.runner.generation import run_generation
 from archsim.runner.memory import largest_batch
 from archsim.serving.kvpool import size_pool
 from archsim.serving.requests import make_requests
-from archsim.serving.simulate import ServeSetup, ServeSetupError, serve
+from archsim.serving.setup import ServeSetup, ServeSetupError
+from archsim.serving.simulate import serve
 
 
 def test_largest_batch_as_an_engine_plans_memory(h200, llama8b):

@@ -20,17 +20,7 @@ from archsim.serving.metrics import RequestTimes
 from archsim.serving.requests import RequestSet
 from archsim.serving.result import InstanceRun, ServeResult
 from archsim.serving.scheduler import Policy
-from archsim.serving.setup import (
-    Disaggregation,
-    LinkMissingError,
-    ServeSetup,
-    ServeSetupError,
-    instance_for,
-    layout,
-    pool_for,
-)
-
-__all__ = ["Disaggregation", "LinkMissingError", "ServeResult", "ServeSetup", "ServeSetupError", "serve"]
+from archsim.serving.setup import ServeSetup, ServeSetupError, instance_for, layout, pool_for
 
 
 def serve(reqs: RequestSet, setup: ServeSetup) -> ServeResult:

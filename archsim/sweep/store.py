@@ -236,20 +236,21 @@ def read_results(out_dir: str | Path):
         raise StoreError(f"{d} holds no results (no {PART_GLOB} files): run `archsim sweep SPEC --out {d}` first")
     settings = read_manifest(d).get("settings")
     tables = [_read_part(p) for p in found]
-    want = arrow_schema([tuple(c) for c in settings["columns"]]) if isinstance(settings, dict) else tables[0].schema
+    columns = settings["columns"] if isinstance(settings, dict) else None
+    digest = settings_digest(settings) if isinstance(settings, dict) else None
+    want = arrow_schema([tuple(c) for c in columns]) if columns is not None else tables[0].schema
     digests = {_part_digest(t) for t in tables} - {None}
     for p, t in zip(found, tables):
         if not t.schema.equals(want):
             raise StoreError(f"{p}: its columns differ from the sweep's: not a part of this sweep; move it away")
         held = _part_digest(t)
-        if held is not None and (held != settings_digest(settings) if isinstance(settings, dict) else len(digests) > 1):
+        if held is not None and (held != digest if digest is not None else len(digests) > 1):
             raise StoreError(
                 f"{p}: holds rows of a sweep with other settings than {d / MANIFEST}'s: results of two "
                 "sweeps are never ranked together; move it to that sweep's folder"
             )
     table = pa.concat_tables(tables)
-    roles = settings["columns"] if isinstance(settings, dict) else None
-    check_rows(table, d, None if roles is None else {c[0] for c in roles if c[2] == "objective"})
+    check_rows(table, d, None if columns is None else {c[0] for c in columns if c[2] == "objective"})
     return table
 
 
