@@ -29,13 +29,13 @@ from archsim.program import Phase, Program
 class Choice:
     """The program an op runs as, the clock its power held, how it played at that clock, and
     how many candidates it was chosen from; and how it played at the chip's clock (`unheld`:
-    the same play where its power held no clock; None where not stated)."""
+    the same play where its power held no clock)."""
 
     program: Program
     played: ProgramResult
     candidates: int
     clock_hz: float
-    unheld: ProgramResult | None = None
+    unheld: ProgramResult
 
     @property
     def launches(self) -> int:
