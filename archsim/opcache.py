@@ -123,7 +123,8 @@ def ops_key(ops: Sequence[object], tag: str = "") -> str:
     return digest(tag + "|" + repr(tuple(ops)))
 
 
-def _reject_constant(name: str):
+def reject_constant(name: str):
+    """json's `parse_constant` for an entry: NaN and Infinity make the entry a miss."""
     raise ValueError(f"{name} is not a number an entry holds")
 
 
@@ -163,7 +164,7 @@ def parse_entries(data: bytes, clashing: set[str] | None = None) -> dict[str, ob
     clashing = set() if clashing is None else clashing
     for line in data.split(b"\n"):
         try:
-            entry = json.loads(line, parse_constant=_reject_constant)
+            entry = json.loads(line, parse_constant=reject_constant)
             key, value = entry["k"], entry["v"]
         except (ValueError, KeyError, TypeError, RecursionError):
             continue

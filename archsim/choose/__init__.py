@@ -13,37 +13,29 @@ here, so every caller sees the same program.
 Results are memoised by (op, chip) (archsim/memo.py): ops are frozen and compare by kind and shape.
 """
 
-from archsim.choose.clock import MAX_HELD_PLAYS, at_clock, play_held, played_activity
+from archsim.choose.clock import play_held, played_activity
 from archsim.choose.collective import collective_energy, simulate_collective, time_collective
-from archsim.choose.conditions import Condition, fixed_cost_s, prologue_s
-from archsim.choose.pick import Choice, choose, program_time_s, same_play
+from archsim.choose.conditions import Condition
+from archsim.choose.pick import choose, same_play
 from archsim.choose.tilings import cached_tilings
-from archsim.choose.timed import TimedOp, kernel_durations_s, op_energy, op_energy_split, replay, simulate_op, time_op
-from archsim.choose.writeback import dirty_evicted_bytes, with_writeback
+from archsim.choose.timed import TimedOp, kernel_durations_s, op_energy, replay, simulate_op, time_op
+from archsim.choose.writeback import dirty_evicted_bytes
 
 __all__ = [
-    "MAX_HELD_PLAYS",
-    "Choice",
     "Condition",
     "TimedOp",
-    "at_clock",
     "cached_tilings",
     "choose",
     "collective_energy",
     "dirty_evicted_bytes",
-    "fixed_cost_s",
     "kernel_durations_s",
     "op_energy",
-    "op_energy_split",
     "play_held",
     "played_activity",
-    "program_time_s",
-    "prologue_s",
     "replay",
     "same_play",
     "simulate_collective",
     "simulate_op",
     "time_collective",
     "time_op",
-    "with_writeback",
 ]

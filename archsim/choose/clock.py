@@ -26,15 +26,14 @@ def played_activity(program: Program, played: ProgramResult) -> Activity:
     return replace(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
 
 
-def play_held(program: Program, chip: Chip, played: ProgramResult | None = None) -> tuple[float, ProgramResult]:
+def play_held(program: Program, chip: Chip, played: ProgramResult) -> tuple[float, ProgramResult]:
     """The program played at the clock its power holds (archsim/hardware/power.py): the highest
     clock at which its power, computed from a play at that clock, stays at or under the limit
-    (`played`: already played at the chip's clock). The time at another clock f is estimated as
+    (`played`: its play at the chip's clock). The time at another clock f is estimated as
     the critical core's compute scaling as 1/f and the rest as fixed; the program is played again
     at the clock found, each play correcting the estimate, at most MAX_HELD_PLAYS times. Where the
     last play still draws more than the limit (the estimate errs high, as the stalls shrink too at
     a lower clock), `under_the_limit` steps down to a clock that is under it for certain."""
-    played = played or play_program(program, chip)
     p, f_max = chip.power, chip.clock_hz
     if p is None or played.cycles == 0:
         return f_max, played

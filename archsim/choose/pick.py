@@ -29,26 +29,30 @@ from archsim.program import Phase, Program
 class Choice:
     """The program an op runs as, the clock its power held, how it played at that clock, and
     how many candidates it was chosen from; and how it played at the chip's clock (`unheld`:
-    the same play where its power held no clock; None where not stated)."""
+    the same play where its power held no clock)."""
 
     program: Program
     played: ProgramResult
     candidates: int
     clock_hz: float
-    unheld: ProgramResult | None = None
+    unheld: ProgramResult
 
     @property
     def launches(self) -> int:
-        """Kernels one run of the program launches (phases that start a new kernel)."""
-        return sum(1 for ph in self.program.phases if ph.new_kernel)
+        """Kernels one run of the program launches."""
+        return launches(self.program)
+
+
+def launches(program: Program) -> int:
+    """Kernels one run of `program` launches (phases that start a new kernel)."""
+    return sum(1 for ph in program.phases if ph.new_kernel)
 
 
 def program_time_s(program: Program, played: ProgramResult, chip: Chip, clock_hz: float | None = None) -> float:
     """One run of a played program back to back with others: its cycles at the clock it ran
     at (default the chip's) plus its fixed costs."""
-    launches = sum(1 for ph in program.phases if ph.new_kernel)
     clock = clock_hz or chip.clock_hz
-    return played.cycles / clock + fixed_cost_s(chip, launches, program.family, Condition.GRAPH, False)
+    return played.cycles / clock + fixed_cost_s(chip, launches(program), program.family, Condition.GRAPH, False)
 
 
 def same_play(a: Program, b: Program) -> bool:

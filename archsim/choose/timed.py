@@ -54,7 +54,7 @@ def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: b
     the first kernel of a timed region, which pays a lone launch or the host's cost)."""
     c = choose(op, chip)
     r, k = c.played, op.kernels
-    unheld = c.unheld or r
+    unheld = c.unheld
     if condition is Condition.STANDALONE and c.program.matrix:
         flushed = with_writeback(c.program, chip.l2.capacity_bytes)
         r = play_program(flushed, at_clock(chip, c.clock_hz))

@@ -97,7 +97,7 @@ def get(entry: str | None) -> tuple[Any, dict] | None:
         return None
     kind, source = _asked[entry]
     try:
-        doc = json.loads(data, parse_constant=_no_constant)
+        doc = json.loads(data, parse_constant=opcache.reject_constant)
     except (ValueError, RecursionError):
         return None
     return from_document(doc, entry, kind, source)
@@ -136,10 +136,6 @@ def put(entry: str | None, value: tuple[Any, dict]) -> None:
 
 
 # --- the entry as JSON, and back --------------------------------------------------------------------
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a number an entry holds")
 
 
 def _record_type(kind: str) -> type:
