@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from archsim.hardware import Dataflow, FoldMode
-from archsim.hardware.memory import hbm_efficiency
 from archsim.hardware.systolic import array_cycles, scalesim_cycles
 
 
@@ -57,9 +56,9 @@ def test_hbm_efficiency_by_hand(h200):
         turnaround_s=10e-9,
         rw_batch_bytes=2048,
     )
-    assert hbm_efficiency(hbm, 0.0) == pytest.approx(0.9)
-    assert hbm_efficiency(hbm, 0.5) == pytest.approx(0.72)
-    assert hbm_efficiency(hbm, 0.1) == pytest.approx(0.9 / 1.05)
+    assert hbm.efficiency(0.0) == pytest.approx(0.9)
+    assert hbm.efficiency(0.5) == pytest.approx(0.72)
+    assert hbm.efficiency(0.1) == pytest.approx(0.9 / 1.05)
 
 
 def test_h200_headline_numbers(h200):

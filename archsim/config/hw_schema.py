@@ -129,7 +129,16 @@ class InNetworkCfg(Strict):
     latency: SecondsOrZero = Field(description="extra fixed cost of a collective the switch reduces")
 
 
-class InterconnectCfg(Strict):
+class _OmitUnset(Strict):
+    """A section whose keys not given (null) stay out of the resolved config, so that the files
+    written before those keys existed keep their config hash."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler):
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class InterconnectCfg(_OmitUnset):
     links_per_chip: PositiveInt = Field(description="chip-to-chip links of each chip")
     link_bandwidth: BytesPerS = Field(description="per link, one direction")
     link_latency: Seconds = Field(description="per step of a collective: one hop through links and switch")
@@ -144,24 +153,6 @@ class InterconnectCfg(Strict):
     in_network_reduction: InNetworkCfg | None = Field(None, description="the switch reduces (NVLink SHARP)")
     chunk: Bytes | None = Field(None, description="smallest piece a collective is cut into to overlap compute")
     torus: list[PositiveInt] | None = Field(None, description="ring or torus dimensions (product = chips)")
-
-    @model_serializer(mode="wrap")
-    def _omit_unset(self, handler):
-        """Collective settings not given stay out of the resolved config, so that the files
-        written before they existed keep their config hash."""
-        return {k: v for k, v in handler(self).items() if v is not None or k in _LINK_KEYS}
-
-
-_LINK_KEYS = ("links_per_chip", "link_bandwidth", "link_latency", "topology")
-
-
-class _OmitUnset(Strict):
-    """A section whose keys not given (null) stay out of the resolved config."""
-
-    @model_serializer(mode="wrap")
-    def _omit_unset(self, handler):
-        """An SRAM energy not given stays out of the resolved config (earlier files keep their hash)."""
-        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 def _both_ends(cls, v: dict) -> dict:

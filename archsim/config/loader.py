@@ -263,10 +263,8 @@ def _main_memory(cfg: HardwareCfg) -> MainMemory:
 def _power(p, clock_hz: float) -> Power:
     e = p.energy
     energies = from_section(Energies, e, mac_j=tuple(sorted(e.mac.items())))
-    v, top = (
-        p.voltage,
-        {} if p.max_clock is not None else {"max_clock_hz": clock_hz},
-    )  # the curve's top: clock unless given
+    v = p.voltage
+    top = {} if p.max_clock is not None else {"max_clock_hz": clock_hz}  # the curve's top: clock unless given
     return from_section(Power, p, voltage_min_v=v["min_clock"], voltage_max_v=v["max_clock"], energies=energies, **top)
 
 

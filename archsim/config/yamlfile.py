@@ -96,18 +96,18 @@ def merged(base: YamlDoc, over: YamlDoc) -> YamlDoc:
 
 
 def _laid_over(base: dict, over: dict, key: KeyPath, replaced: set[KeyPath]) -> dict:
-    out = dict(base)
+    """`base` (a copy of its own) with `over` laid over it in place."""
     for name, value in over.items():
         at = key + (name,)
-        if isinstance(value, dict) and isinstance(out.get(name), dict):
-            out[name] = _laid_over(out[name], value, at, replaced)
+        if isinstance(value, dict) and isinstance(base.get(name), dict):
+            _laid_over(base[name], value, at, replaced)
             continue
         replaced.add(at)
         if value is None:
-            out.pop(name, None)
+            base.pop(name, None)
         else:
-            out[name] = copy.deepcopy(value)
-    return out
+            base[name] = copy.deepcopy(value)
+    return base
 
 
 def dotted(key: KeyPath) -> str:

@@ -21,22 +21,15 @@ import math
 from typing import NamedTuple
 
 from archsim.hardware.chip import Chip
-from archsim.hardware.memory_models import MainMemory
 from archsim.jit import njit
 from archsim.memo import memo
 
 MAX_UTILISATION = 0.98  # of the HBM bandwidth, where the queueing delay stops growing (49 x Lq)
 
 
-def hbm_efficiency(hbm: MainMemory, write_fraction: float) -> float:
-    """Fraction of the peak main-memory bandwidth a stream achieves with `write_fraction` of its
-    bytes written (the memory model's rule)."""
-    return hbm.efficiency(write_fraction)
-
-
 def hbm_bandwidth(chip: Chip, write_fraction: float) -> float:
     """Achievable HBM bandwidth in bytes/s for a stream with that write fraction."""
-    return chip.hbm.peak_bandwidth_bytes_per_s * hbm_efficiency(chip.hbm, write_fraction)
+    return chip.hbm.peak_bandwidth_bytes_per_s * chip.hbm.efficiency(write_fraction)
 
 
 def l2_bandwidth(chip: Chip) -> float:
@@ -75,7 +68,7 @@ def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float)
     whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA).
     Memoised: a decode's attention at every KV length asks for the same."""
     clock, hbm = chip.clock_hz, chip.hbm
-    eff = hbm_efficiency(hbm, write_fraction)
+    eff = hbm.efficiency(write_fraction)
     dma = float(chip.core.max_inflight_bytes)
     return MemoryParams(
         hbm_latency=hbm_latency_s(chip) * clock,
