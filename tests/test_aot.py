@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from attention_ops import gqa_attention
 
 from archsim import aot
 from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
@@ -135,28 +136,8 @@ def _programs(chip):
     ops = [
         Op(OpKind.GEMM, m=512, k=4096, n=28672, scaling=Scaling.FIXED),
         Op(OpKind.GEMM, m=1, k=4096, n=14336, scaling=Scaling.FIXED),
-        Op(
-            OpKind.ATTENTION,
-            batch=2,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            q_len=1024,
-            kv_len=1024,
-            causal=True,
-            scaling=Scaling.FIXED,
-        ),
-        Op(
-            OpKind.ATTENTION,
-            batch=4,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            q_len=1,
-            kv_len=3000,
-            split_kv=True,
-            scaling=Scaling.FIXED,
-        ),
+        gqa_attention(1024, 1024, batch=2, causal=True),
+        gqa_attention(1, 3000, batch=4, split_kv=True),
         Op(OpKind.VECTOR, m=4096, n=4096, vop=VectorOp.RMSNORM, scaling=Scaling.FIXED),
     ]
     return [p for op in ops for p in compile_candidates(op, chip)[:2]]

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from attention_ops import gqa_attention
 
 from archsim.compiler.attention import _blocks, compile_attention
 from archsim.compiler.gemm import compile_gemm, tiling_hbm_bytes
@@ -150,20 +151,8 @@ def test_attention_blocks_fit_sram(h200):
     and O: (2 x 4 x 128 + 4 x bk x 128) x 2 B <= 233,472 B gives bk <= 226, so 128. Prefill takes
     the largest, squarest pair: 128 x 128 ((2 x 128 + 4 x 128) x 128 x 2 = 196,608 B; 256 x 128
     needs 262,144)."""
-    decode = Op(
-        OpKind.ATTENTION, batch=1, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=1000, scaling=Scaling.FIXED
-    )
-    prefill = Op(
-        OpKind.ATTENTION,
-        batch=1,
-        heads=32,
-        kv_heads=8,
-        head_dim=128,
-        q_len=1024,
-        kv_len=1024,
-        causal=True,
-        scaling=Scaling.FIXED,
-    )
+    decode = gqa_attention(1, 1000)
+    prefill = gqa_attention(1024, 1024, causal=True)
     assert _blocks(decode, h200.chip) == (4, 16, 128)
     assert _blocks(prefill, h200.chip) == (1024, 128, 128)
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from attention_ops import gqa_attention
 
 from archsim.errors import ConfigError, OutputError, TooLargeError, printable
 
@@ -220,38 +221,15 @@ def h200():
 
 
 def test_attention_entries_by_hand(h200):
-    from archsim.graph.ops import Op, OpKind, Scaling
-    from archsim.hardware import DType
     from archsim.runner.size import attention_entries
 
     # 228 KiB of SRAM, head_dim 128, bf16: 128x128 blocks fit ((2*128*128 + 4*128*128) * 2 B = 192 KiB),
     # 256x128 do not; 1024 queries are 8 blocks, and causal block i reads i + 1 K/V blocks:
     # 1 + 2 + ... + 8 = 36 per head, 32 heads
-    prefill = Op(
-        OpKind.ATTENTION,
-        DType.BF16,
-        batch=1,
-        heads=32,
-        kv_heads=8,
-        head_dim=128,
-        q_len=1024,
-        kv_len=1024,
-        causal=True,
-        scaling=Scaling.FIXED,
-    )
+    prefill = gqa_attention(1024, 1024, causal=True)
     assert attention_entries(prefill, h200) == 32 * 36
     # decode: one item per (sequence, KV head) in 128-key blocks: 2 x 8 x ceil(1000 / 128) = 2 x 8 x 8
-    decode = Op(
-        OpKind.ATTENTION,
-        DType.BF16,
-        batch=2,
-        heads=32,
-        kv_heads=8,
-        head_dim=128,
-        q_len=1,
-        kv_len=1000,
-        scaling=Scaling.FIXED,
-    )
+    decode = gqa_attention(1, 1000, batch=2)
     assert attention_entries(decode, h200) == 128
 
 
@@ -278,22 +256,10 @@ def test_gemm_and_vector_entries_by_hand(h200, monkeypatch):
 
 
 def test_an_op_past_the_limit_is_refused_with_the_numbers(h200):
-    from archsim.graph.ops import Op, OpKind, Scaling
-    from archsim.hardware import DType
     from archsim.limits import MAX_PROGRAM_ENTRIES
     from archsim.runner.size import check_op
 
-    huge = Op(
-        OpKind.ATTENTION,
-        DType.BF16,
-        batch=1,
-        heads=32,
-        kv_heads=8,
-        head_dim=128,
-        q_len=10**6,
-        kv_len=10**6,
-        scaling=Scaling.FIXED,
-    )
+    huge = gqa_attention(10**6, 10**6)
     with pytest.raises(TooLargeError) as err:
         check_op(huge, h200, "attention")
     assert f"more than the limit of {MAX_PROGRAM_ENTRIES:,}" in str(err.value)

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from attention_ops import gqa_attention
 from test_serving import TINY
 
 from archsim import opcache
@@ -14,7 +15,7 @@ from archsim.config.loader import load_workload
 from archsim.graph.builder import Step
 from archsim.graph.mixed import decode_attention_ops, prefill_attention_ops, step_ops
 from archsim.graph.model import Fusion, Phase, Scenario
-from archsim.graph.ops import Op, OpKind, Scaling
+from archsim.graph.ops import Op, Scaling
 from archsim.graph.parallel import Parallelism
 from archsim.runner.generation import run_generation, simulate_step
 
@@ -27,9 +28,7 @@ def no_disk_cache():
 
 
 def decode(kv_len: int) -> Op:
-    return Op(
-        OpKind.ATTENTION, batch=64, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=kv_len, scaling=Scaling.FIXED
-    )
+    return gqa_attention(1, kv_len, batch=64)
 
 
 def test_lengths_in_one_kv_block_differ_only_in_the_last_blocks_bytes(h200):

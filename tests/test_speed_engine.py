@@ -5,6 +5,7 @@ bit (tests/test_engine_recorded.py compares its outputs with recorded ones)."""
 
 import numpy as np
 import pytest
+from attention_ops import gqa_attention
 
 from archsim.compiler.compile import compile_candidates
 from archsim.engine.simulate import phase_memory, play_phase, play_phase_on
@@ -15,18 +16,8 @@ from archsim.program import Phase
 OPS = [
     Op(OpKind.GEMM, m=64, k=4096, n=6144, scaling=Scaling.FIXED),  # split-K / stream-K candidates
     Op(OpKind.GEMM, m=2048, k=4096, n=4096, scaling=Scaling.FIXED),
-    Op(OpKind.ATTENTION, batch=4, heads=32, kv_heads=8, head_dim=128, q_len=1, kv_len=3000, scaling=Scaling.FIXED),
-    Op(
-        OpKind.ATTENTION,
-        batch=1,
-        heads=8,
-        kv_heads=8,
-        head_dim=128,
-        q_len=1024,
-        kv_len=1024,
-        causal=True,
-        scaling=Scaling.FIXED,
-    ),
+    gqa_attention(1, 3000, batch=4),
+    gqa_attention(1024, 1024, heads=8, causal=True),
     Op(OpKind.VECTOR, m=1000, n=4096, vop=VectorOp.RMSNORM, scaling=Scaling.FIXED),
 ]
 

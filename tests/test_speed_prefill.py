@@ -6,6 +6,7 @@ core runs k blocks in k blocks' time whatever bounds it."""
 
 import numpy as np
 import pytest
+from attention_ops import gqa_attention
 
 from archsim.compiler import attention
 from archsim.compiler.attention import compile_attention
@@ -13,7 +14,7 @@ from archsim.compiler.program import coarse_steps
 from archsim.config.loader import load_system
 from archsim.engine.kernels import simulate_phase
 from archsim.engine.simulate import play_program
-from archsim.graph.ops import Op, OpKind, Scaling
+from archsim.graph.ops import Op
 from archsim.hardware.memory import MemoryParams
 from archsim.program import entries
 
@@ -36,11 +37,11 @@ def _one_entry(hbm: float, trips: float) -> tuple:
     HBM bytes as `trips` loads, with one buffer: HBM latency 100 cycles, 8 channels of 1 byte a
     cycle interleaved every 256 bytes, Little's law out of the way (1e9 bytes in flight)."""
     p = MemoryParams(100.0, 0.0, 50.0, 1e9, 1e9, 1.0, 256.0, 8.0, 1e9, 1e9)
-    entries = np.array([[hbm], [0.0], [0.0], [0.0], [trips]])  # HBM, L2, stores, trips
+    loads = np.array([[hbm], [0.0], [0.0], [0.0], [trips]])  # HBM, L2, stores, trips
     out = simulate_phase(
         np.array([0, 1], dtype=np.int64),
         np.array([1], dtype=np.int64),
-        entries,
+        loads,
         np.array([10], dtype=np.int64),
         1,
         p,
@@ -59,17 +60,7 @@ def test_a_load_of_several_trips_pays_each_latency_on_its_own_channels():
 
 
 def _prefill(batch: int, prompt: int) -> Op:
-    return Op(
-        OpKind.ATTENTION,
-        batch=batch,
-        heads=32,
-        kv_heads=8,
-        head_dim=128,
-        q_len=prompt,
-        kv_len=prompt,
-        causal=True,
-        scaling=Scaling.FIXED,
-    )
+    return gqa_attention(prompt, prompt, batch=batch, causal=True)
 
 
 @pytest.mark.parametrize("chip_name", ["h200", "mi300x"])

@@ -22,9 +22,8 @@ import tempfile
 from pathlib import Path
 
 from hostile import Case, Expect, Outcome, Prop, Verdict
+from hostile_cases import ROOT, SMALL
 
-ROOT = Path(__file__).resolve().parents[1]
-SMALL = ("--prompt", "16", "--generate", "2")
 CACHE_ENV = (("ARCHSIM_CACHE_DIR", "cache"),)  # relative to the case's folder, its working directory
 MARKER = "code-ran"  # what a planted pickle would create, if it were ever loaded
 REFERENCE_RUNS = {

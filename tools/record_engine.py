@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_engine_recorded import PHASE_ARRAYS  # noqa: E402  (the arrays the test rebuilds a phase from)
+from attention_ops import gqa_attention  # noqa: E402
+from test_engine_recorded import PHASE_ARRAYS, outputs  # noqa: E402  (what the test rebuilds and compares)
 
 from archsim.compiler.compile import compile_candidates  # noqa: E402
 from archsim.config.loader import load_system  # noqa: E402
@@ -35,29 +36,7 @@ from archsim.program import Phase  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "engine_phases.npz"
 # a split-KV decode over 32k keys, whose program is a decode kernel and a combine
-DECODE = Op(
-    OpKind.ATTENTION,
-    batch=1,
-    heads=32,
-    kv_heads=8,
-    head_dim=128,
-    q_len=1,
-    kv_len=32768,
-    split_kv=True,
-    scaling=Scaling.FIXED,
-)
-OUTPUTS = (
-    "end_cycles",
-    "busy_cycles",
-    "stall_cycles",
-    "total_cycles",
-    "load_issue",
-    "load_done",
-    "compute_end",
-    "event_cycles",
-    "hbm_read",
-    "hbm_write",
-)
+DECODE = gqa_attention(1, 32768, split_kv=True)
 # (case, chip, op, candidate, phase): the candidate and phase as compile_candidates orders them
 CASES = (
     ("stream-k gemm", "h200", Op(OpKind.GEMM, m=2048, k=4096, n=4096, scaling=Scaling.FIXED), 0, 0),
@@ -68,17 +47,7 @@ CASES = (
     (
         "causal prefill attention",
         "h200",
-        Op(
-            OpKind.ATTENTION,
-            batch=1,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            q_len=2048,
-            kv_len=2048,
-            causal=True,
-            scaling=Scaling.FIXED,
-        ),
+        gqa_attention(2048, 2048, causal=True),
         0,
         0,
     ),
@@ -137,24 +106,19 @@ def record(out: Path) -> None:
     from archsim.hardware.memory import MemoryParams
 
     data: dict[str, np.ndarray] = {}
-    for name, phase, memory in phases():
+    cases = phases()
+    for name, phase, memory in cases:
         for field in PHASE_ARRAYS:
             data[f"{name}/{field}"] = getattr(phase, field)
         data[f"{name}/stages"] = np.array(phase.stages, dtype=np.int64)
         data[f"{name}/memory"] = np.array(memory, dtype=np.float64)
         for trace in (False, True):
             r = play_phase_on(phase, MemoryParams(*memory), trace)
-            got = {"end_cycles": r.end_cycles, "busy_cycles": r.busy_cycles, "stall_cycles": r.stall_cycles}
-            got["total_cycles"] = np.array(r.total_cycles)
-            if r.timeline is not None:
-                tl = r.timeline
-                got |= {"load_issue": tl.load_issue, "load_done": tl.load_done, "compute_end": tl.compute_end}
-                got |= {"event_cycles": tl.event_cycles, "hbm_read": tl.hbm_read, "hbm_write": tl.hbm_write}
-            for field, value in got.items():
+            for field, value in outputs(r).items():
                 data[f"{name}/{'trace' if trace else 'plain'}/{field}"] = value
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out, **data)
-    print(f"{out}: {len(phases())} phases, {out.stat().st_size / 1024:.0f} KiB")
+    print(f"{out}: {len(cases)} phases, {out.stat().st_size / 1024:.0f} KiB")
 
 
 def main() -> int:
