@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+MAX_COUNT = 2**31 - 1  # a count (in a file, a flag or an option) times another still fits int64 arithmetic
+
 # sizes of files read whole
 MAX_JSON_BYTES = 64 << 20  # a config.json or a case file (the shipped ones are a few kB)
 MAX_TRACE_BYTES = 2 << 30  # a request trace (ten million requests are about 300 MB of CSV)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 
+from archsim.limits import MAX_COUNT
+
 COMMANDS = ("run", "op", "validate", "list", "compare", "serve", "sweep", "pareto", "scale")
 
 
-MAX_FLAG_INT = 2**31 - 1  # as config counts (archsim.config.fields.MAX_COUNT)
-
-
-def positive_int(flag: str, high: int = MAX_FLAG_INT):
+def positive_int(flag: str, high: int = MAX_COUNT):
     """argparse type for `flag`: a whole number above zero, at most `high`. argparse reports a
     refusal as `argument FLAG: why (got VALUE)`, so the message here does not repeat the flag."""
     return bounded_int(flag, 1, high)

@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
 from archsim.errors import quote
+from archsim.limits import MAX_COUNT
 from archsim.units import Dim, parse_quantity
 
 # Limits that catch a slipped unit prefix ('1.755 Hz' for GHz, '6.25 bps' for Gbps) and keep the
@@ -28,7 +29,6 @@ MAX_BANDWIDTH = (1e18, "1 EB/s")  # 40,000 times a wafer-scale chip's on-die ban
 MIN_LATENCY = (1e-15, "1 fs")  # a thousandth of a gate delay (the parity chips: 0.001 ps, "none")
 MAX_LATENCY = (1.0, "1 s")  # a memory or link latency, an overhead: a second is a unit mistake
 MAX_BITS_PER_S = (1e18, "1 Ebps")
-MAX_COUNT = 2**31 - 1  # a count times another still fits the compiler's int64 arithmetic
 MAX_CORES = 2**20  # Cerebras WSE-3, the largest chip built, has 900,000 cores
 
 

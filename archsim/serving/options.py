@@ -26,7 +26,6 @@ HOST_PROFILES = ("vllm", "vllm_async", "sglang", "trtllm", "none")  # archsim/se
 MIN_MEMORY_FRACTION = 1e-3  # of the device memory: less is a typo, not a setting
 MAX_SPEC_TOKENS = 64  # tokens proposed per verify (engines propose a handful)
 MAX_HOST_BYTES = 1 << 50  # host memory per chip for swap or offload (a PiB: a unit mistake beyond)
-MAX_COUNT = 2**31 - 1  # a count without a bound of its own (as config counts)
 DEFAULT_ATTAINMENT = 0.9  # share of requests that must meet the SLOs (DistServe's 90%)
 
 
@@ -201,7 +200,7 @@ def _kv_pool_problems(k: KvPoolOptions) -> list[tuple[str, str]]:
     out = _number("gpu_memory_utilization", share, 0.0, 1.0, low_open=True)
     if not out and share < MIN_MEMORY_FRACTION:
         out = [("gpu_memory_utilization", f"must be at least {MIN_MEMORY_FRACTION:g} of the memory (got {share})")]
-    out += _whole("kv_blocks", k.kv_blocks, 1, MAX_COUNT, optional=True)
+    out += _whole("kv_blocks", k.kv_blocks, 1, limits.MAX_COUNT, optional=True)
     out += _number("swap_space_bytes", k.swap_space_bytes, 0.0, MAX_HOST_BYTES, optional=True, low_open=True)
     out += _number("kv_offload_bytes", k.kv_offload_bytes, 0.0, MAX_HOST_BYTES)
     return out
