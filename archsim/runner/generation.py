@@ -124,14 +124,15 @@ class RunResult:
     @property
     def by_cause(self) -> TimeByCause:
         """The run's time by cause: the prefill step's, and every decode step's as the first
-        decode step splits it, its ops whose time grows with the KV length (attention) scaled
+        decode step splits it, its ops whose time grows with the KV length (`Scaling.KV_LENGTH`, as
+        `run_generation` samples them: attention, and MLA's latent expansions) scaled
         to what the later steps add (as the bound's shares, archsim/report/comparison.py), and
         the rest as the schedule's (`schedule_s`); adds up to total_time_s."""
         decode, steps = self.decode, len(self.decode_step_s)
         if decode is None or steps == 0:
             return self.prefill.by_cause
-        attention = [r for r in decode.ops if r.op.kind is OpKind.ATTENTION]
-        fixed = [r for r in decode.ops if r.op.kind is not OpKind.ATTENTION]
+        attention = [r for r in decode.ops if r.op.scaling is Scaling.KV_LENGTH]
+        fixed = [r for r in decode.ops if r.op.scaling is not Scaling.KV_LENGTH]
         fixed_s, first = sum(r.time_s for r in fixed), sum(r.time_s for r in attention)
         grows = max(0.0, self.decode_time_s - fixed_s * steps) / first if first else 0.0
         by = sum((r.timing.by_cause.scaled(r.op.repeat * steps) for r in fixed), self.prefill.by_cause)
