@@ -1,9 +1,11 @@
-"""The manual cannot drift from the code: every `archsim` command line in README.md's code blocks
-runs (as a process, in a scratch folder, under a time limit), a `$ archsim` line shows what it
-prints, and the Python examples of README.md and docs/api.md run, each page's cells in order.
+"""The manual cannot drift from the code: every `archsim` command line in the code blocks of
+README.md and of the pages under docs/ runs (as a process, in a scratch folder, under a time
+limit), a `$ archsim` line shows what it prints, and the Python examples of README.md and
+docs/api.md run, each page's cells in order.
 
-README says where a command runs on a smaller scenario here, in an HTML comment before its
-block: `<!-- readme-test: replace "TEXT" with "OTHER" -->` applies to the commands after it.
+A page says where a command runs on a smaller scenario here, in an HTML comment before its
+block: `<!-- readme-test: replace "TEXT" with "OTHER" -->` applies to the commands after it on
+that page.
 """
 
 import os
@@ -17,6 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+# docs/whatif.md's commands read the files it shows: tests/test_extends.py writes and runs them
+PAGES = [README, *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "whatif.md")]
 LIMIT_S = 120  # per command; the slowest (a serving trace, a sweep on a Dask cluster) take ~10 s
 FENCE = re.compile(r"^```(\w*)\s*$")
 DIRECTIVE = re.compile(r'<!-- readme-test: replace "(.+?)" with "(.+?)" -->')
@@ -59,12 +63,13 @@ def commands(text: str) -> list[tuple[str, str | None]]:
     return out
 
 
-COMMANDS = commands(README.read_text())
+COMMANDS = [c for page in PAGES for c in commands(page.read_text())]
 
 
-def test_the_readme_has_its_commands():
+def test_the_manual_has_its_commands():
     assert len(COMMANDS) >= 30
-    assert any(c.startswith("archsim run --hw h200 --workload llama3_70b") for c, _ in COMMANDS)
+    assert len(commands(README.read_text())) >= 3
+    assert any(c.startswith("archsim run --hw h200 --workload llama3_70b") for c, _ in commands(README.read_text()))
 
 
 @pytest.fixture(scope="module")

@@ -111,18 +111,18 @@ class MlpCfg(Section):
 
 class ModelCfg(Section):
     KEEP_NONE: ClassVar[tuple[str, ...]] = ("moe",)
-    layers: Layers
+    layers: Layers = Field(description="transformer layers")
     hidden: Width = Field(description="model (residual) width")
     heads: Heads = Field(description="query heads")
     kv_heads: Heads = Field(description="key/value heads (grouped-query attention)")
     head_dim: Width = Field(description="query/key head width (MLA: no-rope and rope parts together)")
     ffn: Width = Field(description="FFN inner width (per routed expert for MoE)")
-    vocab: Width
-    tied_embeddings: Flag = False
-    moe: MoeCfg | None = None
-    attention: AttentionCfg | None = None
+    vocab: Width = Field(description="vocabulary size (rows of the embedding, columns of the LM head)")
+    tied_embeddings: Flag = Field(False, description="the LM head reuses the embedding's weights")
+    moe: MoeCfg | None = Field(None, description="mixture of experts in place of the dense FFN")
+    attention: AttentionCfg | None = Field(None, description="attention other than grouped-query (default: GQA)")
     norm: Literal["rmsnorm", "layernorm"] | None = Field(None, description="the layers' norm (default rmsnorm)")
-    mlp: MlpCfg | None = None
+    mlp: MlpCfg | None = Field(None, description="MLP other than gated SiLU without bias (default)")
     parallel_block: Flag | None = Field(None, description="attention and MLP read one norm, outputs summed")
     post_norms: Flag | None = Field(None, description="norms after the attention and the MLP as well")
     positions: Literal["rope", "learned", "none"] | None = Field(None, description="position encoding")
@@ -160,9 +160,9 @@ class ModelCfg(Section):
 
 
 class DTypesCfg(Section):
-    weights: DTypeName = "bf16"
-    activations: DTypeName = "bf16"
-    kv_cache: DTypeName = "bf16"
+    weights: DTypeName = Field("bf16", description="format of the weights in memory")
+    activations: DTypeName = Field("bf16", description="format of the activations")
+    kv_cache: DTypeName = Field("bf16", description="format of the KV cache in memory")
     attention: DTypeName | None = Field(None, description="format of the attention maths (default: activations)")
     expert_weights: DTypeName | None = Field(None, description="routed experts' weights (default: weights)")
     compute: DTypeName | None = Field(
@@ -187,12 +187,14 @@ class ScenarioCfg(Strict):
 
 
 class WorkloadCfg(Strict):
-    name: Name
-    description: str = ""
-    model: ModelCfg
-    dtypes: DTypesCfg = DTypesCfg()
-    scenario: ScenarioCfg
-    fusion: Literal["eager", "fused"] = "fused"
+    name: Name = Field(description="the model's name")
+    description: str = Field("", description="one line on what it is")
+    model: ModelCfg = Field(description="the model's shape")
+    dtypes: DTypesCfg = Field(DTypesCfg(), description="number formats of weights, activations and KV cache")
+    scenario: ScenarioCfg = Field(description="what is served: batch, prompt and generated tokens")
+    fusion: Literal["eager", "fused"] = Field(
+        "fused", description="kernels as a serving engine fuses them, or as PyTorch eager runs them"
+    )
 
     @model_validator(mode="after")
     def _eager_profile_fits(self) -> WorkloadCfg:
