@@ -181,3 +181,38 @@ def test_names_with_math_characters_are_drawn_as_written(tmp_path):
     assert literal("a\\$b") == "a\\$b"  # escaped once, not twice
     assert [bar_number(v) for v in (1060.0, 4.56, 0.0123)] == ["1,060", "4.56", "0.0123"]
     assert [readable_number(v) for v in (0.1, 1.0, 2000.0, 1e4, 1e6, 1e-4)] == ["0.1", "1", "2000", "10k", "1M", "100u"]
+
+
+def test_the_batch_plot_marks_where_decode_turns_compute_bound():
+    """Llama-3-8B on the H200 with a 16-token prompt: the decode step re-reads 16 GB of weights.
+    At batch 1 and 64 a GEMM's M is far below the ridge point (1,071 TFLOP/s / 4.8 TB/s = 223
+    FLOP/B, about 223 rows of bf16 weights), so decode is memory-bound; at 512 rows it is
+    compute-bound. A memory-bound batch after a compute-bound one starts the count again."""
+    import archsim
+    from archsim.report.plots import compute_bound_from
+
+    h200 = archsim.load_system("h200")
+    runs = {
+        b: archsim.run(
+            h200, archsim.load_workload("llama3_8b", scenario={"batch": b, "prompt_tokens": 16, "output_tokens": 2})
+        ).result
+        for b in (1, 64, 512)
+    }
+    assert compute_bound_from([1, 64, 512], [runs[1], runs[64], runs[512]]) == 512
+    assert compute_bound_from([1, 64], [runs[1], runs[64]]) is None
+    assert compute_bound_from([512, 1], [runs[512], runs[1]]) is None
+
+
+def test_the_roofline_names_its_ridge_point(h200, llama8b):
+    """1,071 TFLOP/s of bf16 over 4.8 TB/s of HBM: the ridge at 223 FLOP per byte."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from archsim.report.roofline import _roofs
+
+    fig, ax = plt.subplots()
+    _roofs(ax, h200.chip, llama8b.dtypes.activations, [1.0, 1000.0])
+    ridge = [line for line in ax.get_lines() if line.get_label().startswith("ridge point")]
+    plt.close(fig)
+    assert [line.get_label() for line in ridge] == ["ridge point 223 FLOP/B"]
+    assert ridge[0].get_xdata()[0] == pytest.approx(h200.chip.peak_flops(llama8b.dtypes.activations) / 4.8e12)

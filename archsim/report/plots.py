@@ -306,12 +306,33 @@ def decode_by_kv(
     return save(fig, path)
 
 
+def compute_bound_from(batches: list[int], runs: list[RunResult]) -> int | None:
+    """The smallest batch from which on decode spends more of its time compute-bound than
+    bound by anything else (archsim/report/comparison.py's bound shares), or None: where the
+    weights' and KV reads stop being amortised further by batching."""
+    from archsim.engine.timing import Bound
+    from archsim.report.comparison import decode_seconds_by_bound, dominant
+
+    flip = None
+    for b, r in zip(batches, runs):
+        compute = r.decode is not None and dominant(decode_seconds_by_bound(r)) is Bound.COMPUTE
+        flip = (flip or b) if compute else None
+    return flip
+
+
 @styled
 def throughput_by_batch(path: Path, batches: list[int], runs: list[RunResult], limit: int, title: str) -> Path:
-    """Decode and end-to-end tokens/s against batch, with the largest batch that fits in HBM."""
+    """Decode and end-to-end tokens/s against batch, with the batch from which decode is
+    compute-bound (where batching stops amortising memory reads) and the largest batch that fits
+    in HBM."""
     fig, ax = figure(8.0, 4.5)
     ax.plot(batches, [r.decode_tokens_per_s for r in runs], "o-", label="decode tokens/s (batch / step time)")
     ax.plot(batches, [r.throughput_tokens_per_s for r in runs], "s--", label="end to end tokens/s (with prefill)")
+    flip = compute_bound_from(batches, runs)
+    if flip is None:
+        ax.plot([], [], " ", label="decode memory- or overhead-bound at every batch shown")
+    else:
+        ax.axvline(flip, color="gray", ls="--", label=f"decode compute-bound from batch {flip}")
     ax.axvline(limit, color="red", ls=":", label=f"HBM capacity limit (batch {limit})")
     ax.set_xscale("log", base=2)
     ax.set_xticks(batches, [str(b) for b in batches])

@@ -131,6 +131,8 @@ def _roofs(ax: Axes, chip: Chip, dtype: DType, xs: list[float]) -> None:
         ls="--",
         label=f"vector roof {vec / 1e12:.1f} TFLOP/s",
     )
+    ridge = peak / hbm_bw
+    ax.axvline(ridge, color="black", lw=0.8, ls=":", label=f"ridge point {ridge:,.0f} FLOP/B")
 
 
 def _name_unplaced(fig: Figure, no_flops: list[str], in_l2: list[str]) -> None:
