@@ -133,3 +133,22 @@ def test_validate_all_runs_each_set_on_its_own_chip(tmp_path, capsys):
     ]
     assert main(["validate", "all", "--hw", "h200"]) == 2
     assert "--hw: does not apply to 'validate all'" in capsys.readouterr().err
+
+
+def test_op_shows_a_progress_line_while_it_simulates(monkeypatch, capsys):
+    """`archsim op` runs its size check and simulation under a progress line (on a terminal),
+    as run, serve and validate do: an op on a small array can take seconds."""
+    import contextlib
+
+    from archsim.commands import op
+
+    labels = []
+
+    @contextlib.contextmanager
+    def recorded(args, label, *a, **kw):
+        labels.append(label)
+        yield None
+
+    monkeypatch.setattr(op, "progress", recorded)
+    assert main(["op", "gemm", "--M", "64", "--K", "64", "--N", "64", "--hw", "scalesim_ws_32x32"]) == 0
+    assert labels == ["simulating the gemm on SCALE-Sim 32x32 WS"]

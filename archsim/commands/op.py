@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from archsim.commands import UsageError, check_outputs, positive_int, shown
-from archsim.commands.output import add_output_flags, console, emit, notes, renamed
+from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 from archsim.commands.run import DEFAULT_HW, add_set_flag
 from archsim.dtypes import DTYPE_NAMES
 from archsim.graph.ops import Scaling, VectorOp
@@ -205,8 +205,9 @@ def run(args) -> int:
             hot=args.hot,
             scaling=Scaling.FIXED,
         )
-    check_op(op, system.chip, args.kind)
-    t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
+    with progress(args, f"simulating the {args.kind} on {shown(system.chip.name)}"):
+        check_op(op, system.chip, args.kind)
+        t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
     line = (
         f"{args.kind} on {shown(system.chip.name)}: {format_seconds(t.time_s)} = {t.cycles:,} cycles "
         f"(compute {t.compute_cycles:,}, stall {t.stall_cycles:,}, overhead {t.overhead_cycles:,}); "
