@@ -144,7 +144,7 @@ def _flat(d: dict, prefix: str = "") -> dict:
                 "area.harvested.hbm_stacks",
             },
         ),
-        ("a100", "a100_pcie", {"name", "description", "hbm.data_rate", "power.limit"}),
+        ("a100", "a100_pcie", {"name", "description", "hbm.data_rate", "power.limit", "power.static"}),
     ],
 )
 def test_a_derived_chip_changes_datasheet_values_only(derived, base, datasheet):

@@ -228,3 +228,48 @@ def test_the_power_table_of_a_run_without_decode_leaves_its_columns_empty():
     assert t.row_count == len(e.prefill.kinds)
     assert all(cell == "-" for column in cells[4:] for cell in column)
     assert sum(float(s.rstrip("%")) for s in cells[2]) == pytest.approx(100.0, abs=0.1 * t.row_count)
+
+
+def test_the_power_plot_reads_each_kinds_power_and_clock_against_the_limit(tmp_path):
+    """report/energy_plots.py `power_by_kind`: one row of bars per op kind, its average power
+    against the limit (top) and its held clock against the chip's (bottom); ticks read as plain
+    numbers and the op kinds' names, and each bar is the kind's energy over its time."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from archsim.report.energy_plots import power_by_kind
+
+    system, w = load_system("h200")[0], load_workload("llama3_8b")[0]
+    w = replace(w, scenario=replace(w.scenario, batch=2, prompt_tokens=512, output_tokens=2))
+    e = run_energy(run_generation(w, system, 64), w, system, 64)
+    drawn: list[Figure] = []
+    savefig = Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        drawn.append(fig)
+        return savefig(fig, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(Figure, "savefig", keep)
+        path = power_by_kind(tmp_path / "p.png", [("prefill", e.prefill), ("decode", e.decode)], 700.0, 1.98e9)
+    assert path.stat().st_size > 10_000
+    (fig,) = drawn
+    FigureCanvasAgg(fig).draw()
+    power, clock = fig.axes[0], fig.axes[2]  # the prefill's column: row-major, two steps a row
+    kinds = sorted(e.prefill.kinds, key=lambda k: k.time_s)
+    assert [t.get_text() for t in power.get_yticklabels()] == [k.kind.value for k in kinds]
+    assert [t.get_text() for t in clock.get_yticklabels()] == [k.kind.value for k in kinds]
+    for ax in (power, clock):
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        assert labels and all(re.fullmatch(r"[\d.,]+", t) for t in labels), labels
+    bars = {k.kind.value: p.get_width() for k, p in zip(kinds, power.patches)}
+    gemm = next(k for k in kinds if k.kind.value == "gemm")
+    assert bars["gemm"] == pytest.approx(gemm.energy.total_j / gemm.time_s)
+    assert bars["gemm"] <= 700.0  # held under the limit
+    limit_x = [line.get_xdata()[0] for line in power.get_lines()]
+    assert limit_x == [700.0]
+    held = {k.kind.value: p.get_width() for k, p in zip(kinds, clock.patches)}
+    assert (
+        held["gemm"] == pytest.approx(gemm.clock_hz / 1e9) and held["gemm"] < 1.98
+    )  # a 512-token prefill's GEMMs are held

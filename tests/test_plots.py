@@ -50,6 +50,7 @@ def test_run_plots_and_csv(tmp_path, capsys):
         == 0
     )
     names = ("roofline.png", "breakdown.png", "decode_kv.png", "memory.png", "throughput_batch.png")
+    names += ("energy.png", "power_kind.png", "power_batch.png")  # the TPU v5e has a power section
     for name in names:
         assert is_png(plots / name), name
     rows = list(csv.DictReader(table.open()))

@@ -44,15 +44,17 @@ DERIVED: dict[str, tuple[str, str, dict[str, str]]] = {
     "a100": (
         "a100_pcie",
         """# NVIDIA A100 SXM4 80GB: the A100 PCIe's GA100 die with the SXM4 module's memory rate and power.
-# Derived from a100_pcie.yaml by datasheet changes only (tools/derive_chips.py): HBM2e rate and the
-# power limit; every other value, the calibrated ones included, is the A100 PCIe model's. Never
-# fitted. Sources: NVIDIA A100 80GB datasheet (2021) [DS]; tags of the other lines are a100_pcie.yaml's.
+# Derived from a100_pcie.yaml by datasheet changes only (tools/derive_chips.py): HBM2e rate, the
+# power limit and the module's measured idle floor; every other value, the calibrated ones
+# included, is the A100 PCIe model's. Never fitted. Sources: NVIDIA A100 80GB datasheet (2021)
+# [DS]; tags of the other lines are a100_pcie.yaml's.
 """,
         {
             "name": "name: NVIDIA A100 SXM4 80GB",
             "description": "description: 108 SMs x 4 tensor cores, 40 MiB L2, five HBM2e stacks at 2.04 TB/s, 400 W",
             "hbm.data_rate": "  data_rate: 3.186 Gbps           # per pin: 5 x 1024 bit x 3.186 Gb/s / 8 = 2.039 TB/s [DS]",
             "power.limit": "  limit: 400 W                    # maximum board power (SXM4) [DS]",
+            "power.static": "  static: 57.9 W                  # with idle_w: 59.7 W idle at 210 MHz, an A100-SXM4 module's own board floor (archsim/data/power_calibration.json a100_idle_210mhz) [DQ]",
         },
     ),
 }

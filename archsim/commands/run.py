@@ -318,6 +318,7 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, args, energy=No
 
         kinds = [("prefill", energy.prefill)] + ([("first decode step", energy.decode)] if energy.decode else [])
         paths.append(energy_plots.energy_by_kind(d / "energy.png", kinds))
+        paths.append(energy_plots.power_by_kind(d / "power_kind.png", kinds, energy.limit_w, chip.clock_hz))
         per_batch = [e for b, r in zip(batches, runs)  # the chip has a power model: every run has an energy
                      if (e := run_energy(r, replace(w, scenario=replace(w.scenario, batch=b)), system, kv_stride))]  # fmt: skip
         curve = (chip.name, batches, [e.decode_power_w for e in per_batch], [e.decode_j_per_token for e in per_batch],

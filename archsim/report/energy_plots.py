@@ -1,6 +1,6 @@
 """PNG plots of energy and power, in the style of `archsim.report.plots` (matplotlib, Agg,
-imported only to draw): a step's energy per op kind split by unit, and power and joules per token
-against batch. Joules, watts."""
+imported only to draw): a step's energy per op kind split by unit, its power and clock per op
+kind, and power and joules per token against batch. Joules, watts, GHz."""
 
 from __future__ import annotations
 
@@ -69,4 +69,32 @@ def power_by_batch(
     right.set_yscale("log")
     right.set_ylabel("energy per decode token (J)")
     fig.suptitle(title, fontsize=10)
+    return save(fig, path)
+
+
+@styled
+def power_by_kind(path: Path, steps: list[tuple[str, StepEnergy]], limit_w: float, clock_hz: float) -> Path:
+    """Per op kind of each step (one column per step): its average power, its ops' energy over
+    their time, against the chip's power limit (top), and the clock its power held it at, the
+    mean over its time with its lowest op's marked, against the chip's clock (bottom)."""
+    fig, axes = figure(5.5 * len(steps), 6.0, cols=len(steps), rows=2, squeeze=False)
+    for col, (label, step) in enumerate(steps):
+        top, bottom = axes[0][col], axes[1][col]
+        kinds = sorted(step.kinds, key=lambda k: k.time_s)
+        names = [k.kind.value for k in kinds]
+        watts = [k.energy.total_j / k.time_s if k.time_s > 0 else 0.0 for k in kinds]
+        top.barh(names, watts, color="tab:orange")
+        top.axvline(limit_w, color="tab:red", ls="--", lw=1.0, label=f"power limit ({limit_w:,.0f} W)")
+        top.set_xlim(0, 1.35 * max([limit_w, *watts]))  # room right of the limit for the legend
+        top.set_xlabel("average power of its ops (W)")
+        top.set_title(f"{label}: {step.average_power_w:,.0f} W average, {step.peak_power_w:,.0f} W peak")
+        top.legend(fontsize=7, loc="lower right")
+        bottom.barh(names, [k.clock_hz / 1e9 for k in kinds], color="tab:blue", label="mean over its time")
+        bottom.plot([k.min_clock_hz / 1e9 for k in kinds], names, "k|", ms=12, label="its lowest op")
+        bottom.axvline(
+            clock_hz / 1e9, color="tab:gray", ls="--", lw=1.0, label=f"chip clock ({clock_hz / 1e9:.2f} GHz)"
+        )
+        bottom.set_xlim(0, 1.45 * clock_hz / 1e9)
+        bottom.set_xlabel("clock its power held (GHz)")
+        bottom.legend(fontsize=7, loc="lower right")
     return save(fig, path)
