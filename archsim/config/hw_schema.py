@@ -142,7 +142,7 @@ class InterconnectCfg(_OmitUnset):
     links_per_chip: PositiveInt = Field(description="chip-to-chip links of each chip")
     link_bandwidth: BytesPerS = Field(description="per link, one direction")
     link_latency: Seconds = Field(description="per step of a collective: one hop through links and switch")
-    topology: Literal["switch", "ring", "torus2d", "torus3d"] = Field(description="how the chips are joined")
+    topology: Literal["switch", "ring", "torus2d", "torus3d", "mesh"] = Field(description="how the chips are joined")
     # How collectives run (archsim.hardware.collectives); absent keys take the defaults there.
     protocols: dict[Name, ProtocolCfg] | None = Field(
         None, description="the collective library's protocols; the fastest is taken (default: bare links)"

@@ -367,8 +367,8 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
 
     assert system.interconnect is not None
     f, where, problems = as_fabric(system.interconnect, system.chips), ("interconnect",), []
-    switch = f.topology is Topology.SWITCH
-    ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1}.get(f.topology, 0)
+    switch, mesh = f.topology is Topology.SWITCH, f.topology is Topology.MESH
+    ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1, Topology.MESH: 1}.get(f.topology, 0)
     if f.torus_dims and (len(f.torus_dims) != ndims or math.prod(f.torus_dims) != system.chips):
         problems.append(
             doc.problem(
@@ -388,7 +388,7 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
             doc.problem(where + ("algorithms",), f"a tree needs a switch (got topology {f.topology.value!r})")
         )
     custom = {Algorithm.ONE_SHOT, Algorithm.TWO_SHOT} & set(f.algorithms)
-    if custom and (not switch or all(p.name != "custom" for p in f.protocols)):
+    if custom and not mesh and (not switch or all(p.name != "custom" for p in f.protocols)):
         problems.append(
             doc.problem(
                 where + ("algorithms",),
@@ -397,7 +397,7 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
         )
     if Algorithm.IN_NETWORK in f.algorithms and f.in_network_efficiency == 0:
         problems.append(doc.problem(where + ("algorithms",), "in_network needs an in_network_reduction section"))
-    if f.algorithms and not switch and Algorithm.RING not in f.algorithms:
+    if f.algorithms and not switch and not mesh and Algorithm.RING not in f.algorithms:
         problems.append(
             doc.problem(
                 where + ("algorithms",), f"a {f.topology.value} runs rings only (got {[a.value for a in f.algorithms]})"

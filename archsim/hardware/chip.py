@@ -64,6 +64,7 @@ class Topology(str, Enum):
     RING = "ring"
     TORUS2D = "torus2d"
     TORUS3D = "torus3d"
+    MESH = "mesh"  # every chip linked to every other (archsim/hardware/collectives_mesh.py)
 
 
 @dataclass(frozen=True, kw_only=True)
