@@ -43,6 +43,7 @@ from archsim.hardware import (
 )
 from archsim.hardware.area import AreaSpec, Node
 from archsim.hardware.chip import ChipFamily, HostLink, min_tile_bytes
+from archsim.hardware.chiplet import Dies
 from archsim.hardware.memory_models import MainMemory
 from archsim.hardware.params import from_section
 from archsim.hardware.power import Energies, Power, floor_power_w, streaming_floor_w
@@ -221,6 +222,8 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     )
     if cfg.power is not None:
         chip = replace(chip, power=_power(cfg.power, cfg.clock))
+    if cfg.dies is not None:
+        chip = replace(chip, dies=from_section(Dies, cfg.dies))
     if cfg.area is not None:
         chip = replace(chip, area=_area(cfg.area, cfg.memory.capacity if cfg.memory is not None else 0.0))
     link = None
@@ -333,6 +336,10 @@ def _check_system(system: System, doc: YamlDoc) -> None:
         raise ConfigError(
             [doc.problem(("power", "limit"), _below_the_floor(p, system.chip.hbm.peak_bandwidth_bytes_per_s))]
         )
+    dies = system.chip.dies
+    if dies is not None and system.chip.cores % dies.count:
+        why = f"{system.chip.cores} cores do not spread evenly over {dies.count} dies"
+        raise ConfigError([doc.problem(("dies", "count"), why)])
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
     if system.interconnect is not None:
