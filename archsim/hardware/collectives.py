@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from archsim.hardware.chip import Interconnect, System, Topology
+from archsim.hardware.collectives_mesh import mesh_options, peer_bandwidth_bytes_per_s
 
 
 class Collective(str, Enum):
@@ -289,11 +290,11 @@ def _algorithms(
     f: Fabric, kind: Collective, ranks: int, nbytes: float, p: Protocol
 ) -> list[tuple[Algorithm, float, float]]:
     """(algorithm, latency_s, transfer_s) of every way protocol `p` can run one message."""
-    if f.topology is Topology.MESH:  # every pair joined by links of its own (collectives_mesh.py)
-        from archsim.hardware.collectives_mesh import mesh_algorithms
-
-        return mesh_algorithms(f, kind, ranks, nbytes, p)
     a = f.link_latency_s + p.step_s
+    if f.topology is Topology.MESH:  # every pair joined by links of its own (collectives_mesh.py)
+        chips = f.torus_dims[0] if f.torus_dims else ranks
+        peer = peer_bandwidth_bytes_per_s(f.links_per_chip, chips, f.link_bandwidth_bytes_per_s) * p.efficiency
+        return [(Algorithm(name), lat, tr) for name, lat, tr in mesh_options(kind.value, ranks, nbytes, a, peer)]
     bw = line_bandwidth_bytes_per_s(f) * p.efficiency
     if f.topology is Topology.SWITCH:
         if kind is Collective.ALL_REDUCE and p.name == CUSTOM:  # a custom kernel, not NCCL's

@@ -26,11 +26,6 @@ is collectives.py's choice: the fastest with the library's protocol overheads ad
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from archsim.hardware.collectives import Algorithm, Collective, Fabric, Protocol
-
 
 def peer_bandwidth_bytes_per_s(links_per_chip: int, chips: int, link_bandwidth_bytes_per_s: float) -> float:
     """Line rate from one chip to one peer, one direction: links_per_chip / (chips - 1) links."""
@@ -61,23 +56,19 @@ def mesh_direct_gather(n: int, nbytes: float, alpha_s: float, peer_bw: float) ->
     return alpha_s, nbytes / n / peer_bw
 
 
-def mesh_algorithms(
-    f: Fabric, kind: Collective, ranks: int, nbytes: float, p: Protocol
-) -> list[tuple[Algorithm, float, float]]:
-    """(algorithm, latency_s, transfer_s) of every way protocol `p` runs one message on the mesh
-    (α = link latency + the protocol's step; the mesh has f.torus_dims[0] chips)."""
-    from archsim.hardware.collectives import Algorithm, Collective
-
-    a = f.link_latency_s + p.step_s
-    chips = f.torus_dims[0] if f.torus_dims else ranks
-    peer = peer_bandwidth_bytes_per_s(f.links_per_chip, chips, f.link_bandwidth_bytes_per_s) * p.efficiency
-    if kind is Collective.ALL_REDUCE:
+def mesh_options(
+    kind: str, ranks: int, nbytes: float, alpha_s: float, peer_bw: float
+) -> list[tuple[str, float, float]]:
+    """(algorithm, latency_s, transfer_s) of every way to run one message of collective `kind`
+    (a `Collective` value: "allreduce", "send", ...) on the mesh, alpha_s a step and peer_bw the
+    payload rate to one peer (`Algorithm` values by name: collectives.py imports this module)."""
+    if kind == "allreduce":
         return [
-            (Algorithm.RING, *mesh_ring_allreduce(ranks, nbytes, a, peer)),
-            (Algorithm.ONE_SHOT, *mesh_one_shot_allreduce(ranks, nbytes, a, peer)),
-            (Algorithm.TWO_SHOT, *mesh_two_shot_allreduce(ranks, nbytes, a, peer)),
+            ("ring", *mesh_ring_allreduce(ranks, nbytes, alpha_s, peer_bw)),
+            ("one_shot", *mesh_one_shot_allreduce(ranks, nbytes, alpha_s, peer_bw)),
+            ("two_shot", *mesh_two_shot_allreduce(ranks, nbytes, alpha_s, peer_bw)),
         ]
-    if kind is Collective.SEND:
-        return [(Algorithm.DIRECT, a, nbytes / peer)]
+    if kind == "send":
+        return [("direct", alpha_s, nbytes / peer_bw)]
     # all-gather, reduce-scatter and all-to-all alike: S/n between each pair, all pairs at once
-    return [(Algorithm.DIRECT, *mesh_direct_gather(ranks, nbytes, a, peer))]
+    return [("direct", *mesh_direct_gather(ranks, nbytes, alpha_s, peer_bw))]
