@@ -40,6 +40,7 @@ class Phase:
     label: str = ""
     new_kernel: bool = True  # False: continues the previous phase's kernel (no launch)
     inflight_bytes: float = float("inf")  # the kernel's own bytes in flight per core (below the DMA's)
+    local_l2_share: float = 0.0  # of its L2 bytes, the share a chiplet's dies serve from their own L2s
 
     @property
     def entries(self) -> int:
@@ -91,6 +92,13 @@ class Program:
     matrix: bool  # whether the op runs on the matrix units (sets its compute roof)
     activity: Activity = field(default_factory=Activity)
     family: Family = Family.STREAM
+
+    @cached_property
+    def local_l2_share(self) -> float:
+        """Of all its phases' L2 traffic, the share a chiplet's dies serve from their own L2s."""
+        local = sum(p.local_l2_share * p.l2_traffic_bytes for p in self.phases if p.local_l2_share)
+        total = sum(p.l2_traffic_bytes for p in self.phases)
+        return local / total if local > 0 else 0.0
 
 
 # One tile step of a core, by name: bytes loaded from HBM and from L2 (hits) before it computes,

@@ -17,7 +17,7 @@ from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming, binding_unit
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
-from archsim.hardware.memory import l2_bandwidth
+from archsim.hardware.memory import l2_pool_bandwidth
 from archsim.hardware.power import SRAM_ACCESSES_PER_BYTE, Activity, EnergySplit, energy_split
 from archsim.memo import memo
 from archsim.program import Family, Program
@@ -128,8 +128,9 @@ def unit_utilisation(
     """Each unit's utilisation of its own peak over an op's `time_s` (docs/MODEL.md, "The bound"),
     on `chip` at the clock the op ran at (the cores' peaks scale with it; the power limit that
     held it is the op's `held_clock_s`): FLOPs over the matrix units' peak (in the op's format) or the vector lanes'; HBM bytes over
-    the HBM's peak bandwidth; the bytes that hit in L2 over the L2's bandwidth (the pool the event
-    loop shares between them: HBM bytes pass the L2 at the HBM's rate and draw on the HBM's
+    the HBM's peak bandwidth; the bytes that hit in L2 over the L2's bandwidth (on a chiplet chip,
+    the dies' own L2s and the fabric together: memory.l2_pool_bandwidth; the pool the event loop
+    shares between them: HBM bytes pass the L2 at the HBM's rate and draw on the HBM's
     pool); every byte to or from the cores, written and read once, over the cores' SRAM
     bandwidth; and the share of the time its fixed costs take. `moved` is (HBM bytes, L2 bytes,
     FLOPs). (The share of the time spent waiting on memory latency, the `latency` unit, is
@@ -144,7 +145,7 @@ def unit_utilisation(
         "matrix": flops / (time_s * chip.peak_flops(op.dtype)) if program.matrix else 0.0,
         "vector": 0.0 if program.matrix else flops / (time_s * vector_peak),
         "hbm": hbm_bytes / (time_s * chip.hbm.peak_bandwidth_bytes_per_s),
-        "l2": l2_bytes / (time_s * l2_bandwidth(chip)),
+        "l2": l2_bytes / (time_s * l2_pool_bandwidth(chip, program.local_l2_share if chip.dies else 0.0)),
         "sram": SRAM_ACCESSES_PER_BYTE * core_bytes / (time_s * sram_peak) if sram_peak > 0 else 0.0,
         "link": 0.0,
         "fixed": fixed_share,

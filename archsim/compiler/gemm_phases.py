@@ -16,6 +16,7 @@ from enum import Enum
 
 import numpy as np
 
+from archsim.compiler.die_reuse import die_fabric_fractions, local_l2_share
 from archsim.compiler.l2reuse import Raster, cluster_order, wave_hbm_fractions
 from archsim.compiler.program import PARTIAL_BYTES, build_phase
 from archsim.compiler.streaming import Stream, streaming_phase
@@ -76,6 +77,8 @@ class WaveLayout:
     multicast: int
     l2_capacity_bytes: int
     l2_partitions: int
+    dies: int = 0  # compute dies with an L2 each before the L2 (archsim/hardware/chiplet.py); 0: none
+    die_l2_capacity_bytes: int = 0
 
     @property
     def reuse_capacity_bytes(self) -> float:
@@ -86,7 +89,12 @@ class WaveLayout:
 @memo(maxsize=256)
 def wave_layout(chip: Chip) -> WaveLayout:
     """The chip's wave layout."""
-    return WaveLayout(chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions)
+    d = chip.dies
+    if d is None:
+        return WaveLayout(chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions)
+    return WaveLayout(
+        chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions, d.count, d.l2_capacity_bytes
+    )
 
 
 def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, float]:
@@ -194,7 +202,10 @@ def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
             run["cycles"] = table[run["cycles"].astype(np.int64)]
         joined, weights = join_alike(runs, plan.weights)
         if len(joined) < len(runs):
-            return build_phase(joined, stages, phase.label, phase.new_kernel, weights, pipeline_bytes(stages, stage))
+            joined_phase = build_phase(
+                joined, stages, phase.label, phase.new_kernel, weights, pipeline_bytes(stages, stage)
+            )
+            return replace(joined_phase, local_l2_share=phase.local_l2_share)
     return replace(
         phase,
         compute_cycles=table[phase.compute_cycles],
@@ -285,7 +296,12 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int 
     # joined as rows of floats: a record array's concatenation promotes its fields for each part
     rows = [entry_rows(block) for block in blocks]
     sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig in sigs]
-    return PhasePlan(build_phase(sequences, 1, label, weights=weights), tuple(shapes))
+    phase = build_phase(sequences, 1, label, weights=weights)
+    if lay.dies:  # chiplets: the share of its L2 bytes that hit the cores' own die L2 (die_reuse.py)
+        shares = (sa, sb)
+        off_die = die_fabric_fractions(items, wave, a, b, lay.dies, lay.die_l2_capacity_bytes, shares, wave_frac)
+        phase = replace(phase, local_l2_share=local_l2_share(items, wave, a, b, shares, wave_frac, off_die))
+    return PhasePlan(phase, tuple(shapes))
 
 
 def partials_fit(op: Op, l2_capacity_bytes: int, split: int) -> bool:

@@ -37,6 +37,7 @@ from archsim.config.fields import (
 from archsim.errors import quote
 from archsim.hardware import memory_models
 from archsim.hardware.chip import L2, HostLink, Noc, Overheads, Sram, VectorUnit
+from archsim.hardware.chiplet import Dies
 from archsim.hardware.power import Energies, Power
 
 # formats a matrix unit may take natively (archsim/dtypes.py: block-scaled MX and NVFP4 included)
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     NocCfg: TypeAlias = Any
     OverheadsCfg: TypeAlias = Any
     HostLinkCfg: TypeAlias = Any
+    DiesCfg: TypeAlias = Any
 else:
     VectorCfg = section_model(VectorUnit, "VectorCfg")
     SramCfg = section_model(Sram, "SramCfg")
@@ -61,6 +63,7 @@ else:
     NocCfg = section_model(Noc, "NocCfg")
     OverheadsCfg = section_model(Overheads, "OverheadsCfg")
     HostLinkCfg = section_model(HostLink, "HostLinkCfg")
+    DiesCfg = section_model(Dies, "DiesCfg")
 
 
 class ArrayCfg(Strict):
@@ -142,7 +145,7 @@ class InterconnectCfg(_OmitUnset):
     links_per_chip: PositiveInt = Field(description="chip-to-chip links of each chip")
     link_bandwidth: BytesPerS = Field(description="per link, one direction")
     link_latency: Seconds = Field(description="per step of a collective: one hop through links and switch")
-    topology: Literal["switch", "ring", "torus2d", "torus3d"] = Field(description="how the chips are joined")
+    topology: Literal["switch", "ring", "torus2d", "torus3d", "mesh"] = Field(description="how the chips are joined")
     # How collectives run (archsim.hardware.collectives); absent keys take the defaults there.
     protocols: dict[Name, ProtocolCfg] | None = Field(
         None, description="the collective library's protocols; the fastest is taken (default: bare links)"
@@ -245,6 +248,9 @@ class HardwareCfg(Strict):
     )
     memory: SramMemoryCfg | None = Field(None, description="on-chip SRAM as the main memory, instead of hbm")
     noc: NocCfg = Field(description="the on-chip network between the cores and the L2")
+    dies: DiesCfg | None = Field(
+        None, description="compute dies with an L2 each, before `l2` as a memory-side cache (none: one die)"
+    )
     overheads: OverheadsCfg = Field(description="fixed costs per kernel")
     power: PowerCfg | None = Field(None, description="how the chip draws power (none: it runs at its clock)")
     area: AreaCfg | None = Field(None, description="what its die is built of")
@@ -280,7 +286,7 @@ class HardwareCfg(Strict):
         """No host link, no area, and the memory section not given, stay out of the resolved config:
         files written before any existed keep their hash; so does a voltage curve's top equal to
         the clock, the default."""
-        omitted = ("host_link", "hbm", "memory", "area")
+        omitted = ("host_link", "hbm", "memory", "area", "dies")
         d = {k: v for k, v in handler(self).items() if v is not None or k not in omitted}
         if d.get("family") == "gpu":  # the default, as if not given: earlier files keep their hash
             del d["family"]

@@ -43,6 +43,7 @@ from archsim.hardware import (
 )
 from archsim.hardware.area import AreaSpec, Node
 from archsim.hardware.chip import ChipFamily, HostLink, min_tile_bytes
+from archsim.hardware.chiplet import Dies
 from archsim.hardware.memory_models import MainMemory
 from archsim.hardware.params import from_section
 from archsim.hardware.power import Energies, Power, floor_power_w, streaming_floor_w
@@ -221,6 +222,8 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
     )
     if cfg.power is not None:
         chip = replace(chip, power=_power(cfg.power, cfg.clock))
+    if cfg.dies is not None:
+        chip = replace(chip, dies=from_section(Dies, cfg.dies))
     if cfg.area is not None:
         chip = replace(chip, area=_area(cfg.area, cfg.memory.capacity if cfg.memory is not None else 0.0))
     link = None
@@ -333,6 +336,10 @@ def _check_system(system: System, doc: YamlDoc) -> None:
         raise ConfigError(
             [doc.problem(("power", "limit"), _below_the_floor(p, system.chip.hbm.peak_bandwidth_bytes_per_s))]
         )
+    dies = system.chip.dies
+    if dies is not None and system.chip.cores % dies.count:
+        why = f"{system.chip.cores} cores do not spread evenly over {dies.count} dies"
+        raise ConfigError([doc.problem(("dies", "count"), why)])
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
     if system.interconnect is not None:
@@ -367,8 +374,8 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
 
     assert system.interconnect is not None
     f, where, problems = as_fabric(system.interconnect, system.chips), ("interconnect",), []
-    switch = f.topology is Topology.SWITCH
-    ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1}.get(f.topology, 0)
+    switch, mesh = f.topology is Topology.SWITCH, f.topology is Topology.MESH
+    ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1, Topology.MESH: 1}.get(f.topology, 0)
     if f.torus_dims and (len(f.torus_dims) != ndims or math.prod(f.torus_dims) != system.chips):
         problems.append(
             doc.problem(
@@ -388,7 +395,7 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
             doc.problem(where + ("algorithms",), f"a tree needs a switch (got topology {f.topology.value!r})")
         )
     custom = {Algorithm.ONE_SHOT, Algorithm.TWO_SHOT} & set(f.algorithms)
-    if custom and (not switch or all(p.name != "custom" for p in f.protocols)):
+    if custom and not mesh and (not switch or all(p.name != "custom" for p in f.protocols)):
         problems.append(
             doc.problem(
                 where + ("algorithms",),
@@ -397,7 +404,7 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
         )
     if Algorithm.IN_NETWORK in f.algorithms and f.in_network_efficiency == 0:
         problems.append(doc.problem(where + ("algorithms",), "in_network needs an in_network_reduction section"))
-    if f.algorithms and not switch and Algorithm.RING not in f.algorithms:
+    if f.algorithms and not switch and not mesh and Algorithm.RING not in f.algorithms:
         problems.append(
             doc.problem(
                 where + ("algorithms",), f"a {f.topology.value} runs rings only (got {[a.value for a in f.algorithms]})"

@@ -13,6 +13,7 @@ from enum import Enum
 
 from archsim.dtypes import DType
 from archsim.hardware.area import Area, AreaSpec, die_area
+from archsim.hardware.chiplet import Dies
 from archsim.hardware.memory_models import MainMemory
 from archsim.hardware.params import param
 from archsim.hardware.power import Power
@@ -64,6 +65,7 @@ class Topology(str, Enum):
     RING = "ring"
     TORUS2D = "torus2d"
     TORUS3D = "torus3d"
+    MESH = "mesh"  # every chip linked to every other (archsim/hardware/collectives_mesh.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,6 +252,7 @@ class Chip:
     overheads: Overheads
     power: Power | None = None  # how it draws power; None: it always runs at clock_hz
     family: ChipFamily = ChipFamily.GPU  # how its compiler maps work (archsim/compiler/families/)
+    dies: Dies | None = None  # chiplets, each with its own L2 before `l2` (archsim/hardware/chiplet.py); None: one die
     area: AreaSpec | None = field(
         default=None, compare=False
     )  # what its die is built of (not timing: not in its identity)

@@ -1,6 +1,6 @@
 """Collectives over chip-to-chip links: the α–β time of all-reduce, all-gather, reduce-scatter,
 all-to-all and point-to-point sends, per algorithm (ring, tree, in-network reduction), protocol
-and topology (switch, ring, 2D/3D torus).
+and topology (switch, ring, 2D/3D torus; a full mesh in collectives_mesh.py).
 
 Units: bytes, seconds, bytes/s. A collective run with a protocol pays the protocol's fixed
 overhead (launch and the barrier that starts it), α per step (the link hop plus the protocol's
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from archsim.hardware.chip import Interconnect, System, Topology
+from archsim.hardware.collectives_mesh import mesh_options, peer_bandwidth_bytes_per_s
 
 
 class Collective(str, Enum):
@@ -109,7 +110,7 @@ def system_fabric(system: System, ranks: int = 1) -> Fabric:
 
 def default_torus_dims(topology: Topology, chips: int) -> tuple[int, ...]:
     """The most nearly cubic shape of `chips` in the topology's dimensions (8 on a 2D torus: 2 x 4)."""
-    ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1}.get(topology, 0)
+    ndims = {Topology.TORUS2D: 2, Topology.TORUS3D: 3, Topology.RING: 1, Topology.MESH: 1}.get(topology, 0)
     if ndims == 0:
         return ()
     return min(_factorizations(chips, ndims), key=lambda s: (s[-1] - s[0], s))
@@ -290,6 +291,10 @@ def _algorithms(
 ) -> list[tuple[Algorithm, float, float]]:
     """(algorithm, latency_s, transfer_s) of every way protocol `p` can run one message."""
     a = f.link_latency_s + p.step_s
+    if f.topology is Topology.MESH:  # every pair joined by links of its own (collectives_mesh.py)
+        chips = f.torus_dims[0] if f.torus_dims else ranks
+        peer = peer_bandwidth_bytes_per_s(f.links_per_chip, chips, f.link_bandwidth_bytes_per_s) * p.efficiency
+        return [(Algorithm(name), lat, tr) for name, lat, tr in mesh_options(kind.value, ranks, nbytes, a, peer)]
     bw = line_bandwidth_bytes_per_s(f) * p.efficiency
     if f.topology is Topology.SWITCH:
         if kind is Collective.ALL_REDUCE and p.name == CUSTOM:  # a custom kernel, not NCCL's

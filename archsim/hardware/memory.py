@@ -21,6 +21,7 @@ import math
 from typing import NamedTuple
 
 from archsim.hardware.chip import Chip
+from archsim.hardware.chiplet import split_l2_bandwidth
 from archsim.jit import njit
 from archsim.memo import memo
 
@@ -35,6 +36,15 @@ def hbm_bandwidth(chip: Chip, write_fraction: float) -> float:
 def l2_bandwidth(chip: Chip) -> float:
     """Bandwidth of L2 hits as seen by the cores: the L2 itself or the NoC, whichever is lower."""
     return min(chip.l2.bandwidth_bytes_per_s, chip.noc.bandwidth_bytes_per_s)
+
+
+def l2_pool_bandwidth(chip: Chip, local_share: float) -> float:
+    """Bandwidth of L2 hits when `local_share` of them hit the cores' own die L2 on a chiplet
+    chip and the rest cross the die fabric to the memory-side cache (`chiplet.split_l2_bandwidth`)."""
+    dies = chip.dies
+    if dies is None or local_share == 0.0:  # every hit crosses to the L2 (a monolithic chip's)
+        return l2_bandwidth(chip)
+    return split_l2_bandwidth(l2_bandwidth(chip), dies.count * dies.l2_bandwidth_bytes_per_s, local_share)
 
 
 def l2_latency_s(chip: Chip) -> float:
@@ -63,9 +73,12 @@ class MemoryParams(NamedTuple):
 
 
 @memo(maxsize=4096)
-def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float) -> MemoryParams:
+def memory_params(
+    chip: Chip, write_fraction: float, load_inflight_bytes: float, local_l2_share: float = 0.0
+) -> MemoryParams:
     """The chip's memory figures for a phase that writes `write_fraction` of its HBM bytes and
-    whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA).
+    whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA), with
+    `local_l2_share` of its L2 bytes served by a chiplet's own die L2s (l2_pool_bandwidth).
     Memoised: a decode's attention at every KV length asks for the same."""
     clock, hbm = chip.clock_hz, chip.hbm
     eff = hbm.efficiency(write_fraction)
@@ -75,7 +88,7 @@ def memory_params(chip: Chip, write_fraction: float, load_inflight_bytes: float)
         hbm_queue_latency=hbm.queue_latency_s * clock,
         l2_latency=l2_latency_s(chip) * clock,
         hbm_bytes_per_cycle=hbm.peak_bandwidth_bytes_per_s * eff / clock,
-        l2_bytes_per_cycle=l2_bandwidth(chip) / clock,
+        l2_bytes_per_cycle=l2_pool_bandwidth(chip, local_l2_share) / clock,
         channel_bytes_per_cycle=hbm.channel_bandwidth_bytes_per_s * eff / clock,
         interleave_bytes=float(hbm.interleave_bytes),
         channels=float(hbm.channels),

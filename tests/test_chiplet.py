@@ -1,0 +1,145 @@
+"""Chiplet GPUs (archsim/hardware/chiplet.py, archsim/compiler/die_reuse.py): the dies' L2 reuse
+by hand, what spreading a GEMM over dies does on the MI300X (the L2 hit rate falls, the time does
+not fall), and the `dies:` section's checks."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from archsim.choose import choose
+from archsim.choose.timed import time_op
+from archsim.compiler.die_reuse import die_fabric_fractions, die_l2_hit_fraction, local_l2_share, wave_bytes
+from archsim.config.loader import load_system
+from archsim.dtypes import DType
+from archsim.errors import ConfigError
+from archsim.graph.ops import Op, OpKind, Scaling
+from archsim.hardware.chiplet import Dies, split_l2_bandwidth
+
+ROOT = Path(__file__).resolve().parents[1]
+MI300X = load_system(str(ROOT / "hw_configs" / "mi300x.yaml"))[0].chip
+
+
+def _grid(rows: int, cols: int, edge: int = 128, k: int = 64) -> dict[str, np.ndarray]:
+    """Work items of a rows x cols tile grid in row order, one K slice each."""
+    t = np.arange(rows * cols)
+    zeros = np.zeros(len(t), np.int64)
+    full = np.full(len(t), edge, np.int64)
+    return {"g": zeros, "i": t // cols, "j": t % cols, "s": zeros, "em": full, "en": full, "kl": np.full(len(t), k)}
+
+
+def test_dies_lose_the_sharing_of_one_wave_by_hand():
+    """A 2 x 2 grid in one wave; every panel (128 rows x 64 of K x 2 bytes) is P = 16 KiB and an
+    item moves 2P. One die: the four items read A0, A1, B0, B1 once each, 4P of 8P off the die,
+    hit rate 1/2. Two dies, round robin: die 0 runs items 0 and 2 ((0,0), (1,0): A0, A1, B0) and
+    die 1 items 1 and 3 ((0,1), (1,1): A0, A1, B1), 3P each, 6P of 8P: hit rate 1/4."""
+    items, wave = _grid(2, 2), np.zeros(4, np.int64)
+    assert wave_bytes(items, 2, 2, (1.0, 1.0)) == pytest.approx(np.full(4, 2 * 16384))
+    one = die_fabric_fractions(items, wave, 2, 2, 1, 1 << 20, (1.0, 1.0), np.zeros(1))
+    two = die_fabric_fractions(items, wave, 2, 2, 2, 1 << 20, (1.0, 1.0), np.zeros(1))
+    assert one == pytest.approx([0.5]) and two == pytest.approx([0.75])
+    assert die_l2_hit_fraction(items, wave, 2, 2, 1, 1 << 20) == pytest.approx(0.5)
+    assert die_l2_hit_fraction(items, wave, 2, 2, 2, 1 << 20) == pytest.approx(0.25)
+
+
+def test_a_die_keeps_its_panels_across_waves_while_they_fit():
+    """The same 2 x 2 grid run twice over (two waves, the second touching the same panels): a
+    die of 2 MiB keeps its 3P = 48 KiB and hits all of wave 1; a die of 32 KiB holds less than
+    its 48 KiB and misses all of it again. Never below the wave's share from HBM."""
+    items = {key: np.concatenate([v, v]) for key, v in _grid(2, 2).items()}
+    wave = np.repeat([0, 1], 4)
+    big = die_fabric_fractions(items, wave, 2, 2, 2, 2 << 20, (1.0, 1.0), np.zeros(2))
+    small = die_fabric_fractions(items, wave, 2, 2, 2, 32 << 10, (1.0, 1.0), np.zeros(2))
+    floor = die_fabric_fractions(items, wave, 2, 2, 2, 2 << 20, (1.0, 1.0), np.array([0.9, 0.9]))
+    assert big == pytest.approx([0.75, 0.0]) and small == pytest.approx([0.75, 0.75])
+    assert floor == pytest.approx([0.9, 0.9])
+
+
+def test_local_share_by_hand():
+    """The 2 x 2 grid of one wave on two dies: 8P moved, none from HBM, 6P cross the fabric, so
+    the dies serve 2P of the 8P of L2 hits themselves: 1/4."""
+    items, wave = _grid(2, 2), np.zeros(4, np.int64)
+    share = local_l2_share(items, wave, 2, 2, (1.0, 1.0), np.zeros(1), np.array([0.75]))
+    assert share == pytest.approx(0.25)
+
+
+def test_split_l2_bandwidth_by_hand():
+    """Fabric 17.2 TB/s, dies 8 x 4.3 = 34.4 TB/s. No local hits: the fabric's 17.2. Half local:
+    1 / max(0.5 / 34.4, 0.5 / 17.2) = 34.4 TB/s (the fabric's half binds). 85% local:
+    1 / max(0.85 / 34.4, 0.15 / 17.2) = 40.47 TB/s (the dies' share binds)."""
+    assert split_l2_bandwidth(17.2e12, 34.4e12, 0.0) == pytest.approx(17.2e12)
+    assert split_l2_bandwidth(17.2e12, 34.4e12, 0.5) == pytest.approx(34.4e12)
+    assert split_l2_bandwidth(17.2e12, 34.4e12, 0.85) == pytest.approx(40.4706e12, rel=1e-4)
+
+
+GEMM = Op(OpKind.GEMM, DType.BF16, m=8192, k=8192, n=8192, scaling=Scaling.FIXED)
+
+
+def _one_die(chip):
+    """The chip's dies as one die of their total L2 capacity and bandwidth."""
+    d = chip.dies
+    return replace(
+        chip,
+        dies=Dies(
+            count=1, l2_capacity_bytes=8 * d.l2_capacity_bytes, l2_bandwidth_bytes_per_s=8 * d.l2_bandwidth_bytes_per_s
+        ),
+    )
+
+
+def _local_share(chip) -> float:
+    return choose(GEMM, chip).program.phases[0].local_l2_share
+
+
+@pytest.mark.parametrize("fabric", [None, "1 TB/s"])
+def test_one_die_against_eight_of_the_same_total(fabric):
+    """The MI300X's eight XCDs of 4 MB against one die of 32 MB: spread over eight dies the GEMM
+    hits less in its own dies' L2 (more crosses the die fabric) and takes no less time; on a die
+    fabric of 1 TB/s, where the fabric binds, strictly more."""
+    eight = MI300X if fabric is None else with_noc_bandwidth(MI300X, 1e12)
+    assert MI300X.dies == Dies(count=8, l2_capacity_bytes=4_000_000, l2_bandwidth_bytes_per_s=4.3e12)
+    one = _one_die(eight)
+    assert _local_share(eight) < _local_share(one) - 0.05
+    t8, t1 = time_op(GEMM, eight).timing, time_op(GEMM, one).timing
+    assert t8.hbm_bytes == pytest.approx(t1.hbm_bytes) and t8.l2_bytes == pytest.approx(t1.l2_bytes)
+    assert t8.time_s >= t1.time_s
+    if fabric is not None:
+        assert t8.time_s > 1.05 * t1.time_s
+
+
+def with_noc_bandwidth(chip, bytes_per_s: float):
+    return replace(chip, noc=replace(chip.noc, bandwidth_bytes_per_s=bytes_per_s))
+
+
+def test_dies_never_slow_a_gemm_down():
+    """Hits on a die's own L2 leave the fabric: the same chip as one monolithic L2 (no dies) is
+    no faster, and its L2 hits all cross the fabric."""
+    flat = replace(MI300X, dies=None)
+    assert _local_share(flat) == 0.0 and _local_share(MI300X) > 0.5
+    assert time_op(GEMM, MI300X).timing.time_s <= time_op(GEMM, flat).timing.time_s
+
+
+def _mutated(tmp_path, old: str, new: str) -> str:
+    text = (ROOT / "hw_configs" / "mi300x.yaml").read_text()
+    assert old in text
+    out = tmp_path / "chiplet.yaml"
+    out.write_text(text.replace(old, new, 1))
+    return str(out)
+
+
+def test_dies_must_share_the_cores_evenly(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_system(_mutated(tmp_path, "count: 8                        # XCDs", "count: 7  # XCDs"))
+    assert "chiplet.yaml:" in str(err.value)
+    assert "dies.count: 304 cores do not spread evenly over 7 dies" in str(err.value)
+
+
+def test_dies_keys_are_checked(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_system(_mutated(tmp_path, "l2_capacity: 4 MB", "l2_capacty: 4 MB"))
+    assert "dies.l2_capacty: unknown key; did you mean 'l2_capacity'?" in str(err.value)
+
+
+def test_files_without_dies_keep_their_resolved_config():
+    _, resolved = load_system(str(ROOT / "hw_configs" / "h200.yaml"))
+    assert "dies" not in resolved and load_system("h200")[0].chip.dies is None
