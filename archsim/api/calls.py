@@ -55,6 +55,7 @@ def run(
     kv_stride = arguments.whole(where, "kv_stride", kv_stride)
     arguments.callback(where, "progress", progress)
     hw, wl = as_hardware(hardware, where), as_workload(workload, where)
+    _check_scenario(wl)
     par = Parallelism(tp, pp, ep)
     check_run_size(wl.workload, hw.system, par)  # TooLargeError before anything is built
     result = run_generation(wl.workload, hw.system, kv_stride=kv_stride, progress=progress, parallelism=par)
@@ -117,6 +118,11 @@ def serve_setup(hardware: Hardware, workload: Workload, options: ServeOptions) -
 
     where = "archsim.serve"
     options.check()
+    bound, asked = max_context(workload), options.scheduler.max_model_len
+    if bound is not None and asked is not None and asked > bound[0]:
+        raise arguments.refusal(
+            where, "max_model_len", f"{asked:,} tokens is more than the model's maximum of {bound[0]:,} ({bound[1]})"
+        )
     spec, d = options.speculative, options.disaggregation
     inputs = ServeInputs(
         hardware,
@@ -228,6 +234,45 @@ def serve_options(options: ServeOptions | None, slo: dict[str, Any], setup: dict
     return options
 
 
+def max_context(workload: Workload) -> tuple[int, str] | None:
+    """The longest sequence the workload's model takes and where that bound is from: its
+    Hugging Face config's (as serving engines derive it), else its learned position table."""
+    if workload.max_context is not None:
+        return workload.max_context
+    rows = workload.workload.model.max_positions
+    return (rows, "model.max_positions") if rows else None
+
+
+def _check_scenario(workload: Workload) -> None:
+    """RefusedError for a scenario whose sequences (prompt and output) are longer than the model
+    takes: past its positions, a step's cost means nothing."""
+    from archsim.errors import RefusedError
+
+    bound, s = max_context(workload), workload.workload.scenario
+    if bound is not None and s.prompt_tokens + s.output_tokens > bound[0]:
+        raise RefusedError(
+            f"{workload.source}: scenario: prompt_tokens + output_tokens is {s.prompt_tokens + s.output_tokens:,} "
+            f"tokens, more than the model's maximum of {bound[0]:,} ({bound[1]})"
+        )
+
+
+def _check_context(workload: Workload, requests: RequestSet) -> None:
+    """RefusedError for a request longer (prompt and output) than the model takes: no serving
+    engine runs it, and its cost past the model's positions means nothing."""
+    from archsim.errors import RefusedError
+
+    bound = max_context(workload)
+    if bound is None or not len(requests):
+        return
+    context = requests.prompt_tokens + requests.output_tokens
+    longest = int(context.argmax())
+    if int(context[longest]) > bound[0]:
+        raise RefusedError(
+            f"request {longest} of {requests.source}: prompt + output is {int(context[longest]):,} tokens, "
+            f"more than the model's maximum of {bound[0]:,} ({bound[1]})"
+        )
+
+
 def serve_built(
     hardware: Hardware,
     workload: Workload,
@@ -243,6 +288,7 @@ def serve_built(
     from archsim.serving.simulate import serve as simulate_serving
 
     setup, serving = built
+    _check_context(workload, requests)
     d = setup.disaggregation
     check_serve_size(  # TooLargeError before a step is simulated
         workload.workload,

@@ -32,10 +32,18 @@ class _Validated:
     """A document, what it was validated into, and its resolved (canonical-unit) configuration."""
 
     ROOT = ""
-    __slots__ = ("_config", "_doc", "_value", "warnings")
+    __slots__ = ("_config", "_doc", "_value", "max_context", "warnings")
 
-    def __init__(self, doc: YamlDoc, value: Any, config: dict, warnings: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        doc: YamlDoc,
+        value: Any,
+        config: dict,
+        warnings: tuple[str, ...] = (),
+        max_context: tuple[int, str] | None = None,
+    ):
         self._doc, self._value, self._config, self.warnings = doc, value, config, warnings
+        self.max_context = max_context  # a Workload's longest sequence and where that bound is from
 
     @property
     def config(self) -> dict:
@@ -136,14 +144,21 @@ def _read(name_or_data: object, root: str, where: str) -> YamlDoc:
 
 
 def _build(
-    cls: type[_V], doc: YamlDoc, params: list[tuple[KeyPath, Any]], where: str, warnings: tuple[str, ...] = ()
+    cls: type[_V],
+    doc: YamlDoc,
+    params: list[tuple[KeyPath, Any]],
+    where: str,
+    warnings: tuple[str, ...] = (),
+    max_context: tuple[int, str] | None = None,
 ) -> _V:
     """Apply `params` to `doc`, validate, and build (`loader.build`); ConfigError with every problem."""
     value, config, edited = build(cls.ROOT, doc, params, where)
-    return cls(edited, value, config, tuple(warnings))
+    return cls(edited, value, config, tuple(warnings), max_context)
 
 
-def load_system(name_or_path: str | Mapping, params: Mapping[str, Any] | None = None, /, **overrides) -> Hardware:
+def load_system(
+    name_or_path: str | os.PathLike | Mapping, params: Mapping[str, Any] | None = None, /, **overrides
+) -> Hardware:
     """A shipped chip (`"h200"`), a hardware YAML file, or a mapping of what such a file holds,
     with values set by dotted path (`params`) or by section (`hbm={"data_rate": "8 Gbps"}`)."""
     given = flatten(arguments.mapping("archsim.load_system", "params", params)) + flatten(overrides)
@@ -151,7 +166,7 @@ def load_system(name_or_path: str | Mapping, params: Mapping[str, Any] | None = 
 
 
 def load_workload(
-    name_or_path: str | Mapping,
+    name_or_path: str | os.PathLike | Mapping,
     params: Mapping[str, Any] | None = None,
     /,
     *,
@@ -169,6 +184,7 @@ def load_workload(
     given = flatten(arguments.mapping(where, "params", params)) + flatten(overrides)
     arguments.flag(where, "hf_dtypes", hf_dtypes)
     warnings: tuple[str, ...] = ()
+    max_context = None
     if hf_config is not None:
         hf_config = arguments.path(where, "hf_config", hf_config)
         from archsim.config.hf import load_hf_config, model_cfg
@@ -180,7 +196,10 @@ def load_workload(
         if hf_dtypes and hf.dtypes:
             data["dtypes"] = hf.dtypes
         doc = replace(doc, data=data)
-    return _build(Workload, doc, given, "load_workload", warnings)
+        if hf.max_model_len is not None:
+            length, field = hf.max_model_len
+            max_context = (length, f"{field} of {hf_config}")
+    return _build(Workload, doc, given, "load_workload", warnings, max_context)
 
 
 def with_params(obj: _V, params: Mapping[str, Any], where: str = "with_params") -> _V:
@@ -196,7 +215,7 @@ def with_params(obj: _V, params: Mapping[str, Any], where: str = "with_params") 
     if not isinstance(where, str) or not where:
         raise arguments.refusal("archsim.with_params", "where", f"must be a non-empty string (got {where!r:.60})")
     params = arguments.mapping("archsim.with_params", "params", params)
-    return _build(type(obj), obj._doc, flatten(params), where, obj.warnings)
+    return _build(type(obj), obj._doc, flatten(params), where, obj.warnings, obj.max_context)
 
 
 def as_hardware(value: object, where: str = "archsim.run", key: str = "hardware") -> Hardware:
