@@ -11,6 +11,7 @@ It is imported on first use, so `archsim --help` stays instant.
 __version__ = "0.1.0"
 
 _API = (
+    "CacheFolderError",
     "ConfigError",
     "DisaggregationOptions",
     "DoesNotFitError",

@@ -20,6 +20,7 @@ import importlib
 from archsim.api.calls import generate_requests, load_requests, load_sweep, run, serve, sweep
 from archsim.api.inputs import Hardware, Workload, load_system, load_workload, with_params
 from archsim.api.results import RunReport, ServeReport, SweepResults
+from archsim.cache_folders import CacheFolderError
 from archsim.errors import (
     ConfigError,
     DoesNotFitError,
@@ -48,6 +49,7 @@ _LAZY = {
     "StoreError": "archsim.sweep.store",
 }
 REFUSALS = (
+    "CacheFolderError",
     "ConfigError",
     "DoesNotFitError",
     "ExecutorUnavailable",
@@ -69,6 +71,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "CacheFolderError",
     "ConfigError",
     "DisaggregationOptions",
     "DoesNotFitError",

@@ -54,6 +54,7 @@ def run(
     tp, pp, ep = (arguments.whole(where, k, v) for k, v in (("tp", tp), ("pp", pp), ("ep", ep)))
     kv_stride = arguments.whole(where, "kv_stride", kv_stride)
     arguments.callback(where, "progress", progress)
+    _check_cache()
     hw, wl = as_hardware(hardware, where), as_workload(workload, where)
     _check_scenario(wl)
     par = Parallelism(tp, pp, ep)
@@ -118,6 +119,7 @@ def serve_setup(hardware: Hardware, workload: Workload, options: ServeOptions) -
 
     where = "archsim.serve"
     options.check()
+    _check_cache()
     bound, asked = max_context(workload), options.scheduler.max_model_len
     if bound is not None and asked is not None and asked > bound[0]:
         raise arguments.refusal(
@@ -232,6 +234,13 @@ def serve_options(options: ServeOptions | None, slo: dict[str, Any], setup: dict
             f"give the options as options=ServeOptions(...) or as keywords, not both (got {[*given, *setup]})",
         )
     return options
+
+
+def _check_cache() -> None:
+    """CacheFolderError before any work where a cache folder may not be read (opcache.py)."""
+    from archsim import opcache
+
+    opcache.check_folders()
 
 
 def max_context(workload: Workload) -> tuple[int, str] | None:
@@ -369,6 +378,7 @@ def sweep(
     arguments.callback(where, "on_resolved", on_resolved)
     arguments.callback(where, "on_progress", on_progress)
     allowed = tuple(arguments.path(where, "allow_paths", p) for p in arguments.paths(where, "allow_paths", allow_paths))
+    _check_cache()  # here, not in each worker's points
     loaded = load_spec(shipped_spec(spec), allowed=allowed)
     executor = executor_for(workers, dask, dask_local)
     report = run_sweep(loaded, out_dir, executor, chunk_size, on_resolved, on_progress)
