@@ -241,13 +241,24 @@ def trusted(where: Path, module: Path | None = None) -> bool:
 
     for path in (where.parent, where):
         why = folder_problem(path)
-        if why is not None and unsafe(why):
+        if why is not None and unsafe(why) and not (path == where.parent and _sticky(path)):
             raise refusal(path, why, "NUMBA_CACHE_DIR", "ARCHSIM_AOT=0")
     if module is None or (why := file_problem(module)) is None:
         return True
     if unsafe(why):
         raise refusal(module, why, "NUMBA_CACHE_DIR", "ARCHSIM_AOT=0")
     return False
+
+
+def _sticky(folder: Path) -> bool:
+    """Whether others may add to `folder` but not rename or remove what they do not own (/tmp):
+    the module's own folder in it, checked itself, cannot be swapped."""
+    import stat
+
+    try:
+        return bool(os.stat(folder).st_mode & stat.S_ISVTX)
+    except OSError:
+        return False
 
 
 def buildable(where: Path | None = None) -> bool:

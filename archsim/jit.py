@@ -229,14 +229,21 @@ def forget(fn) -> None:
 
 def _use_kernel_cache_dir() -> None:
     """Point Numba's cache at `kernel_cache_dir()` unless NUMBA_CACHE_DIR says otherwise, or
-    the folder cannot be made (then Numba caches where it would)."""
+    the folder cannot be made (then Numba caches where it would); CacheFolderError where another
+    user may have written there."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
+    from archsim.cache_folders import folder_problem, refusal, unsafe
+
     try:
         path = kernel_cache_dir()
         private_folders(path)
     except OSError:
         return
+    for folder in (cache_root(), path.parent, path):  # Numba loads machine code from there
+        why = folder_problem(folder)
+        if why is not None and unsafe(why):
+            raise refusal(folder, why, "XDG_CACHE_HOME", "set NUMBA_CACHE_DIR to a folder of your own")
     os.environ["NUMBA_CACHE_DIR"] = str(path)
     config = sys.modules.get("numba.core.config")
     if config is not None:  # numba imported before archsim loaded it: set what it read at import

@@ -299,6 +299,35 @@ def test_the_module_is_loaded_only_from_a_folder_others_cannot_write(tmp_path, m
         aot._loaded.clear()
 
 
+def test_the_modules_folder_may_sit_in_a_sticky_folder_but_not_a_writable_one(tmp_path):
+    import os
+
+    import archsim
+
+    where = tmp_path / "shared" / "aot"
+    where.mkdir(parents=True, mode=0o700)
+    os.chmod(where.parent, 0o1777)  # /tmp: others add, but cannot swap the module's own folder
+    assert aot.trusted(where)
+    os.chmod(where.parent, 0o777)
+    with pytest.raises(archsim.CacheFolderError):
+        aot.trusted(where)
+
+
+def test_numbas_cache_folder_others_may_write_is_refused(monkeypatch, tmp_path):
+    import os
+
+    import archsim
+    from archsim import jit, kernel_sources
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    jit.private_folders(kernel_sources.kernel_cache_dir())
+    os.chmod(kernel_sources.kernel_cache_dir(), 0o777)
+    with pytest.raises(archsim.CacheFolderError, match="fix: chmod 700"):
+        jit._use_kernel_cache_dir()
+    assert "NUMBA_CACHE_DIR" not in os.environ  # Numba is not pointed there
+
+
 def test_the_kernel_folders_are_made_private(monkeypatch, tmp_path):
     import os
     import stat
@@ -355,4 +384,4 @@ def test_the_loader_imports_no_kernel_nor_the_jit():
     assert _archsim_imports(root / "aot.py") == {"archsim.kernel_sources", "archsim.cache_folders"}
     assert _archsim_imports(root / "cache_folders.py") == {"archsim.errors"}
     assert _archsim_imports(root / "kernel_sources.py") == set()
-    assert _archsim_imports(root / "jit.py") == {"archsim.kernel_sources", "archsim.aot"}
+    assert _archsim_imports(root / "jit.py") == {"archsim.kernel_sources", "archsim.aot", "archsim.cache_folders"}
