@@ -23,8 +23,14 @@ The module is built by the first process that calls a kernel too large to run as
 them, in 20-40 s; the command line names it in its progress line. A file lock makes concurrent
 processes (a sweep's workers) build it once (POSIX; where there are no such locks it is not
 built). Where it cannot be built (no C compiler, no numba.pycc), the reason is kept in the
-folder (`FAILED`), said once on a terminal, and Numba's JIT compiles the kernels as before.
+folder (`FAILED`), said once on a terminal, and Numba's JIT compiles the kernels as before; a
+build that was killed (a signal, Ctrl-C) is not remembered as failed: the next process builds it.
 `ARCHSIM_AOT=0` turns all of it off.
+
+The module is code: it is imported only from a folder that is the user's own and writable by no
+one else, and only a file that is the user's own and writable by no one else (`trusted`); the
+folder is made 0700. Otherwise the kernels are refused (`opcache.CacheFolderError`, saying the
+fix), as the op cache refuses such a folder.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import numpy as np
 
 MODULE = "archsim_kernels"
 FAILED = "build-failed.txt"  # in the module's folder: why it could not be built
+KILLED = "killed by signal"  # a build that did not fail but was stopped: not remembered
 BUILD_TIMEOUT_S = 900
 
 # The argument types an entry kernel's annotations may name, a letter each: I / F a 1-D
@@ -218,12 +225,40 @@ def load(build: bool) -> ModuleType | None:
     with _lock:
         if key in _loaded and (_loaded[key] is not None or not build):
             return _loaded[key]
+        trusted(where)
         path = module_file(where)
         if path is None and build and buildable(where):
             path = _build_locked(where)
-        module = _import(path) if path is not None else None
+        module = _import(path) if path is not None and trusted(where, path) else None
         _loaded[key] = module
         return module
+
+
+def trusted(where: Path, module: Path | None = None) -> bool:
+    """True when the module's folder and the folder above it (and `module`, if given) are the
+    user's own and writable by no one else; CacheFolderError naming the first that is not."""
+    from archsim.cache_folders import file_problem, folder_problem, refusal, unsafe
+
+    for path in (where.parent, where):
+        why = folder_problem(path)
+        if why is not None and unsafe(why) and not (path == where.parent and _sticky(path)):
+            raise refusal(path, why, "NUMBA_CACHE_DIR", "ARCHSIM_AOT=0")
+    if module is None or (why := file_problem(module)) is None:
+        return True
+    if unsafe(why):
+        raise refusal(module, why, "NUMBA_CACHE_DIR", "ARCHSIM_AOT=0")
+    return False
+
+
+def _sticky(folder: Path) -> bool:
+    """Whether others may add to `folder` but not rename or remove what they do not own (/tmp):
+    the module's own folder in it, checked itself, cannot be swapped."""
+    import stat
+
+    try:
+        return bool(os.stat(folder).st_mode & stat.S_ISVTX)
+    except OSError:
+        return False
 
 
 def buildable(where: Path | None = None) -> bool:
@@ -251,7 +286,10 @@ def _build_locked(where: Path) -> Path | None:
     except ImportError:  # no POSIX file locks (Windows): not built automatically
         return None
     try:
-        where.mkdir(parents=True, exist_ok=True)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(where, 0o700)
+        trusted(where)
         lock = open(where / "build.lock", "w")  # noqa: SIM115 (held for the build)
     except OSError:
         return None
@@ -261,6 +299,8 @@ def _build_locked(where: Path) -> Path | None:
         if path is None and not (where / FAILED).exists():
             why = _run_build(where)
             path = module_file(where)
+            if path is None and why is not None and why.startswith(KILLED):  # tried again by the next process
+                return None
             if path is None:
                 with contextlib.suppress(OSError):  # a full disk: tried again by the next process
                     (where / FAILED).write_text((why or "no module was written") + "\n")
@@ -289,6 +329,8 @@ def _run_build(where: Path) -> str | None:
         except (OSError, subprocess.TimeoutExpired) as err:
             return f"{type(err).__name__}: {err}"
         built = module_file(Path(tmp))
+        if done.returncode < 0:  # killed by a signal (the machine's memory, Ctrl-C): not the build's fault
+            return f"{KILLED} {-done.returncode}"
         if done.returncode != 0 or built is None:
             lines = (done.stderr or done.stdout or "").strip().splitlines()
             errors = [line for line in lines if re.match(r"\w*(Error|Exception)\b", line)]

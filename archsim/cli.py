@@ -82,9 +82,9 @@ def _main(argv: list[str] | None) -> int:
         args = build_parser(_named_command(words)).parse_args(words)
         code = importlib.import_module(f"archsim.commands.{args.command}").run(args)
         return ctrl_c.exit_code() if code == 130 else code
-    except ConfigError as err:
+    except ConfigError as err:  # a refusal found past the loader has no file: archsim names it
         for problem in err.problems:
-            _say(str(problem))
+            _say(str(problem) if problem.file else f"archsim: error: {problem}")
         return 2
     except (DoesNotFitError, UsageError, OutputError, RefusedError) as err:
         _say(f"archsim: error: {err}")

@@ -2,6 +2,9 @@
 
 A `ConfigError` carries every problem found in one pass, so a user fixes a file once, not
 once per run. The CLI prints each as `file:line: key.path: message` and exits with code 2.
+Every refusal of archsim, wherever it is found (an argument of the Python API, a run that does
+not fit, an output path, a results folder), is a `ConfigError`: one `except archsim.ConfigError`
+catches them all. Those found past the loader carry one message, with no file or line.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        if not where:  # a refusal found past the loader: its message says what it is about
+            return f"{self.key}: {self.message}" if self.key else self.message
         return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
 
 
@@ -54,9 +59,11 @@ def quote(value: object, limit: int = 60) -> str:
 
 
 class ConfigError(Exception):
-    """Bad input: one or more located problems. Exit code 2 at the CLI."""
+    """Bad input: one or more located problems, or one message. Exit code 2 at the CLI."""
 
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[Problem] | str):
+        if isinstance(problems, str):  # a refusal past the loader (and a copy made by pickle)
+            problems = [Problem("", None, "", problems)]
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
@@ -65,16 +72,16 @@ class ConfigError(Exception):
         return cls([Problem(file, line, key, message)])
 
 
-class DoesNotFitError(Exception):
+class DoesNotFitError(ConfigError):
     """The workload's weights, KV cache and activations exceed the memory of the system."""
 
 
-class OutputError(Exception):
+class OutputError(ConfigError):
     """An output path that cannot be written as asked (a folder, a device, a full disk, an input
     of the run): one line naming the user's path, exit code 2 at the CLI."""
 
 
-class RefusedError(ValueError):
+class RefusedError(ConfigError, ValueError):
     """An input archsim refuses before any work, saying why: exit code 2 at the CLI."""
 
 

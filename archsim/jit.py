@@ -33,17 +33,19 @@ archsim calls. Where `scipy.linalg` is already loaded (a user's Python session) 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.abc
 import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from archsim.kernel_sources import kernel_cache_dir
+from archsim.kernel_sources import cache_root, kernel_cache_dir
 
 # The argument types of a kernel called from Python, as its annotations name them: archsim/aot.py
 # compiles it ahead of time for the types they name (by these names: `ARGUMENT_TYPES` there) and
@@ -227,18 +229,35 @@ def forget(fn) -> None:
 
 def _use_kernel_cache_dir() -> None:
     """Point Numba's cache at `kernel_cache_dir()` unless NUMBA_CACHE_DIR says otherwise, or
-    the folder cannot be made (then Numba caches where it would)."""
+    the folder cannot be made (then Numba caches where it would); CacheFolderError where another
+    user may have written there."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
+    from archsim.cache_folders import folder_problem, refusal, unsafe
+
     try:
         path = kernel_cache_dir()
-        path.mkdir(parents=True, exist_ok=True)
+        private_folders(path)
     except OSError:
         return
+    for folder in (cache_root(), path.parent, path):  # Numba loads machine code from there
+        why = folder_problem(folder)
+        if why is not None and unsafe(why):
+            raise refusal(folder, why, "XDG_CACHE_HOME", "set NUMBA_CACHE_DIR to a folder of your own")
     os.environ["NUMBA_CACHE_DIR"] = str(path)
     config = sys.modules.get("numba.core.config")
     if config is not None:  # numba imported before archsim loaded it: set what it read at import
         config.CACHE_DIR = str(path)  # type: ignore[attr-defined]
+
+
+def private_folders(path: Path) -> None:
+    """`path` (a folder under archsim's cache root) made, with every folder from the root down to
+    it made 0700: Numba keeps machine code there, which no one else may write."""
+    root = cache_root()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (root, *(p for p in reversed(path.parents) if p.is_relative_to(root) and p != root), path):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
 
 
 def _numba_njit(options: dict | None = None):

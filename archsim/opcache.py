@@ -25,7 +25,9 @@ that cannot be read is empty: the cache never fails a simulation.
 
 Nothing read from it is trusted: what is read can only be a miss, never a changed result. The
 folders are created 0700 and used only while they are the user's own and writable by no one else
-(as ssh and pip check theirs); otherwise the cache is off, with one line saying why and the fix.
+(as ssh checks its own): a folder owned by another user or writable by others is refused, the
+command with it (`CacheFolderError`, one line saying why and the fix), as anything in it may have
+been planted.
 A file is read only if it is a regular file (opened without following a link or blocking on a
 FIFO) of at most MAX_FILE_BYTES. A line that is not a whole JSON entry (NaN and Infinity
 included) is skipped, a key given twice with two values is a miss, and every value is checked
@@ -46,6 +48,7 @@ from dataclasses import fields, replace
 from functools import lru_cache
 from pathlib import Path
 
+from archsim.cache_folders import folder_problem, refusal, unsafe
 from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming
 from archsim.hardware import Chip, System
 from archsim.hardware.power import EnergySplit
@@ -219,48 +222,40 @@ class OpCache:
             self.writable = False  # a read-only or full disk: keep the values in memory
 
 
-def folder_problem(folder: Path) -> str | None:
-    """Why `folder` may not hold a cache (owned by another user, writable by group or others,
-    not a folder), or None (also when it is not there: it will be made 0700)."""
-    try:
-        st = os.stat(folder)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        return f"cannot be read ({err.strerror})"
-    if not stat.S_ISDIR(st.st_mode):
-        return "is not a folder"
-    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        return f"is owned by another user (uid {st.st_uid})"
-    if st.st_mode & 0o022:
-        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
+_refused: set[str] = set()  # folders refused in this process (kept for the tests' fresh starts)
 
 
-_refused: set[str] = set()
+def trusted_folders(*folders: Path) -> bool:
+    """Whether every one of `folders` may hold a cache: CacheFolderError naming the first that
+    another user may have written to (owned by another, writable by others), and its fix; False,
+    said once, for one that cannot be used (not a folder, unreadable: the cache is off)."""
+    for folder in folders:
+        why = folder_problem(folder)
+        if why is not None and unsafe(why):
+            raise refusal(folder, why)
+        if why is not None:
+            _say_off(folder, why)
+            return False
+    return True
 
 
-def _refuse(folder: Path, why: str) -> None:
-    """Say once per folder that the cache is off because of `why`, and the fix."""
+def _say_off(folder: Path, why: str) -> None:
+    """Say once per folder that the cache is off because of `why`."""
     if str(folder) in _refused:
         return
     _refused.add(str(folder))
     from archsim.errors import printable
 
-    fix = f"chmod 700 {folder}" if "writable" in why else "set ARCHSIM_CACHE_DIR to a folder of your own"
-    line = f"archsim: warning: cache folder {folder} {why}: not used (fix: {fix}; or --no-cache)"
+    line = f"archsim: warning: cache folder {folder} {why}: not used (set ARCHSIM_CACHE_DIR, or --no-cache)"
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr to say it on
         print(printable(line), file=sys.stderr)
 
 
-def trusted_folders(*folders: Path) -> bool:
-    """Whether every one of `folders` may hold a cache (each refused once, with its fix)."""
-    for folder in folders:
-        why = folder_problem(folder)
-        if why is not None:
-            _refuse(folder, why)
-            return False
-    return True
+def check_folders() -> None:
+    """CacheFolderError, before any work, where the cache is on and its folders may not hold one."""
+    if enabled():
+        root = Path(_cache_folder())
+        trusted_folders(root, root / code_version())
 
 
 def make_folders(folder: Path) -> Path | None:

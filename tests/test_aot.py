@@ -252,6 +252,100 @@ def test_a_failed_build_is_kept_with_its_exception_line(tmp_path, monkeypatch):
     assert aot._run_build(tmp_path) == "RuntimeError: no C compiler"
 
 
+def test_a_killed_build_is_tried_again_not_kept_as_failed(tmp_path, monkeypatch):
+    """A build killed by a signal (the machine's memory, Ctrl-C) did not fail: nothing is kept,
+    and the next process builds the module."""
+    run = subprocess.run
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    monkeypatch.setattr(aot.subprocess, "run", lambda *a, **k: run([sys.executable, "-c", killed], **k))
+    assert aot._run_build(tmp_path) == f"{aot.KILLED} 9"
+    calls = []
+    monkeypatch.setattr(aot, "_run_build", lambda where: calls.append(where) or f"{aot.KILLED} 9")
+    monkeypatch.setattr(aot, "folder", lambda: tmp_path / "aot")
+    aot._loaded.clear()
+    try:
+        assert aot.load(build=True) is None
+        assert not (tmp_path / "aot" / aot.FAILED).exists() and aot.buildable()
+        aot._loaded.clear()  # a later process
+        assert aot.load(build=True) is None
+        assert len(calls) == 2
+    finally:
+        aot._loaded.clear()
+
+
+@pytest.mark.parametrize("which", ["parent", "folder", "module"])
+def test_the_module_is_loaded_only_from_a_folder_others_cannot_write(tmp_path, monkeypatch, which):
+    """Imported, the module runs as code: a folder or file others may write is refused with the fix."""
+    import os
+
+    import archsim
+
+    where = tmp_path / "kernels" / "aot"
+    where.mkdir(parents=True, mode=0o700)
+    os.chmod(where.parent, 0o700)
+    module = where / f"{aot.MODULE}.so"
+    module.write_bytes(b"")
+    os.chmod(module, 0o600)
+    assert aot.trusted(where, module)
+    os.chmod({"parent": where.parent, "folder": where, "module": module}[which], 0o777 if which != "module" else 0o666)
+    with pytest.raises(archsim.CacheFolderError, match=r"writable by group or others .*fix: chmod"):
+        aot.trusted(where, module)
+    monkeypatch.setattr(aot, "folder", lambda: where)
+    aot._loaded.clear()
+    try:
+        with pytest.raises(archsim.CacheFolderError):
+            aot.load(build=False)
+    finally:
+        aot._loaded.clear()
+
+
+def test_the_modules_folder_may_sit_in_a_sticky_folder_but_not_a_writable_one(tmp_path):
+    import os
+
+    import archsim
+
+    where = tmp_path / "shared" / "aot"
+    where.mkdir(parents=True, mode=0o700)
+    os.chmod(where.parent, 0o1777)  # /tmp: others add, but cannot swap the module's own folder
+    assert aot.trusted(where)
+    os.chmod(where.parent, 0o777)
+    with pytest.raises(archsim.CacheFolderError):
+        aot.trusted(where)
+
+
+def test_numbas_cache_folder_others_may_write_is_refused(monkeypatch, tmp_path):
+    import os
+
+    import archsim
+    from archsim import jit, kernel_sources
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    jit.private_folders(kernel_sources.kernel_cache_dir())
+    os.chmod(kernel_sources.kernel_cache_dir(), 0o777)
+    with pytest.raises(archsim.CacheFolderError, match="fix: chmod 700"):
+        jit._use_kernel_cache_dir()
+    assert "NUMBA_CACHE_DIR" not in os.environ  # Numba is not pointed there
+
+
+def test_the_kernel_folders_are_made_private(monkeypatch, tmp_path):
+    import os
+    import stat
+
+    from archsim import jit, kernel_sources
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    old = os.umask(0o002)  # a umask that would leave them group-writable
+    try:
+        jit.private_folders(kernel_sources.kernel_cache_dir())
+    finally:
+        os.umask(old)
+    root = tmp_path / "xdg" / "archsim"
+    for folder in (root, *(p for p in kernel_sources.kernel_cache_dir().parents if root in p.parents)):
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700, folder
+    assert stat.S_IMODE(os.stat(kernel_sources.kernel_cache_dir()).st_mode) == 0o700
+
+
 def test_the_folder_follows_the_sources_and_the_cpu(monkeypatch, tmp_path):
     """A changed kernel source or a changed list of what each entry takes must not find a
     module built before (it would read its arguments as other types); the CPU is in the name."""
@@ -279,13 +373,15 @@ def _archsim_imports(path) -> set[str]:
 
 def test_the_loader_imports_no_kernel_nor_the_jit():
     """No circle through the kernels compiled ahead of time: archsim/jit.py (imported by every
-    kernel module, hardware/memory.py among them) asks aot.py, which asks only kernel_sources.py,
-    which asks nothing of archsim; only the builder, run as a child process, imports the kernels."""
+    kernel module, hardware/memory.py among them) asks aot.py, which asks only kernel_sources.py
+    (which asks nothing of archsim) and cache_folders.py (whether its folder may be read: it asks
+    errors.py alone); only the builder, run as a child process, imports the kernels."""
     from pathlib import Path
 
     import archsim
 
     root = Path(archsim.__file__).parent
-    assert _archsim_imports(root / "aot.py") == {"archsim.kernel_sources"}
+    assert _archsim_imports(root / "aot.py") == {"archsim.kernel_sources", "archsim.cache_folders"}
+    assert _archsim_imports(root / "cache_folders.py") == {"archsim.errors"}
     assert _archsim_imports(root / "kernel_sources.py") == set()
-    assert _archsim_imports(root / "jit.py") == {"archsim.kernel_sources", "archsim.aot"}
+    assert _archsim_imports(root / "jit.py") == {"archsim.kernel_sources", "archsim.aot", "archsim.cache_folders"}

@@ -60,7 +60,7 @@ def test_a_system_built_without_validation_is_refused():
 
     system = archsim.load_system("h200").system
     bad = replace(system, chip=replace(system.chip, hbm=replace(system.chip.hbm, data_rate_bits_per_s=-1.0)))
-    with pytest.raises(TypeError, match="not validated"):
+    with pytest.raises(ConfigError, match="not validated"):
         archsim.run(bad, "llama3_8b")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import archsim
 from archsim import opcache
 from archsim.choose import time_op
 from archsim.choose.tilings import _from_value, _value, cached_tilings, legal_tiling
@@ -233,34 +234,39 @@ def test_folders_are_made_private(cache_dir, h200):
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o775, 0o757, 0o1777])
-def test_a_folder_others_may_write_to_is_refused_with_the_fix(cache_dir, h200, capsys, mode):
+def test_a_folder_others_may_write_to_is_refused_with_the_fix(cache_dir, h200, mode):
     cache_dir.mkdir(mode=0o700)
     os.chmod(cache_dir, mode)
     _fresh()
-    assert opcache.cache_for_chip(h200.chip) is None
-    assert generation.cached_time_op(GEMM, h200.chip) == time_op(GEMM, h200.chip)
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"chmod 700 {cache_dir}" in err and "--no-cache" in err
+    for refused in (lambda: opcache.cache_for_chip(h200.chip), opcache.check_folders):
+        with pytest.raises(archsim.CacheFolderError) as err:
+            refused()
+        assert str(err.value).count("\n") == 0 and f"chmod 700 {cache_dir}" in str(err.value)
+        assert "--no-cache" in str(err.value)
+    with pytest.raises(archsim.CacheFolderError):  # the API refuses before any work
+        archsim.run("h200", "llama3_8b")
     assert list(cache_dir.iterdir()) == []  # nothing written there
-    opcache.cache_for_chip(h200.chip)
-    assert capsys.readouterr().err == ""  # said once
+    opcache.set_enabled(False)  # --no-cache: nothing read from it, nothing refused
+    opcache.check_folders()
+    assert generation.cached_time_op(GEMM, h200.chip) == time_op(GEMM, h200.chip)
+    opcache.set_enabled(True)
 
 
-def test_a_version_folder_others_may_write_to_is_refused(cache_dir, h200, capsys):
+def test_a_version_folder_others_may_write_to_is_refused(cache_dir, h200):
     version = opcache.version_folder()
     version.mkdir(parents=True, mode=0o700)
     os.chmod(version, 0o777)
     _fresh()
-    assert opcache.cache_for_chip(h200.chip) is None and "chmod 700" in capsys.readouterr().err
+    with pytest.raises(archsim.CacheFolderError, match="chmod 700"):
+        opcache.cache_for_chip(h200.chip)
 
 
-def test_a_folder_of_another_user_is_refused(cache_dir, h200, capsys, monkeypatch):
+def test_a_folder_of_another_user_is_refused(cache_dir, h200, monkeypatch):
     cache_dir.mkdir(mode=0o700)
     monkeypatch.setattr(os, "geteuid", lambda: os.stat(cache_dir).st_uid + 1)
     _fresh()
-    assert opcache.cache_for_chip(h200.chip) is None
-    err = capsys.readouterr().err
-    assert "owned by another user" in err and "ARCHSIM_CACHE_DIR" in err and err.count("\n") == 1
+    with pytest.raises(archsim.CacheFolderError, match=r"owned by another user .*set ARCHSIM_CACHE_DIR"):
+        opcache.cache_for_chip(h200.chip)
 
 
 def test_a_private_folder_made_before_is_used(cache_dir, h200):

@@ -5,6 +5,7 @@ all outside the command line."""
 
 import pytest
 
+import archsim
 from archsim import opcache
 from archsim.config import loader, memo
 from archsim.config.yamlfile import read_yaml
@@ -289,4 +290,5 @@ def test_entries_are_private_and_not_read_from_a_folder_others_may_write(cache_d
     assert stat.S_IMODE(entry.parent.stat().st_mode) == 0o700
     os.chmod(entry.parent, 0o777)
     opcache._refused.clear()
-    assert _reload_validates(monkeypatch) == 1
+    with pytest.raises(archsim.CacheFolderError, match=f"chmod 700 {entry.parent}"):  # refused, never read
+        _reload_validates(monkeypatch)

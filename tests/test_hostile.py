@@ -28,6 +28,7 @@ def _load(name: str):
 hostile = _load("hostile")
 hostile_cases = _load("hostile_cases")
 _load("hostile_trust")
+_load("hostile_api")
 CASES = hostile_cases.all_cases(full=False)
 WORKERS = 2
 
@@ -58,7 +59,11 @@ def test_the_subset_covers_every_surface_and_both_answers():
     surfaces = {c.surface for c in CASES}
     assert surfaces == {
         *("names", "yaml", "hf", "trace", "spec", "store", "cases", "flags", "outputs", "signals"),
-        *("cache", "streams"),
+        *("cache", "streams", "api", "env", "physics", "families"),
     }
     assert {c.expect for c in CASES} >= {hostile.Expect.REFUSE, hostile.Expect.RUN, hostile.Expect.STOP}
     assert 300 <= len(CASES) <= 1400
+    # each surface of what archsim reads back or is handed past its files has 50 inputs or more
+    by_surface = {s: sum(c.surface == s for c in CASES) for s in ("cache", "api", "physics", "families")}
+    assert min(by_surface.values()) >= 50, by_surface
+    assert sum(c.surface in ("env", "streams") for c in CASES) >= 50

@@ -106,7 +106,7 @@ def test_the_api_checks_options_before_reading_any_file():
         archsim.serve("no_such_chip", "llama3_8b", "no_such_trace", policy="fifo")
     with pytest.raises(ConfigError, match=r"archsim\.serve: attainment: must be in"):
         archsim.serve("no_such_chip", "llama3_8b", "no_such_trace", attainment=0.0)
-    with pytest.raises(TypeError, match="not both"):
+    with pytest.raises(ConfigError, match="not both"):
         archsim.serve("h200", "llama3_8b", "no_such_trace", options=ServeOptions(), policy="vllm")
 
 

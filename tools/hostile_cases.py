@@ -2055,6 +2055,9 @@ def all_cases(full: bool = True, seed: int = 0) -> list[Case]:
     from hostile_trust import cache_cases, store_trust_cases, stream_cases  # (they use this module's helpers)
 
     cases += store_trust_cases(full) + cache_cases(full) + stream_cases(full)
+    from hostile_api import api_cases, env_cases, family_cases, physics_cases
+
+    cases += api_cases(full) + env_cases(full) + physics_cases(full) + family_cases(full)
     if full:
         cases += random_variants(seed, 1000)
     else:

@@ -429,10 +429,6 @@ OP_CACHE = {
     "file-deep-json": _each_file(_chip_files, _bytes(b'{"k": "x", "v": ' + b"[" * 100000 + b"\n")),
     "file-clashing-lines": _with_orig(_chip_files, _clashing),
     # the cache folders: writable by others, so anything in them may have been planted
-    "folder-root-world-writable": _chmod("root", 0o777),
-    "folder-root-group-writable": _chmod("root", 0o770),
-    "folder-version-world-writable": _chmod("version", 0o777),
-    "folder-root-sticky-world": _chmod("root", 0o1777),
 }
 
 SERVE_CACHE = {  # the serving step model's parts: a time of a list of ops on a system
@@ -479,7 +475,17 @@ MEMO = {
     "entry-binary": _each_file(_memo_files, _bytes(b"\x80\x04\x95" + os.urandom(64))),
     "entry-nan": _each_file(_memo_files, _bytes(b"NaN")),
     "entry-directory": _each_file(_memo_files, lambda p: p.mkdir()),
-    "folder-memo-world-writable": _chmod("memo", 0o777),
+}
+
+# the cache folders writable by others, so anything in them may have been planted: refused by
+# name (exit 2, the folder and the fix), never read
+FOLDERS = {
+    "op-folder-root-world-writable": ("run", _chmod("root", 0o777)),
+    "op-folder-root-group-writable": ("run", _chmod("root", 0o770)),
+    "op-folder-version-world-writable": ("run", _chmod("version", 0o777)),
+    "op-folder-root-sticky-world": ("run", _chmod("root", 0o1777)),
+    "memo-folder-memo-world-writable": ("run", _chmod("memo", 0o777)),
+    "serve-folder-root-world-writable": ("serve", _chmod("root", 0o777)),
 }
 
 
@@ -515,6 +521,20 @@ def cache_cases(full: bool) -> list[Case]:
                     timeout_s=20,
                 )
             )
+    for name, (kind, tamper) in FOLDERS.items():
+        out.append(
+            Case(
+                f"cache/{name}",
+                REFERENCE_RUNS[kind],
+                setup=_then(_copy_cache(kind), tamper),
+                env=CACHE_ENV,
+                expect=Expect.REFUSE,
+                where="cache",
+                props=(props[1],),
+                target=_cold_main(memo=True),
+                timeout_s=20,
+            )
+        )
     return out
 
 

@@ -9,14 +9,26 @@ inputs.py: `Hardware`, `Workload`, `load_system`, `load_workload`, `with_params`
 `run`, `serve` (its options: `ServeOptions`, archsim/serving/options.py), `sweep`, `load_sweep`,
 `load_requests`, `generate_requests`; results.py: the
 typed results (`RunReport`, `ServeReport`, `SweepResults`). The command line is a layer over
-these. Bad input raises `archsim.ConfigError` (every problem located as `file:line: key: why`);
-a run that does not fit in memory raises `archsim.DoesNotFitError`.
+these. Bad input raises `archsim.ConfigError` (every problem located as `file:line: key: why`,
+an argument as `archsim.run: tp: why`); every other refusal is a subclass of it, exported here:
+a run that does not fit in memory raises `DoesNotFitError`, a layout the model or the system
+cannot take `ParallelismError`, and so on (`REFUSALS`).
 """
+
+import importlib
 
 from archsim.api.calls import generate_requests, load_requests, load_sweep, run, serve, sweep
 from archsim.api.inputs import Hardware, Workload, load_system, load_workload, with_params
 from archsim.api.results import RunReport, ServeReport, SweepResults
-from archsim.errors import ConfigError, DoesNotFitError
+from archsim.cache_folders import CacheFolderError
+from archsim.errors import (
+    ConfigError,
+    DoesNotFitError,
+    OutputError,
+    RefusedError,
+    TooLargeError,
+    UnsupportedError,
+)
 from archsim.serving.options import (
     DisaggregationOptions,
     KvPoolOptions,
@@ -27,20 +39,61 @@ from archsim.serving.options import (
     SpeculativeOptions,
 )
 
+# The refusals defined beside what refuses: imported when first asked for, as their modules
+# are heavy (`archsim.ParallelismError`, `except archsim.api.StoreError`).
+_LAZY = {
+    "ExecutorUnavailable": "archsim.sweep.executors",
+    "ParallelismError": "archsim.graph.parallel",
+    "ParetoError": "archsim.sweep.pareto",
+    "ServeSetupError": "archsim.serving.setup",
+    "StoreError": "archsim.sweep.store",
+}
+REFUSALS = (
+    "CacheFolderError",
+    "ConfigError",
+    "DoesNotFitError",
+    "ExecutorUnavailable",
+    "OutputError",
+    "ParallelismError",
+    "ParetoError",
+    "RefusedError",
+    "ServeSetupError",
+    "StoreError",
+    "TooLargeError",
+    "UnsupportedError",
+)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'archsim.api' has no attribute {name!r}")
+
+
 __all__ = [
+    "CacheFolderError",
     "ConfigError",
     "DisaggregationOptions",
     "DoesNotFitError",
+    "ExecutorUnavailable",
     "Hardware",
     "KvPoolOptions",
     "LayoutOptions",
+    "OutputError",
+    "ParallelismError",
+    "ParetoError",
+    "RefusedError",
     "RunReport",
     "SchedulerOptions",
     "ServeOptions",
     "ServeReport",
+    "ServeSetupError",
     "SloOptions",
     "SpeculativeOptions",
+    "StoreError",
     "SweepResults",
+    "TooLargeError",
+    "UnsupportedError",
     "Workload",
     "generate_requests",
     "load_requests",

@@ -5,14 +5,17 @@ configuration exactly as the command line does (the CLI calls these)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archsim import limits
+from archsim.api import arguments
 from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 from archsim.api.results import RunReport, ServeReport, SweepResults
 from archsim.config.resolved import ResolvedConfig, run_options
-from archsim.serving.options import ServeOptions, SloOptions
+from archsim.serving.options import KEYWORDS, ServeOptions, SloOptions
 
 if TYPE_CHECKING:
     from archsim.serving.requests import RequestSet
@@ -47,7 +50,13 @@ def run(
     from archsim.runner.generation import run_generation
     from archsim.runner.size import check_run_size
 
-    hw, wl = as_hardware(hardware), as_workload(workload)
+    where = "archsim.run"
+    tp, pp, ep = (arguments.whole(where, k, v) for k, v in (("tp", tp), ("pp", pp), ("ep", ep)))
+    kv_stride = arguments.whole(where, "kv_stride", kv_stride)
+    arguments.callback(where, "progress", progress)
+    _check_cache()
+    hw, wl = as_hardware(hardware, where), as_workload(workload, where)
+    _check_scenario(wl)
     par = Parallelism(tp, pp, ep)
     check_run_size(wl.workload, hw.system, par)  # TooLargeError before anything is built
     result = run_generation(wl.workload, hw.system, kv_stride=kv_stride, progress=progress, parallelism=par)
@@ -59,7 +68,10 @@ def load_requests(name_or_path: str, count: int | None = None):
     JSONL of arrival_s,prompt_tokens,output_tokens), its first `count` requests if given."""
     from archsim.serving.requests import load_trace
 
-    return load_trace(name_or_path, limit=count)  # only the first `count` lines are read
+    where = "archsim.load_requests"
+    name = arguments.path(where, "name_or_path", name_or_path)
+    limit = None if count is None else arguments.whole(where, "count", count, 1, limits.MAX_REQUESTS)
+    return load_trace(name, limit=limit)  # only the first `count` lines are read
 
 
 def generate_requests(
@@ -75,23 +87,26 @@ def generate_requests(
     """`count` requests arriving at `rate_per_s` (poisson, or gamma with coefficient of variation
     `cv`); lengths a number or a distribution as `archsim serve --prompt` takes them
     (`"lognormal:1000:1.5"`, `"uniform:100:200"`, `"exponential:200"`)."""
-    from archsim import limits
     from archsim.serving.arrivals import ArrivalProcess, generate_requests, parse_length
 
-    def length(v: int | str):
-        return parse_length(str(v))
+    where = "archsim.generate_requests"
 
-    for name, value, (low, high) in (
-        ("count", count, (1, limits.MAX_REQUESTS)),
-        ("rate_per_s", rate_per_s, limits.RATE_RANGE_PER_S),
-        ("cv", cv, limits.CV_RANGE),
-        ("seed", seed, (0, limits.MAX_SEED)),
-    ):
-        if isinstance(value, bool) or not limits.within(value, low, high):
-            raise ValueError(f"{name} must be from {low:g} to {high:g} (got {value!r})")
+    def length(key: str, v: object):
+        if not isinstance(v, str):
+            v = str(arguments.whole(where, key, v, 1, limits.MAX_TOKENS))
+        try:
+            return parse_length(v)
+        except ValueError as err:
+            raise arguments.refusal(where, key, str(err)) from None
 
     return generate_requests(
-        rate_per_s, count, length(prompt_tokens), length(output_tokens), ArrivalProcess(arrival), cv, seed
+        arguments.number(where, "rate_per_s", rate_per_s, *limits.RATE_RANGE_PER_S),
+        arguments.whole(where, "count", count, 1, limits.MAX_REQUESTS),
+        length("prompt_tokens", prompt_tokens),
+        length("output_tokens", output_tokens),
+        ArrivalProcess(arguments.choice(where, "arrival", arrival, tuple(a.value for a in ArrivalProcess))),
+        arguments.number(where, "cv", cv, *limits.CV_RANGE),
+        arguments.whole(where, "seed", seed, 0, limits.MAX_SEED),
     )
 
 
@@ -102,14 +117,25 @@ def serve_setup(hardware: Hardware, workload: Workload, options: ServeOptions) -
     options name."""
     from archsim.serving.build import ServeInputs, build_setup
 
+    where = "archsim.serve"
     options.check()
+    _check_cache()
+    bound, asked = max_context(workload), options.scheduler.max_model_len
+    if bound is not None and asked is not None and asked > bound[0]:
+        raise arguments.refusal(
+            where, "max_model_len", f"{asked:,} tokens is more than the model's maximum of {bound[0]:,} ({bound[1]})"
+        )
     spec, d = options.speculative, options.disaggregation
     inputs = ServeInputs(
         hardware,
         workload,
-        prefill_hardware=as_hardware(d.prefill_hardware) if d and d.prefill_hardware is not None else None,
-        decode_hardware=as_hardware(d.decode_hardware) if d and d.decode_hardware is not None else None,
-        draft=as_workload(spec.draft) if spec and spec.draft is not None else None,
+        prefill_hardware=as_hardware(d.prefill_hardware, where, "prefill_hardware")
+        if d and d.prefill_hardware is not None
+        else None,
+        decode_hardware=as_hardware(d.decode_hardware, where, "decode_hardware")
+        if d and d.decode_hardware is not None
+        else None,
+        draft=as_workload(spec.draft, where, "draft") if spec and spec.draft is not None else None,
     )
     return build_setup(inputs, options)
 
@@ -159,26 +185,101 @@ def serve(
     Raises ConfigError for a bad option, DoesNotFitError when the model leaves no room for a KV
     cache, ServeSetupError for a setup that cannot be modelled. `rate_per_s`: the nominal
     arrival rate the configuration records (default: the requests' mean rate)."""
-    opts = serve_options(options, {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "attainment": attainment}, setup)
+    where = "archsim.serve"
+    slo = {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s, "attainment": attainment}
+    for key in ("slo_ttft_s", "slo_tpot_s"):  # seconds, or a duration with its unit as the flags take it
+        if isinstance(slo[key], str):
+            slo[key] = arguments.duration_s(where, key, slo[key])
+    opts = serve_options(options, slo, setup)
     opts.check()  # before any file is read
-    hw, wl = as_hardware(hardware), as_workload(workload)
-    reqs = load_requests(requests) if isinstance(requests, str) else requests
+    if rate_per_s is not None:
+        rate_per_s = arguments.number(where, "rate_per_s", rate_per_s, *limits.RATE_RANGE_PER_S)
+    hw, wl = as_hardware(hardware, where), as_workload(workload, where)
+    reqs = _requests(where, requests)
     return serve_built(hw, wl, reqs, serve_setup(hw, wl, opts), opts.slo, rate_per_s)
 
 
-def serve_options(options: ServeOptions | None, slo: dict[str, float | None], setup: dict[str, Any]) -> ServeOptions:
+def _requests(where: str, requests: object) -> RequestSet:
+    """The requests of `serve`: a RequestSet as given, or a trace read by name or path."""
+    from archsim.serving.requests import RequestSet
+
+    if isinstance(requests, RequestSet):
+        return requests
+    if isinstance(requests, (str, os.PathLike)):
+        return load_requests(arguments.path(where, "requests", requests))
+    raise arguments.refusal(
+        where,
+        "requests",
+        "must be requests from archsim.load_requests or generate_requests, or a trace's name or path "
+        f"(got {type(requests).__name__})",
+    )
+
+
+def serve_options(options: ServeOptions | None, slo: dict[str, Any], setup: dict[str, Any]) -> ServeOptions:
     """The options of `serve`: the record given, or one from the keywords (the SLOs' among
-    them where given); TypeError for both at once."""
+    them where given); ConfigError for an unknown keyword or both at once."""
+    where = "archsim.serve"
     given = {k: v for k, v in slo.items() if v is not None}
     if options is None:
+        unknown = sorted(k for k in setup if k not in KEYWORDS)
+        if unknown:
+            raise arguments.refusal(where, unknown[0], "is not a keyword of archsim.serve")
         return ServeOptions.from_keywords(**given, **setup)
     if not isinstance(options, ServeOptions):
-        raise TypeError(f"options must be an archsim.ServeOptions (got {type(options).__name__})")
+        raise arguments.refusal(where, "options", f"must be an archsim.ServeOptions (got {type(options).__name__})")
     if given or setup:
-        raise TypeError(
-            f"give the options as options=ServeOptions(...) or as keywords, not both (got {[*given, *setup]})"
+        raise arguments.refusal(
+            where,
+            "options",
+            f"give the options as options=ServeOptions(...) or as keywords, not both (got {[*given, *setup]})",
         )
     return options
+
+
+def _check_cache() -> None:
+    """CacheFolderError before any work where a cache folder may not be read (opcache.py)."""
+    from archsim import opcache
+
+    opcache.check_folders()
+
+
+def max_context(workload: Workload) -> tuple[int, str] | None:
+    """The longest sequence the workload's model takes and where that bound is from: its
+    Hugging Face config's (as serving engines derive it), else its learned position table."""
+    if workload.max_context is not None:
+        return workload.max_context
+    rows = workload.workload.model.max_positions
+    return (rows, "model.max_positions") if rows else None
+
+
+def _check_scenario(workload: Workload) -> None:
+    """RefusedError for a scenario whose sequences (prompt and output) are longer than the model
+    takes: past its positions, a step's cost means nothing."""
+    from archsim.errors import RefusedError
+
+    bound, s = max_context(workload), workload.workload.scenario
+    if bound is not None and s.prompt_tokens + s.output_tokens > bound[0]:
+        raise RefusedError(
+            f"{workload.source}: scenario: prompt_tokens + output_tokens is {s.prompt_tokens + s.output_tokens:,} "
+            f"tokens, more than the model's maximum of {bound[0]:,} ({bound[1]})"
+        )
+
+
+def _check_context(workload: Workload, requests: RequestSet) -> None:
+    """RefusedError for a request longer (prompt and output) than the model takes: no serving
+    engine runs it, and its cost past the model's positions means nothing."""
+    from archsim.errors import RefusedError
+
+    bound = max_context(workload)
+    if bound is None or not len(requests):
+        return
+    context = requests.prompt_tokens + requests.output_tokens
+    longest = int(context.argmax())
+    if int(context[longest]) > bound[0]:
+        raise RefusedError(
+            f"request {longest} of {requests.source}: prompt + output is {int(context[longest]):,} tokens, "
+            f"more than the model's maximum of {bound[0]:,} ({bound[1]})"
+        )
 
 
 def serve_built(
@@ -196,6 +297,7 @@ def serve_built(
     from archsim.serving.simulate import serve as simulate_serving
 
     setup, serving = built
+    _check_context(workload, requests)
     d = setup.disaggregation
     check_serve_size(  # TooLargeError before a step is simulated
         workload.workload,
@@ -260,7 +362,24 @@ def sweep(
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.spec import load_spec
 
-    loaded = load_spec(shipped_spec(spec), allowed=tuple(allow_paths))
+    where = "archsim.sweep"
+    spec = arguments.path(where, "spec", spec)
+    out_dir = arguments.path(where, "out_dir", out_dir)
+    workers, dask_local, chunk_size = (
+        None if v is None else arguments.whole(where, k, v, 1, high)
+        for k, v, high in (
+            ("workers", workers, limits.MAX_INSTANCES),
+            ("dask_local", dask_local, limits.MAX_INSTANCES),
+            ("chunk_size", chunk_size, limits.MAX_SWEEP_POINTS),
+        )
+    )
+    if dask is not None:
+        dask = arguments.path(where, "dask", dask)  # a scheduler's address: a non-empty string
+    arguments.callback(where, "on_resolved", on_resolved)
+    arguments.callback(where, "on_progress", on_progress)
+    allowed = tuple(arguments.path(where, "allow_paths", p) for p in arguments.paths(where, "allow_paths", allow_paths))
+    _check_cache()  # here, not in each worker's points
+    loaded = load_spec(shipped_spec(spec), allowed=allowed)
     executor = executor_for(workers, dask, dask_local)
     report = run_sweep(loaded, out_dir, executor, chunk_size, on_resolved, on_progress)
     return report, load_sweep(out_dir)
@@ -270,5 +389,6 @@ def load_sweep(out_dir: str | Path) -> SweepResults:
     """The results of a sweep folder (`DIR/points/` holds its Parquet parts)."""
     from archsim.sweep.store import read_manifest, read_results, read_summary
 
+    out_dir = arguments.path("archsim.load_sweep", "out_dir", out_dir)
     table = read_results(out_dir)
     return SweepResults(Path(out_dir), table, read_manifest(out_dir).get("settings", {}), read_summary(out_dir))

@@ -12,10 +12,12 @@ the file at its `file:line`.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Self, TypeVar
 
+from archsim.api import arguments
 from archsim.config.loader import build, extended, read_config
 from archsim.config.resolved import config_hash
 from archsim.config.yamlfile import KeyPath, YamlDoc
@@ -30,10 +32,18 @@ class _Validated:
     """A document, what it was validated into, and its resolved (canonical-unit) configuration."""
 
     ROOT = ""
-    __slots__ = ("_config", "_doc", "_value", "warnings")
+    __slots__ = ("_config", "_doc", "_value", "max_context", "warnings")
 
-    def __init__(self, doc: YamlDoc, value: Any, config: dict, warnings: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        doc: YamlDoc,
+        value: Any,
+        config: dict,
+        warnings: tuple[str, ...] = (),
+        max_context: tuple[int, str] | None = None,
+    ):
         self._doc, self._value, self._config, self.warnings = doc, value, config, warnings
+        self.max_context = max_context  # a Workload's longest sequence and where that bound is from
 
     @property
     def config(self) -> dict:
@@ -124,33 +134,39 @@ def flatten(params: Mapping[str, Any], prefix: KeyPath = ()) -> list[tuple[KeyPa
     return out
 
 
-def _read(name_or_data: str | Mapping, root: str) -> YamlDoc:
+def _read(name_or_data: object, root: str, where: str) -> YamlDoc:
     """The document named or given, laid over the files it extends (a mapping's `extends` paths
     are found from the working directory)."""
-    if isinstance(name_or_data, Mapping):
-        return extended(YamlDoc(PYTHON_SOURCE, copy.deepcopy(dict(name_or_data)), {(): None}), root)  # no lines
-    if not isinstance(name_or_data, str):
-        raise TypeError(f"expected a shipped name, a path or a mapping (got {type(name_or_data).__name__})")
-    return read_config(name_or_data, root)
+    given = arguments.name_or_path(where, "name_or_path", name_or_data)
+    if isinstance(given, Mapping):
+        return extended(YamlDoc(PYTHON_SOURCE, copy.deepcopy(dict(given)), {(): None}), root)  # no lines
+    return read_config(given, root)
 
 
 def _build(
-    cls: type[_V], doc: YamlDoc, params: list[tuple[KeyPath, Any]], where: str, warnings: tuple[str, ...] = ()
+    cls: type[_V],
+    doc: YamlDoc,
+    params: list[tuple[KeyPath, Any]],
+    where: str,
+    warnings: tuple[str, ...] = (),
+    max_context: tuple[int, str] | None = None,
 ) -> _V:
     """Apply `params` to `doc`, validate, and build (`loader.build`); ConfigError with every problem."""
     value, config, edited = build(cls.ROOT, doc, params, where)
-    return cls(edited, value, config, tuple(warnings))
+    return cls(edited, value, config, tuple(warnings), max_context)
 
 
-def load_system(name_or_path: str | Mapping, params: Mapping[str, Any] | None = None, /, **overrides) -> Hardware:
+def load_system(
+    name_or_path: str | os.PathLike | Mapping, params: Mapping[str, Any] | None = None, /, **overrides
+) -> Hardware:
     """A shipped chip (`"h200"`), a hardware YAML file, or a mapping of what such a file holds,
     with values set by dotted path (`params`) or by section (`hbm={"data_rate": "8 Gbps"}`)."""
-    given = flatten(params or {}) + flatten(overrides)
-    return _build(Hardware, _read(name_or_path, "hardware"), given, "load_system")
+    given = flatten(arguments.mapping("archsim.load_system", "params", params)) + flatten(overrides)
+    return _build(Hardware, _read(name_or_path, "hardware", "archsim.load_system"), given, "load_system")
 
 
 def load_workload(
-    name_or_path: str | Mapping,
+    name_or_path: str | os.PathLike | Mapping,
     params: Mapping[str, Any] | None = None,
     /,
     *,
@@ -163,10 +179,14 @@ def load_workload(
     model replaces the file's, the scenario and dtypes kept (`hf_dtypes`: the checkpoint's
     formats, torch_dtype and quantization_config, replace the dtypes too); what archsim does not
     model of it is listed in `.warnings`."""
-    doc = _read(name_or_path, "workload")
-    given = flatten(params or {}) + flatten(overrides)
+    where = "archsim.load_workload"
+    doc = _read(name_or_path, "workload", where)
+    given = flatten(arguments.mapping(where, "params", params)) + flatten(overrides)
+    arguments.flag(where, "hf_dtypes", hf_dtypes)
     warnings: tuple[str, ...] = ()
+    max_context = None
     if hf_config is not None:
+        hf_config = arguments.path(where, "hf_config", hf_config)
         from archsim.config.hf import load_hf_config, model_cfg
 
         hf = load_hf_config(hf_config)
@@ -176,7 +196,10 @@ def load_workload(
         if hf_dtypes and hf.dtypes:
             data["dtypes"] = hf.dtypes
         doc = replace(doc, data=data)
-    return _build(Workload, doc, given, "load_workload", warnings)
+        if hf.max_model_len is not None:
+            length, field = hf.max_model_len
+            max_context = (length, f"{field} of {hf_config}")
+    return _build(Workload, doc, given, "load_workload", warnings, max_context)
 
 
 def with_params(obj: _V, params: Mapping[str, Any], where: str = "with_params") -> _V:
@@ -184,30 +207,46 @@ def with_params(obj: _V, params: Mapping[str, Any], where: str = "with_params") 
     `{"scenario.batch": 8}`), validated again as a file would be; ConfigError naming every bad
     path or value, located at `where`."""
     if not isinstance(obj, _Validated):
-        raise TypeError(
-            f"with_params takes a Hardware or a Workload from archsim.load_system or load_workload "
-            f"(got {type(obj).__name__})"
+        raise arguments.refusal(
+            "archsim.with_params",
+            "obj",
+            f"must be a Hardware or a Workload from archsim.load_system or load_workload (got {type(obj).__name__})",
         )
-    return _build(type(obj), obj._doc, flatten(params), where, obj.warnings)
+    if not isinstance(where, str) or not where:
+        raise arguments.refusal("archsim.with_params", "where", f"must be a non-empty string (got {where!r:.60})")
+    params = arguments.mapping("archsim.with_params", "params", params)
+    return _build(type(obj), obj._doc, flatten(params), where, obj.warnings, obj.max_context)
 
 
-def as_hardware(value: Hardware | str | Mapping) -> Hardware:
+def as_hardware(value: object, where: str = "archsim.run", key: str = "hardware") -> Hardware:
     """A Hardware as given, or loaded from a name, path or mapping; a frozen System built
-    elsewhere is refused, as nothing has validated it."""
+    elsewhere is refused, as nothing has validated it, and so is anything else."""
     if isinstance(value, Hardware):
         return value
     if isinstance(value, System):
-        raise TypeError(
-            "pass an archsim.Hardware (archsim.load_system, with_params): a System built directly is not validated"
+        raise arguments.refusal(
+            where,
+            key,
+            "pass an archsim.Hardware (archsim.load_system, with_params): a System built directly is not validated",
+        )
+    if not isinstance(value, (str, os.PathLike, Mapping)):
+        raise arguments.refusal(
+            where, key, f"must be an archsim.Hardware, a shipped name, a path or a mapping (got {type(value).__name__})"
         )
     return load_system(value)
 
 
-def as_workload(value: Workload | str | Mapping) -> Workload:
+def as_workload(value: object, where: str = "archsim.run", key: str = "workload") -> Workload:
     if isinstance(value, Workload):
         return value
     if isinstance(value, FrozenWorkload):
-        raise TypeError(
-            "pass an archsim.Workload (archsim.load_workload, with_params): a workload built directly is not validated"
+        raise arguments.refusal(
+            where,
+            key,
+            "pass an archsim.Workload (archsim.load_workload, with_params): a workload built directly is not validated",
+        )
+    if not isinstance(value, (str, os.PathLike, Mapping)):
+        raise arguments.refusal(
+            where, key, f"must be an archsim.Workload, a shipped name, a path or a mapping (got {type(value).__name__})"
         )
     return load_workload(value)

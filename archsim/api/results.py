@@ -264,9 +264,12 @@ class SweepResults:
 
     def pareto(self, maximize: tuple[str, ...] | list[str] = (), minimize: tuple[str, ...] | list[str] = ()):
         """The designs on the Pareto front over the given columns, best first on the first."""
+        from archsim.api import arguments
         from archsim.sweep.pareto import Goal, find_front
 
-        goals = [Goal(c, True) for c in maximize] + [Goal(c, False) for c in minimize]
+        where = "SweepResults.pareto"
+        goals = [Goal(c, True) for c in arguments.names(where, "maximize", maximize)]
+        goals += [Goal(c, False) for c in arguments.names(where, "minimize", minimize)]
         if len(goals) < 2:
-            raise ValueError("give at least two columns to maximize and/or minimize")
+            raise arguments.refusal(where, "maximize", "give at least two columns to maximize and/or minimize")
         return find_front(self.dir, goals).front_rows()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from archsim.config.hf_families import ARCHITECTURES, FAMILIES, STRUCTURAL, Fields, SpecFields
+from archsim.config.hf_unmodelled import max_model_len, unmodelled_problems
 from archsim.config.jsonfile import line_of, read_json
 from archsim.dtypes import DType
 from archsim.errors import ConfigError, Problem, quote
@@ -91,6 +92,7 @@ class HfModel:
     unmodelled: tuple[str, ...]  # `field=value (what archsim does instead)` and notes, for a warning
     source: str
     dtypes: dict[str, str] | None = None  # the checkpoint's formats as a workload `dtypes:` section
+    max_model_len: tuple[int, str] | None = None  # the longest sequence and the field it is from
 
 
 def _line_of(text: str, key: str) -> int | None:
@@ -262,6 +264,7 @@ def load_hf_config(path: str) -> HfModel:
     problems = structural_problems(fields_data, family_key, path, text)
     problems += [Problem(path, _line_of(text, key), key, why) for key, why in f.problems]
     problems += _shape_problems(spec, path, text)
+    problems += unmodelled_problems(fields_data, f.used, path, text)
     dtype, dtype_problems = _dtype(data, path, text)
     problems += dtype_problems
     if problems:
@@ -273,7 +276,7 @@ def load_hf_config(path: str) -> HfModel:
     model = _spec(model_name(data, path), spec)
     dtypes, notes = checkpoint_dtypes(data, dtype)
     unmodelled = tuple(unread_fields(fields_data, f.used) + f.notes + notes)
-    return HfModel(model, dtype, unmodelled, path, dtypes)
+    return HfModel(model, dtype, unmodelled, path, dtypes, max_model_len(fields_data))
 
 
 def model_cfg(model: ModelSpec) -> dict[str, Any]:

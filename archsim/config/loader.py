@@ -342,6 +342,8 @@ def _check_system(system: System, doc: YamlDoc) -> None:
         raise ConfigError([doc.problem(("dies", "count"), why)])
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
+    if system.chip.l2.capacity_bytes > system.chip.hbm.capacity_bytes:
+        raise ConfigError([doc.problem(("l2", "capacity"), _past_memory(system, doc))])
     if system.interconnect is not None:
         _check_fabric(system, doc)
 
@@ -365,6 +367,15 @@ def _below_the_floor(p: Power, bandwidth_bytes_per_s: float) -> str:
         f"{p.limit_w:g} W is below what the chip draws at its lowest clock ({p.min_clock_hz / 1e6:g} MHz)"
         f" idle ({idle_w:.3g} W) and streaming its main memory at {bandwidth_bytes_per_s / 1e12:.3g} TB/s"
         f" ({memory_w:.3g} W): {idle_w + memory_w:.3g} W, which no clock lowers"
+    )
+
+
+def _past_memory(system: System, doc: YamlDoc) -> str:
+    """Why an L2 larger than the main memory it caches cannot be: it would hold more than there is."""
+    memory = "memory" if doc.data.get("memory") is not None else "hbm"
+    return (
+        f"{system.chip.l2.capacity_bytes:,} bytes is more than the main memory it caches "
+        f"({system.chip.hbm.capacity_bytes:,} bytes, {memory}.capacity)"
     )
 
 

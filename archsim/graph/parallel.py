@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from archsim.errors import ConfigError
 from archsim.graph import params
 from archsim.graph.builder import MTP_PREFIX, Step, build_step
 from archsim.graph.ffn import expert_share
@@ -41,7 +42,7 @@ def base_name(name: str) -> str:
     return name.split("[")[0].removeprefix(MTP_PREFIX)
 
 
-class ParallelismError(ValueError):
+class ParallelismError(ConfigError, ValueError):
     """A parallel layout the model or the system cannot take."""
 
 

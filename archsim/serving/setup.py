@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass, field, replace
 
 from archsim.engine_defaults import GPU_MEMORY_UTILIZATION
+from archsim.errors import ConfigError
 from archsim.graph.model import Workload
 from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism
 from archsim.hardware import System
@@ -27,7 +28,7 @@ from archsim.serving.speculative import Speculation, draft_memory_bytes
 SWAP_SPACE_BYTES = 4 * 2**30  # vLLM's default --swap-space: 4 GiB of host memory per GPU
 
 
-class ServeSetupError(ValueError):
+class ServeSetupError(ConfigError, ValueError):
     """A setup the serving simulation cannot model."""
 
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from archsim.errors import ConfigError
 from archsim.sweep.evaluate import Evaluation, evaluate_chunk
 from archsim.sweep.points import PointTask
 
@@ -65,7 +66,7 @@ class ChunkOutcome:
     cpu_s: float = 0.0  # CPU time the worker spent on the chunk
 
 
-class ExecutorUnavailable(Exception):
+class ExecutorUnavailable(ConfigError):
     """The executor asked for cannot start (dask not installed, no scheduler at the address)."""
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from archsim.errors import ConfigError
 from archsim.sweep.store import read_manifest, read_results
 
 FIXED_COLUMNS = ("config_hash", "status", "error")
 
 
-class ParetoError(ValueError):
+class ParetoError(ConfigError, ValueError):
     """An objective that is not a numeric column of the results, or no usable rows."""
 
 

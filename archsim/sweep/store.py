@@ -36,6 +36,7 @@ import stat
 from collections import Counter
 from pathlib import Path
 
+from archsim.errors import ConfigError
 from archsim.report.export import write_text
 
 POINTS = "points"  # the folder of the parts
@@ -55,7 +56,7 @@ HASH = re.compile(r"^[0-9a-f]{16}$")
 STATUSES = ("ok", "infeasible", "failed")
 
 
-class StoreError(Exception):
+class StoreError(ConfigError):
     """The results folder cannot be used as asked (another sweep in it, another writer)."""
 
 
