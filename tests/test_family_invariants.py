@@ -86,3 +86,33 @@ def test_the_decode_step_grows_with_context_as_its_kv_bytes_over_bandwidth(name,
     long = simulate_step(llama8b, system, Step(Phase.DECODE, 8, 1, 8192)).time_s
     added = kv_bytes(llama8b, 8, 8192 - 2048) / system.chip.hbm.peak_bandwidth_bytes_per_s
     assert 0.9 <= (long - short) / added <= 1.6
+
+
+# die area where its size is sourced: (least, most) mm2 and where the file says so
+AREAS = {
+    "b200": (858, 1716, "two dies, neither over the reticle's 858 mm2"),  # two reticle-limited dies [WP]
+    "gb200": (858, 1716, "two dies, neither over the reticle's 858 mm2"),
+    "mi300x": (2200, 2600, "2,200-2,600 mm2"),  # 8 XCDs near 115 mm2 and 4 IODs near 370 mm2 [EST]
+    "mi325x": (2200, 2600, "2,200-2,600 mm2"),
+}
+
+
+@pytest.mark.parametrize("name", [n for n in PRESETS if not n.startswith("scalesim")])
+def test_every_chip_states_its_area(name):
+    """Every shipped chip but the SCALE-Sim parity arrays has an area section, each estimated
+    value with its range: a comment tagged [EST] names one ("8-16 mm2 [EST]")."""
+    from archsim.hardware.chip import system_area
+
+    text = (ROOT / "hw_configs" / f"{name}.yaml").read_text()
+    assert "\narea:" in text
+    assert system_area(_system(name)).die_mm2 > 0
+
+
+@pytest.mark.parametrize("name", sorted(AREAS))
+def test_areas_within_their_sourced_range(name):
+    from archsim.hardware.chip import system_area
+
+    least, most, said = AREAS[name]
+    a = system_area(_system(name))
+    assert least <= a.die_mm2 <= most
+    assert said in (ROOT / "hw_configs" / f"{name}.yaml").read_text()
