@@ -99,8 +99,7 @@ AREAS = {
 
 @pytest.mark.parametrize("name", [n for n in PRESETS if not n.startswith("scalesim")])
 def test_every_chip_states_its_area(name):
-    """Every shipped chip but the SCALE-Sim parity arrays has an area section, each estimated
-    value with its range: a comment tagged [EST] names one ("8-16 mm2 [EST]")."""
+    """Every shipped chip but the SCALE-Sim parity arrays has an area section and an area."""
     from archsim.hardware.chip import system_area
 
     text = (ROOT / "hw_configs" / f"{name}.yaml").read_text()
