@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
     add_parallel_flags(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write every chip's numbers as JSON")
     cmp.add_argument("--plots", metavar="DIR", help="write PNG plots comparing the chips")
+    from archsim.commands.validate import add_interval_flag
+
+    add_interval_flag(cmp)
     add_output_flags(cmp)
 
 
@@ -142,11 +145,13 @@ def run_chip(args: argparse.Namespace, hw: str, hardware: Hardware, workload: Wo
 
 def run(args) -> int:
     from archsim.commands.run import load_inputs
+    from archsim.commands.validate import check_interval
     from archsim.graph.parallel import Parallelism
     from archsim.report.comparison import compare_dict, compare_table, energy_area_table
     from archsim.report.export import write_json
 
     check_outputs(args, ("json", "plots"), ("plots",), (*args.chips, args.workload, args.model))
+    check_interval(args)
     _, workload = load_inputs(args)
     w = workload.workload
     chips = layout_systems(args)
@@ -164,6 +169,14 @@ def run(args) -> int:
     layout = "" if par.is_single else f", {par.label()}"
     title = f"{shown(w.model.name)}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
     data = compare_dict(rows, workload.config)
+    if args.interval is not None:
+        from archsim.commands.run import step_interval
+
+        for row, entry in zip(rows, data["chips"], strict=True):
+            if row.result is not None:
+                notes(args).print(
+                    f"{shown(row.hw)}: " + step_interval(args.interval, row.result, entry).removeprefix("; ")
+                )
     csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
     shown_rows = [replace(row, hw=shown(row.hw), chip_name=shown(row.chip_name)) for row in rows]
     tables = [compare_table(shown_rows, title)]

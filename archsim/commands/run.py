@@ -73,6 +73,9 @@ def add_parser(sub) -> None:
     run.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     add_workload_flags(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    from archsim.commands.validate import add_interval_flag
+
+    add_interval_flag(run)
     run.add_argument("--csv", metavar="PATH", help="write the per-op table (prefill and first decode step) as CSV")
     run.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of steps (open in Perfetto)")
     renamed(run, "--trace", "--trace-out PATH")
@@ -326,13 +329,27 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, args, energy=No
     return paths
 
 
+def step_interval(level: float, result, data: dict) -> str:
+    """A run's interval at `level` % (TTFT, TPOT and the whole run, from the stored transfer error
+    of model steps) into `data["interval"]`, and as a clause for a line."""
+    from archsim.commands.validate import interval_text
+    from archsim.runner.transfer import interval
+    from archsim.units import format_seconds
+
+    times = {"ttft_s": result.ttft_s, "tpot_s": result.tpot_s, "total_time_s": result.total_time_s}
+    data["interval"] = record = interval("model_step", level, times)
+    return interval_text(record, "model_step", level, format_seconds)
+
+
 def run(args) -> int:
     from archsim import api
+    from archsim.commands.validate import check_interval
     from archsim.graph.parallel import ParallelismError
     from archsim.report.export import write_json
     from archsim.report.tables import step_table, summary_table
 
     check_outputs(args, ("json", "csv", "trace_out", "plots"), ("plots",), (args.hw, args.workload, args.model))
+    check_interval(args)
     apply_cache_flag(args)
     hardware, workload = load_inputs(args, args.hw)
     system, w = hardware.system, workload.workload
@@ -367,12 +384,15 @@ def run(args) -> int:
     if multi:
         tables.append(communication_table(report, f"{chip_name} x{system.chips}"))
     tables += energy_tables(report, args.quiet)
-    emit(args, out, tables, data=report.to_dict(), rows=report.ops())
+    data = report.to_dict()
+    if args.interval is not None:
+        note.print(step_interval(args.interval, result, data).removeprefix("; "))
+    emit(args, out, tables, data=data, rows=report.ops())
     if not multi and system.chips > 1:
         note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
     note.print(f"config hash {report.config_hash}")
     if args.json:
-        write_json(args.json, report.to_dict())
+        write_json(args.json, data)
     if args.csv:
         from archsim.report.csvfile import write_op_csv
 
