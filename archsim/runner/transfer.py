@@ -19,11 +19,11 @@ predictions and of the stored transfer predictions.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass
 
+from archsim.memo import memo
 from archsim.runner.validation import CaseResult
 
 FILE = "transfer.json"
@@ -99,7 +99,7 @@ def bands(result: dict, level_pct: float) -> dict[str, Band]:
     return {k: Band(quantile(v, level_pct / 100.0), len(v)) for k, v in sorted(errors.items())}
 
 
-@functools.cache
+@memo(maxsize=8)
 def stored_bands(level_pct: float) -> dict[str, Band]:
     """The stored transfer result's bands at `level_pct` (none where no result ships)."""
     result = stored()
