@@ -25,8 +25,6 @@ def test_an_interval_record_by_hand():
     q = band("gemm").q
     assert record["time_s"] == pytest.approx([1 / (1 + q), 1 / (1 - q)])
     assert transfer.interval("allgather", 90.0, {"time_s": 1.0}) is None, "no stored transfer errors of the kind"
-    with pytest.raises(ValueError, match="above 0 and below 100"):
-        transfer.check_level(100.0)
 
 
 def test_op_carries_the_interval_of_its_kind(tmp_path):

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from archsim.commands import check_outputs, require_plots, shown
+from archsim.commands.intervals import add_interval_flag, check_interval, step_interval
 from archsim.commands.output import add_output_flags, console, emit, notes, progress
 from archsim.commands.run import add_parallel_flags, add_workload_flags
 
@@ -22,8 +23,6 @@ def add_parser(sub) -> None:
     add_parallel_flags(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write every chip's numbers as JSON")
     cmp.add_argument("--plots", metavar="DIR", help="write PNG plots comparing the chips")
-    from archsim.commands.validate import add_interval_flag
-
     add_interval_flag(cmp)
     add_output_flags(cmp)
 
@@ -145,7 +144,6 @@ def run_chip(args: argparse.Namespace, hw: str, hardware: Hardware, workload: Wo
 
 def run(args) -> int:
     from archsim.commands.run import load_inputs
-    from archsim.commands.validate import check_interval
     from archsim.graph.parallel import Parallelism
     from archsim.report.comparison import compare_dict, compare_table, energy_area_table
     from archsim.report.export import write_json
@@ -170,8 +168,6 @@ def run(args) -> int:
     title = f"{shown(w.model.name)}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
     data = compare_dict(rows, workload.config)
     if args.interval is not None:
-        from archsim.commands.run import step_interval
-
         for row, entry in zip(rows, data["chips"], strict=True):
             if row.result is not None:
                 notes(args).print(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from archsim.commands import UsageError, check_outputs, positive_int, shown
+from archsim.commands.intervals import add_interval_flag, check_interval, interval_text
 from archsim.commands.output import add_output_flags, console, emit, notes, renamed
 from archsim.commands.run import DEFAULT_HW, add_set_flag
-from archsim.commands.validate import add_interval_flag, check_interval, interval_text
 from archsim.dtypes import DTYPE_NAMES
 from archsim.graph.ops import Scaling, VectorOp
 

@@ -6,6 +6,7 @@ import argparse
 
 from archsim import limits
 from archsim.commands import UsageError, check_outputs, positive_int, require_plots, shown
+from archsim.commands.intervals import add_interval_flag, check_interval, step_interval
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 
 DEFAULT_HW = "h200"
@@ -73,8 +74,6 @@ def add_parser(sub) -> None:
     run.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     add_workload_flags(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
-    from archsim.commands.validate import add_interval_flag
-
     add_interval_flag(run)
     run.add_argument("--csv", metavar="PATH", help="write the per-op table (prefill and first decode step) as CSV")
     run.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of steps (open in Perfetto)")
@@ -329,21 +328,8 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, args, energy=No
     return paths
 
 
-def step_interval(level: float, result, data: dict) -> str:
-    """A run's interval at `level` % (TTFT, TPOT and the whole run, from the stored transfer error
-    of model steps) into `data["interval"]`, and as a clause for a line."""
-    from archsim.commands.validate import interval_text
-    from archsim.runner.transfer import interval
-    from archsim.units import format_seconds
-
-    times = {"ttft_s": result.ttft_s, "tpot_s": result.tpot_s, "total_time_s": result.total_time_s}
-    data["interval"] = record = interval("model_step", level, times)
-    return interval_text(record, "model_step", level, format_seconds)
-
-
 def run(args) -> int:
     from archsim import api
-    from archsim.commands.validate import check_interval
     from archsim.graph.parallel import ParallelismError
     from archsim.report.export import write_json
     from archsim.report.tables import step_table, summary_table

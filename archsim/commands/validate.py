@@ -12,6 +12,7 @@ import functools
 from dataclasses import dataclass
 
 from archsim.commands import UsageError, check_outputs, shown
+from archsim.commands.intervals import add_interval_flag, check_interval
 from archsim.commands.output import add_output_flags, console, emit, progress
 from archsim.commands.run import DEFAULT_HW
 
@@ -49,41 +50,6 @@ def add_parser(sub) -> None:
     val.add_argument("--kind", action="append", help="only cases of this kind (repeatable)")
     add_interval_flag(val)
     add_output_flags(val)
-
-
-def add_interval_flag(parser) -> None:
-    """`--interval LEVEL`: intervals at LEVEL % from the measured transfer error per kind
-    (archsim/runner/transfer.py), on validate, op, run and compare alike."""
-    parser.add_argument(
-        "--interval",
-        type=float,
-        metavar="LEVEL",
-        help="intervals at LEVEL %% from the measured transfer error per kind",
-    )
-
-
-def check_interval(args) -> None:
-    """A usage error unless --interval is a level in percent, above 0 and below 100."""
-    from archsim.runner.transfer import check_level
-
-    try:
-        check_level(getattr(args, "interval", None))
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-
-
-def interval_text(record: dict | None, kind: str, level: float, unit) -> str:
-    """`record` (transfer.interval's) as one clause for a command's line: its times' intervals,
-    or that no stored transfer error has the kind."""
-    if record is None:
-        return f"; no {level:g}% interval: no stored transfer errors of a {kind}"
-    parts = [
-        f"{name.removesuffix('_s')} {unit(low)} to {unit(high) if high is not None else 'unbounded'}"
-        for name, (low, high) in ((k, v) for k, v in record.items() if isinstance(v, list))
-    ]
-    return f"; {level:g}% interval ({kind} transfer error, q {100 * record['q']:.1f}% of {record['n']}): " + ", ".join(
-        parts
-    )
 
 
 def case_path(name_or_path: str):

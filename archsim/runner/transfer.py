@@ -22,9 +22,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from archsim.memo import memo
-from archsim.runner.validation import CaseResult
+
+if TYPE_CHECKING:
+    from archsim.runner.validation import CaseResult
 
 FILE = "transfer.json"
 
@@ -120,12 +123,6 @@ def interval(kind: str, level_pct: float, times_s: dict[str, float]) -> dict | N
         low, high = band.interval(t)
         out[name] = [low, high if math.isfinite(high) else None]
     return out
-
-
-def check_level(level_pct: float | None) -> None:
-    """`--interval`'s level: a percentage above 0 and below 100 (ValueError naming it otherwise)."""
-    if level_pct is not None and not 0 < level_pct < 100:
-        raise ValueError(f"--interval: a level in percent, above 0 and below 100 (got {level_pct:g})")
 
 
 def transfer_coverage(result: dict, by_kind: dict[str, Band]) -> dict[str, dict[str, dict]]:
