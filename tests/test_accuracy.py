@@ -5,7 +5,8 @@ apart): a change that makes the model less accurate fails here.
 The bounds are the figures README reports, rounded up by about half a point: they move only with
 the README's accuracy table, and only down unless a change says why. A100 all-reduce cases under
 1 MiB scatter by up to 6x between neighbouring sizes (the measurement's own noise), hence their
-loose worst-case bounds. The A100's timer reports whole microseconds, so a vector kernel near
+loose worst-case bounds; they rose when the wait for the last rank became its own term and the
+protocol costs were held to their stated ranges (their transfer fell from 57.4% to 44.9%). The A100's timer reports whole microseconds, so a vector kernel near
 one reads one or the other: measured 1 us and predicted at 2.0x us, +100%, is its worst, on both
 sides of the split.
 Two of the H200's targets are bounded on their own: the 8192^3 GEMM against the calibration
@@ -41,12 +42,12 @@ BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
         "vector": (8.5, 22.0),
     },
     ("a100_calibration", "calibration"): {
-        "allreduce": (29.5, 75.5),
+        "allreduce": (32.0, 79.0),
         "gemm": (6.0, 36.5),
         "vector": (9.5, 100.5),
     },
     ("a100_calibration", "held out"): {
-        "allreduce": (27.0, 92.0),
+        "allreduce": (35.0, 109.0),
         "gemm": (6.0, 28.5),
         "vector": (9.5, 100.5),
     },

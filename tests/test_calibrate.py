@@ -161,11 +161,12 @@ def test_validate_all_shows_transfer_beside_each_chips_own_fit(tmp_path):
 # not an improvement. Targets (not yet required): transfer both ways GEMM <= 8%, vector <= 12%,
 # attention <= 12%, all-reduce <= 20%, each within 1.5x of that chip's own fit. As measured
 # (own fit -> transfer, ratio): A100 PCIe from the H200: GEMM 5.5 -> 9.4% (1.7x), vector 9.1 ->
-# 11.6% (1.3x), all-reduce on a100x8 with h200x8's NCCL constants 29.1 -> 57.4% (2.0x); H200 from
+# 11.6% (1.3x), all-reduce on a100x8 with h200x8's NCCL constants 31.7 -> 44.9% (1.4x; before the
+# wait for the last rank was its own term, 29.1 -> 57.4%); H200 from
 # the A100 PCIe: GEMM 4.4 -> 8.9% (2.0x), vector 8.3 -> 14.6% (1.8x), attention decode 3.7 ->
 # 4.1%, prefill 3.0 -> 3.0%, copy 3.8 -> 7.7%, model step 2.9 -> 7.6%.
 TRANSFER_BOUNDS = {  # (source, target): {kind: mean absolute error in %}
-    ("h200", "a100_pcie"): {"gemm": 10.0, "vector": 12.0, "allreduce": 58.0},
+    ("h200", "a100_pcie"): {"gemm": 10.0, "vector": 12.0, "allreduce": 45.5},
     ("a100_pcie", "h200"): {
         "attention_decode": 4.5,
         "attention_prefill": 3.5,

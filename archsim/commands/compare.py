@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from archsim.commands import check_outputs, require_plots, shown
+from archsim.commands.intervals import add_interval_flag, check_interval, step_interval
 from archsim.commands.output import add_output_flags, console, emit, notes, progress
 from archsim.commands.run import add_parallel_flags, add_workload_flags
 
@@ -22,6 +23,7 @@ def add_parser(sub) -> None:
     add_parallel_flags(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write every chip's numbers as JSON")
     cmp.add_argument("--plots", metavar="DIR", help="write PNG plots comparing the chips")
+    add_interval_flag(cmp)
     add_output_flags(cmp)
 
 
@@ -147,6 +149,7 @@ def run(args) -> int:
     from archsim.report.export import write_json
 
     check_outputs(args, ("json", "plots"), ("plots",), (*args.chips, args.workload, args.model))
+    check_interval(args)
     _, workload = load_inputs(args)
     w = workload.workload
     chips = layout_systems(args)
@@ -164,6 +167,12 @@ def run(args) -> int:
     layout = "" if par.is_single else f", {par.label()}"
     title = f"{shown(w.model.name)}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
     data = compare_dict(rows, workload.config)
+    if args.interval is not None:
+        for row, entry in zip(rows, data["chips"], strict=True):
+            if row.result is not None:
+                notes(args).print(
+                    f"{shown(row.hw)}: " + step_interval(args.interval, row.result, entry).removeprefix("; ")
+                )
     csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
     shown_rows = [replace(row, hw=shown(row.hw), chip_name=shown(row.chip_name)) for row in rows]
     tables = [compare_table(shown_rows, title)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from archsim.commands import UsageError, check_outputs, positive_int, shown
+from archsim.commands.intervals import add_interval_flag, check_interval, interval_text
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 from archsim.commands.run import DEFAULT_HW, add_set_flag
 from archsim.dtypes import DTYPE_NAMES
@@ -54,6 +55,7 @@ def add_parser(sub) -> None:
         help="vector op or copy whose input the previous kernel just wrote (an L2 hit if it fits)",
     )
     op.add_argument("--json", metavar="PATH", help="write the timing and the hardware config as JSON")
+    add_interval_flag(op)
     op.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
     add_set_flag(op)
     renamed(op, "--trace", "--trace-out PATH")
@@ -91,7 +93,7 @@ def run_collective(args, system, hw_cfg) -> int:
     """A collective on the system's interconnect: time, algorithm and protocol, NCCL's bus bandwidth."""
 
     from archsim.config.resolved import ResolvedConfig
-    from archsim.hardware.collectives import Collective, CollectiveError, collective_time, system_fabric
+    from archsim.hardware.collectives import Collective, CollectiveError, collective_time, lone_wait_s, system_fabric
     from archsim.report.export import write_json
     from archsim.units import format_bytes, format_rate, format_seconds
 
@@ -102,13 +104,16 @@ def run_collective(args, system, hw_cfg) -> int:
             f"(use a multi-chip system such as h200x8)"
         )
     try:
-        t = collective_time(system_fabric(system, ranks), Collective(args.kind), ranks, args.bytes)
+        fabric = system_fabric(system, ranks)
+        t = collective_time(fabric, Collective(args.kind), ranks, args.bytes)
     except CollectiveError as err:
         raise UsageError(f"{args.kind}: {err}") from None
+    wait_s = lone_wait_s(fabric, ranks) if args.standalone else 0.0  # launched alone: the last rank's arrival
     line = (
         f"{args.kind} of {format_bytes(args.bytes)} over {ranks} chips of {shown(system.chip.name)}: "
-        f"{format_seconds(t.time_s)} ({t.algorithm.value}, {t.protocol or '-'} protocol; latency "
-        f"{format_seconds(t.latency_s)}, transfer {format_seconds(t.transfer_s)}); "
+        f"{format_seconds(t.time_s + wait_s)} ({t.algorithm.value}, {t.protocol or '-'} protocol; latency "
+        f"{format_seconds(t.latency_s)}, transfer {format_seconds(t.transfer_s)}"
+        f"{f', wait for the last rank {format_seconds(wait_s)}' if args.standalone else ''}); "
         f"algbw {format_rate(t.algorithm_bandwidth_bytes_per_s, 'B/s')}, "
         f"busbw {format_rate(t.bus_bandwidth_bytes_per_s, 'B/s')}"
     )
@@ -116,19 +121,38 @@ def run_collective(args, system, hw_cfg) -> int:
         "op": args.kind,
         "bytes": args.bytes,
         "ranks": ranks,
-        "time_s": t.time_s,
+        "time_s": t.time_s + wait_s,
         "latency_s": t.latency_s,
         "transfer_s": t.transfer_s,
+        **({"arrival_wait_s": wait_s} if args.standalone else {}),
         "algorithm": t.algorithm.value,
         "protocol": t.protocol,
         "algbw_bytes_per_s": t.algorithm_bandwidth_bytes_per_s,
         "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
         **_config(ResolvedConfig(hw_cfg, None, {"op": {"kind": args.kind, "bytes": args.bytes, "ranks": ranks}})),
     }
+    line += _with_interval(args, args.kind, t.time_s + wait_s, data, format_seconds)
     emit(args, console(args), [line], data=data)
     if args.json:
         write_json(args.json, data)
     return 0
+
+
+def case_kind(op) -> str:
+    """The kind of validation case an op is (the kind its transfer errors are stored under)."""
+    if op.kind.value == "attention":
+        return "attention_decode" if op.q_len == 1 else "attention_prefill"
+    return op.kind.value
+
+
+def _with_interval(args, kind: str, time_s: float, data: dict, unit) -> str:
+    """With --interval, the op's interval into `data` and as a clause for its line; else nothing."""
+    if args.interval is None:
+        return ""
+    from archsim.runner.transfer import interval
+
+    data["interval"] = record = interval(kind, args.interval, {"time_s": time_s})
+    return interval_text(record, kind, args.interval, unit)
 
 
 def load_hardware(args):
@@ -159,6 +183,7 @@ def run(args) -> int:
     from archsim.units import format_bytes, format_rate, format_seconds
 
     check_sizes(args)
+    check_interval(args)
     check_outputs(args, ("json", "trace_out"), inputs=(args.hw,))
     system, hw_cfg = load_hardware(args)
     if args.kind in COLLECTIVES:
@@ -222,6 +247,7 @@ def run(args) -> int:
             f"(of {system.chip.clock_hz / 1e9:.2f})"
         )
     data = {"op": args.kind, **timing_dict(t), **_config(ResolvedConfig(hw_cfg, None, {"op": _op_options(op, args)}))}
+    line += _with_interval(args, case_kind(op), t.time_s, data, format_seconds)
     emit(args, console(args), [line], data=data)
     if args.json:
         write_json(args.json, data)

@@ -6,6 +6,7 @@ import argparse
 
 from archsim import limits
 from archsim.commands import UsageError, check_outputs, positive_int, require_plots, shown
+from archsim.commands.intervals import add_interval_flag, check_interval, step_interval
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 
 DEFAULT_HW = "h200"
@@ -73,6 +74,7 @@ def add_parser(sub) -> None:
     run.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     add_workload_flags(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    add_interval_flag(run)
     run.add_argument("--csv", metavar="PATH", help="write the per-op table (prefill and first decode step) as CSV")
     run.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of steps (open in Perfetto)")
     renamed(run, "--trace", "--trace-out PATH")
@@ -334,6 +336,7 @@ def run(args) -> int:
     from archsim.report.tables import step_table, summary_table
 
     check_outputs(args, ("json", "csv", "trace_out", "plots"), ("plots",), (args.hw, args.workload, args.model))
+    check_interval(args)
     apply_cache_flag(args)
     hardware, workload = load_inputs(args, args.hw)
     system, w = hardware.system, workload.workload
@@ -368,12 +371,15 @@ def run(args) -> int:
     if multi:
         tables.append(communication_table(report, f"{chip_name} x{system.chips}"))
     tables += energy_tables(report, args.quiet)
-    emit(args, out, tables, data=report.to_dict(), rows=report.ops())
+    data = report.to_dict()
+    if args.interval is not None:
+        note.print(step_interval(args.interval, result, data).removeprefix("; "))
+    emit(args, out, tables, data=data, rows=report.ops())
     if not multi and system.chips > 1:
         note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
     note.print(f"config hash {report.config_hash}")
     if args.json:
-        write_json(args.json, report.to_dict())
+        write_json(args.json, data)
     if args.csv:
         from archsim.report.csvfile import write_op_csv
 

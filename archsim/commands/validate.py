@@ -12,6 +12,7 @@ import functools
 from dataclasses import dataclass
 
 from archsim.commands import UsageError, check_outputs, shown
+from archsim.commands.intervals import add_interval_flag, check_interval
 from archsim.commands.output import add_output_flags, console, emit, progress
 from archsim.commands.run import DEFAULT_HW
 
@@ -47,12 +48,7 @@ def add_parser(sub) -> None:
     val.add_argument("--system", help="multi-chip system for all-reduce cases (default: the set's, else --hw)")
     val.add_argument("--json", metavar="PATH", help="write cases and summary as JSON")
     val.add_argument("--kind", action="append", help="only cases of this kind (repeatable)")
-    val.add_argument(
-        "--interval",
-        type=float,
-        metavar="LEVEL",
-        help="intervals at LEVEL %% from the measured transfer error per kind",
-    )
+    add_interval_flag(val)
     add_output_flags(val)
 
 
@@ -199,8 +195,7 @@ def summary_cells(s: dict) -> tuple[str, str, str]:
 
 
 def run(args) -> int:
-    if args.interval is not None and not 0 < args.interval < 100:
-        raise UsageError(f"--interval: a level in percent, above 0 and below 100 (got {args.interval:g})")
+    check_interval(args)
     if args.cases == "all":
         return run_all(args)
     import sys
@@ -370,7 +365,23 @@ def transfer_tables(args, table, rows: list[dict], data: dict, held_out: dict[st
             c |= {"q_pct": 100 * bands[kind].q, "transfer_coverage_pct": t and t["coverage_pct"]}
             shown_t = f"{t['coverage_pct']:.0f}% of {t['n']}" if t else "-"
             cov.add_row(chip, kind, f"{c['q_pct']:.1f}%", str(c["n"]), f"{c['coverage_pct']:.0f}%", shown_t)
+        own, moved_all = pooled(data["coverage"][chip]), pooled(moved.get(chip, {}))
+        if own:
+            data["coverage_by_chip"] = data.get("coverage_by_chip", {}) | {
+                chip: own | {"transfer_coverage_pct": moved_all and moved_all["coverage_pct"]}
+            }
+            shown_t = f"{moved_all['coverage_pct']:.0f}% of {moved_all['n']}" if moved_all else "-"
+            cov.add_row(chip, "all kinds", "", str(own["n"]), f"{own['coverage_pct']:.0f}%", shown_t)
     return [cov]
+
+
+def pooled(by_kind: dict[str, dict]) -> dict | None:
+    """Per-kind coverages ({kind: {n, coverage_pct}}) pooled over the kinds: every case counts the
+    same; None where there are no cases."""
+    n = sum(c["n"] for c in by_kind.values())
+    if not n:
+        return None
+    return {"n": n, "coverage_pct": sum(c["n"] * c["coverage_pct"] for c in by_kind.values()) / n}
 
 
 def interval_table(level: float, results: list, rows: list[dict], held: set[str], data: dict):

@@ -156,6 +156,9 @@ class InterconnectCfg(_OmitUnset):
     in_network_reduction: InNetworkCfg | None = Field(None, description="the switch reduces (NVLink SHARP)")
     chunk: Bytes | None = Field(None, description="smallest piece a collective is cut into to overlap compute")
     torus: list[PositiveInt] | None = Field(None, description="ring or torus dimensions (product = chips)")
+    launch_jitter: SecondsOrZero | None = Field(
+        None, description="mean of a rank's launch delay: the wait for the last rank of a lone collective"
+    )
 
 
 def _both_ends(cls, v: dict) -> dict:

@@ -313,6 +313,7 @@ def _fabric(link: Interconnect, i, chips: int):
         in_network_latency_s=inr.latency if inr else 0.0,
         chunk_bytes=round(i.chunk) if i.chunk else 0,
         torus_dims=tuple(i.torus) if i.torus else f.torus_dims,
+        launch_jitter_s=i.launch_jitter or 0.0,
     )
 
 

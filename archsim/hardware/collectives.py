@@ -75,7 +75,9 @@ class Fabric(Interconnect):
     fraction of the bulk protocol's rate a switch reduction sustains (0: the switch cannot
     reduce) and `in_network_latency_s` its extra fixed cost; `chunk_bytes` the smallest piece a
     collective is cut into to overlap the compute producing it (0: never cut); `torus_dims` the
-    shape of a ring or torus (product = chips).
+    shape of a ring or torus (product = chips); `launch_jitter_s` the mean of each rank's launch
+    delay, which sets the wait for the last rank of a collective launched on idle chips
+    (archsim/hardware/arrival.py; 0: the ranks start together).
     """
 
     protocols: tuple[Protocol, ...] = (IDEAL,)
@@ -84,6 +86,7 @@ class Fabric(Interconnect):
     in_network_latency_s: float = 0.0
     chunk_bytes: int = 0
     torus_dims: tuple[int, ...] = ()
+    launch_jitter_s: float = 0.0
 
 
 def as_fabric(link: Interconnect, chips: int) -> Fabric:
@@ -352,6 +355,14 @@ def _options(f: Fabric, kind: Collective, ranks: int, nbytes: float) -> list[tup
     if kind is Collective.ALL_REDUCE and f.algorithms:
         out = [o for o in out if o[0] in f.algorithms]
     return out
+
+
+def lone_wait_s(f: Fabric, ranks: int) -> float:
+    """The wait for the last rank of a collective launched on idle chips (a collective timed on
+    its own), apart from the protocol's latency and bandwidth: archsim/hardware/arrival.py."""
+    from archsim.hardware.arrival import arrival_wait_s
+
+    return arrival_wait_s(ranks, f.launch_jitter_s)
 
 
 def collective_time(f: Fabric, kind: Collective, ranks: int, nbytes: float, chunks: int = 1) -> CollectiveTiming:

@@ -22,8 +22,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from archsim.runner.validation import CaseResult
+from archsim.memo import memo
+
+if TYPE_CHECKING:
+    from archsim.runner.validation import CaseResult
 
 FILE = "transfer.json"
 
@@ -81,7 +85,11 @@ class Band:
     n: int  # transfer cases it comes from
 
     def interval_ms(self, predicted_ms: float) -> tuple[float, float]:
-        return predicted_ms / (1.0 + self.q), predicted_ms / (1.0 - self.q) if self.q < 1.0 else math.inf
+        return self.interval(predicted_ms)
+
+    def interval(self, predicted: float) -> tuple[float, float]:
+        """(low, high) of a prediction, in its own unit (high inf when q >= 1)."""
+        return predicted / (1.0 + self.q), predicted / (1.0 - self.q) if self.q < 1.0 else math.inf
 
 
 def bands(result: dict, level_pct: float) -> dict[str, Band]:
@@ -92,6 +100,29 @@ def bands(result: dict, level_pct: float) -> dict[str, Band]:
             if role == "calibration":
                 errors.setdefault(kind, []).append(abs(error_pct) / 100.0)
     return {k: Band(quantile(v, level_pct / 100.0), len(v)) for k, v in sorted(errors.items())}
+
+
+@memo(maxsize=8)
+def stored_bands(level_pct: float) -> dict[str, Band]:
+    """The stored transfer result's bands at `level_pct` (none where no result ships)."""
+    result = stored()
+    return bands(result, level_pct) if result else {}
+
+
+def interval(kind: str, level_pct: float, times_s: dict[str, float]) -> dict | None:
+    """The level's interval of each predicted time in `times_s` (name: seconds) of an op or step of
+    `kind` (a case kind: gemm, attention_decode, vector, model_step, allreduce, ...), from the
+    stored transfer errors of that kind, as a record for JSON output: the band's q and case count,
+    and per time [low, high] in seconds (high null where the band has no upper end); None where
+    no stored transfer case has that kind."""
+    band = stored_bands(level_pct).get(kind)
+    if band is None:
+        return None
+    out: dict = {"level_pct": level_pct, "kind": kind, "q": band.q, "n": band.n}
+    for name, t in times_s.items():
+        low, high = band.interval(t)
+        out[name] = [low, high if math.isfinite(high) else None]
+    return out
 
 
 def transfer_coverage(result: dict, by_kind: dict[str, Band]) -> dict[str, dict[str, dict]]:

@@ -10,9 +10,10 @@ case splits the KV length across blocks as the attention library does (`split_kv
 heuristic `run` plays: archsim/compiler/attention.py `kv_splits`) unless it says `split_kv:
 false` (or its file's `meta.split_kv` does); an `attention_prefill` case may carry `kv_len`,
 tokens already cached before its `seq` new ones. `allreduce` cases (`ranks` chips, `bytes` per
-rank) run on a multi-chip system. `model` (a name) and `tp` (a tensor-parallel width) on a
-single-op case are labels of where its shape came from: its fields are already the shape on
-one chip, so they change nothing. `count: n` says the op ran n times in one timed region and
+rank) run on a multi-chip system, each launched on idle chips: the collective, and once the wait
+for its last rank to start (the system's `interconnect.launch_jitter`, archsim/hardware/arrival.py).
+`model` (a name) and `tp` (a tensor-parallel width) on a single-op case are labels of where its
+shape came from: its fields are already the shape on one chip, so they change nothing. `count: n` says the op ran n times in one timed region and
 `measured_ms` is the whole region: the first run as the condition times it (a lone launch after
 the flush, the host's round trip), the n - 1 after it back to back, each with its launch gap
 (none under `kernel` timing, where only kernel durations add up).
@@ -23,8 +24,8 @@ counts: "kernel: summed GPU durations ..." is `kernel`), one of archsim.choose.C
 single kernels, the default), `graph` (a CUDA graph replay: the H200 `model_step` cases, their
 default), `kernel` (a profiler's summed kernel durations, inputs just written by the op before)
 or `host` (the host's wall clock around launch and synchronize: the chip's stated round trip,
-`overheads.host`, on the first kernel of any kind; refused on a chip that states none, and for
-model steps and all-reduces, whose host round trip is not modelled). Which vector kernels ran
+`overheads.host`, once, on the first kernel of any kind or on an all-reduce; refused on a chip
+that states none, and for model steps, replayed as CUDA graphs). Which vector kernels ran
 is the file's `meta.vector_kernels` ({op: style}): `eager` (PyTorch's own kernels; SiLU·mul as
 two kernels on the halves, the default) or `per_token` (a serving engine's custom kernel, one
 thread block per token with scalar loads). A per-token
@@ -48,6 +49,7 @@ from archsim.graph.builder import Step, silu_mul_ops
 from archsim.graph.model import DTypes, Fusion, ModelSpec, Phase, Scenario, Workload
 from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware import DType, System
+from archsim.hardware.collectives import lone_wait_s, system_fabric
 from archsim.runner.floor import floor_by_kind
 from archsim.runner.generation import simulate_step
 from archsim.units import Dim, parse_quantity
@@ -85,7 +87,7 @@ NO_HOST_COST = (
     "a host wall-clock time adds to the kernels; host-timed cases are refused until the chip states a "
     "sourced value"
 )
-HOST_UNMODELLED = "timing host: the host round trip of a {kind} is not modelled (only single kernels' is)"
+HOST_UNMODELLED = "timing host: the host round trip of a {kind} is not modelled (only single ops')"
 ROTARY_HEAD_DIM = 128  # a rotary case's head_dim unless it says (Llama-family models)
 # Cases beyond these sizes are refused before any work: a case is one kernel or one model step
 # of a real chip, and a shape this large is a typo (and would exhaust memory when mapped).
@@ -382,10 +384,11 @@ def predict(
     condition = case_condition(case, meta)
     kind = case["kind"]
     if condition is Condition.HOST:
-        if kind in ("model_step", "allreduce"):
+        if kind == "model_step":
             raise CaseError(HOST_UNMODELLED.format(kind=kind))
-        if system.chip.overheads.host_s <= 0:
-            raise CaseError(NO_HOST_COST.format(chip=system.chip.name))
+        chip = (collectives or system).chip if kind == "allreduce" else system.chip
+        if chip.overheads.host_s <= 0:
+            raise CaseError(NO_HOST_COST.format(chip=chip.name))
     if kind == "model_step":
         if condition is not Condition.GRAPH:
             raise CaseError(f"a model_step is timed as a CUDA graph replay (got timing {condition.value})")
@@ -403,7 +406,9 @@ def predict(
                 f"an all-reduce over {case['ranks']} chips needs a multi-chip system "
                 f"({fabric.chip.name} x{fabric.chips}{' has no links' if fabric.interconnect is None else ''})"
             )
-        t = runs * simulate_collective(ops[0], fabric).time_s
+        t = runs * simulate_collective(ops[0], fabric).time_s + lone_wait_s(system_fabric(fabric), case["ranks"])
+        if condition is Condition.HOST:
+            t += fabric.chip.overheads.host_s
         return 1e3 * truncate(t, r), 1e3 * t
     chip = system.chip
     t = sum(simulate_op(op, chip, condition, first=(i == 0)).time_s for i, op in enumerate(ops))
