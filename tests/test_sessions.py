@@ -17,10 +17,10 @@ from archsim.runner.steps import StepModel
 from archsim.serving.arrivals import parse_length
 from archsim.serving.engine import simulate_instance
 from archsim.serving.instance import Instance
-from archsim.serving.requests import load_trace, make_requests
+from archsim.serving.requests import load_trace, make_requests, session_requests
 from archsim.serving.scheduler import Policy, SchedulerConfig
 from archsim.serving.session_gen import GapDist, GapKind, SessionSpec, generate_sessions, parse_gap
-from archsim.serving.sessions import Turn, session_requests
+from archsim.serving.sessions import Turn
 from archsim.serving.setup import ServeSetup, ServeSetupError
 from archsim.serving.simulate import serve
 

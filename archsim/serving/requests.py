@@ -27,10 +27,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from archsim.errors import ConfigError, Problem
-from archsim.limits import MAX_ARRIVAL_S, MAX_TRACE_BYTES
+from archsim.limits import MAX_ARRIVAL_S, MAX_TOKENS, MAX_TRACE_BYTES
 from archsim.serving.request_fields import RequestFields, read_fields
 from archsim.serving.session_trace import is_session_line, read_session_trace
-from archsim.serving.sessions import SessionTurns
+from archsim.serving.sessions import SessionTurns, Turn
 from archsim.serving.tracefile import AZURE_COLUMNS, MAX_PROBLEMS, PLAIN_COLUMNS, TraceReader
 
 TRACES_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -168,6 +168,34 @@ def make_requests(
     )
 
 
+def session_requests(start_s: list[float], turns: list[list[Turn]], source: str = "") -> RequestSet:
+    """The requests of sessions (archsim/serving/sessions.py) starting at `start_s` with
+    these turns: ordered by (start, session, turn), each later turn's arrival_s its session's
+    start until the run releases it; ValueError where a context passes MAX_TOKENS."""
+    order = sorted(range(len(start_s)), key=lambda i: start_s[i])
+    cols: dict[str, list] = {k: [] for k in ("arr", "prompt", "out", "sess", "turn", "new", "think", "tool", "ctx")}
+    for s, i in enumerate(order):
+        context = 0
+        for k, t in enumerate(turns[i]):
+            prompt = context + t.new_tokens
+            if prompt + t.output_tokens > MAX_TOKENS:
+                raise ValueError(f"session {i}'s context passes {MAX_TOKENS:,} tokens at turn {k}")
+            for key, v in zip(cols, (start_s[i], prompt, t.output_tokens, s, k, t.new_tokens, t.think_s, t.tool_s)):
+                cols[key].append(v)
+            cols["ctx"].append(context)
+            context = prompt + t.output_tokens
+    n = len(cols["arr"])
+
+    def ints(key: str) -> np.ndarray:
+        return np.array(cols[key], dtype=np.int64)
+
+    fields = RequestFields(np.zeros(n, dtype=np.int64), ints("sess"), ints("ctx"), np.full(n, np.nan))
+    floats = [np.array(cols[k], dtype=np.float64) for k in ("think", "tool")]
+    sessions = SessionTurns(ints("sess"), ints("turn"), ints("new"), *floats)
+    arrival = np.array(cols["arr"], dtype=np.float64)
+    return RequestSet(arrival, ints("prompt"), ints("out"), source, fields, sessions)
+
+
 def shipped_traces() -> list[str]:
     return sorted(p.stem for p in TRACES_DIR.iterdir() if p.suffix in (".csv", ".jsonl"))
 
@@ -206,7 +234,8 @@ def load_trace(name_or_path: str, limit: int | None = None) -> RequestSet:
             lines = enumerate(f, start=1)
             head = next(((n, t) for n, t in lines if t.strip()), None)
             if head is not None and is_session_line(head[1]):
-                return read_session_trace(str(path), itertools.chain([head], lines), limit, path.stem)
+                starts, turns = read_session_trace(str(path), itertools.chain([head], lines), limit)
+                return session_requests(starts, turns, path.stem)
             f.seek(0)
             reader.read(f)
     except OSError as err:
@@ -239,4 +268,4 @@ def load_trace(name_or_path: str, limit: int | None = None) -> RequestSet:
     return make_requests(arrival, prompt, output, source=path.stem, fields=fields)
 
 
-__all__ = ["AZURE_COLUMNS", "PLAIN_COLUMNS", "RequestSet", "load_trace", "make_requests"]
+__all__ = ["AZURE_COLUMNS", "PLAIN_COLUMNS", "RequestSet", "load_trace", "make_requests", "session_requests"]

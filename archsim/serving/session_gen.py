@@ -22,7 +22,8 @@ import numpy as np
 
 from archsim.limits import MAX_SLO_S, MAX_TOKENS
 from archsim.serving.arrivals import ArrivalProcess, LengthDist, unit_arrivals
-from archsim.serving.sessions import Turn, session_requests
+from archsim.serving.requests import RequestSet, session_requests
+from archsim.serving.sessions import Turn
 
 MAX_TURNS = 10_000  # turns of one session
 DURATION_SPECS = "a duration (5s), exponential:MEAN or uniform:LO:HI, e.g. exponential:5s"
@@ -111,7 +112,7 @@ def generate_sessions(
     process: ArrivalProcess = ArrivalProcess.POISSON,
     cv: float = 1.0,
     seed: int = 0,
-):
+) -> RequestSet:
     """`spec.sessions` sessions starting at `rate_per_s` (a RequestSet of their turns); a turn
     whose context would pass MAX_TOKENS ends its session before it."""
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(8)]

@@ -161,11 +161,11 @@ class SessionReader:
         return (values[0], 0.0, 0.0) if turn == 0 else (0.0, values[0], values[1])  # type: ignore[return-value]
 
 
-def read_session_trace(path: str, lines: Iterable[tuple[int, str]], limit: int | None, source: str):
-    """The RequestSet of a session trace's lines (its first `limit` turns); ConfigError listing
-    every bad line."""
-    from archsim.serving.sessions import session_requests
-
+def read_session_trace(
+    path: str, lines: Iterable[tuple[int, str]], limit: int | None
+) -> tuple[list[float], list[list[Turn]]]:
+    """The sessions of a trace's lines (its first `limit` turns): their starts and turns, in
+    order of first appearance; ConfigError listing every bad line."""
     reader = SessionReader(path, limit)
     reader.read(lines)
     problems = reader.problems
@@ -177,4 +177,4 @@ def read_session_trace(path: str, lines: Iterable[tuple[int, str]], limit: int |
     if not reader.count:
         raise ConfigError.single(path, "", "the trace has no turns")
     ids = list(reader.turns)
-    return session_requests([reader.start[s] for s in ids], [reader.turns[s] for s in ids], source)
+    return [reader.start[s] for s in ids], [reader.turns[s] for s in ids]

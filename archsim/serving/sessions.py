@@ -22,9 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archsim.limits import MAX_TOKENS
-from archsim.serving.request_fields import RequestFields
-
 
 @dataclass(frozen=True, eq=False)
 class SessionTurns:
@@ -77,36 +74,6 @@ class Turn:
     output_tokens: int
     think_s: float = 0.0
     tool_s: float = 0.0
-
-
-def session_requests(start_s: list[float], turns: list[list[Turn]], source: str = ""):
-    """The requests (archsim.serving.requests.RequestSet) of sessions starting at `start_s` with
-    these turns: ordered by (start, session, turn), each later turn's arrival_s its session's
-    start until the run releases it; ValueError where a context passes MAX_TOKENS."""
-    from archsim.serving.requests import RequestSet
-
-    order = sorted(range(len(start_s)), key=lambda i: start_s[i])
-    cols: dict[str, list] = {k: [] for k in ("arr", "prompt", "out", "sess", "turn", "new", "think", "tool", "ctx")}
-    for s, i in enumerate(order):
-        context = 0
-        for k, t in enumerate(turns[i]):
-            prompt = context + t.new_tokens
-            if prompt + t.output_tokens > MAX_TOKENS:
-                raise ValueError(f"session {i}'s context passes {MAX_TOKENS:,} tokens at turn {k}")
-            for key, v in zip(cols, (start_s[i], prompt, t.output_tokens, s, k, t.new_tokens, t.think_s, t.tool_s)):
-                cols[key].append(v)
-            cols["ctx"].append(context)
-            context = prompt + t.output_tokens
-    n = len(cols["arr"])
-
-    def ints(key: str) -> np.ndarray:
-        return np.array(cols[key], dtype=np.int64)
-
-    fields = RequestFields(np.zeros(n, dtype=np.int64), ints("sess"), ints("ctx"), np.full(n, np.nan))
-    floats = [np.array(cols[k], dtype=np.float64) for k in ("think", "tool")]
-    sessions = SessionTurns(ints("sess"), ints("turn"), ints("new"), *floats)
-    arrival = np.array(cols["arr"], dtype=np.float64)
-    return RequestSet(arrival, ints("prompt"), ints("out"), source, fields, sessions)
 
 
 class FixedArrivals:
