@@ -927,7 +927,31 @@ def trace_cases(full: bool) -> list[Case]:
         c("unsorted", PLAIN_HEAD + "5,10,2\n1,10,2\n3,10,2\n", expect=Expect.RUN, props=(plausible,)),
         c("same-time", PLAIN_HEAD + "0,10,2\n0,10,2\n", expect=Expect.RUN, props=(plausible,)),
     ]
-    return out
+    return out + _session_trace_cases(c, plausible)
+
+
+def _session_trace_cases(c, plausible) -> list[Case]:
+    """Sessions' turns as JSON lines (archsim/serving/session_trace.py)."""
+    s0 = '{"session": 1, "turn": 0, "start_s": 0, "new_tokens": 10, "output_tokens": 2}\n'
+
+    def later(**kv) -> str:
+        return json.dumps({"session": 1, "turn": 1, "new_tokens": 10, "output_tokens": 2, **kv}) + "\n"
+
+    return [
+        c("session-valid", s0 + later(think_s=0.5, tool_s=0.1), fmt="jsonl", expect=Expect.RUN, props=(plausible,)),
+        c("session-turn-skipped", s0 + later(turn=2), fmt="jsonl"),
+        c("session-starts-late", later(), fmt="jsonl"),
+        c("session-think-negative", s0 + later(think_s=-1), fmt="jsonl"),
+        c(
+            "session-think-nan",
+            s0 + '{"session": 1, "turn": 1, "think_s": NaN, "new_tokens": 1, "output_tokens": 1}\n',
+            fmt="jsonl",
+        ),
+        c("session-think-1e308", s0 + later(think_s=1e308), fmt="jsonl"),
+        c("session-id-1e300", s0.replace('"session": 1', '"session": 1e300'), fmt="jsonl"),
+        c("session-context-overflow", s0 + later(new_tokens=16_777_000, output_tokens=200), fmt="jsonl"),
+        c("session-unknown-key", s0 + later(prefix_id=3), fmt="jsonl"),
+    ]
 
 
 # ------------------------------------------------------------------------------------------ sweep

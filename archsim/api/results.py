@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from archsim.serving.energy import ServeEnergy
     from archsim.serving.metrics import ServeMetrics, Slo
     from archsim.serving.result import ServeResult
+    from archsim.serving.session_metrics import SessionMetrics
     from archsim.serving.setup import ServeSetup
 
 
@@ -195,6 +196,12 @@ class ServeReport:
     @property
     def config_hash(self) -> str:
         return self.resolved.hash
+
+    @cached_property
+    def sessions(self) -> SessionMetrics | None:
+        """Per-session metrics (archsim.serving.session_metrics.SessionMetrics: TTFT per turn,
+        session durations, context reuse); None unless the requests are sessions' turns."""
+        return self.result.session_metrics()
 
     def requests(self) -> list[dict]:
         """One row per served request: arrival, lengths, first token, finish and the latencies."""

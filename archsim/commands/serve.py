@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from archsim.commands import UsageError, check_outputs, require_plots, shown
 from archsim.commands.output import console, emit, notes, progress
-from archsim.commands.serve_flags import DEFAULT_RATE_PER_S, DEFAULT_REQUESTS, FLAGS, add_parser
+from archsim.commands.serve_flags import DEFAULT_RATE_PER_S, DEFAULT_REQUESTS, FLAGS, SESSION_FLAGS, add_parser
 
 if TYPE_CHECKING:
     from archsim.serving.options import ServeOptions
@@ -22,8 +22,15 @@ def _requests(args, w):
     its rate."""
     if args.offline and (args.rate is not None or args.time_scale is not None or args.find_capacity):
         raise UsageError("--offline sends every request at once: it takes no --rate, --time-scale or --find-capacity")
+    given = [f"--{k.replace('_', '-')}" for k in SESSION_FLAGS if getattr(args, k) is not None]
+    if given and args.sessions is None:
+        raise UsageError(f"{', '.join(given)} shape generated sessions: give --sessions N")
     if args.requests_from:
+        if args.sessions is not None:
+            raise UsageError("--sessions generates sessions; a session trace goes to --requests-from alone")
         reqs, at, rate = _trace_requests(args)
+    elif args.sessions is not None:
+        reqs, at, rate = _generated_sessions(args, w)
     else:
         from archsim.serving.arrivals import ArrivalProcess, LengthDist, LengthKind, generate_requests
 
@@ -43,6 +50,36 @@ def _requests(args, w):
     if args.offline:
         return reqs.at_once(), None, float("inf")
     return reqs, at, rate
+
+
+def _generated_sessions(args, w):
+    from archsim.serving.arrivals import ArrivalProcess, LengthDist, LengthKind
+    from archsim.serving.session_gen import GapDist, GapKind, SessionSpec, generate_sessions
+
+    for flag, value in (("--requests", args.requests), ("--shared-prefix", args.shared_prefix)):
+        if value is not None:
+            raise UsageError(f"{flag} does not apply to --sessions (a session is its own prefix group)")
+    if args.time_scale is not None:
+        raise UsageError("--time-scale applies to --requests-from only")
+    sc = w.scenario
+    prompt = args.prompt or LengthDist(LengthKind.FIXED, sc.prompt_tokens)
+    spec = SessionSpec(
+        args.sessions,
+        args.turns or LengthDist(LengthKind.FIXED, 4),
+        prompt,
+        args.turn_prompt or prompt,
+        args.generate or LengthDist(LengthKind.FIXED, sc.output_tokens),
+        args.think_time or GapDist(GapKind.FIXED, 5.0),
+        args.tool_calls or 0.0,
+        args.tool_time or GapDist(GapKind.FIXED, 2.0),
+    )
+    process = ArrivalProcess(args.arrival)
+
+    def generated(r: float):
+        return generate_sessions(r, spec, process, args.cv, args.seed)
+
+    rate = args.rate or DEFAULT_RATE_PER_S
+    return generated(rate), generated, rate
 
 
 def _trace_requests(args):

@@ -128,6 +128,7 @@ def add_parser(sub) -> None:
     )
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the on-disk op-result cache")
     _requests_flags(p.add_argument_group("requests"))
+    _session_flags(p.add_argument_group("multi-turn sessions (turns arrive after the last one answered)"))
     _scheduler_flags(p.add_argument_group("scheduler and KV cache"))
     g = p.add_argument_group("speculative decoding (a draft or MTP heads turns it on)")
     g.add_argument("--draft", metavar="WORKLOAD", help="draft model: a workload YAML or shipped name")
@@ -198,7 +199,8 @@ def _requests_flags(g) -> None:
         "--requests-from",
         metavar="FILE",
         help="Azure trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens), CSV or JSONL of arrival_s,prompt_tokens,"
-        "output_tokens (and optional max_tokens, prefix_id, prefix_tokens, acceptance), or a shipped trace",
+        "output_tokens (and optional max_tokens, prefix_id, prefix_tokens, acceptance), JSONL of sessions' turns "
+        "(session, turn, new_tokens, output_tokens, start_s, think_s, tool_s), or a shipped trace",
     )
     g.add_argument(
         "--requests",
@@ -259,6 +261,49 @@ def _requests_flags(g) -> None:
         type=positive_int("--max-tokens", limits.MAX_TOKENS),
         help="max_tokens of a request stating none (default: what --max-model-len leaves after its prompt)",
     )
+
+
+def _gap(flag: str):
+    def parse(text: str):
+        from archsim.serving.session_gen import parse_gap
+
+        try:
+            return parse_gap(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = flag
+    return parse
+
+
+SESSION_FLAGS = ("turns", "turn_prompt", "think_time", "tool_calls", "tool_time")
+
+
+def _session_flags(g) -> None:
+    g.add_argument(
+        "--sessions",
+        metavar="N",
+        type=positive_int("--sessions", limits.MAX_REQUESTS),
+        help="generate N sessions starting at --rate per second; each turn's prompt is the context so far "
+        "plus new tokens (--prompt for the first turn), reused through the prefix cache",
+    )
+    g.add_argument("--turns", metavar="SPEC", type=_length("--turns"), help="turns per session, as --prompt (4)")
+    g.add_argument(
+        "--turn-prompt", metavar="SPEC", type=_length("--turn-prompt"), help="new tokens of a later turn (--prompt)"
+    )
+    g.add_argument(
+        "--think-time",
+        metavar="SPEC",
+        type=_gap("--think-time"),
+        help="between a turn's last token and the next turn: 5s, exponential:MEAN or uniform:LO:HI (5s)",
+    )
+    g.add_argument(
+        "--tool-calls",
+        metavar="F",
+        type=_fraction("--tool-calls", zero=True),
+        help="share of later turns that carry a tool's result, sent after --tool-time instead of a think time (0)",
+    )
+    g.add_argument("--tool-time", metavar="SPEC", type=_gap("--tool-time"), help="a tool call's duration (2s)")
 
 
 def _scheduler_flags(g) -> None:

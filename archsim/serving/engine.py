@@ -9,7 +9,9 @@ are advanced together: while the batch is all decodes, nobody arrives, nobody fi
 KV blocks last, step j differs from the first only by j more tokens of KV per request, so k
 steps are timed at once (identical to stepping one by one). A trace of tens of thousands of
 requests thus costs one iteration per event (an arrival, a finish, a prompt chunk), not one per
-token, and the per-request work of a step is a kernel (archsim/serving/kernels.py).
+token, and the per-request work of a step is a kernel (archsim/serving/kernels.py). A session's
+turn arrives when the turn before it has finished and its think time has passed: each finish is
+an event that may schedule an arrival (archsim/serving/sessions.py).
 
 Times are seconds from the first arrival; token counts are whole tokens.
 """
@@ -22,6 +24,7 @@ from archsim.serving.instance import Books, Instance, InstanceResult
 from archsim.serving.prefix import BlockCache, HostTier
 from archsim.serving.requests import RequestSet
 from archsim.serving.scheduler import Plan, Policy, schedule
+from archsim.serving.sessions import arrivals_for
 from archsim.serving.state import InstanceState
 from archsim.serving.stepping import run_decodes, run_static, run_step
 
@@ -72,21 +75,22 @@ def simulate_instance(
     transfer). `decode_runs=False` steps decode-only runs one step at a time (same result)."""
     n, cfg = len(reqs), inst.cfg
     s = _state(reqs, inst, reqs.output_tokens if limit is None else limit, target, computed0, generated0)
-    arrival = reqs.arrival_s.tolist()
+    arrivals = arrivals_for(reqs.arrival_s, reqs.sessions)
     last0 = np.full(n, np.nan) if last_token0_s is None else last_token0_s.astype(np.float64).copy()
     books = Books(np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), last0)
     accept = reqs.acceptance_or(inst.spec.acceptance).tolist() if inst.spec is not None else []
     credit = [0.0] * n
     fast = decode_runs and inst.spec is None
-    t = arrival[0] if n else 0.0
-    nxt = done = 0
+    first = arrivals.next_s()
+    t = first if first is not None else 0.0
+    done = 0
     while done < n:
-        while nxt < n and arrival[nxt] <= t:
-            s.waiting.append(nxt)
-            nxt += 1
+        arrivals.admit(t, s.waiting)
         if not s.running and not s.waiting and not s.swapped:
-            books.sample(t, arrival[nxt], 0, 0, 0, s, done, 0.0)
-            t = arrival[nxt]
+            nxt = arrivals.next_s()
+            assert nxt is not None, "requests left that never arrive"
+            books.sample(t, nxt, 0, 0, 0, s, done, 0.0)
+            t = nxt
             continue
         if cfg.policy is Policy.STATIC:
             t, done, _ = run_static(s, inst, t, books, done)
@@ -102,7 +106,7 @@ def simulate_instance(
             books.first_scheduled[new] = t
         gpu0 = books.gpu_s
         if fast and _decodes_only(s, plan):
-            k, end = run_decodes(s, plan.ids, inst, t, arrival[nxt] if nxt < n else None, books)
+            k, end = run_decodes(s, plan.ids, inst, t, arrivals.next_s(), books)
             emit, tokens = plan.ids, len(plan.ids)
         else:
             k, tokens = 1, int(plan.tokens.sum())
@@ -114,10 +118,11 @@ def simulate_instance(
                 s.release(r)
             gone = set(fin.tolist())
             s.running = [r for r in s.running if r not in gone]
+            arrivals.finished(fin, end)
         books.sample(t, end, k, len(plan.ids), tokens, s, done, books.gpu_s - gpu0)
         done += len(fin)
         t = end
-    return books.result(s, reqs.arrival_s)
+    return books.result(s, arrivals.sorted_s(), arrivals.arrival_s if reqs.sessions is not None else None)
 
 
 def _decodes_only(s: InstanceState, plan: Plan) -> bool:

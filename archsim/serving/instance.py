@@ -91,6 +91,7 @@ class InstanceResult:
     swaps: int  # preemptions by swap (each swapped back in)
     verifies: int  # speculative verifies (one sequence's)
     verify_tokens: int  # tokens they emitted
+    arrival_s: np.ndarray | None = None  # when each arrived, where the run decided it (sessions' later turns)
 
 
 @dataclass(eq=False)
@@ -143,7 +144,7 @@ class Books:
             area, gpu.copy(),
         )  # fmt: skip
 
-    def result(self, s: InstanceState, arrival_s: np.ndarray) -> InstanceResult:
+    def result(self, s: InstanceState, arrival_s: np.ndarray, arrived_s: np.ndarray | None = None) -> InstanceResult:
         return InstanceResult(
             first_scheduled_s=self.first_scheduled,
             first_token_s=self.first_token,
@@ -165,4 +166,5 @@ class Books:
             swaps=s.swaps_out,
             verifies=self.verifies,
             verify_tokens=self.verify_tokens,
+            arrival_s=arrived_s,
         )

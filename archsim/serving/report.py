@@ -10,9 +10,11 @@ import numpy as np
 from archsim.config.resolved import ResolvedConfig
 from archsim.serving.metrics import ServeMetrics, Slo, Stats
 from archsim.serving.result import InstanceRun, ServeResult
+from archsim.serving.session_metrics import SessionMetrics
 from archsim.units import format_seconds
 
 OVER_TIME_POINTS = 1000  # samples per instance kept in the JSON
+SESSION_TURN_ROWS = 8  # turn indices shown in the summary table (the JSON has all)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +104,7 @@ def serve_dict(result: ServeResult, m: ServeMetrics, slo: Slo, resolved: Resolve
         },
         "batch_size": {"mean": float(np.mean([s.batch_mean for s in stats])), "max": max(s.batch_max for s in stats)},
         "instances": instances,
+        **({} if (sm := result.session_metrics()) is None else {"sessions": sm.as_dict()}),
         "config": resolved.as_dict(),
     }
 
@@ -121,6 +124,10 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
         ("queueing delay", m.queue_s),
     ):
         lat.add_row(name, *(_seconds(v) for v in (s.mean, s.p50, s.p90, s.p99)))
+    sm = result.session_metrics()
+    if sm is not None:
+        for name, s in _session_rows(sm):
+            lat.add_row(name, *(_seconds(v) for v in (s.mean, s.p50, s.p90, s.p99)))
     t = Table(show_header=False)
     t.add_column(style="bold")
     t.add_column(justify="right")
@@ -144,6 +151,12 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
             "prefix cache: prompt tokens found",
             f"{100 * m.prefix_hit_rate:.1f}% ({m.cached_tokens + m.offload_hit_tokens:,} tokens{host})",
         )
+    if sm is not None:
+        t.add_row("sessions / turns served", f"{sm.sessions:,} / {sm.turns:,}")
+        t.add_row(
+            "sessions: earlier turns' context found cached",
+            f"{100 * sm.context_hit_rate:.1f}% ({sm.reused_tokens:,} of {sm.context_tokens:,} tokens)",
+        )
     if m.tokens_per_verify is not None:
         t.add_row("speculative decoding: tokens per verify", f"{m.tokens_per_verify:.2f}")
     if np.isfinite(m.mean_in_system):
@@ -164,6 +177,15 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
             f"{100 * st.busy_share:.0f}% / {100 * st.queued_share:.0f}% of the time",
         )
     return lat, t
+
+
+def _session_rows(sm: SessionMetrics) -> list[tuple[str, Stats]]:
+    """TTFT by turn index (the first SESSION_TURN_ROWS - 1 and the last; over all turns it is
+    the requests' TTFT) and the sessions' durations."""
+    by = sm.ttft_by_turn
+    shown = by if len(by) <= SESSION_TURN_ROWS else (*by[: SESSION_TURN_ROWS - 1], by[-1])
+    rows = [(f"time to first token, turn {t.turn} ({t.count:,})", t.ttft_s) for t in shown]
+    return rows + [("session duration", sm.duration_s)]
 
 
 def _seconds(t: float) -> str:

@@ -11,6 +11,7 @@ from archsim.serving.histogram import GapHistogram
 from archsim.serving.instance import InstanceResult
 from archsim.serving.kvpool import KvPool
 from archsim.serving.metrics import RequestTimes, ServeMetrics, Slo, request_metrics, run_totals
+from archsim.serving.session_metrics import SessionMetrics, SessionRecord, session_metrics
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,6 +33,7 @@ class ServeResult:
     instances: tuple[InstanceRun, ...]
     kv_transfer_s: np.ndarray | None = None  # disaggregated: (start, end) per served request
     prompt_tokens: int = 0  # of the served requests, for the prefix cache's hit rate
+    sessions: SessionRecord | None = None  # the served turns' sessions, when the requests are turns
 
     def metrics(self, slo: Slo | None = None) -> ServeMetrics:
         slo = slo if slo is not None else Slo()
@@ -40,3 +42,11 @@ class ServeResult:
         totals = run_totals([i.result for i in self.instances], self.prompt_tokens)
         pre = int(self.preemptions.sum())
         return request_metrics(self.times, self.itl, slo, self.rejected, pre, area, totals, len(self.instances))
+
+    def session_metrics(self) -> SessionMetrics | None:
+        """TTFT per turn, session durations and context reuse (None unless the requests are
+        sessions' turns)."""
+        if self.sessions is None:
+            return None
+        reused = sum(i.result.cached_tokens + i.result.offload_hit_tokens for i in self.instances)
+        return session_metrics(self.sessions, self.times, reused)
