@@ -17,6 +17,15 @@ file's timer resolution (`meta.resolution`; none: the worst error).
 
 A100 cases whose index is 2 mod 4 are held out: never fitted, reported apart. The fitted values
 are printed to be put in the chip file (with the [CAL] tag).
+
+Fits stay physical. A parameter is fitted only where its chip file tags the value [CAL], and that
+line declares the value's physical range (`[CAL] fitted on h200_calibration, range 0.5-4 us`); a
+value the file gives from a datasheet or a measurement is never fitted (naming one with --params
+exits 2). A fit that leaves a declared range is refused (exit 3), each line naming the mechanism
+the data suggest is missing, for which the value stands in (`MISSING`). `--check` does the same
+for the values the file holds now:
+
+    python3 tools/calibrate.py --chip h200 --check   # every [CAL] value of h200.yaml in its range?
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -34,6 +44,7 @@ from archsim.config.loader import load_system
 from archsim.hardware import System
 from archsim.memo import clear_all
 from archsim.runner.validation import CaseFile, summarise, validate_cases
+from archsim.units import Dim, parse_quantity
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "archsim" / "data"
@@ -97,6 +108,163 @@ CHIP_PARAMS = [
     Param("chip.overheads.attention_setup_s", 0.1e-6, 12e-6),
     Param("mac_scale", 0.3, 3.0),
 ]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """Where a fitted parameter lives in a chip file (`section.key`, its section the file's
+    top-level one), the dimension its range is written in (None: a count), and the mechanism a fit
+    under or over its range stands in for."""
+
+    key: str
+    dim: Dim | None
+    below: str
+    above: str
+
+
+FEED = "the rate a core feeds itself (outstanding requests per SM, NoC bandwidth per SM, the far L2 partition)"
+CHAIN = (
+    "the per-step cost of a chain-of-loads kernel beyond its access latency"
+    " (cold L2 and TLB misses after a flush, a block's synchronisation between steps)"
+)
+MISSING = {  # every fitted chip parameter: its line and what a value beyond its range stands in for
+    "chip.hbm.latency_s": Fitted("hbm.latency", Dim.SECONDS, "prefetch the model lacks", f"{FEED}, or {CHAIN}"),
+    "chip.hbm.queue_latency_s": Fitted(
+        "hbm.queue_latency",
+        Dim.SECONDS,
+        "-",
+        "queueing beyond an M/D/1 controller: bank conflicts, a flush's write-back",
+    ),
+    "chip.hbm.refresh_s": Fitted(
+        "hbm.refresh_time",
+        Dim.SECONDS,
+        "a stream faster than refresh allows: the flush write-back",
+        f"a stream slower than the DRAM: {FEED}",
+    ),
+    "chip.hbm.turnaround_s": Fitted(
+        "hbm.turnaround",
+        Dim.SECONDS,
+        "a copy faster than bus turnaround allows",
+        "read/write mixing beyond bus turnaround: the flush write-back",
+    ),
+    "chip.core.max_requests": Fitted(
+        "cores.max_requests", None, FEED, "latency hidden beyond what requests explain: prefetch or a shorter latency"
+    ),
+    "chip.l2.latency_s": Fitted("l2.latency", Dim.SECONDS, "L2 reuse the model lacks", f"{FEED}, or {CHAIN}"),
+    "chip.l2.bandwidth_bytes_per_s": Fitted(
+        "l2.bandwidth", Dim.BYTES_PER_S, FEED, "reuse inside the cores the model lacks"
+    ),
+    "chip.overheads.kernel_s": Fitted(
+        "overheads.kernel",
+        Dim.SECONDS,
+        "kernels overlapping their neighbours (programmatic launch)",
+        f"a per-kernel cost that grows with the kernel: tail or wave quantisation, {CHAIN}",
+    ),
+    "chip.overheads.launch_s": Fitted(
+        "overheads.launch",
+        Dim.SECONDS,
+        "a launch hidden by the launches queued before it",
+        "a host round trip: the host's launch-and-synchronise cost",
+    ),
+    "chip.overheads.matrix_setup_s": Fitted(
+        "overheads.matrix_setup", Dim.SECONDS, "-", "a GEMM library's policy (split-K, stream-K, tile shape)"
+    ),
+    "chip.overheads.attention_setup_s": Fitted(
+        "overheads.attention_setup", Dim.SECONDS, "-", "an attention library's KV split or pipeline"
+    ),
+    "mac_scale": Fitted(
+        "power.mac", None, "a clock held higher than the power limit explains", "a clock held lower than it explains"
+    ),
+}
+# The MAC energy is fitted as a factor over its file's value; its range is this factor's (the
+# file's power lines state the energy, not a range)
+MAC_SCALE_RANGE = (0.5, 2.0)
+RANGE = re.compile(r"range\s+([-+0-9.eE]+)\s*(?:-|–|to)\s*([-+0-9.eE]+)\s*([A-Za-zµ/]*)")
+
+
+def chip_lines(chip: str) -> dict[str, str]:
+    """The comment of every valued line of hw_configs/<chip>.yaml by `section.key` (its section
+    the file's top-level one: `cores.max_requests`, `hbm.latency`)."""
+    section, found = "", {}
+    for line in (ROOT / "hw_configs" / f"{chip}.yaml").read_text().splitlines():
+        m = re.match(r"^(\s*)([A-Za-z_0-9]+):", line)
+        if not m:
+            continue
+        if not m.group(1):
+            section = m.group(2)
+        key = m.group(2) if not m.group(1) else f"{section}.{m.group(2)}"
+        found.setdefault(key, line.split("#", 1)[1] if "#" in line else "")
+    return found
+
+
+def declared_range(comment: str, dim: Dim | None) -> tuple[float, float] | None:
+    """The physical range a [CAL] comment declares (`range 0.5-4 us`, `range 32-1024`), in the
+    canonical unit of `dim`; None if it declares none."""
+    m = RANGE.search(comment)
+    if not m:
+        return None
+    lo, hi, unit = m.groups()
+    if dim is None:
+        return float(lo), float(hi)
+    return parse_quantity(f"{lo} {unit}", dim), parse_quantity(f"{hi} {unit}", dim)
+
+
+def fitted_ranges(chip: str, params: list[Param]) -> dict[str, tuple[float, float]]:
+    """Of `params`, those the chip file tags [CAL], with their declared ranges (exit 2 naming a
+    [CAL] line that declares none). A parameter the file gives from a source is left out."""
+    lines, out, bad = chip_lines(chip), {}, []
+    for p in params:
+        if p.path not in MISSING:
+            continue
+        comment = lines.get(MISSING[p.path].key, "")
+        if "[CAL]" not in comment:
+            continue
+        got = MAC_SCALE_RANGE if p.path == "mac_scale" else declared_range(comment, MISSING[p.path].dim)
+        if got is None:
+            bad.append(f"hw_configs/{chip}.yaml: {MISSING[p.path].key}: a [CAL] value declares no range")
+        else:
+            out[p.path] = got
+    if bad:
+        _fail("\n".join(bad))
+    return out
+
+
+def measured(chip: str, params: list[Param]) -> list[str]:
+    """The paths of `params` whose chip file line gives a source, not a fit: never fitted."""
+    lines = chip_lines(chip)
+    return [p.path for p in params if p.path in MISSING and "[CAL]" not in lines.get(MISSING[p.path].key, "")]
+
+
+def unphysical(system: System, base: System, ranges: dict[str, tuple[float, float]]) -> list[str]:
+    """One line per value of `system` (fitted from `base`) outside its declared range, naming
+    the mechanism the data suggest is missing (the value stands in for it)."""
+    problems = []
+    for path, (lo, hi) in ranges.items():
+        v = _value(path, system, base)
+        if not lo <= v <= hi:
+            side, missing = ("under", MISSING[path].below) if v < lo else ("over", MISSING[path].above)
+            problems.append(f"{path} = {v:.4g} is {side} its physical range {lo:.4g}-{hi:.4g}: missing {missing}")
+    return problems
+
+
+def refuse_unphysical(system: System, base: System, ranges: dict[str, tuple[float, float]]) -> None:
+    """Refuse values outside their declared ranges: their lines on stderr, exit 3."""
+    problems = unphysical(system, base, ranges)
+    if problems:
+        print("refused, a value is outside its physical range:\n  " + "\n  ".join(problems), file=sys.stderr)
+        raise SystemExit(3)
+
+
+def _value(path: str, system: System, base: System) -> float:
+    """A fitted value; the MAC energy as its factor over the base chip's."""
+    if path != "mac_scale":
+        return Param(path, 0.0, 0.0).get(system)
+    now, was = system.chip.power, base.chip.power
+    if now is None or was is None or not was.energies.mac_j:
+        return 1.0
+    return now.energies.mac_j[0][1] / was.energies.mac_j[0][1]
+
+
 NCCL_PARAMS = [
     Param(f"protocol.{name}.{attr}", lo, hi)
     for name in ("ll", "ll128", "simple")
@@ -195,6 +363,7 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="*", help="fit on these case kinds only")
     ap.add_argument("--params", nargs="*", help="fit only these parameter paths")
     ap.add_argument("--cases", metavar="FILE", help="fit on this case file (archsim validate's schema), none held out")
+    ap.add_argument("--check", action="store_true", help="fit nothing: is every [CAL] value within its range?")
     add_transfer_flags(ap)
     args = ap.parse_args()
     if args.transfer:
@@ -223,7 +392,17 @@ def main() -> None:
             return objective(s, chosen, meta, collectives)
 
     if args.params:
-        params = [p for p in params if p.path in args.params]
+        named = [p for p in params if p.path in args.params]
+        if measured(args.chip, named):
+            _fail(f"{', '.join(measured(args.chip, named))}: given from a source in its chip file, never fitted")
+        params = named
+    sourced = set(measured(args.chip, params))
+    params = [p for p in params if p.path not in sourced]
+    ranges = fitted_ranges(args.chip, params) if args.chip != coll_name else {}
+    if args.check:
+        refuse_unphysical(system, system, ranges)
+        print(f"{args.chip}: every fitted value within its declared range ({len(ranges)})")
+        return
     t0 = time.time()
     system = fit(system, params, score, args.rounds)
     print(f"fitted in {time.time() - t0:.0f} s:")
@@ -240,6 +419,7 @@ def main() -> None:
     report("calibration", objective(chip, fitting, meta, collectives)[1])
     if unseen:
         report("held out", objective(chip, unseen, meta, collectives)[1])
+    refuse_unphysical(system, base, ranges)
 
 
 def add_transfer_flags(ap: argparse.ArgumentParser) -> None:

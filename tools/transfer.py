@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from calibrate import CHIP_PARAMS, DATA, HELD_OUT_MOD, NCCL_PARAMS, ROOT, Param, fit, objective
+from calibrate import CHIP_PARAMS, DATA, HELD_OUT_MOD, NCCL_PARAMS, Param, chip_lines, fit, objective
 
 from archsim.config.loader import load_system
 from archsim.config.resolved import config_hash
@@ -112,18 +112,7 @@ def fit_shared(sets: ChipSets, kinds: list[str] | None, rounds: int, stride: int
 def own_fitted(chip: str) -> list[str]:
     """`section.key` of every value the chip's file tags [CAL] that is not a shared constant."""
     shared_keys = {"overheads." + k for k in ("kernel", "launch", "matrix_setup", "attention_setup")}
-    section, found = "", []
-    for line in (ROOT / "hw_configs" / f"{chip}.yaml").read_text().splitlines():
-        m = re.match(r"^(\s*)([A-Za-z_0-9]+):", line)
-        if not m:
-            continue
-        if not m.group(1):
-            section = m.group(2)
-        if "[CAL]" in line.split("#", 1)[-1] and "#" in line:
-            key = m.group(2) if not m.group(1) else f"{section}.{m.group(2)}"
-            if key not in shared_keys:
-                found.append(key)
-    return found
+    return [key for key, comment in chip_lines(chip).items() if "[CAL]" in comment and key not in shared_keys]
 
 
 def run_cases(system: System, cases: list[dict], meta: CaseFile, collectives: System | None) -> list[CaseResult]:
