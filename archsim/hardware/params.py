@@ -6,7 +6,8 @@ says everything there is to say about it: the key a chip file gives it under the
 how the file's value is read (`unit`: the name of a type in archsim/config/fields.py, which parses
 '6.4 Gbps' and checks its bounds), what it means, its default (the field's), and which source tags
 a chip file's comment usually gives its value ([DS] datasheet, [WP] whitepaper, [JEDEC] the
-standard, [DQ] a device query, [CAL] fitted to measurements, [EST] an estimate with its reasoning;
+standard, [DQ] a device query, [CAL] fitted to measurements (only a value nobody can measure, its
+line declaring its physical range: tools/calibrate.py), [EST] an estimate with its reasoning;
 tests/test_configs.py checks that every value of a real chip states one).
 
 From these declarations the config schema builds a section's pydantic model
