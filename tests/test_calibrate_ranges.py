@@ -65,9 +65,12 @@ def test_a_value_outside_its_range_names_the_missing_mechanism():
     (line,) = calibrate.unphysical(requests.put(base, 20), base, ranges)
     assert line.startswith("chip.core.max_requests = 20 is under its physical range 32-1024: missing the rate a core")
     mac = next(p for p in calibrate.CHIP_PARAMS if p.path == "mac_scale")
-    # a MAC energy 2.5x the file's (the factor's range 0.5-2): the power limit would hold the clock low
+    # a MAC energy 2.5x the file's 2.32 pJ, past the 2.1-2.8 pJ its line declares (a factor of
+    # 2.1 / 2.32 = 0.9052 to 2.8 / 2.32 = 1.207): the power limit would hold the clock low
     (line,) = calibrate.unphysical(mac.put(base, 2.5), base, ranges)
-    assert line == "mac_scale = 2.5 is over its physical range 0.5-2: missing a clock held lower than it explains"
+    assert (
+        line == "mac_scale = 2.5 is over its physical range 0.9052-1.207: missing a clock held lower than it explains"
+    )
     assert calibrate.unphysical(base, base, ranges) == []
 
 

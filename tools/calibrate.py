@@ -173,12 +173,12 @@ MISSING = {  # every fitted chip parameter: its line and what a value beyond its
         "overheads.attention_setup", Dim.SECONDS, "-", "an attention library's KV split or pipeline"
     ),
     "mac_scale": Fitted(
-        "power.mac", None, "a clock held higher than the power limit explains", "a clock held lower than it explains"
+        "power.mac",
+        Dim.JOULES,
+        "a clock held higher than the power limit explains",
+        "a clock held lower than it explains",
     ),
 }
-# The MAC energy is fitted as a factor over its file's value; its range is this factor's (the
-# file's power lines state the energy, not a range)
-MAC_SCALE_RANGE = (0.5, 2.0)
 RANGE = re.compile(r"range\s+([-+0-9.eE]+)\s*(?:-|–|to)\s*([-+0-9.eE]+)\s*([A-Za-zµ/]*)")
 
 
@@ -209,6 +209,12 @@ def declared_range(comment: str, dim: Dim | None) -> tuple[float, float] | None:
     return parse_quantity(f"{lo} {unit}", dim), parse_quantity(f"{hi} {unit}", dim)
 
 
+def _first_mac_j(chip: str) -> float:
+    power = load_system(chip)[0].chip.power
+    assert power is not None and power.energies.mac_j, f"{chip} states no MAC energy"
+    return power.energies.mac_j[0][1]
+
+
 def fitted_ranges(chip: str, params: list[Param]) -> dict[str, tuple[float, float]]:
     """Of `params`, those the chip file tags [CAL], with their declared ranges (exit 2 naming a
     [CAL] line that declares none). A parameter the file gives from a source is left out."""
@@ -219,7 +225,9 @@ def fitted_ranges(chip: str, params: list[Param]) -> dict[str, tuple[float, floa
         comment = lines.get(MISSING[p.path].key, "")
         if "[CAL]" not in comment:
             continue
-        got = MAC_SCALE_RANGE if p.path == "mac_scale" else declared_range(comment, MISSING[p.path].dim)
+        got = declared_range(comment, MISSING[p.path].dim)
+        if got is not None and p.path == "mac_scale":  # fitted as a factor over the file's first MAC energy
+            got = (got[0] / _first_mac_j(chip), got[1] / _first_mac_j(chip))
         if got is None:
             bad.append(f"hw_configs/{chip}.yaml: {MISSING[p.path].key}: a [CAL] value declares no range")
         else:
