@@ -27,6 +27,7 @@ from archsim.dtypes import DType
 from archsim.graph.model import Fusion, Phase, Workload
 from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
+from archsim.graph.recurrent import gdn_ops, mamba_ops
 from archsim.graph.step import Step
 
 
@@ -72,9 +73,11 @@ def _attention(w: Workload, step: Step, heads: int, kv_heads: int, d: int, **kw)
     kvd = w.dtypes.kv_cache if w.dtypes.kv_cache is not dtype else None
     local = m.local_layers if (m.sliding_window and not eager) else 0
     ops = []
-    if m.layers - local:
+    if m.attention_layers - local:
         ops.append(
-            Op(OpKind.ATTENTION, dtype, kv_dtype=kvd, kv_len=step.kv_len, **common).named("attention", m.layers - local)
+            Op(OpKind.ATTENTION, dtype, kv_dtype=kvd, kv_len=step.kv_len, **common).named(
+                "attention", m.attention_layers - local
+            )
         )
     if local:
         kv = window_kv_len(step.new_tokens, step.kv_len, m.sliding_window)
@@ -89,9 +92,10 @@ def _attention(w: Workload, step: Step, heads: int, kv_heads: int, d: int, **kw)
 def _gqa_ops(w: Workload, step: Step) -> list[Op]:
     m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
     eager = w.fusion is Fusion.EAGER
-    T, L, B = step.tokens, m.layers, step.batch
+    T, L, B = step.tokens, m.attention_layers, step.batch
     tok, kv = Scaling.TOKENS, Scaling.KV_LENGTH
-    ops = [gemm_op(w, "qkv", L, T, m.hidden, m.q_dim + 2 * m.kv_dim, scaling=tok)]
+    q_out = 2 * m.q_dim if m.attn_output_gate else m.q_dim  # gated attention: the gate with the queries
+    ops = [gemm_op(w, "qkv", L, T, m.hidden, q_out + 2 * m.kv_dim, scaling=tok)]
     if m.qk_norm:
         ops.append(
             Op(OpKind.VECTOR, act, m=T * m.heads, n=m.head_dim, vop=VectorOp.RMSNORM, scaling=tok).named("q_norm", L)
@@ -124,7 +128,7 @@ def _gqa_ops(w: Workload, step: Step) -> list[Op]:
 
 def _mla_ops(w: Workload, step: Step) -> list[Op]:
     m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
-    T, L, B = step.tokens, m.layers, step.batch
+    T, L, B = step.tokens, m.attention_layers, step.batch
     tok, kv = Scaling.TOKENS, Scaling.KV_LENGTH
     ops: list[Op] = []
     if m.q_lora_rank:  # W_DQ and W_DKV as one GEMM, as serving engines fuse them
@@ -166,12 +170,22 @@ def _mla_ops(w: Workload, step: Step) -> list[Op]:
 
 
 def attention_block_ops(w: Workload, step: Step) -> list[Op]:
-    """The layers' attention half, from the input norm to the output projection."""
+    """The layers' token-mixing half: the attention layers' from the input norm to the output
+    projection, then the recurrent mixers' (archsim/graph/recurrent.py) of a hybrid."""
+    m = w.model
+    ops = _attention_layers_ops(w, step) if m.attention_layers else []
+    return ops + gdn_ops(w, step) + mamba_ops(w, step)
+
+
+def _attention_layers_ops(w: Workload, step: Step) -> list[Op]:
     m, act = w.model, w.dtypes.activations
     eager = w.fusion is Fusion.EAGER
-    T, L, tok = step.tokens, m.layers, Scaling.TOKENS
+    T, L, tok = step.tokens, m.attention_layers, Scaling.TOKENS
     ops = [norm_op(m, act, T, m.hidden, "attn_norm", L, fused=not eager, scaling=tok)]
     ops += _mla_ops(w, step) if m.is_mla else _gqa_ops(w, step)
+    if m.attn_output_gate:
+        gate = Op(OpKind.VECTOR, act, m=T, n=m.o_dim, vop=VectorOp.GATE_MUL, scaling=tok)
+        ops.append(gate.named("attn_gate", L))
     # a partial sum over the heads, reduced with the MLP's in a parallel block
     reduced = ParallelRole.NONE if m.parallel_block else ParallelRole.PARTIAL_SUM
     ops.append(gemm_op(w, "o_proj", L, T, m.o_dim, m.hidden, scaling=tok, parallel=reduced))

@@ -11,6 +11,14 @@ biases (2f or f, and hidden) if it has them. A MoE layer: every expert's MLP, th
 bias), two per layer (one with a parallel block; four with post-norms). An MTP layer: a layer
 of the MoE kind, its two input norms and its hidden x 2 hidden projection (DeepSeek-V3 section
 2.2); it shares the embedding and the LM head.
+
+Gated DeltaNet (Qwen3-Next's Qwen3NextGatedDeltaNet): in_proj_qkvz (hidden x (2 k heads x k dim
++ 2 v heads x v dim)), in_proj_ba (hidden x 2 v heads), the conv's taps per channel (no bias),
+dt_bias and A_log per v head, the gated norm's v dim weights, out_proj (v heads x v dim x
+hidden). Mamba-2 (Nemotron-H's NemotronHMamba2Mixer): in_proj (hidden x (2 inner + 2 groups x
+state + heads)), the conv's taps and bias per channel, dt_bias, A_log and D per head, the gated
+norm's inner weights, out_proj (inner x hidden). Gated attention doubles W_q (the gate). A
+block of one part (Nemotron-H) has one norm.
 """
 
 from __future__ import annotations
@@ -33,10 +41,24 @@ def attention_params(m: ModelSpec) -> int:
         return q + kv + m.o_dim * m.hidden
     qkv = m.q_dim + 2 * m.kv_dim
     params = m.hidden * qkv + m.o_dim * m.hidden
+    params += m.hidden * m.q_dim if m.attn_output_gate else 0
     params += qkv if m.qkv_bias else 0
     params += m.hidden if m.o_bias else 0
     params += 2 * m.head_dim if m.qk_norm else 0
     return params
+
+
+def gdn_params(m: ModelSpec) -> int:
+    """One Gated DeltaNet mixer's weights (module docstring)."""
+    v = m.linear_v_heads * m.linear_v_dim
+    proj = m.hidden * (m.linear_conv_dim + v + 2 * m.linear_v_heads) + v * m.hidden
+    return proj + m.linear_conv_dim * m.conv_kernel + 2 * m.linear_v_heads + m.linear_v_dim
+
+
+def mamba_params(m: ModelSpec) -> int:
+    """One Mamba-2 mixer's weights (module docstring)."""
+    proj = m.hidden * (m.mamba_inner + m.mamba_conv_dim + m.mamba_heads) + m.mamba_inner * m.hidden
+    return proj + m.mamba_conv_dim * (m.conv_kernel + 1) + 3 * m.mamba_heads + m.mamba_inner
 
 
 def mlp_params(m: ModelSpec, width: int) -> int:
@@ -62,6 +84,12 @@ def moe_params(m: ModelSpec, experts: int | None = None) -> int:
 
 def layers_params(m: ModelSpec, experts: int | None = None) -> int:
     """The transformer layers (MTP layers not included), `experts` routed experts held per layer."""
+    if m.is_hybrid:
+        mixers = m.attention_layers * attention_params(m) + m.linear_layers * gdn_params(m)
+        mixers += m.mamba_layers * mamba_params(m)
+        norms = m.layers * layer_norms(m) - (m.mixer_only_layers + m.ffn_only_layers) * norm_params(m, m.hidden)
+        dense = m.ffn_layers if not m.is_moe else m.dense_layers
+        return mixers + norms + dense * mlp_params(m, m.dense_width) + m.moe_layers * moe_params(m, experts)
     per_layer = attention_params(m) + layer_norms(m)
     if not m.is_moe:
         return m.layers * (per_layer + mlp_params(m, m.ffn))
