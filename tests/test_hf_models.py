@@ -35,6 +35,10 @@ CARDS = {
     "gpt2": (0.124, "learned"),
     "gpt-j-6b": (6.05, "parallel"),
     "falcon-7b": (6.92, "parallel"),
+    "phi-4": (14.7, "dense"),
+    # 79.7B less the shared experts' sigmoid gates (48 x 2048, which archsim leaves out)
+    "Qwen3-Next-80B-A3B-Instruct": (79.7, "linear"),
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": (31.6, "mamba"),
 }
 
 
@@ -57,6 +61,8 @@ def test_config_gives_the_model_of_its_card(folder):
         "dense": not m.is_moe and not m.sliding_window,
         "learned": m.max_positions == 1024 and not m.gated,
         "parallel": m.parallel_block and not m.gated,
+        "linear": (m.attention_layers, m.linear_layers, m.rotary, m.attn_output_gate) == (12, 36, 64, True),
+        "mamba": (m.attention_layers, m.mamba_layers, m.moe_layers, m.rotary, m.gated) == (6, 23, 23, 0, False),
     }
     assert check[feature], (folder, feature)
 
@@ -69,6 +75,8 @@ def test_config_gives_the_model_of_its_card(folder):
         ("gemma-2-9b", "gemma2_9b"),
         ("gpt-oss-120b", "gpt_oss_120b"),
         ("Mixtral-8x7B-v0.1", "mixtral_8x7b"),
+        ("Qwen3-Next-80B-A3B-Instruct", "qwen3_next_80b_a3b"),
+        ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron3_nano_30b_a3b"),
     ],
 )
 def test_shipped_workload_is_its_config(folder, workload):
@@ -130,6 +138,7 @@ RUNS = {
     "DeepSeek-V3": ["--hw", "h200x8", "--tp", "8", "--model-dtypes"],
     "Llama-4-Scout-17B-16E": ["--hw", "h200x8", "--tp", "2"],
     "gpt-oss-120b": ["--hw", "h200x8", "--tp", "2"],
+    "Qwen3-Next-80B-A3B-Instruct": ["--hw", "h200x8", "--tp", "2"],
 }
 
 
