@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from archsim.api import load_workload as api_workload
+from archsim.cli import main
 from archsim.config.hf import load_hf_config
 from archsim.config.loader import load_system, load_workload
 from archsim.dtypes import DType
@@ -17,6 +19,7 @@ from archsim.errors import ConfigError
 from archsim.graph.builder import build_step
 from archsim.graph.model import Phase
 from archsim.graph.ops import OpKind, Scaling, VectorOp
+from archsim.graph.parallel import Parallelism, ParallelismError, check_parallelism, shard_model
 from archsim.graph.params import active_params, total_params
 from archsim.graph.recurrent import gdn_chunk_flops, mamba_chunk_flops
 from archsim.graph.step import Step
@@ -239,3 +242,31 @@ def test_phi_configs(tmp_path):
     m = load_hf_config(_config(tmp_path, "phi-4", partial_rotary_factor=0.75, head_dim=128)).model
     assert m.rotary == 96
     assert "partial_rotary_factor" in _problems(_config(tmp_path, "phi-4", partial_rotary_factor=1.5))
+
+
+def test_tensor_parallel_splits_the_mixers_heads_and_pipelines_are_refused(qwen, nemotron):
+    half = shard_model(qwen.model, Parallelism(tp=2))
+    assert (half.linear_k_heads, half.linear_v_heads, half.kv_heads) == (8, 16, 1)
+    # each chip holds half of every state: 36 x (16 x 128 x 128 x 4 + 3 x 4096 x 2)
+    assert half.state_bytes_per_sequence(DType.FP32, DType.BF16) == 36 * (16 * 128 * 128 * 4 + 3 * 4096 * 2)
+    with pytest.raises(ParallelismError, match="TP 32 must divide the 16 linear-attention key heads"):
+        check_parallelism(qwen.model, Parallelism(tp=32))
+    with pytest.raises(ParallelismError, match="pipeline stages of a hybrid"):
+        check_parallelism(nemotron.model, Parallelism(pp=2))
+
+
+def test_workload_blocks_must_add_up():
+    with pytest.raises(ConfigError, match="must not exceed layers"):
+        api_workload("qwen3_next_80b_a3b", {"model.linear_attention.layers": 49})
+    with pytest.raises(ConfigError, match="relu2 is non-gated"):
+        api_workload("nemotron3_nano_30b_a3b", {"model.mlp.gated": True})
+    with pytest.raises(ConfigError, match=r"k_heads \(16\) must divide v_heads"):
+        api_workload("qwen3_next_80b_a3b", {"model.linear_attention.v_heads": 24})
+    with pytest.raises(ConfigError, match="linear attention and Mamba run fused"):
+        api_workload("nemotron3_nano_30b_a3b", {"fusion": "eager"})
+
+
+def test_serve_runs_a_hybrid(capsys):
+    args = ["serve", "--workload", "nemotron3_nano_30b_a3b", "--requests", "20", "--rate", "10", "--max-num-seqs", "32"]
+    assert main([*args, "--quiet"]) == 0
+    assert "blocks (and 32 state slots)" in capsys.readouterr().out
