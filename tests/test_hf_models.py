@@ -20,6 +20,7 @@ DATA = Path(__file__).resolve().parent / "data" / "hf"
 # config folder: (parameters the model card states, in billions, text decoder only; what to check)
 CARDS = {
     "DeepSeek-V3": (671.0, "mla"),
+    "DeepSeek-V3.2-Exp": (671.9, "mla"),  # V3's and an indexer per layer (685B on the card with its MTP layer)
     "DeepSeek-V2-Lite": (15.7, "mla"),
     "Qwen3-30B-A3B": (30.5, "moe"),
     "Qwen3-8B": (8.2, "qk_norm"),
@@ -71,6 +72,7 @@ def test_config_gives_the_model_of_its_card(folder):
     "folder,workload",
     [
         ("DeepSeek-V3", "deepseek_v3"),
+        ("DeepSeek-V3.2-Exp", "deepseek_v32"),
         ("Qwen3-30B-A3B", "qwen3_30b_a3b"),
         ("gemma-2-9b", "gemma2_9b"),
         ("gpt-oss-120b", "gpt_oss_120b"),
@@ -136,6 +138,7 @@ def test_model_dtypes_flag_needs_a_model(capsys):
 # the hardware and layout each model fits (bf16 unless --model-dtypes)
 RUNS = {
     "DeepSeek-V3": ["--hw", "h200x8", "--tp", "8", "--model-dtypes"],
+    "DeepSeek-V3.2-Exp": ["--hw", "h200x8", "--tp", "8", "--model-dtypes"],
     "Llama-4-Scout-17B-16E": ["--hw", "h200x8", "--tp", "2"],
     "gpt-oss-120b": ["--hw", "h200x8", "--tp", "2"],
     "Qwen3-Next-80B-A3B-Instruct": ["--hw", "h200x8", "--tp", "2"],

@@ -270,3 +270,43 @@ def test_serve_runs_a_hybrid(capsys):
     args = ["serve", "--workload", "nemotron3_nano_30b_a3b", "--requests", "20", "--rate", "10", "--max-num-seqs", "32"]
     assert main([*args, "--quiet"]) == 0
     assert "blocks (and 32 state slots)" in capsys.readouterr().out
+
+
+# --- DeepSeek sparse attention (DeepSeek-V3.2) ---
+
+
+def test_deepseek_v32_parameters_and_cache():
+    v3, v32 = load_workload("deepseek_v3")[0].model, load_workload("deepseek_v32")[0].model
+    # the indexer of each of 61 layers: wq_b 1536 x 64 x 128 = 12,582,912, wk 7168 x 128 =
+    # 917,504, its LayerNorm 256, weights_proj 7168 x 64 = 458,752: 13,959,424
+    assert total_params(v32) - total_params(v3) == 61 * 13_959_424
+    assert total_params(v32) == 671_877_929_216
+    # a token caches per layer the 576-wide latent (bf16) and the indexer's fp8 key of 128 with
+    # its fp32 scale: 1,152 + 132 = 1,284 bytes
+    assert v32.kv_bytes_per_token(DType.BF16) == 61 * 1_284 == 78_324
+
+
+def test_sparse_attention_reads_top_k_latents():
+    w = load_workload("deepseek_v32")[0]
+    decode = {op.name: op for op in build_step(w, Step(Phase.DECODE, 2, 1, 99_999))}
+    # the indexer scores all 100,000 cached tokens; attention reads the 2,048 chosen
+    assert decode["indexer"].kv_len == 100_000 and decode["attention"].kv_len == 2_048
+    # the indexer's keys: 128 fp8 bytes per token and sequence, as the cache holds them
+    assert decode["indexer"].min_bytes() >= 2 * 100_000 * 128
+    prefill = {op.name: op for op in build_step(w, Step(Phase.PREFILL, 1, 4096, 0))}
+    # a prefill query at position p scores min(p, 2048) keys: 2048 x 2049 / 2 + 2048 x 2048
+    pairs = 2048 * 2049 / 2 + 2048 * 2048
+    assert prefill["attention"].flops() == 2 * 128 * (576 + 512) * pairs
+    assert "kv_up" not in prefill  # the latent is not expanded: the absorbed form, as decode
+
+
+def test_sparse_decode_grows_with_context_far_less_than_dense():
+    system, _ = load_system("h200")
+    dense, sparse = load_workload("deepseek_v3")[0], load_workload("deepseek_v32")[0]
+
+    def growth(w):
+        short, long = (simulate_step(w, system, Step(Phase.DECODE, 8, 1, n - 1)).time_s for n in (16_384, 131_072))
+        return long - short
+
+    assert growth(sparse) <= 0.4 * growth(dense)
+    assert growth(sparse) > 0  # the indexer still reads every cached key

@@ -2,7 +2,7 @@
 
 The architecture (`architectures[0]`, else `model_type`) picks the reader of its family
 (archsim/config/hf_families.py): Llama 2/3/4, Mistral, Mixtral, Qwen2/3 and their MoE models,
-DeepSeek-V2/V3, Gemma 2/3, gpt-oss, GPT-2, GPT-J, Falcon, Phi-3/Phi-4, and the hybrids
+DeepSeek-V2/V3 and V3.2 (sparse attention), Gemma 2/3, gpt-oss, GPT-2, GPT-J, Falcon, Phi-3/Phi-4, and the hybrids
 Qwen3-Next (Gated DeltaNet) and Nemotron-H / Nemotron 3 (Mamba-2). `layer_types` is checked
 for its length and kinds; in a family that does not read it, a layer of another kind than full
 attention is refused. Every field that changes what a
@@ -336,6 +336,9 @@ def model_cfg(model: ModelSpec) -> dict[str, Any]:
         "logit_softcap": model.logit_softcap or None,
         "rotary_dim": model.rotary_dim or None,
         "output_gate": model.attn_output_gate or None,
+        "index_heads": model.index_heads or None,
+        "index_head_dim": model.index_head_dim or None,
+        "index_topk": model.index_topk or None,
     }
     attention = {k: v for k, v in attention.items() if v is not None}
     if attention:

@@ -25,11 +25,12 @@ UPPER = {
                      "max_window_layers", "interleave_moe_layer_step", "decoder_sparse_step", "moe_layer_freq",
                      "sliding_window_pattern"), limits.MAX_LAYERS),
     **dict.fromkeys(("num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "linear_num_key_heads",
-                     "linear_num_value_heads", "mamba_num_heads", "n_groups"), limits.MAX_HEADS),
+                     "linear_num_value_heads", "mamba_num_heads", "n_groups", "index_n_heads"), limits.MAX_HEADS),
     "full_attention_interval": limits.MAX_LAYERS,
     **dict.fromkeys(("num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
                      "experts_per_token", "n_shared_experts"), limits.MAX_EXPERTS),
-    **dict.fromkeys(("sliding_window", "attention_chunk_size", "n_positions", "chunk_size"), limits.MAX_TOKENS),
+    **dict.fromkeys(("sliding_window", "attention_chunk_size", "n_positions", "chunk_size", "index_topk"),
+                    limits.MAX_TOKENS),
 }  # fmt: skip
 
 ACTIVATIONS = {  # transformers' ACT2FN names -> archsim's activation
@@ -348,6 +349,18 @@ def read_deepseek(f: Fields) -> SpecFields:
     return out
 
 
+def read_deepseek_v32(f: Fields) -> SpecFields:
+    """DeepSeek-V3.2: DeepSeek-V3 with sparse attention, a lightning indexer of index_n_heads
+    heads of index_head_dim choosing the index_topk cached tokens each query attends to."""
+    out = read_deepseek(f)
+    out.update(
+        index_heads=f.whole("index_n_heads", required=True),
+        index_head_dim=f.whole("index_head_dim", required=True),
+        index_topk=f.whole("index_topk", required=True),
+    )
+    return out
+
+
 def read_gemma2(f: Fields) -> SpecFields:
     """Gemma 2: every other layer within the window (the even ones), norms after attention and
     MLP, a tanh soft cap of the attention scores, GeGLU, tied embeddings."""
@@ -600,7 +613,7 @@ def read_falcon(f: Fields) -> SpecFields:
 
 # fields that shape a model only some families have: key -> (the value with nothing to model,
 # the families that read it, what they are); hf.py refuses them in a config of another family
-_DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+_DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
 _QWEN_MOE = ("qwen2_moe", "qwen3_moe", "qwen3_next")
 STRUCTURAL: dict[str, tuple[object, tuple[str, ...], str]] = {
     "kv_lora_rank": (None, _DEEPSEEK, "latent attention (MLA) fields"),
@@ -624,8 +637,9 @@ STRUCTURAL: dict[str, tuple[object, tuple[str, ...], str]] = {
     "mamba_d_state": (None, ("nemotron_h",), "Mamba layers"),
     "layers_block_type": (None, ("nemotron_h",), "Mamba layers"),
     "attn_layer_period": (None, ("nemotron_h",), "Mamba layers"),
-    "index_topk": (None, (), "DeepSeek sparse attention (an indexer over the cache) layers"),
-    "index_n_heads": (None, (), "DeepSeek sparse attention (an indexer over the cache) layers"),
+    "index_topk": (None, ("deepseek_v32",), "DeepSeek sparse attention (an indexer over the cache) layers"),
+    "index_n_heads": (None, ("deepseek_v32",), "DeepSeek sparse attention (an indexer over the cache) layers"),
+    "index_head_dim": (None, ("deepseek_v32",), "DeepSeek sparse attention (an indexer over the cache) layers"),
 }
 
 
@@ -646,6 +660,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_moe": Family("Qwen3-MoE", read_qwen3_moe),
     "deepseek_v2": Family("DeepSeek-V2", read_deepseek),
     "deepseek_v3": Family("DeepSeek-V3", read_deepseek),
+    "deepseek_v32": Family("DeepSeek-V3.2", read_deepseek_v32),
     "gemma2": Family("Gemma 2", read_gemma2),
     "gemma3_text": Family("Gemma 3", read_gemma3),
     "gemma3": Family("Gemma 3", read_gemma3, text_config=True),
@@ -669,6 +684,7 @@ ARCHITECTURES: dict[str, str] = {  # `architectures[0]` -> family
     "Qwen3MoeForCausalLM": "qwen3_moe",
     "DeepseekV2ForCausalLM": "deepseek_v2",
     "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV32ForCausalLM": "deepseek_v32",
     "Gemma2ForCausalLM": "gemma2",
     "Gemma3ForCausalLM": "gemma3_text",
     "Gemma3ForConditionalGeneration": "gemma3",

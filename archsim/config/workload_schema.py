@@ -91,6 +91,9 @@ class AttentionCfg(Section):
     logit_softcap: Flag | None = Field(None, description="tanh soft cap of the attention scores (Gemma 2)")
     rotary_dim: Width | None = Field(None, description="dims of a head rotary rotates (default: all)")
     output_gate: Flag | None = Field(None, description="a sigmoid gate of the output, projected with the queries")
+    index_heads: Heads | None = Field(None, description="MLA with sparse attention (DSA): the indexer's heads")
+    index_head_dim: Width | None = Field(None, description="DSA: the indexer's head and cached key width")
+    index_topk: Tokens | None = Field(None, description="DSA: cached tokens each query attends to")
 
     @model_validator(mode="after")
     def _consistent(self) -> AttentionCfg:
@@ -103,6 +106,9 @@ class AttentionCfg(Section):
             raise ValueError(f"{', '.join(mla_keys)}: only for latent attention; set kind: mla")
         if self.local_layers is not None and self.sliding_window is None:
             raise ValueError("local_layers: needs a sliding_window")
+        dsa = [getattr(self, k) is not None for k in ("index_heads", "index_head_dim", "index_topk")]
+        if any(dsa) and (not all(dsa) or self.kind != "mla"):
+            raise ValueError("index_heads, index_head_dim and index_topk: sparse attention of kind: mla, all three")
         return self
 
 
@@ -304,6 +310,9 @@ def model_spec(cfg: ModelCfg, name: str) -> ModelSpec:
         o_bias=bool(a.o_bias),
         logit_softcap=bool(a.logit_softcap),
         rotary_dim=a.rotary_dim or 0,
+        index_heads=a.index_heads or 0,
+        index_head_dim=a.index_head_dim or 0,
+        index_topk=a.index_topk or 0,
         norm=Norm(cfg.norm or "rmsnorm"),
         activation=Activation(mlp.activation or "silu"),
         gated=mlp.gated is not False,

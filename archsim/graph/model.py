@@ -23,7 +23,10 @@ a SiLU-gated FFN, grouped-query attention), with the variants the models of 2024
   whose last kernel - 1 inputs are kept per sequence; hybrids of one-part blocks (Nemotron-H:
   `mixer_only_layers` blocks of a mixer alone, `ffn_only_layers` of an FFN alone); gated
   attention (`attn_output_gate`: a sigmoid gate of the attention output projected with the
-  queries).
+  queries);
+* DeepSeek sparse attention (DSA, DeepSeek-V3.2) on latent attention: a lightning indexer
+  (`index_heads` heads of `index_head_dim`) scores every cached token against its fp8 keys
+  (cached beside the latent), and attention reads the `index_topk` best of them.
 
 Parameter counts live in archsim/graph/params.py (`total_params`, `active_params`), which reads
 this module, never the other way. Units: counts of elements; bytes where named.
@@ -36,6 +39,8 @@ from enum import Enum
 
 from archsim.dtypes import DType
 from archsim.hashing import cached_hash, record_state
+
+INDEX_SCALE_BYTES = 4  # DSA: the fp32 scale of a token's fp8 indexer key (one per 128-wide key)
 
 
 class Phase(str, Enum):
@@ -106,6 +111,9 @@ class ModelSpec:
     o_bias: bool = False
     logit_softcap: bool = False  # tanh soft cap on the attention scores (Gemma 2)
     rotary_dim: int = 0  # dims of a head rotated (0: all of them)
+    index_heads: int = 0  # DSA: the indexer's query heads
+    index_head_dim: int = 0  # DSA: width of an indexer query head and of the cached indexer key
+    index_topk: int = 0  # DSA: cached tokens each query attends to (0: dense attention)
     # blocks
     norm: Norm = Norm.RMSNORM
     activation: Activation = Activation.SILU
@@ -244,9 +252,12 @@ class ModelSpec:
         return self.attention_layers - self.local_layers
 
     def kv_bytes_per_layer_token(self, kv_dtype: DType) -> float:
-        """Bytes one token caches in one layer: K and V of every KV head, or MLA's latent."""
+        """Bytes one token caches in one layer: K and V of every KV head, or MLA's latent (and
+        with sparse attention the indexer's fp8 key and its fp32 scale, as DeepSeek-V3.2's
+        Indexer caches them)."""
         if self.is_mla:
-            return self.latent_dim * kv_dtype.bytes
+            index = self.index_head_dim * DType.FP8.bytes + INDEX_SCALE_BYTES if self.index_topk else 0
+            return self.latent_dim * kv_dtype.bytes + index
         return 2.0 * self.kv_dim * kv_dtype.bytes
 
     def kv_bytes_per_token(self, kv_dtype: DType) -> float:

@@ -5,7 +5,7 @@ Attention (GQA): W_qkv (hidden x (q + 2 kv)) and W_o (heads x v_head x hidden), 
 if the model has them, a norm weight per query and key head width with qk_norm. Attention
 (MLA, DeepSeek-V2 section 2.1): W_DQ (hidden x q_lora) with its norm and W_UQ (q_lora x heads x
 head_dim), or W_Q directly; W_DKV (hidden x (kv_lora + rope)) with its norm; W_UKV (kv_lora x
-heads x (nope + v_head)); W_O. An MLP of width f: 3 hidden f gated, 2 hidden f plain, with
+heads x (nope + v_head)); W_O; with sparse attention its indexer. An MLP of width f: 3 hidden f gated, 2 hidden f plain, with
 biases (2f or f, and hidden) if it has them. A MoE layer: every expert's MLP, the router
 (hidden x experts) and the shared experts' MLP. Norms: hidden weights each (LayerNorm: and a
 bias), two per layer (one with a parallel block; four with post-norms). An MTP layer: a layer
@@ -38,7 +38,7 @@ def attention_params(m: ModelSpec) -> int:
         else:
             q = m.hidden * m.q_dim
         kv = m.hidden * m.latent_dim + m.kv_lora_rank + m.kv_lora_rank * m.heads * (m.nope_head_dim + m.v_dim)
-        return q + kv + m.o_dim * m.hidden
+        return q + kv + m.o_dim * m.hidden + indexer_params(m)
     qkv = m.q_dim + 2 * m.kv_dim
     params = m.hidden * qkv + m.o_dim * m.hidden
     params += m.hidden * m.q_dim if m.attn_output_gate else 0
@@ -46,6 +46,15 @@ def attention_params(m: ModelSpec) -> int:
     params += m.hidden if m.o_bias else 0
     params += 2 * m.head_dim if m.qk_norm else 0
     return params
+
+
+def indexer_params(m: ModelSpec) -> int:
+    """DSA's lightning indexer (DeepSeek-V3.2's Indexer): wq_b (q_lora x heads x dim), wk
+    (hidden x dim) with its LayerNorm, weights_proj (hidden x heads)."""
+    if not m.index_topk:
+        return 0
+    d = m.index_head_dim
+    return m.q_lora_rank * m.index_heads * d + m.hidden * d + 2 * d + m.hidden * m.index_heads
 
 
 def gdn_params(m: ModelSpec) -> int:
