@@ -77,8 +77,8 @@ def test_config_gives_the_model_of_its_card(folder):
         ("gemma-2-9b", "gemma2_9b"),
         ("gpt-oss-120b", "gpt_oss_120b"),
         ("Mixtral-8x7B-v0.1", "mixtral_8x7b"),
-        ("Qwen3-Next-80B-A3B-Instruct", "qwen3_next_80b_a3b"),
-        ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron3_nano_30b_a3b"),
+        ("Qwen3-Next-80B-A3B-Instruct", "qwen3_next_80b"),
+        ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron3_nano"),
     ],
 )
 def test_shipped_workload_is_its_config(folder, workload):

@@ -30,12 +30,12 @@ from archsim.serving.kvpool import size_pool
 
 @pytest.fixture(scope="module")
 def qwen():
-    return load_workload("qwen3_next_80b_a3b")[0]
+    return load_workload("qwen3_next_80b")[0]
 
 
 @pytest.fixture(scope="module")
 def nemotron():
-    return load_workload("nemotron3_nano_30b_a3b")[0]
+    return load_workload("nemotron3_nano")[0]
 
 
 def test_qwen3_next_parameters(qwen):
@@ -121,7 +121,7 @@ def test_decode_state_ops_read_and_write_the_state_once(qwen, nemotron):
     assert ssm.min_bytes() == 2 * batch * 64 * 64 * 128 * 4
 
 
-@pytest.mark.parametrize("workload", ["qwen3_next_80b_a3b", "nemotron3_nano_30b_a3b"])
+@pytest.mark.parametrize("workload", ["qwen3_next_80b", "nemotron3_nano"])
 def test_decode_grows_with_context_by_the_attention_kv_only(workload):
     w, _ = load_workload(workload)
     system, _ = load_system("h200")
@@ -257,17 +257,17 @@ def test_tensor_parallel_splits_the_mixers_heads_and_pipelines_are_refused(qwen,
 
 def test_workload_blocks_must_add_up():
     with pytest.raises(ConfigError, match="must not exceed layers"):
-        api_workload("qwen3_next_80b_a3b", {"model.linear_attention.layers": 49})
+        api_workload("qwen3_next_80b", {"model.linear_attention.layers": 49})
     with pytest.raises(ConfigError, match="relu2 is non-gated"):
-        api_workload("nemotron3_nano_30b_a3b", {"model.mlp.gated": True})
+        api_workload("nemotron3_nano", {"model.mlp.gated": True})
     with pytest.raises(ConfigError, match=r"k_heads \(16\) must divide v_heads"):
-        api_workload("qwen3_next_80b_a3b", {"model.linear_attention.v_heads": 24})
+        api_workload("qwen3_next_80b", {"model.linear_attention.v_heads": 24})
     with pytest.raises(ConfigError, match="linear attention and Mamba run fused"):
-        api_workload("nemotron3_nano_30b_a3b", {"fusion": "eager"})
+        api_workload("nemotron3_nano", {"fusion": "eager"})
 
 
 def test_serve_runs_a_hybrid(capsys):
-    args = ["serve", "--workload", "nemotron3_nano_30b_a3b", "--requests", "20", "--rate", "10", "--max-num-seqs", "32"]
+    args = ["serve", "--workload", "nemotron3_nano", "--requests", "20", "--rate", "10", "--max-num-seqs", "32"]
     assert main([*args, "--quiet"]) == 0
     assert "blocks (and 32 state slots)" in capsys.readouterr().out
 
