@@ -310,3 +310,38 @@ def test_sparse_decode_grows_with_context_far_less_than_dense():
 
     assert growth(sparse) <= 0.4 * growth(dense)
     assert growth(sparse) > 0  # the indexer still reads every cached key
+
+
+def test_qwen3_5_text_decoder_is_read_from_its_wrapper(tmp_path):
+    # Qwen3.5-35B-A3B's text_config (its rotary share under rope_parameters, as transformers 5
+    # writes it): 40 layers, every fourth attending, 256 experts of 512, 8 per token
+    text = {
+        "model_type": "qwen3_5_moe_text",
+        "num_hidden_layers": 40,
+        "full_attention_interval": 4,
+        "hidden_size": 2048,
+        "vocab_size": 248320,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "attn_output_gate": True,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "num_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "intermediate_size": 5120,
+        "mtp_num_hidden_layers": 1,
+        "rope_parameters": {"rope_theta": 10000000, "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10]},
+    }
+    wrapper = {"architectures": ["Qwen3_5MoeForConditionalGeneration"], "text_config": text, "vision_config": {}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(wrapper, indent=2))
+    hf = load_hf_config(str(path))
+    m = hf.model
+    assert (m.attention_layers, m.linear_layers, m.rotary, m.experts, m.top_k) == (10, 30, 64, 256, 8)
+    assert any("multi-token prediction" in note for note in hf.unmodelled)

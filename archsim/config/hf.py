@@ -2,11 +2,11 @@
 
 The architecture (`architectures[0]`, else `model_type`) picks the reader of its family
 (archsim/config/hf_families.py): Llama 2/3/4, Mistral, Mixtral, Qwen2/3 and their MoE models,
-DeepSeek-V2/V3 and V3.2 (sparse attention), Gemma 2/3, gpt-oss, GPT-2, GPT-J, Falcon, Phi-3/Phi-4, and the hybrids
-Qwen3-Next (Gated DeltaNet) and Nemotron-H / Nemotron 3 (Mamba-2). `layer_types` is checked
-for its length and kinds; in a family that does not read it, a layer of another kind than full
-attention is refused. Every field that changes what a
-step costs is read, or refused with `file:line: key: why`; an architecture archsim does not read
+DeepSeek-V2/V3 and V3.2 (sparse attention), Gemma 2/3, gpt-oss, GPT-2, GPT-J, Falcon,
+Phi-3/Phi-4, and the hybrids Qwen3-Next and Qwen3.5 (Gated DeltaNet) and Nemotron-H /
+Nemotron 3 (Mamba-2). `layer_types` is checked for its length and kinds; in a family that does
+not read it, a layer of another kind than full attention is refused. Every field that changes
+what a step costs is read, or refused with `file:line: key: why`; an architecture archsim does not read
 is refused in one line, never run as a dense Llama, and a field that shapes another family's
 models (latent attention in a Llama config) is refused too. The file is read strictly and
 boundedly (archsim/config/jsonfile.py); every count has the bounds of a workload file. Fields that change the cost but that

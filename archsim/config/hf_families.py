@@ -216,6 +216,9 @@ def _window(f: Fields, out: SpecFields, layers: int, key: str = "sliding_window"
 def _partial_rotary(f: Fields, out: SpecFields) -> None:
     """`partial_rotary_factor`: the share of each head rotary rotates (1: all of it)."""
     factor = f.number("partial_rotary_factor")
+    rope = f.data.get("rope_parameters")
+    if factor is None and isinstance(rope, dict) and rope.get("partial_rotary_factor") is not None:
+        factor = Fields(rope).number("partial_rotary_factor")  # transformers 5's home of it
     if factor is None or factor == 1.0:
         return
     rotated = factor * out["head_dim"]
@@ -440,7 +443,7 @@ def _qwen3_next_kind(interval: int) -> Callable[[int], str]:
 
 
 def read_qwen3_next(f: Fields) -> SpecFields:
-    """Qwen3-Next: Gated DeltaNet on three of every four layers (`layer_types`, else every
+    """Qwen3-Next and Qwen3.5's text decoder: Gated DeltaNet on three of every four layers (`layer_types`, else every
     `full_attention_interval`-th layer attends, Qwen3NextConfig's default), gated attention with
     query/key norms and partial rotary on the rest, a MoE with a shared expert on every layer."""
     out = read_qwen3(f)
@@ -450,6 +453,8 @@ def read_qwen3_next(f: Fields) -> SpecFields:
     if out["shared_ffn"]:
         f.notes.append("the shared expert's sigmoid gate (a hidden x 1 projection) not counted")
     _partial_rotary(f, out)
+    # positions only (Qwen3.5's multimodal rotary); the MTP layers' embedding choice
+    f.use("rope_parameters", "mrope_section", "mrope_interleaved", "mtp_use_dedicated_embeddings")
     out["attn_output_gate"] = f.flag("attn_output_gate", True)
     interval = f.whole("full_attention_interval", 4)
     kinds = layer_kinds(f, out["layers"], ("linear_attention", "full_attention"), _qwen3_next_kind(interval))
@@ -614,7 +619,8 @@ def read_falcon(f: Fields) -> SpecFields:
 # fields that shape a model only some families have: key -> (the value with nothing to model,
 # the families that read it, what they are); hf.py refuses them in a config of another family
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
-_QWEN_MOE = ("qwen2_moe", "qwen3_moe", "qwen3_next")
+_QWEN_NEXT = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe")
+_QWEN_MOE = ("qwen2_moe", "qwen3_moe", *_QWEN_NEXT)
 STRUCTURAL: dict[str, tuple[object, tuple[str, ...], str]] = {
     "kv_lora_rank": (None, _DEEPSEEK, "latent attention (MLA) fields"),
     "q_lora_rank": (None, _DEEPSEEK, "latent attention (MLA) fields"),
@@ -623,14 +629,14 @@ STRUCTURAL: dict[str, tuple[object, tuple[str, ...], str]] = {
     "n_shared_experts": (0, (*_DEEPSEEK, "nemotron_h"), "shared experts"),
     "first_k_dense_replace": (0, _DEEPSEEK, "dense layers before the MoE ones"),
     "moe_layer_freq": (1, _DEEPSEEK, "dense layers among MoE ones"),
-    "shared_expert_intermediate_size": (0, ("qwen2_moe", "qwen3_next"), "shared experts"),
+    "shared_expert_intermediate_size": (0, ("qwen2_moe", *_QWEN_NEXT), "shared experts"),
     "decoder_sparse_step": (1, _QWEN_MOE, "dense layers among MoE ones"),
     "mlp_only_layers": ([], _QWEN_MOE, "dense layers among MoE ones"),
     "interleave_moe_layer_step": (1, ("llama4", "llama4_text"), "dense layers among MoE ones"),
     "attention_chunk_size": (None, ("llama4", "llama4_text"), "chunked attention layers"),
-    "linear_num_value_heads": (None, ("qwen3_next",), "Gated DeltaNet (linear attention) layers"),
-    "linear_num_key_heads": (None, ("qwen3_next",), "Gated DeltaNet (linear attention) layers"),
-    "full_attention_interval": (None, ("qwen3_next",), "linear-attention layers between full ones"),
+    "linear_num_value_heads": (None, _QWEN_NEXT, "Gated DeltaNet (linear attention) layers"),
+    "linear_num_key_heads": (None, _QWEN_NEXT, "Gated DeltaNet (linear attention) layers"),
+    "full_attention_interval": (None, _QWEN_NEXT, "linear-attention layers between full ones"),
     "hybrid_override_pattern": (None, ("nemotron_h",), "Mamba-2 hybrid layouts"),
     "mamba_num_heads": (None, ("nemotron_h",), "Mamba-2 layers"),
     "ssm_state_size": (None, ("nemotron_h",), "Mamba-2 layers"),
@@ -672,6 +678,10 @@ FAMILIES: dict[str, Family] = {
     "falcon": Family("Falcon", read_falcon),
     "phi3": Family("Phi-3/Phi-4", read_phi3),
     "qwen3_next": Family("Qwen3-Next", read_qwen3_next),
+    "qwen3_5_text": Family("Qwen3.5", read_qwen3_next),
+    "qwen3_5_moe_text": Family("Qwen3.5-MoE", read_qwen3_next),
+    "qwen3_5": Family("Qwen3.5", read_qwen3_next, text_config=True),
+    "qwen3_5_moe": Family("Qwen3.5-MoE", read_qwen3_next, text_config=True),
     "nemotron_h": Family("Nemotron-H", read_nemotron_h),
 }
 ARCHITECTURES: dict[str, str] = {  # `architectures[0]` -> family
@@ -696,5 +706,9 @@ ARCHITECTURES: dict[str, str] = {  # `architectures[0]` -> family
     "FalconForCausalLM": "falcon",
     "Phi3ForCausalLM": "phi3",
     "Qwen3NextForCausalLM": "qwen3_next",
+    "Qwen3_5ForCausalLM": "qwen3_5_text",
+    "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5",
+    "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
     "NemotronHForCausalLM": "nemotron_h",
 }
