@@ -20,6 +20,7 @@ DATA = Path(__file__).resolve().parent / "data" / "hf"
 # config folder: (parameters the model card states, in billions, text decoder only; what to check)
 CARDS = {
     "DeepSeek-V3": (671.0, "mla"),
+    "DeepSeek-V3.2-Exp": (671.9, "mla"),  # V3's and an indexer per layer (685B on the card with its MTP layer)
     "DeepSeek-V2-Lite": (15.7, "mla"),
     "Qwen3-30B-A3B": (30.5, "moe"),
     "Qwen3-8B": (8.2, "qk_norm"),
@@ -35,6 +36,10 @@ CARDS = {
     "gpt2": (0.124, "learned"),
     "gpt-j-6b": (6.05, "parallel"),
     "falcon-7b": (6.92, "parallel"),
+    "phi-4": (14.7, "dense"),
+    # 79.7B less the shared experts' sigmoid gates (48 x 2048, which archsim leaves out)
+    "Qwen3-Next-80B-A3B-Instruct": (79.7, "linear"),
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": (31.6, "mamba"),
 }
 
 
@@ -57,6 +62,8 @@ def test_config_gives_the_model_of_its_card(folder):
         "dense": not m.is_moe and not m.sliding_window,
         "learned": m.max_positions == 1024 and not m.gated,
         "parallel": m.parallel_block and not m.gated,
+        "linear": (m.attention_layers, m.linear_layers, m.rotary, m.attn_output_gate) == (12, 36, 64, True),
+        "mamba": (m.attention_layers, m.mamba_layers, m.moe_layers, m.rotary, m.gated) == (6, 23, 23, 0, False),
     }
     assert check[feature], (folder, feature)
 
@@ -65,10 +72,13 @@ def test_config_gives_the_model_of_its_card(folder):
     "folder,workload",
     [
         ("DeepSeek-V3", "deepseek_v3"),
+        ("DeepSeek-V3.2-Exp", "deepseek_v32"),
         ("Qwen3-30B-A3B", "qwen3_30b_a3b"),
         ("gemma-2-9b", "gemma2_9b"),
         ("gpt-oss-120b", "gpt_oss_120b"),
         ("Mixtral-8x7B-v0.1", "mixtral_8x7b"),
+        ("Qwen3-Next-80B-A3B-Instruct", "qwen3_next_80b"),
+        ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron3_nano"),
     ],
 )
 def test_shipped_workload_is_its_config(folder, workload):
@@ -128,8 +138,10 @@ def test_model_dtypes_flag_needs_a_model(capsys):
 # the hardware and layout each model fits (bf16 unless --model-dtypes)
 RUNS = {
     "DeepSeek-V3": ["--hw", "h200x8", "--tp", "8", "--model-dtypes"],
+    "DeepSeek-V3.2-Exp": ["--hw", "h200x8", "--tp", "8", "--model-dtypes"],
     "Llama-4-Scout-17B-16E": ["--hw", "h200x8", "--tp", "2"],
     "gpt-oss-120b": ["--hw", "h200x8", "--tp", "2"],
+    "Qwen3-Next-80B-A3B-Instruct": ["--hw", "h200x8", "--tp", "2"],
 }
 
 

@@ -2,8 +2,11 @@
 
 The architecture (`architectures[0]`, else `model_type`) picks the reader of its family
 (archsim/config/hf_families.py): Llama 2/3/4, Mistral, Mixtral, Qwen2/3 and their MoE models,
-DeepSeek-V2/V3, Gemma 2/3, gpt-oss, GPT-2, GPT-J and Falcon. Every field that changes what a
-step costs is read, or refused with `file:line: key: why`; an architecture archsim does not read
+DeepSeek-V2/V3 and V3.2 (sparse attention), Gemma 2/3, gpt-oss, GPT-2, GPT-J, Falcon,
+Phi-3/Phi-4, and the hybrids Qwen3-Next and Qwen3.5 (Gated DeltaNet) and Nemotron-H /
+Nemotron 3 (Mamba-2). `layer_types` is checked for its length and kinds; in a family that does
+not read it, a layer of another kind than full attention is refused. Every field that changes
+what a step costs is read, or refused with `file:line: key: why`; an architecture archsim does not read
 is refused in one line, never run as a dense Llama, and a field that shapes another family's
 models (latent attention in a Llama config) is refused too. The file is read strictly and
 boundedly (archsim/config/jsonfile.py); every count has the bounds of a workload file. Fields that change the cost but that
@@ -176,10 +179,28 @@ def structural_problems(data: dict[str, Any], family: str, path: str, text: str)
     for key, (neutral, families, what) in STRUCTURAL.items():
         if key in data and data[key] is not None and data[key] != neutral and family not in families:
             names = ", ".join(sorted(k for k, f in ARCHITECTURES.items() if f in families))
-            problems.append(
-                Problem(path, _line_of(text, key), key, f"{what} are read for {names} configs (got {quote(data[key])})")
-            )
+            where = f"are read for {names} configs" if names else "are not modelled"
+            problems.append(Problem(path, _line_of(text, key), key, f"{what} {where} (got {quote(data[key])})"))
     return problems
+
+
+def layer_types_problems(data: dict[str, Any], used: set[str], path: str, text: str) -> list[Problem]:
+    """`layer_types` in a family that does not read it: refused unless every layer is a full
+    attention layer (what such a family costs), never costed as something else."""
+    kinds = data.get("layer_types")
+    if "layer_types" in used or kinds is None:
+        return []
+    other = sorted({k for k in kinds if k != "full_attention"}) if isinstance(kinds, list) else [kinds]
+    if not other:
+        return []
+    return [
+        Problem(
+            path,
+            _line_of(text, "layer_types"),
+            "layer_types",
+            f"{', '.join(map(quote, other))}: layers of another kind than full attention are not read for this family",
+        )
+    ]
 
 
 def _shape_problems(spec: SpecFields, path: str, text: str) -> list[Problem]:
@@ -263,6 +284,7 @@ def load_hf_config(path: str) -> HfModel:
     spec = family.read(f)
     problems = structural_problems(fields_data, family_key, path, text)
     problems += [Problem(path, _line_of(text, key), key, why) for key, why in f.problems]
+    problems += layer_types_problems(fields_data, f.used, path, text)
     problems += _shape_problems(spec, path, text)
     problems += unmodelled_problems(fields_data, f.used, path, text)
     dtype, dtype_problems = _dtype(data, path, text)
@@ -316,6 +338,10 @@ def model_cfg(model: ModelSpec) -> dict[str, Any]:
         "o_bias": model.o_bias or None,
         "logit_softcap": model.logit_softcap or None,
         "rotary_dim": model.rotary_dim or None,
+        "output_gate": model.attn_output_gate or None,
+        "index_heads": model.index_heads or None,
+        "index_head_dim": model.index_head_dim or None,
+        "index_topk": model.index_topk or None,
     }
     attention = {k: v for k, v in attention.items() if v is not None}
     if attention:
@@ -340,4 +366,33 @@ def model_cfg(model: ModelSpec) -> dict[str, Any]:
         out["max_positions"] = model.max_positions
     if model.mtp_layers:
         out["mtp_layers"] = model.mtp_layers
+    out.update(_mixers_cfg(model))
+    return out
+
+
+def _mixers_cfg(model: ModelSpec) -> dict[str, Any]:
+    """The recurrent mixers and one-part blocks of a hybrid, as workload sections."""
+    out: dict[str, Any] = {}
+    if model.linear_layers:
+        out["linear_attention"] = {
+            "layers": model.linear_layers,
+            "k_heads": model.linear_k_heads,
+            "v_heads": model.linear_v_heads,
+            "k_head_dim": model.linear_k_dim,
+            "v_head_dim": model.linear_v_dim,
+            "conv_kernel": model.conv_kernel,
+        }
+    if model.mamba_layers:
+        out["mamba"] = {
+            "layers": model.mamba_layers,
+            "heads": model.mamba_heads,
+            "head_dim": model.mamba_head_dim,
+            "state": model.mamba_state,
+            "groups": model.mamba_groups,
+            "conv_kernel": model.conv_kernel,
+            "chunk": model.mamba_chunk,
+        }
+    for key in ("mixer_only_layers", "ffn_only_layers"):
+        if getattr(model, key):
+            out[key] = getattr(model, key)
     return out

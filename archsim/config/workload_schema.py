@@ -3,7 +3,9 @@
 The model is a Llama-style decoder unless its file says otherwise: `attention` (latent attention,
 sliding windows, query/key norms, biases, soft cap, partial rotary), `norm`, `mlp` (activation,
 gated or not, biases), `parallel_block`, `post_norms`, `positions`, `moe` (shared experts, dense
-first layers, routing skew) and `mtp_layers` (archsim/graph/model.py says what each means). Keys
+first layers, routing skew), `mtp_layers`, and the recurrent mixers of hybrids:
+`linear_attention` (Gated DeltaNet layers), `mamba` (Mamba-2 layers), with `mixer_only_layers`
+and `ffn_only_layers` for blocks of one part (archsim/graph/model.py says what each means). Keys
 a file leaves out stay out of the resolved configuration, so a file written before they existed
 keeps its config hash. Every count has the physical upper bound of `archsim.limits` (layers,
 widths, heads, experts, batch, tokens), checked when the file is read, before anything is sized
@@ -88,6 +90,10 @@ class AttentionCfg(Section):
     o_bias: Flag | None = Field(None, description="bias on the output projection")
     logit_softcap: Flag | None = Field(None, description="tanh soft cap of the attention scores (Gemma 2)")
     rotary_dim: Width | None = Field(None, description="dims of a head rotary rotates (default: all)")
+    output_gate: Flag | None = Field(None, description="a sigmoid gate of the output, projected with the queries")
+    index_heads: Heads | None = Field(None, description="MLA with sparse attention (DSA): the indexer's heads")
+    index_head_dim: Width | None = Field(None, description="DSA: the indexer's head and cached key width")
+    index_topk: Tokens | None = Field(None, description="DSA: cached tokens each query attends to")
 
     @model_validator(mode="after")
     def _consistent(self) -> AttentionCfg:
@@ -100,11 +106,45 @@ class AttentionCfg(Section):
             raise ValueError(f"{', '.join(mla_keys)}: only for latent attention; set kind: mla")
         if self.local_layers is not None and self.sliding_window is None:
             raise ValueError("local_layers: needs a sliding_window")
+        dsa = [getattr(self, k) is not None for k in ("index_heads", "index_head_dim", "index_topk")]
+        if any(dsa) and (not all(dsa) or self.kind != "mla"):
+            raise ValueError("index_heads, index_head_dim and index_topk: sparse attention of kind: mla, all three")
+        return self
+
+
+class LinearAttentionCfg(Section):
+    layers: Layers = Field(description="layers whose token mixer is Gated DeltaNet instead of attention")
+    k_heads: Heads = Field(description="query/key heads")
+    v_heads: Heads = Field(description="value heads (each with its own state)")
+    k_head_dim: Width = Field(description="query/key head width")
+    v_head_dim: Width = Field(description="value head width")
+    conv_kernel: Width = Field(description="taps of the causal convolution")
+
+    @model_validator(mode="after")
+    def _grouped(self) -> LinearAttentionCfg:
+        if self.v_heads % self.k_heads:
+            raise ValueError(f"k_heads ({self.k_heads}) must divide v_heads ({self.v_heads})")
+        return self
+
+
+class MambaCfg(Section):
+    layers: Layers = Field(description="layers whose token mixer is Mamba-2 instead of attention")
+    heads: Heads = Field(description="SSM heads")
+    head_dim: Width = Field(description="SSM head width (inner width = heads x head_dim)")
+    state: Width = Field(description="state size per head dim (ssm_state_size)")
+    groups: Heads = Field(description="groups sharing B and C (n_groups)")
+    conv_kernel: Width = Field(description="taps of the causal convolution")
+    chunk: Tokens | None = Field(None, description="tokens per chunk of the SSD scan in prefill (default 256)")
+
+    @model_validator(mode="after")
+    def _grouped(self) -> MambaCfg:
+        if self.heads % self.groups:
+            raise ValueError(f"groups ({self.groups}) must divide heads ({self.heads})")
         return self
 
 
 class MlpCfg(Section):
-    activation: Literal["silu", "gelu"] | None = Field(None, description="activation (default silu)")
+    activation: Literal["silu", "gelu", "relu2"] | None = Field(None, description="activation (default silu)")
     gated: Flag | None = Field(None, description="act(gate) * up (default), or act(up)")
     bias: Flag | None = Field(None, description="biases on the MLP projections")
 
@@ -128,6 +168,10 @@ class ModelCfg(Section):
     positions: Literal["rope", "learned", "none"] | None = Field(None, description="position encoding")
     max_positions: Tokens | None = Field(None, description="rows of a learned position table")
     mtp_layers: LayersOrZero | None = Field(None, description="multi-token prediction layers run each step")
+    linear_attention: LinearAttentionCfg | None = Field(None, description="Gated DeltaNet layers of a hybrid")
+    mamba: MambaCfg | None = Field(None, description="Mamba-2 layers of a hybrid")
+    mixer_only_layers: LayersOrZero | None = Field(None, description="blocks of a token mixer and no FFN")
+    ffn_only_layers: LayersOrZero | None = Field(None, description="blocks of an FFN and no token mixer")
 
     @field_validator("kv_heads")
     @classmethod
@@ -154,9 +198,37 @@ class ModelCfg(Section):
             problems.append(f"moe.dense_layers ({m.dense_layers}) must leave MoE layers (layers: {self.layers})")
         if (self.positions == "learned") != (self.max_positions is not None):
             problems.append("learned positions and max_positions go together")
+        problems += self._block_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _block_problems(self) -> list[str]:
+        """The kinds of blocks must add up: mixers and one-part blocks within `layers`."""
+        lin, mamba = self.linear_attention, self.mamba
+        recurrent = (lin.layers if lin else 0) + (mamba.layers if mamba else 0)
+        ffn_only, mixer_only = self.ffn_only_layers or 0, self.mixer_only_layers or 0
+        problems = []
+        if recurrent + ffn_only > self.layers:
+            problems.append(
+                f"linear_attention.layers + mamba.layers + ffn_only_layers ({recurrent + ffn_only}) must not "
+                f"exceed layers ({self.layers})"
+            )
+        if ffn_only + mixer_only > self.layers:
+            problems.append(f"ffn_only_layers + mixer_only_layers must not exceed layers ({self.layers})")
+        elif mixer_only == self.layers and self.moe is not None:
+            problems.append("mixer_only_layers leaves no block for the moe section")
+        m = self.moe
+        if m is not None and m.dense_layers is not None and m.dense_layers >= self.layers - mixer_only > 0:
+            problems.append(f"moe.dense_layers ({m.dense_layers}) must leave MoE blocks")
+        if lin and mamba and lin.conv_kernel != mamba.conv_kernel:
+            problems.append("linear_attention.conv_kernel and mamba.conv_kernel must agree")
+        local = (self.attention.local_layers if self.attention else None) or 0
+        if recurrent and local > self.layers - recurrent - ffn_only:
+            problems.append("attention.local_layers must not exceed the attention layers")
+        if self.mlp is not None and self.mlp.activation == "relu2" and self.mlp.gated is not False:
+            problems.append("mlp.activation relu2 is non-gated (Nemotron-H): set mlp.gated: false")
+        return problems
 
 
 class DTypesCfg(Section):
@@ -167,6 +239,9 @@ class DTypesCfg(Section):
     expert_weights: DTypeName | None = Field(None, description="routed experts' weights (default: weights)")
     compute: DTypeName | None = Field(
         None, description="format GEMM inputs are quantised to and multiplied in (W8A8: fp8; default: activations)"
+    )
+    state: DTypeName | None = Field(
+        None, description="recurrent state of linear-attention and Mamba layers (default: fp32)"
     )
 
 
@@ -200,13 +275,19 @@ class WorkloadCfg(Strict):
     def _eager_profile_fits(self) -> WorkloadCfg:
         if self.fusion == "eager" and self.model.attention is not None and self.model.attention.kind == "mla":
             raise ValueError("fusion: eager is PyTorch eager's Llama-style profile; latent attention runs fused")
+        if self.fusion == "eager" and (self.model.linear_attention or self.model.mamba):
+            raise ValueError(
+                "fusion: eager is PyTorch eager's Llama-style profile; linear attention and Mamba run fused"
+            )
         return self
 
 
 def model_spec(cfg: ModelCfg, name: str) -> ModelSpec:
     """The frozen model of a validated `model:` section."""
     a, mlp, moe = cfg.attention or AttentionCfg(), cfg.mlp or MlpCfg(), cfg.moe
+    lin, mamba = cfg.linear_attention, cfg.mamba
     window = a.sliding_window or 0
+    attending = cfg.layers - (lin.layers if lin else 0) - (mamba.layers if mamba else 0) - (cfg.ffn_only_layers or 0)
     return ModelSpec(
         name=name,
         layers=cfg.layers,
@@ -225,12 +306,15 @@ def model_spec(cfg: ModelCfg, name: str) -> ModelSpec:
         rope_head_dim=a.rope_head_dim or 0,
         v_head_dim=a.v_head_dim or 0,
         sliding_window=window,
-        local_layers=(cfg.layers if a.local_layers is None else a.local_layers) if window else 0,
+        local_layers=(attending if a.local_layers is None else a.local_layers) if window else 0,
         qk_norm=bool(a.qk_norm),
         qkv_bias=bool(a.qkv_bias),
         o_bias=bool(a.o_bias),
         logit_softcap=bool(a.logit_softcap),
         rotary_dim=a.rotary_dim or 0,
+        index_heads=a.index_heads or 0,
+        index_head_dim=a.index_head_dim or 0,
+        index_topk=a.index_topk or 0,
         norm=Norm(cfg.norm or "rmsnorm"),
         activation=Activation(mlp.activation or "silu"),
         gated=mlp.gated is not False,
@@ -245,6 +329,21 @@ def model_spec(cfg: ModelCfg, name: str) -> ModelSpec:
         routing_skew=(moe.skew or 0.0) if moe else 0.0,
         expert_loads=tuple(moe.loads) if moe and moe.loads else (),
         mtp_layers=cfg.mtp_layers or 0,
+        linear_layers=lin.layers if lin else 0,
+        linear_k_heads=lin.k_heads if lin else 0,
+        linear_v_heads=lin.v_heads if lin else 0,
+        linear_k_dim=lin.k_head_dim if lin else 0,
+        linear_v_dim=lin.v_head_dim if lin else 0,
+        mamba_layers=mamba.layers if mamba else 0,
+        mamba_heads=mamba.heads if mamba else 0,
+        mamba_head_dim=mamba.head_dim if mamba else 0,
+        mamba_state=mamba.state if mamba else 0,
+        mamba_groups=mamba.groups if mamba else 0,
+        mamba_chunk=(mamba.chunk or 0) if mamba else 0,
+        conv_kernel=lin.conv_kernel if lin else (mamba.conv_kernel if mamba else 0),
+        mixer_only_layers=cfg.mixer_only_layers or 0,
+        ffn_only_layers=cfg.ffn_only_layers or 0,
+        attn_output_gate=bool(a.output_gate),
     )
 
 
@@ -256,12 +355,15 @@ def dtypes_of(cfg: DTypesCfg) -> DTypes:
         DType(cfg.attention) if cfg.attention else None,
         DType(cfg.expert_weights) if cfg.expert_weights else None,
         DType(cfg.compute) if cfg.compute else None,
+        DType(cfg.state) if cfg.state else None,
     )
 
 
 __all__ = [
     "AttentionCfg",
     "DTypesCfg",
+    "LinearAttentionCfg",
+    "MambaCfg",
     "MlpCfg",
     "ModelCfg",
     "MoeCfg",

@@ -17,6 +17,8 @@ multi-head attention with (nope + rope)-wide keys and v_head-wide values. Decode
 into the queries (a GEMM per head: nope -> kv_lora_rank) and W_UV into the output (per head:
 kv_lora_rank -> v_head), and attends with all heads as one group over the latent itself:
 keys kv_lora_rank + rope wide, the values their first kv_lora_rank columns (read once).
+With DeepSeek sparse attention (DeepSeek-V3.2) an indexer scores every cached token and both
+phases run the absorbed form over the top-k tokens (`_sparse_mla_ops`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from archsim.dtypes import DType
-from archsim.graph.model import Fusion, Phase, Workload
+from archsim.graph.model import INDEX_SCALE_BYTES, Fusion, Phase, Workload
 from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
+from archsim.graph.recurrent import gdn_ops, mamba_ops
 from archsim.graph.step import Step
 
 
@@ -72,9 +75,11 @@ def _attention(w: Workload, step: Step, heads: int, kv_heads: int, d: int, **kw)
     kvd = w.dtypes.kv_cache if w.dtypes.kv_cache is not dtype else None
     local = m.local_layers if (m.sliding_window and not eager) else 0
     ops = []
-    if m.layers - local:
+    if m.attention_layers - local:
         ops.append(
-            Op(OpKind.ATTENTION, dtype, kv_dtype=kvd, kv_len=step.kv_len, **common).named("attention", m.layers - local)
+            Op(OpKind.ATTENTION, dtype, kv_dtype=kvd, kv_len=step.kv_len, **common).named(
+                "attention", m.attention_layers - local
+            )
         )
     if local:
         kv = window_kv_len(step.new_tokens, step.kv_len, m.sliding_window)
@@ -89,9 +94,10 @@ def _attention(w: Workload, step: Step, heads: int, kv_heads: int, d: int, **kw)
 def _gqa_ops(w: Workload, step: Step) -> list[Op]:
     m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
     eager = w.fusion is Fusion.EAGER
-    T, L, B = step.tokens, m.layers, step.batch
+    T, L, B = step.tokens, m.attention_layers, step.batch
     tok, kv = Scaling.TOKENS, Scaling.KV_LENGTH
-    ops = [gemm_op(w, "qkv", L, T, m.hidden, m.q_dim + 2 * m.kv_dim, scaling=tok)]
+    q_out = 2 * m.q_dim if m.attn_output_gate else m.q_dim  # gated attention: the gate with the queries
+    ops = [gemm_op(w, "qkv", L, T, m.hidden, q_out + 2 * m.kv_dim, scaling=tok)]
     if m.qk_norm:
         ops.append(
             Op(OpKind.VECTOR, act, m=T * m.heads, n=m.head_dim, vop=VectorOp.RMSNORM, scaling=tok).named("q_norm", L)
@@ -124,7 +130,7 @@ def _gqa_ops(w: Workload, step: Step) -> list[Op]:
 
 def _mla_ops(w: Workload, step: Step) -> list[Op]:
     m, act, kvd = w.model, w.dtypes.activations, w.dtypes.kv_cache
-    T, L, B = step.tokens, m.layers, step.batch
+    T, L, B = step.tokens, m.attention_layers, step.batch
     tok, kv = Scaling.TOKENS, Scaling.KV_LENGTH
     ops: list[Op] = []
     if m.q_lora_rank:  # W_DQ and W_DKV as one GEMM, as serving engines fuse them
@@ -146,6 +152,8 @@ def _mla_ops(w: Workload, step: Step) -> list[Op]:
             )
         )
     ops.append(Op(OpKind.COPY, bytes=int(T * m.latent_dim * kvd.bytes), scaling=tok).named("kv_write", L))
+    if m.index_topk:
+        return ops + _sparse_mla_ops(w, step)
     if step.phase is Phase.PREFILL:
         keys = B * step.kv_len
         up = m.heads * (m.nope_head_dim + m.v_dim)
@@ -165,13 +173,89 @@ def _mla_ops(w: Workload, step: Step) -> list[Op]:
     return ops
 
 
+def _sparse_mla_ops(w: Workload, step: Step) -> list[Op]:
+    """DeepSeek sparse attention (DeepSeek-V3.2-Exp's Indexer, vLLM's and SGLang's sparse MLA):
+    the indexer's query (W_q from the compressed query), its key and head weights (one GEMM
+    from the hidden), the key's LayerNorm, the fp8 key and its scale cached; the indexer scores
+    every cached token with every indexer head (fp8 multi-query logits, an attention op over the
+    cached indexer keys whose values are the one weighted sum); top-k over the logits (written by
+    the indexer and read back, in fp32); then latent attention in its absorbed form, prefill and
+    decode alike, each query over its `index_topk` selected tokens (a decode reads
+    min(KV length, top-k) latents; a prefill query scores min(its position, top-k) keys, the
+    pairs of a sliding window of top-k)."""
+    m, act = w.model, w.dtypes.activations
+    T, L, B, q = step.tokens, m.attention_layers, step.batch, step.new_tokens
+    tok, kv = Scaling.TOKENS, Scaling.KV_LENGTH
+    prefill, d, fp8 = step.phase is Phase.PREFILL, m.index_head_dim, DType.FP8
+    key_bytes = int(T * (d * fp8.bytes + INDEX_SCALE_BYTES))
+    ops = [
+        gemm_op(w, "index_q", L, T, m.q_lora_rank or m.hidden, m.index_heads * d, scaling=tok),
+        gemm_op(w, "index_k_weights", L, T, m.hidden, d + m.index_heads, scaling=tok),
+        Op(OpKind.VECTOR, act, m=T, n=d, vop=VectorOp.LAYERNORM, scaling=tok).named("index_k_norm", L),
+        Op(OpKind.COPY, bytes=key_bytes, scaling=tok).named("index_k_write", L),
+        Op(
+            OpKind.ATTENTION,
+            fp8,
+            batch=B,
+            heads=m.index_heads,
+            kv_heads=1,
+            head_dim=d,
+            v_dim=1,
+            kv_shared=True,
+            q_len=q,
+            kv_len=step.kv_len,
+            causal=prefill,
+            split_kv=True,
+            scaling=kv,
+        ).named("indexer", L),
+        Op(OpKind.VECTOR, DType.FP32, m=T, n=step.kv_len, vop=VectorOp.TOPK, scaling=kv).named("index_topk", L),
+    ]
+    q_absorb = Op(OpKind.GEMM, act, m=T, k=m.nope_head_dim, n=m.kv_lora_rank, groups=m.heads, scaling=kv)
+    ops.append(q_absorb.named("q_absorb", L))
+    kvd = w.dtypes.kv_cache if w.dtypes.kv_cache is not w.dtypes.attention_compute else None
+    top = m.index_topk
+    ops.append(
+        Op(
+            OpKind.ATTENTION,
+            w.dtypes.attention_compute,
+            kv_dtype=kvd,
+            batch=B,
+            heads=m.heads,
+            kv_heads=1,
+            head_dim=m.latent_dim,
+            v_dim=m.kv_lora_rank,
+            kv_shared=True,
+            q_len=q,
+            kv_len=window_kv_len(q, step.kv_len, top),
+            window=top,
+            causal=prefill,
+            split_kv=True,
+            softmax_overlap=True,
+            scaling=kv,
+        ).named("attention", L)
+    )
+    out_absorb = Op(OpKind.GEMM, act, m=T, k=m.kv_lora_rank, n=m.v_dim, groups=m.heads, scaling=kv)
+    ops.append(out_absorb.named("out_absorb", L))
+    return ops
+
+
 def attention_block_ops(w: Workload, step: Step) -> list[Op]:
-    """The layers' attention half, from the input norm to the output projection."""
+    """The layers' token-mixing half: the attention layers' from the input norm to the output
+    projection, then the recurrent mixers' (archsim/graph/recurrent.py) of a hybrid."""
+    m = w.model
+    ops = _attention_layers_ops(w, step) if m.attention_layers else []
+    return ops + gdn_ops(w, step) + mamba_ops(w, step)
+
+
+def _attention_layers_ops(w: Workload, step: Step) -> list[Op]:
     m, act = w.model, w.dtypes.activations
     eager = w.fusion is Fusion.EAGER
-    T, L, tok = step.tokens, m.layers, Scaling.TOKENS
+    T, L, tok = step.tokens, m.attention_layers, Scaling.TOKENS
     ops = [norm_op(m, act, T, m.hidden, "attn_norm", L, fused=not eager, scaling=tok)]
     ops += _mla_ops(w, step) if m.is_mla else _gqa_ops(w, step)
+    if m.attn_output_gate:
+        gate = Op(OpKind.VECTOR, act, m=T, n=m.o_dim, vop=VectorOp.GATE_MUL, scaling=tok)
+        ops.append(gate.named("attn_gate", L))
     # a partial sum over the heads, reduced with the MLP's in a parallel block
     reduced = ParallelRole.NONE if m.parallel_block else ParallelRole.PARTIAL_SUM
     ops.append(gemm_op(w, "o_proj", L, T, m.o_dim, m.hidden, scaling=tok, parallel=reduced))

@@ -21,7 +21,7 @@ from archsim.graph.attention import attention_block_ops
 from archsim.graph.ffn import activation_ops, ffn_ops
 from archsim.graph.model import Activation, Positions, Workload
 from archsim.graph.moe import expected_active_experts
-from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
+from archsim.graph.ops import RECURRENT_STATE_VOPS, Op, OpKind, ParallelRole, Scaling, VectorOp
 from archsim.graph.primitives import gemm_op, norm_op
 from archsim.graph.step import Step
 from archsim.hashing import copy_with
@@ -63,7 +63,9 @@ def mtp_ops(w: Workload, step: Step, ep: int = 1) -> list[Op]:
     L, T = m.mtp_layers, step.tokens
     if not L:
         return []
-    layer = replace(w, model=replace(m, layers=L, dense_layers=0, local_layers=0, mtp_layers=0))
+    # attention layers of the MoE kind, whatever the model's other layers are
+    mtp = replace(m, layers=L, dense_layers=0, local_layers=0, mtp_layers=0, linear_layers=0, mamba_layers=0)
+    layer = replace(w, model=replace(mtp, mixer_only_layers=0, ffn_only_layers=0))
     ops = [
         Op(OpKind.EMBEDDING, act, m=T, n=m.hidden, scaling=tok, parallel=ParallelRole.PARTIAL_SUM).named(
             "embedding", L
@@ -96,5 +98,11 @@ def build_step(w: Workload, step: Step, ep: int = 1) -> list[Op]:
     ops += mtp_ops(w, step, ep)
     if step.with_embedding_and_head:
         ops += head_ops(w, step.batch)
-    # an elementwise kernel or copy reads what the kernel before it just wrote
-    return [copy_with(op, hot=True) if op.kind in (OpKind.VECTOR, OpKind.COPY) else op for op in ops]
+    # an elementwise kernel or copy reads what the kernel before it just wrote (a recurrent
+    # state was written a step ago)
+    return [
+        copy_with(op, hot=True)
+        if op.kind in (OpKind.VECTOR, OpKind.COPY) and op.vop not in RECURRENT_STATE_VOPS
+        else op
+        for op in ops
+    ]

@@ -25,7 +25,7 @@ from archsim.graph.primitives import gemm_op, norm_op
 
 EXPERT_GATE_UP = "experts_gate_up"  # names (before the [groups] suffix) of the routed expert GEMMs
 EXPERT_DOWN = "experts_down"
-_ACT = {Activation.SILU: VectorOp.SILU, Activation.GELU: VectorOp.GELU}
+_ACT = {Activation.SILU: VectorOp.SILU, Activation.GELU: VectorOp.GELU, Activation.RELU2: VectorOp.RELU2}
 _GATED = {Activation.SILU: VectorOp.SILU_MUL, Activation.GELU: VectorOp.GELU_MUL}
 
 
@@ -136,7 +136,7 @@ def ffn_ops(w: Workload, tokens: int, ep: int = 1) -> list[Op]:
     ranks' experts)."""
     m, act = w.model, w.dtypes.activations
     eager = w.fusion is Fusion.EAGER
-    L, tok = m.layers, Scaling.TOKENS
+    L, tok = m.ffn_layers, Scaling.TOKENS
     ops = [] if m.parallel_block else [norm_op(m, act, tokens, m.hidden, "ffn_norm", L, fused=not eager, scaling=tok)]
     if not m.is_moe:
         ops += mlp_ops(w, tokens, m.ffn, "", L)

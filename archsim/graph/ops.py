@@ -81,6 +81,12 @@ class VectorOp(str, Enum):
     ADD_LAYERNORM = "add_layernorm"  # residual add fused into the LayerNorm
     GELU = "gelu"
     GELU_MUL = "gelu_mul"  # GELU of the gate times the up projection (GeGLU)
+    RELU2 = "relu2"  # squared ReLU (Nemotron-H)
+    GATE_MUL = "gate_mul"  # sigmoid of a gate times the value (gated attention's output)
+    CONV1D = "conv1d"  # causal depthwise convolution of a few taps and its SiLU (linear attention, Mamba)
+    DELTA_STATE = "delta_state"  # one token's gated delta rule on each element of the state (decode)
+    SSM_STATE = "ssm_state"  # one token's Mamba-2 state update and readout on each state element (decode)
+    CONV_STATE = "conv_state"  # a sequence's conv inputs read and written back shifted by the new ones
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,26 @@ VECTOR_COSTS: dict[VectorOp, VectorCost] = {
     # IEEE divide (as SiLU's), with the loads, conversions and store
     VectorOp.GELU: VectorCost(1, 1, 32, 2),
     VectorOp.GELU_MUL: VectorCost(2, 1, 36, 2),
+    # max(x, 0) squared: load, convert, max, multiply, convert, store, loop
+    VectorOp.RELU2: VectorCost(1, 1, 8, 0),
+    # sigmoid(gate) * x: SiLU's expf and divide without the extra multiply, as SILU_MUL counts
+    VectorOp.GATE_MUL: VectorCost(2, 1, 32, 2),
+    # a channel's taps (4: Qwen3-Next, Nemotron-H, mamba_ssm's default) as 4 FMAs on inputs its
+    # block holds (each input read once), the bias, then SiLU as SILU counts it
+    VectorOp.CONV1D: VectorCost(1, 1, 40, 2),
+    # per state element S[k, v] of a head (fp32), for one token (fla's fused_recurrent): load,
+    # decay by exp(g) (the exp once per head), the FMA of S^T k, the rank-one update
+    # S += beta k (v - S^T k), the FMA of the readout S^T q, store, the reductions' shuffles
+    VectorOp.DELTA_STATE: VectorCost(1, 1, 10, 0),
+    # per state element h[p, n] of a head (mamba_ssm's selective_state_update): load,
+    # h = exp(dt A) h + dt B x (two FMAs), y += C h (one FMA), store, the reduction's shuffles
+    VectorOp.SSM_STATE: VectorCost(1, 1, 8, 0),
+    # load, convert, store, loop (a copy)
+    VectorOp.CONV_STATE: VectorCost(1, 1, 8, 0),
 }
+# vector ops on a sequence's recurrent state, which stays in HBM from one step to the next (the
+# other layers' traffic passes between): never found in L2 as a kernel's just-written input
+RECURRENT_STATE_VOPS = frozenset({VectorOp.DELTA_STATE, VectorOp.SSM_STATE, VectorOp.CONV_STATE})
 # integer lane-op slots per element and operand to address a strided view: a divide-modulo and a
 # multiply-add per dimension of a 2-D view and a 64-bit address, issuing at half the FP32 rate
 STRIDED_INDEX_OPS = 14

@@ -78,6 +78,15 @@ def check_parallelism(model: ModelSpec, par: Parallelism) -> None:
         problems.append(f"TP {par.tp} must divide the {model.kv_heads} KV heads or be a multiple of them")
     if par.pp > model.layers:
         problems.append(f"PP {par.pp} is more stages than the {model.layers} layers")
+    if par.pp > 1 and model.is_hybrid:
+        problems.append(f"PP {par.pp}: pipeline stages of a hybrid of recurrent and attention layers are not modelled")
+    for what, n in (
+        ("linear-attention key heads", model.linear_k_heads),
+        ("linear-attention value heads", model.linear_v_heads),
+        ("Mamba heads", model.mamba_heads),
+    ):
+        if n and n % par.tp:
+            problems.append(f"TP {par.tp} must divide the {n} {what}")
     if par.ep > 1 and not model.is_moe:
         problems.append(f"EP {par.ep} needs a mixture-of-experts model ({model.name} is dense)")
     elif par.ep > 1 and model.experts % par.ep:
@@ -105,8 +114,9 @@ def stage_layers(model: ModelSpec, pp: int) -> tuple[int, int, int]:
 
 def shard_model(model: ModelSpec, par: Parallelism) -> ModelSpec:
     """The slice of the model the busiest chip computes: heads, KV heads (at least one), FFN
-    widths (dense, expert, shared) and vocabulary split tp ways, the busiest stage's layers. MLA's
-    low-rank projections are replicated, as serving engines run them. Experts stay whole here
+    widths (dense, expert, shared), the recurrent mixers' heads (Mamba's groups, at least one)
+    and vocabulary split tp ways, the busiest stage's layers. MLA's low-rank projections are
+    replicated, as serving engines run them. Experts stay whole here
     (see `shard_step`)."""
     layers, dense, local = stage_layers(model, par.pp)
     return replace(
@@ -120,6 +130,10 @@ def shard_model(model: ModelSpec, par: Parallelism) -> ModelSpec:
         dense_ffn=math.ceil(model.dense_ffn / par.tp),
         shared_ffn=math.ceil(model.shared_ffn / par.tp),
         vocab=math.ceil(model.vocab / par.tp),
+        linear_k_heads=model.linear_k_heads // par.tp,
+        linear_v_heads=model.linear_v_heads // par.tp,
+        mamba_heads=model.mamba_heads // par.tp,
+        mamba_groups=max(1, model.mamba_groups // par.tp) if model.mamba_groups else 0,
     )
 
 

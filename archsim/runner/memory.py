@@ -14,7 +14,11 @@ it: a scenario fits when its KV cache at the longest context is within the budge
 configured for it (max_num_seqs = its batch, max_model_len = its context), whose profile step has
 min(max_num_batched_tokens, batch x context) tokens (a run prefills in chunks of the step budget,
 as the engine does; its prefill step is still timed whole). A chip of a few hundred MB of SRAM
-thus holds a batch-1 scenario its 8192-token profile step alone would not fit. Under a parallel layout the numbers
+thus holds a batch-1 scenario its 8192-token profile step alone would not fit. A hybrid model's
+linear-attention and Mamba layers keep a fixed recurrent state per sequence (its conv inputs
+and its state matrix, `ModelSpec.state_bytes_per_sequence`) instead of KV: a sequence's cache is
+its paged KV and one state slot, and serving reserves a slot for each of `max_num_seqs`
+sequences beside the KV blocks (archsim/serving/kvpool.py). Under a parallel layout the numbers
 are the busiest chip's: its share of the weights, of the KV heads and layers, and the
 activations of its rank's step with the widest tensors split tp ways.
 """
@@ -71,6 +75,7 @@ class MemoryBudget:
     activations_bytes: float
     kv_bytes_per_token: float
     sequences_per_chip: float  # of a batch, the share whose KV this chip holds (1/ep, or 1)
+    state_bytes_per_sequence: float = 0.0  # the recurrent state slot of one sequence on this chip
 
     @property
     def kv_budget_bytes(self) -> float:
@@ -102,11 +107,13 @@ def memory_budget(
         chips = system.chips
         weights = weight_bytes(w) / chips
         kv = w.model.kv_bytes_per_token(w.dtypes.kv_cache) / chips
+        state = sequence_state_bytes(w, system, None)
         local, share = w, 1.0
     else:
         local = replace(w, model=shard_model(w.model, parallelism))
         weights = chip_weight_bytes(w, parallelism)
         kv = local.model.kv_bytes_per_token(w.dtypes.kv_cache)
+        state = sequence_state_bytes(w, system, parallelism)
         share = 1.0 / parallelism.ep
     return MemoryBudget(
         capacity_bytes=float(system.chip.hbm.capacity_bytes),
@@ -115,15 +122,30 @@ def memory_budget(
         activations_bytes=step_activation_bytes(local, max_batched_tokens, sequences),
         kv_bytes_per_token=kv,
         sequences_per_chip=share,
+        state_bytes_per_sequence=state,
     )
 
 
-def sequence_kv_bytes(w: Workload, system: System, parallelism: Parallelism | None, tokens: int) -> float:
-    """One sequence's KV cache on a chip at `tokens` tokens (a local layer keeps only its window):
-    split over the system's chips, or the busiest chip's layers and KV heads under a layout."""
+def sequence_state_bytes(w: Workload, system: System, parallelism: Parallelism | None) -> float:
+    """One sequence's recurrent state slot on a chip (0 without linear-attention or Mamba
+    layers): split over the system's chips, or the busiest chip's heads under a layout."""
+    d = w.dtypes
     if parallelism is None:
-        return w.model.kv_cache_bytes(tokens, w.dtypes.kv_cache) / system.chips
-    return shard_model(w.model, parallelism).kv_cache_bytes(tokens, w.dtypes.kv_cache)
+        return w.model.state_bytes_per_sequence(d.recurrent_state, d.activations) / system.chips
+    return shard_model(w.model, parallelism).state_bytes_per_sequence(d.recurrent_state, d.activations)
+
+
+def sequence_kv_bytes(w: Workload, system: System, parallelism: Parallelism | None, tokens: int) -> float:
+    """One sequence's KV cache on a chip at `tokens` tokens (a local layer keeps only its window)
+    and its recurrent state slot, if the model has one: split over the system's chips, or the
+    busiest chip's layers and KV heads under a layout."""
+    if parallelism is None:
+        kv = w.model.kv_cache_bytes(tokens, w.dtypes.kv_cache) / system.chips
+    else:
+        kv = shard_model(w.model, parallelism).kv_cache_bytes(tokens, w.dtypes.kv_cache)
+    if w.model.linear_layers or w.model.mamba_layers:
+        kv += sequence_state_bytes(w, system, parallelism)
+    return kv
 
 
 def footprint(

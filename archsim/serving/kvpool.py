@@ -7,7 +7,13 @@ per chip (archsim/runner/memory.py: the capacity the device reports, the chip's 
 weights, the activation peak of one step of `max_batched_tokens` tokens over `max_num_seqs`
 sequences). A speculative decoding draft (another model, or MTP heads) adds its weights and its
 KV bytes per token, as the engine keeps both caches in the same blocks. A request holding
-`tokens` tokens of KV holds ceil(tokens / block_size) blocks.
+`tokens` tokens of KV holds ceil(tokens / block_size) blocks. A hybrid model (linear attention,
+Mamba) keeps a fixed recurrent state per sequence beside its paged KV, as SGLang's and vLLM's
+hybrid caches do: a slot for each of `max_num_seqs` sequences is set aside first,
+
+    blocks = floor((budget - max_num_seqs x state bytes per sequence) / (block_size x KV bytes per token)),
+
+so that every sequence the scheduler may run holds its slot.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class KvPool:
     weights_bytes: float
     activations_bytes: float
     utilisation: float
+    state_slots: int = 0  # recurrent state slots (one per sequence that may run), beside the blocks
+    state_slot_bytes: float = 0.0  # one slot's bytes on each chip
 
     @property
     def tokens(self) -> int:
@@ -67,14 +75,33 @@ def size_pool(
     weights = b.weights_bytes + extra_weights_bytes
     block_bytes = block_size * (b.kv_bytes_per_token + extra_kv_bytes_per_token)
     free = b.kv_budget_bytes - extra_weights_bytes
+    slots = max_num_seqs if b.state_bytes_per_sequence else 0
+    if slots:
+        free -= slots * b.state_bytes_per_sequence
     blocks = blocks_override if blocks_override is not None else int(max(0.0, free) // block_bytes)
     if blocks < 1:
         raise DoesNotFitError(
             f"{w.model.name} leaves no room for a KV cache on {system.chip.name}: "
             f"{100 * utilisation:.0f}% of capacity {format_bytes(b.capacity_bytes)} - weights "
             f"{format_bytes(weights)} - activations {format_bytes(b.activations_bytes)} = "
-            f"{format_bytes(b.capacity_bytes * utilisation - weights - b.activations_bytes)}; use a chip with "
+            f"{format_bytes(b.capacity_bytes * utilisation - weights - b.activations_bytes)}"
+            f"{state_note(slots, b.state_bytes_per_sequence)}; use a chip with "
             f"more memory, more chips, smaller dtypes, a higher --gpu-memory-utilization or a smaller "
             f"--max-batched-tokens"
         )
-    return KvPool(blocks, block_size, block_bytes, b.capacity_bytes, weights, b.activations_bytes, utilisation)
+    return KvPool(
+        blocks,
+        block_size,
+        block_bytes,
+        b.capacity_bytes,
+        weights,
+        b.activations_bytes,
+        utilisation,
+        slots,
+        b.state_bytes_per_sequence,
+    )
+
+
+def state_note(slots: int, slot_bytes: float) -> str:
+    """What the recurrent state slots take, for a message (empty without them)."""
+    return f", less {slots} recurrent state slots of {format_bytes(slot_bytes)}" if slots else ""

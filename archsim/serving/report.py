@@ -169,7 +169,8 @@ def summary_tables(result: ServeResult, m: ServeMetrics, slo: Slo, title: str):
         name = "" if alone else f"{st.role} {st.index}: "
         t.add_row(
             f"{name}KV cache use mean / max",
-            f"{100 * st.kv_use_mean:.0f}% / {100 * st.kv_use_max:.0f}% of {st.pool_blocks:,} blocks",
+            f"{100 * st.kv_use_mean:.0f}% / {100 * st.kv_use_max:.0f}% of {st.pool_blocks:,} blocks"
+            + (f" (and {run.pool.state_slots:,} state slots)" if run.pool.state_slots else ""),
         )
         t.add_row(f"{name}sequences per step mean / max", f"{st.batch_mean:.1f} / {st.batch_max} ({st.steps:,} steps)")
         t.add_row(
