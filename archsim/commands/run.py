@@ -48,24 +48,41 @@ def add_set_flag(p) -> None:
         action="append",
         type=setting,
         metavar="PATH=VALUE",
-        help="set a value of the hardware or workload file by dotted path, as a sweep does "
-        "(repeatable): --set workload.dtypes.weights=fp8 --set 'hardware.hbm.data_rate=8 Gbps'",
+        help="set a value of the hardware or workload file by dotted path, as a sweep does, the "
+        "hardware./workload. prefix optional where the path is plain (repeatable): --set "
+        "workload.dtypes.weights=fp8 --set 'hbm.data_rate=8 Gbps' --set hardware.hbm.bandwidth=9.6TB/s",
     )
 
 
 def setting(text: str) -> tuple[str, str, object]:
-    """argparse type: `hardware.x.y=VALUE` or `workload.x.y=VALUE` -> (root, 'x.y', value read as a
-    YAML 1.2 scalar, as a file would hold it: `8` a number, `8 Gbps` and `0x10` text)."""
+    """argparse type: `[hardware.]x.y=VALUE` or `[workload.]x.y=VALUE` -> (root, 'x.y', value read
+    as a YAML 1.2 scalar, as a file would hold it: `8` a number, `8 Gbps` and `0x10` text). The
+    root may be left out where the path names a value of one of the two (`hbm.data_rate`)."""
     from archsim.config.yamlfile import read_value
 
     path, eq, value = text.partition("=")
     root, dot, rest = path.strip().partition(".")
+    if eq and root not in ("hardware", "workload"):
+        root, rest = implied_root(path.strip()), path.strip()
+        dot = "." if root else ""
     if not eq or root not in ("hardware", "workload") or not dot or not rest:
         raise argparse.ArgumentTypeError(
             f"expected hardware.PATH=VALUE or workload.PATH=VALUE, e.g. workload.scenario.batch=8 (got {text[:80]!r})"
         )
     parsed = read_value(value.strip()) if value.strip() else value
     return root, rest, value if isinstance(parsed, dict) or parsed is None else parsed
+
+
+def implied_root(path: str) -> str:
+    """ "hardware" or "workload": the one file whose schema has `path` (a path both or neither
+    have: "")."""
+    from archsim.config.paths import path_problem
+
+    parts = tuple(path.split("."))
+    if not all(parts):
+        return ""
+    roots = [root for root in ("hardware", "workload") if path_problem((root, *parts)) is None]
+    return roots[0] if len(roots) == 1 else ""
 
 
 def add_parser(sub) -> None:
