@@ -138,6 +138,13 @@ class RunReport:
         steps = (("prefill", self.result.prefill), ("decode", self.result.decode))
         return {name: communication(step) for name, step in steps if step}
 
+    def explain(self):
+        """Why the run takes its time and what each resource is worth (archsim/api/explain.py):
+        its prefill and first decode step by cause, what binds them, and each resource doubled."""
+        from archsim.api.explain import explain_run
+
+        return explain_run(self)
+
     def ops(self) -> list[dict]:
         """The per-op table of the prefill and first decode step (the rows of `--csv`)."""
         from archsim.report.csvfile import op_rows

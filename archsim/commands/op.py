@@ -13,6 +13,16 @@ VECTOR_OPS = [v.value for v in VectorOp]
 
 def add_parser(sub) -> None:
     op = sub.add_parser("op", help="simulate one op")
+    add_op_arguments(op)
+    op.add_argument("--json", metavar="PATH", help="write the timing and the hardware config as JSON")
+    op.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
+    add_set_flag(op)
+    renamed(op, "--trace", "--trace-out PATH")
+    add_output_flags(op, formats=("table", "json"), quiet_help=None)
+
+
+def add_op_arguments(op) -> None:
+    """The op's kind, chip, sizes and how it runs (shared with `archsim explain op`)."""
     op.add_argument("kind", choices=["gemm", "attention", *VECTOR_OPS, "copy", *COLLECTIVES])
     op.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     op.add_argument("--M", type=positive_int("--M"), help="rows: of a GEMM's output (with --K, --N) or a vector op")
@@ -53,11 +63,6 @@ def add_parser(sub) -> None:
         action="store_true",
         help="vector op or copy whose input the previous kernel just wrote (an L2 hit if it fits)",
     )
-    op.add_argument("--json", metavar="PATH", help="write the timing and the hardware config as JSON")
-    op.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
-    add_set_flag(op)
-    renamed(op, "--trace", "--trace-out PATH")
-    add_output_flags(op, formats=("table", "json"), quiet_help=None)
 
 
 SIZES = {"gemm": ("M", "K", "N"), "attention": ("kv_len",), "copy": ("bytes",)}  # vector ops: M, N
@@ -149,22 +154,11 @@ def load_hardware(args):
     return hardware.system, hardware.config
 
 
-def run(args) -> int:
-    from archsim.choose import Condition, simulate_op
-    from archsim.config.resolved import ResolvedConfig
+def op_from_args(args):
+    """The Op the flags describe (not a collective); UsageError for a flag that does not apply."""
     from archsim.graph.ops import Op, OpKind
     from archsim.hardware import DType
-    from archsim.report.export import timing_dict, write_json
-    from archsim.runner.size import check_op
-    from archsim.units import format_bytes, format_rate, format_seconds
 
-    check_sizes(args)
-    check_outputs(args, ("json", "trace_out"), inputs=(args.hw,))
-    system, hw_cfg = load_hardware(args)
-    if args.kind in COLLECTIVES:
-        if args.trace_out:
-            raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")
-        return run_collective(args, system, hw_cfg)
     dt = DType(args.dtype)
     wd = DType(args.weight_dtype) if args.weight_dtype else None
     if wd is not None and args.kind not in ("gemm", "attention"):
@@ -205,6 +199,24 @@ def run(args) -> int:
             hot=args.hot,
             scaling=Scaling.FIXED,
         )
+    return op
+
+
+def run(args) -> int:
+    from archsim.choose import Condition, simulate_op
+    from archsim.config.resolved import ResolvedConfig
+    from archsim.report.export import timing_dict, write_json
+    from archsim.runner.size import check_op
+    from archsim.units import format_bytes, format_rate, format_seconds
+
+    check_sizes(args)
+    check_outputs(args, ("json", "trace_out"), inputs=(args.hw,))
+    system, hw_cfg = load_hardware(args)
+    if args.kind in COLLECTIVES:
+        if args.trace_out:
+            raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")
+        return run_collective(args, system, hw_cfg)
+    op = op_from_args(args)
     check_op(op, system.chip, args.kind)
     t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)
     line = (
