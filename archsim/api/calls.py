@@ -144,8 +144,8 @@ def serve(
     workload: Workload | str,
     requests: RequestSet | str,
     *,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
+    slo_ttft_s: float | str | None = None,
+    slo_tpot_s: float | str | None = None,
     attainment: float | None = None,
     rate_per_s: float | None = None,
     options: ServeOptions | None = None,
@@ -153,7 +153,7 @@ def serve(
 ) -> ServeReport:
     """Serve `requests` (from `load_requests` or `generate_requests`, or a trace name) with
     continuous batching; the metrics are judged against the SLOs (seconds; `attainment`, the
-    share of requests that must meet them, default 0.9). `setup`: the serving options as
+    share of requests that must meet them, default 0.9; a duration also as text: "200ms"). `setup`: the serving options as
     keywords (policy, max_batched_tokens, ..., decode_instances: the names of
     `ServeOptions.from_keywords`), or all of them and the SLOs as `options=ServeOptions(...)`.
     Raises ConfigError for a bad option, DoesNotFitError when the model leaves no room for a KV
@@ -166,10 +166,12 @@ def serve(
     return serve_built(hw, wl, reqs, serve_setup(hw, wl, opts), opts.slo, rate_per_s)
 
 
-def serve_options(options: ServeOptions | None, slo: dict[str, float | None], setup: dict[str, Any]) -> ServeOptions:
+def serve_options(options: ServeOptions | None, slo: dict[str, Any], setup: dict[str, Any]) -> ServeOptions:
     """The options of `serve`: the record given, or one from the keywords (the SLOs' among
     them where given); TypeError for both at once."""
-    given = {k: v for k, v in slo.items() if v is not None}
+    from archsim.api.display import seconds
+
+    given = {k: v if k == "attainment" else seconds(v, k) for k, v in slo.items() if v is not None}  # "200ms" too
     if options is None:
         return ServeOptions.from_keywords(**given, **setup)
     if not isinstance(options, ServeOptions):
