@@ -48,27 +48,6 @@ def write_plots(out_dir: str, rows, w, systems: dict) -> list:
     ]
 
 
-def system_for(hw: str, hardware, chips: int):
-    """`hardware` if it has `chips` chips, else the shipped multi-chip system of the same chip with
-    the fewest chips that are enough (h200 for TP 8: h200x8), as (name, Hardware); None if none."""
-    from archsim import api
-    from archsim.config.loader import shipped_dir
-    from archsim.errors import ConfigError
-
-    if hardware.chips >= chips:
-        return hw, hardware
-    best = None
-    for path in sorted(shipped_dir("hw_configs").glob("*.yaml")):
-        try:
-            other = api.load_system(str(path))
-        except ConfigError:
-            continue
-        same = other.system.chip == hardware.system.chip and other.chips >= chips
-        if same and (best is None or other.chips < best[1].chips):
-            best = (path.stem, other)
-    return best
-
-
 CSV_FIELDS = (
     "hw",
     "chip",
@@ -90,6 +69,7 @@ def given_systems(args: argparse.Namespace) -> list[tuple[str, Hardware, str]]:
     values, every one checked before any runs; a lone chip under a layout of several chips as
     its shipped system (`system_for`), with a note."""
     from archsim import api
+    from archsim.api.more import system_for
     from archsim.commands.run import set_values
 
     chips = [

@@ -6,7 +6,7 @@ from archsim.commands import UsageError, check_outputs, positive_int, shown
 from archsim.commands.output import add_output_flags, console, emit, notes, renamed
 from archsim.commands.run import DEFAULT_HW, add_set_flag
 from archsim.dtypes import DTYPE_NAMES
-from archsim.graph.ops import Scaling, VectorOp
+from archsim.graph.ops import VectorOp
 
 VECTOR_OPS = [v.value for v in VectorOp]
 
@@ -65,9 +65,6 @@ def add_op_arguments(op) -> None:
     )
 
 
-SIZES = {"gemm": ("M", "K", "N"), "attention": ("kv_len",), "copy": ("bytes",)}  # vector ops: M, N
-
-
 def _op_options(op, args) -> dict:
     """The simulated op as it enters the resolved config: its kind and shape, and how it ran."""
     from dataclasses import asdict
@@ -82,6 +79,8 @@ def _config(resolved) -> dict:
 
 def check_sizes(args) -> None:
     """Refuse an op without the sizes that say what it is (there is no meaningful default)."""
+    from archsim.api.ops import SIZES
+
     needed = SIZES.get(args.kind, ("bytes",) if args.kind in COLLECTIVES else ("M", "N"))
     missing = [f"--{n.replace('_', '-')}" for n in needed if getattr(args, n) is None]
     if missing:
@@ -155,51 +154,33 @@ def load_hardware(args):
 
 
 def op_from_args(args):
-    """The Op the flags describe (not a collective); UsageError for a flag that does not apply."""
-    from archsim.graph.ops import Op, OpKind
-    from archsim.hardware import DType
+    """The Op the flags describe (not a collective), built as the API builds one
+    (archsim/api/ops.py); UsageError for a flag that does not apply."""
+    from archsim.api.ops import build_op
 
-    dt = DType(args.dtype)
-    wd = DType(args.weight_dtype) if args.weight_dtype else None
-    if wd is not None and args.kind not in ("gemm", "attention"):
-        raise UsageError(f"--weight-dtype: applies to a GEMM's weights or attention's KV cache, not {args.kind}")
-    if args.no_split_kv and args.kind != "attention":
-        raise UsageError(f"--no-split-kv: applies to decode attention, not {args.kind}")
-    if (args.strided or args.hot) and args.kind in ("gemm", "attention"):
-        raise UsageError(f"--{'strided' if args.strided else 'hot'}: applies to vector ops and copies, not {args.kind}")
-    if args.kind == "gemm":
-        op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N, weight_dtype=wd, scaling=Scaling.FIXED)
-    elif args.kind == "attention":
-        if args.heads % args.kv_heads:
-            raise UsageError(f"--kv-heads: must divide --heads ({args.heads}) (got {args.kv_heads})")
-        op = Op(
-            OpKind.ATTENTION,
-            dt,
+    try:
+        return build_op(
+            args.kind,
+            M=args.M,
+            K=args.K,
+            N=args.N,
+            dtype=args.dtype,
+            weight_dtype=args.weight_dtype,
             batch=args.batch,
             heads=args.heads,
             kv_heads=args.kv_heads,
             head_dim=args.head_dim,
             q_len=args.q_len,
-            kv_len=max(args.kv_len, args.q_len),
+            kv_len=args.kv_len,
             causal=args.causal,
-            kv_dtype=wd,
-            split_kv=args.q_len == 1 and not args.no_split_kv,  # the library's split, as run plays it
-            scaling=Scaling.FIXED,
-        )
-    elif args.kind == "copy":
-        op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot, scaling=Scaling.FIXED)
-    else:
-        op = Op(
-            OpKind.VECTOR,
-            dt,
-            m=args.M,
-            n=args.N,
-            vop=VectorOp(args.kind),
+            split_kv=not args.no_split_kv,
+            bytes=args.bytes,
             strided=args.strided,
             hot=args.hot,
-            scaling=Scaling.FIXED,
+            flag=lambda name: f"--{name.replace('_', '-')}",
         )
-    return op
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def run(args) -> int:
