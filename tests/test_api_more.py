@@ -16,6 +16,15 @@ def _json(capsys, argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def test_the_functions_stay_functions_once_their_modules_are_loaded():
+    import archsim.api.explanation
+    import archsim.api.ops
+    import archsim.api.scaling  # a submodule import sets a name on its package
+
+    for name in ("op", "explain", "compare", "scale", "find_capacity", "plot_roofline"):
+        assert callable(getattr(archsim, name)) and callable(getattr(archsim.api, name)), name
+
+
 def test_op_is_archsim_op(capsys):
     report = archsim.op("gemm", "h200", M=1, K=8192, N=28672)
     doc = _json(capsys, ["op", "gemm", "--M", "1", "--K", "8192", "--N", "28672"])

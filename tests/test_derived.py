@@ -64,3 +64,19 @@ def test_set_takes_a_path_with_or_without_its_root(tmp_path, capsys):
     capsys.readouterr()
     assert main([*base, "--set", "hbm.bandwidth=3 GHz"]) == 2
     assert "--set: hardware.hbm.bandwidth: unit 'GHz' is Hz, but bytes/s is due" in capsys.readouterr().err
+
+
+def test_a_sweep_takes_a_total_as_a_parameter(tmp_path):
+    spec = tmp_path / "bw.yaml"
+    spec.write_text(
+        "name: hbm_bandwidth\ndescription: decode against HBM bandwidth\nhardware: h200\nworkload: llama3_8b\n"
+        "set:\n  workload.scenario.prompt_tokens: 64\n  workload.scenario.output_tokens: 2\n"
+        "parameters:\n  hbm_tbps:\n    path: hardware.hbm.bandwidth\n    values: [4.8, 9.6]\n    unit: TB/s\n"
+        "objectives:\n  tpot_ms: tpot_s * 1000\n"
+    )
+    _, results = archsim.sweep(str(spec), tmp_path / "out", workers=1)
+    tpot = {row["hbm_tbps"]: row["tpot_ms"] for row in results.rows()}
+    direct = archsim.load_workload("llama3_8b", scenario={"prompt_tokens": 64, "output_tokens": 2})
+    fast = archsim.with_params(H200, {"hbm.bandwidth": "9.6 TB/s"})
+    assert tpot[9.6] == pytest.approx(archsim.run(fast, direct).tpot_s * 1000, rel=1e-12)
+    assert tpot[9.6] < tpot[4.8]

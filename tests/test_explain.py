@@ -6,7 +6,7 @@ import json
 import pytest
 
 import archsim
-from archsim.api.explain import Lever, explain_op
+from archsim.api.explanation import Lever, explain_op
 from archsim.cli import main
 from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.hardware import DType

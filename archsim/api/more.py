@@ -17,7 +17,7 @@ from archsim.api.display import html_table, seconds, short
 from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 
 if TYPE_CHECKING:
-    from archsim.api.explain import Explanation
+    from archsim.api.explanation import Explanation
     from archsim.api.results import RunReport
     from archsim.api.scaling import ScalePoint
     from archsim.report.comparison import ChipRun
@@ -283,7 +283,7 @@ def find_capacity(
 
 def explain(result: Any) -> Explanation:
     """Why a run (`archsim.run`'s RunReport) or an op (`archsim.op`'s OpReport) takes its time,
-    and what each resource is worth (archsim/api/explain.py)."""
+    and what each resource is worth (archsim/api/explanation.py)."""
     if not hasattr(result, "explain"):
         raise TypeError(f"explain takes a RunReport or an OpReport (got {type(result).__name__})")
     return result.explain()

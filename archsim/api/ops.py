@@ -16,7 +16,7 @@ from archsim.engine.timing import OpTiming
 from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 
 if TYPE_CHECKING:
-    from archsim.api.explain import Explanation
+    from archsim.api.explanation import Explanation
 
 SIZES = {"gemm": ("M", "K", "N"), "attention": ("kv_len",), "copy": ("bytes",)}  # vector ops: M, N
 KINDS = ("gemm", "attention", "copy", *(v.value for v in VectorOp))
@@ -108,8 +108,8 @@ class OpReport:
         return self.timing.bound.value
 
     def explain(self) -> Explanation:
-        """Its time by cause, what binds it and each resource's elasticity (archsim/api/explain.py)."""
-        from archsim.api.explain import explain_op
+        """Its time by cause, what binds it and each resource's elasticity (archsim/api/explanation.py)."""
+        from archsim.api.explanation import explain_op
         from archsim.choose import Condition
 
         return explain_op(self.op, self.hardware, Condition.STANDALONE if self.standalone else Condition.GRAPH)

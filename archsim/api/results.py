@@ -149,9 +149,9 @@ class RunReport:
         return html_table(run_title(self), run_rows(self))
 
     def explain(self):
-        """Why the run takes its time and what each resource is worth (archsim/api/explain.py):
+        """Why the run takes its time and what each resource is worth (archsim/api/explanation.py):
         its prefill and first decode step by cause, what binds them, and each resource doubled."""
-        from archsim.api.explain import explain_run
+        from archsim.api.explanation import explain_run
 
         return explain_run(self)
 

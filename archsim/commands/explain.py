@@ -1,6 +1,6 @@
 """`archsim explain`: why a run (its prefill and first decode step) or an op (`archsim explain op
 gemm --M 1 --K 8192 --N 28672`) takes its time, the resource that binds it, and what doubling
-each resource would do to it, in sentences with numbers (archsim/api/explain.py)."""
+each resource would do to it, in sentences with numbers (archsim/api/explanation.py)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def run(args) -> int:
 
 def explain_run(args):
     from archsim import api
-    from archsim.api.explain import explain_run as explain
+    from archsim.api.explanation import explain_run as explain
     from archsim.commands.run import load_inputs
     from archsim.graph.parallel import ParallelismError
 
@@ -71,7 +71,7 @@ def explain_run(args):
 
 def explain_op(args):
     from archsim.api import load_system
-    from archsim.api.explain import explain_op as explain
+    from archsim.api.explanation import explain_op as explain
     from archsim.choose import Condition
     from archsim.commands.op import COLLECTIVES, check_sizes, op_from_args
     from archsim.commands.run import set_values
