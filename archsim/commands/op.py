@@ -79,7 +79,7 @@ def _config(resolved) -> dict:
 
 def check_sizes(args) -> None:
     """Refuse an op without the sizes that say what it is (there is no meaningful default)."""
-    from archsim.api.ops import SIZES
+    from archsim.graph.single_op import SIZES
 
     needed = SIZES.get(args.kind, ("bytes",) if args.kind in COLLECTIVES else ("M", "N"))
     missing = [f"--{n.replace('_', '-')}" for n in needed if getattr(args, n) is None]
@@ -155,8 +155,8 @@ def load_hardware(args):
 
 def op_from_args(args):
     """The Op the flags describe (not a collective), built as the API builds one
-    (archsim/api/ops.py); UsageError for a flag that does not apply."""
-    from archsim.api.ops import build_op
+    (archsim/graph/single_op.py); UsageError for a flag that does not apply."""
+    from archsim.graph.single_op import build_op
 
     try:
         return build_op(
