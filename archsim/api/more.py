@@ -1,15 +1,14 @@
 """The rest of the command line, in Python: `compare` (one workload on several chips), `scale`
 (a decode step against the tensor-parallel degree), `find_capacity` (the highest request rate
-that meets the SLOs), `explain`, and the plots of a run or a comparison (`plot_*`, PNG files;
-matplotlib is imported only to draw). Each is the same computation as its command, and its
-result prints as one short line (and as a table in a notebook). Times in seconds.
+that meets the SLOs) and `explain` (the plots: archsim/api/plots.py). Each is the same
+computation as its command, and its result prints as one short line (and as a table in a
+notebook). Times in seconds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archsim.api.calls import KV_STRIDE, generate_requests, run, serve_options, serve_setup
@@ -18,7 +17,6 @@ from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 
 if TYPE_CHECKING:
     from archsim.api.explanation import Explanation
-    from archsim.api.results import RunReport
     from archsim.api.scaling import ScalePoint
     from archsim.report.comparison import ChipRun
     from archsim.serving.capacity import Capacity
@@ -287,50 +285,3 @@ def explain(result: Any) -> Explanation:
     if not hasattr(result, "explain"):
         raise TypeError(f"explain takes a RunReport or an OpReport (got {type(result).__name__})")
     return result.explain()
-
-
-def _steps(report: RunReport) -> list:
-    r = report.result
-    return [("prefill", r.prefill)] + ([("first decode step", r.decode)] if r.decode else [])
-
-
-def plot_roofline(report: RunReport, path: str | Path) -> Path:
-    """The run's ops on the chip's roofline (prefill and first decode step)."""
-    from archsim.report.roofline import roofline
-
-    w = report.workload.workload
-    return roofline(Path(path), _steps(report), report.hardware.system.chip, w.dtypes.activations)
-
-
-def plot_breakdown(report: RunReport, path: str | Path) -> Path:
-    """Where the prefill and first decode step's time goes, by op kind and part."""
-    from archsim.report.plots import breakdown
-
-    return breakdown(Path(path), _steps(report))
-
-
-def plot_decode_kv(reports: RunReport | Sequence[RunReport], path: str | Path) -> Path:
-    """Decode step time against KV length, one line per run."""
-    from archsim.report.plots import decode_by_kv
-
-    runs = [reports] if not isinstance(reports, Sequence) else list(reports)
-    return decode_by_kv(Path(path), [(r.hardware.name, r.result) for r in runs])
-
-
-def plot_memory(reports: RunReport | Sequence[RunReport], path: str | Path) -> Path:
-    """Weights, KV cache and activations against HBM capacity, one bar per run."""
-    from archsim.report.plots import memory
-
-    runs = [reports] if not isinstance(reports, Sequence) else list(reports)
-    return memory(Path(path), [(r.hardware.name, r.result.footprint) for r in runs])
-
-
-def plot_compare(report: CompareReport, out_dir: str | Path) -> list[Path]:
-    """A comparison's summary and bound plots (compare_summary.png, compare_bounds.png)."""
-    from archsim.report.plots import compare_bounds, compare_summary
-
-    ran = [(row.label, row.result) for row in report.rows if row.result is not None]
-    sc = report.workload.workload.scenario
-    title = f"{report.workload.name}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}"
-    d = Path(out_dir)
-    return [compare_summary(d / "compare_summary.png", ran, title), compare_bounds(d / "compare_bounds.png", ran)]
