@@ -4,7 +4,8 @@ The pipeline (see README): YAML configs -> typed hardware and workload -> operat
 -> compiled Program per op -> event-driven engine -> step and run results -> reports.
 
 The Python API (`archsim.api`, documented in README and docs/api.md) is available from here:
-`archsim.load_system`, `load_workload`, `with_params`, `run`, `serve`, `sweep`, `load_sweep`.
+`archsim.load_system`, `load_workload`, `with_params`, `run`, `op`, `explain`, `compare`, `scale`,
+`serve`, `find_capacity`, `sweep`, `load_sweep`, the `plot_*` functions.
 It is imported on first use, so `archsim --help` stays instant.
 """
 
@@ -35,12 +36,22 @@ _API = (
     "TooLargeError",
     "UnsupportedError",
     "Workload",
+    "compare",
+    "explain",
+    "find_capacity",
     "generate_requests",
     "load_requests",
     "load_sweep",
     "load_system",
     "load_workload",
+    "op",
+    "plot_breakdown",
+    "plot_compare",
+    "plot_decode_kv",
+    "plot_memory",
+    "plot_roofline",
     "run",
+    "scale",
     "serve",
     "sweep",
     "with_params",

@@ -141,3 +141,12 @@ def test_compare_stops_at_a_run_ended_by_ctrl_c(monkeypatch, capsys):
     assert main(["compare", "h200", "a100", "--prompt", "64", "--generate", "4"]) == 130
     assert calls == ["NVIDIA H200 SXM"]
     assert "TTFT" not in capsys.readouterr().out
+
+
+def test_rows_are_named_by_chip_and_layout(capsys, monkeypatch):
+    """h200 under TP 2 runs as h200x8, the shipped system of that chip with enough chips: the two
+    rows give the same numbers, and their names say so instead of reading `h200x8` twice."""
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["compare", "h200", "h200x8", "--tp", "2", "--prompt", "64", "--generate", "2"]) == 0
+    rows = [line.strip("│ ").split(" │")[0].strip() for line in capsys.readouterr().out.splitlines() if " ms " in line]
+    assert rows[:2] == ["h200 as h200x8 TP 2", "h200x8 TP 2"]

@@ -54,13 +54,13 @@ def test_an_idle_floor_by_hand():
 
 @pytest.mark.parametrize("name", NEW)
 def test_sram_only_and_estimated_chips_print_their_energy(name, tmp_path, capsys):
-    """`archsim run --hw NAME --quiet` ends with the energy line against the chip's limit."""
+    """`archsim run --hw NAME --quiet` gives the energy against the chip's limit in its summary."""
     wl = tmp_path / "tiny.yaml"
     wl.write_text(yaml.safe_dump(TINY))
     assert main(["run", "--hw", name, "--workload", str(wl), "--quiet"]) == 0
     limit = load_system(name)[0].chip.power.limit_w
-    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("energy "))
-    assert "average" in line and f"of the {limit:,.0f} W limit" in line
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip("│ ").startswith("energy "))
+    assert "W avg" in line and f"{limit:,.0f} W limit" in line
 
 
 @pytest.mark.parametrize("name", ("lpu", "wafer"))

@@ -1516,6 +1516,7 @@ LENGTH_VALUES = (
 BASE_ARGS = {  # a cheap run of each command, to which one hostile flag is added
     "run": RUN,
     "op": ("op", "gemm", "--M", "64", "--K", "64", "--N", "64"),
+    "explain": ("explain", "--quiet", *SMALL),
     "serve": SERVE,
     "compare": ("compare", "h200", "a100", *SMALL),
     "scale": ("scale", "--workload", "llama3_8b", "--hw", "h200x8", "--tp", "1,2"),

@@ -7,7 +7,8 @@
 
 inputs.py: `Hardware`, `Workload`, `load_system`, `load_workload`, `with_params`; calls.py:
 `run`, `serve` (its options: `ServeOptions`, archsim/serving/options.py), `sweep`, `load_sweep`,
-`load_requests`, `generate_requests`; results.py: the
+`load_requests`, `generate_requests`; ops.py: `op`; more.py: `compare`, `scale`,
+`find_capacity`, `explain`; plots.py: the `plot_*` functions; results.py: the
 typed results (`RunReport`, `ServeReport`, `SweepResults`). The command line is a layer over
 these. Bad input raises `archsim.ConfigError` (every problem located as `file:line: key: why`,
 an argument as `archsim.run: tp: why`); every other refusal is a subclass of it, exported here:
@@ -19,6 +20,9 @@ import importlib
 
 from archsim.api.calls import generate_requests, load_requests, load_sweep, run, serve, sweep
 from archsim.api.inputs import Hardware, Workload, load_system, load_workload, with_params
+from archsim.api.more import compare, explain, find_capacity, scale
+from archsim.api.ops import op
+from archsim.api.plots import plot_breakdown, plot_compare, plot_decode_kv, plot_memory, plot_roofline
 from archsim.api.results import RunReport, ServeReport, SweepResults
 from archsim.cache_folders import CacheFolderError
 from archsim.errors import (
@@ -95,12 +99,22 @@ __all__ = [
     "TooLargeError",
     "UnsupportedError",
     "Workload",
+    "compare",
+    "explain",
+    "find_capacity",
     "generate_requests",
     "load_requests",
     "load_sweep",
     "load_system",
     "load_workload",
+    "op",
+    "plot_breakdown",
+    "plot_compare",
+    "plot_decode_kv",
+    "plot_memory",
+    "plot_roofline",
     "run",
+    "scale",
     "serve",
     "sweep",
     "with_params",

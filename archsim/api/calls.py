@@ -170,8 +170,8 @@ def serve(
     workload: Workload | str,
     requests: RequestSet | str,
     *,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
+    slo_ttft_s: float | str | None = None,
+    slo_tpot_s: float | str | None = None,
     attainment: float | None = None,
     rate_per_s: float | None = None,
     options: ServeOptions | None = None,
@@ -179,7 +179,7 @@ def serve(
 ) -> ServeReport:
     """Serve `requests` (from `load_requests` or `generate_requests`, or a trace name) with
     continuous batching; the metrics are judged against the SLOs (seconds; `attainment`, the
-    share of requests that must meet them, default 0.9). `setup`: the serving options as
+    share of requests that must meet them, default 0.9; a duration also as text: "200ms"). `setup`: the serving options as
     keywords (policy, max_batched_tokens, ..., decode_instances: the names of
     `ServeOptions.from_keywords`), or all of them and the SLOs as `options=ServeOptions(...)`.
     Raises ConfigError for a bad option, DoesNotFitError when the model leaves no room for a KV

@@ -152,6 +152,7 @@ def _build(
     max_context: tuple[int, str] | None = None,
 ) -> _V:
     """Apply `params` to `doc`, validate, and build (`loader.build`); ConfigError with every problem."""
+    params = [(p[1:] if len(p) > 1 and p[0] == cls.ROOT else p, v) for p, v in params]  # "hardware.hbm.x", as --set
     value, config, edited = build(cls.ROOT, doc, params, where)
     return cls(edited, value, config, tuple(warnings), max_context)
 

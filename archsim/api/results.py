@@ -139,6 +139,23 @@ class RunReport:
         steps = (("prefill", self.result.prefill), ("decode", self.result.decode))
         return {name: communication(step) for name, step in steps if step}
 
+    def __repr__(self) -> str:
+        from archsim.api.display import run_repr
+
+        return run_repr(self)
+
+    def _repr_html_(self) -> str:
+        from archsim.api.display import html_table, run_rows, run_title
+
+        return html_table(run_title(self), run_rows(self))
+
+    def explain(self):
+        """Why the run takes its time and what each resource is worth (archsim/api/explanation.py):
+        its prefill and first decode step by cause, what binds them, and each resource doubled."""
+        from archsim.api.explanation import explain_run
+
+        return explain_run(self)
+
     def ops(self) -> list[dict]:
         """The per-op table of the prefill and first decode step (the rows of `--csv`)."""
         from archsim.report.csvfile import op_rows
@@ -180,6 +197,16 @@ class ServeReport:
     slo: Slo
     resolved: ResolvedConfig  # hardware, workload, the serving setup and the requests
     setup: ServeSetup | None = None  # what its energy is computed on
+
+    def __repr__(self) -> str:
+        from archsim.api.display import serve_repr
+
+        return serve_repr(self)
+
+    def _repr_html_(self) -> str:
+        from archsim.api.display import html_table, serve_rows
+
+        return html_table("serving run", serve_rows(self))
 
     @cached_property
     def energy(self) -> ServeEnergy | None:
@@ -252,6 +279,16 @@ class SweepResults:
 
     def __len__(self) -> int:
         return self.table.num_rows
+
+    def __repr__(self) -> str:
+        from archsim.api.display import short
+
+        return short(f"SweepResults({self.dir}: {len(self)} points, columns {', '.join(self.columns)})")
+
+    def _repr_html_(self) -> str:
+        from archsim.api.display import html_table
+
+        return html_table(f"sweep {self.dir}", [("points", f"{len(self):,}"), ("columns", ", ".join(self.columns))])
 
     @property
     def columns(self) -> list[str]:

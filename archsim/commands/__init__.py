@@ -8,7 +8,7 @@ import contextlib
 
 from archsim.limits import MAX_COUNT
 
-COMMANDS = ("run", "op", "validate", "list", "compare", "serve", "sweep", "pareto", "scale")
+COMMANDS = ("run", "explain", "op", "validate", "list", "compare", "serve", "sweep", "pareto", "scale")
 
 
 def positive_int(flag: str, high: int = MAX_COUNT):

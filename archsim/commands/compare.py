@@ -50,27 +50,6 @@ def write_plots(out_dir: str, rows, w, systems: dict) -> list:
     ]
 
 
-def system_for(hw: str, hardware, chips: int):
-    """`hardware` if it has `chips` chips, else the shipped multi-chip system of the same chip with
-    the fewest chips that are enough (h200 for TP 8: h200x8), as (name, Hardware); None if none."""
-    from archsim import api
-    from archsim.config.loader import shipped_dir
-    from archsim.errors import ConfigError
-
-    if hardware.chips >= chips:
-        return hw, hardware
-    best = None
-    for path in sorted(shipped_dir("hw_configs").glob("*.yaml")):
-        try:
-            other = api.load_system(str(path))
-        except ConfigError:
-            continue
-        same = other.system.chip == hardware.system.chip and other.chips >= chips
-        if same and (best is None or other.chips < best[1].chips):
-            best = (path.stem, other)
-    return best
-
-
 CSV_FIELDS = (
     "hw",
     "chip",
@@ -87,10 +66,12 @@ CSV_FIELDS = (
 )
 
 
-def layout_systems(args: argparse.Namespace) -> list[tuple[str, Hardware]]:
-    """The chips given, each with the --set values, every one checked before any runs; a lone chip
-    under a layout of several chips as its shipped system (`system_for`), with a note."""
+def given_systems(args: argparse.Namespace) -> list[tuple[str, Hardware, str]]:
+    """(the name that runs, its Hardware, the name given) of each chip given, with the --set
+    values, every one checked before any runs; a lone chip under a layout of several chips as
+    its shipped system (`system_for`), with a note."""
     from archsim import api
+    from archsim.api.more import system_for
     from archsim.commands.run import set_values
 
     chips = [
@@ -103,13 +84,22 @@ def layout_systems(args: argparse.Namespace) -> list[tuple[str, Hardware]]:
         if found is not None and found[0] != hw:
             notes(args).print(f"note: {hw}: {need} chips for the layout: {found[0]}")
             found = (found[0], set_values(found[1], args.set or [], "hardware"))
-        systems.append(found or (hw, hardware))
+        systems.append((*(found or (hw, hardware)), hw))
     return systems
 
 
-def run_chip(args: argparse.Namespace, hw: str, hardware: Hardware, workload: Workload) -> ChipRun:
+def run_chip(args: argparse.Namespace, hw: str, hardware: Hardware, workload: Workload, given: str = "") -> ChipRun:
     """One chip's run, or why it has none (a chip the workload does not fit, a layout it cannot
-    take, a run too large or not supported), that reason also printed on stderr."""
+    take, a run too large or not supported), that reason also printed on stderr; named by the chip
+    `given` where `hw` is the system that ran for the layout, and by the layout."""
+    from archsim.graph.parallel import Parallelism
+
+    par = Parallelism(args.tp, args.pp, args.ep)
+    run = _run_chip(args, hw, hardware, workload)
+    return replace(run, layout="" if par.is_single else par.label(), given=given if given != hw else "")
+
+
+def _run_chip(args: argparse.Namespace, hw: str, hardware: Hardware, workload: Workload) -> ChipRun:
     import sys
 
     from archsim import api
@@ -152,14 +142,14 @@ def run(args) -> int:
     check_interval(args)
     _, workload = load_inputs(args)
     w = workload.workload
-    chips = layout_systems(args)
+    chips = given_systems(args)
     if args.plots:
         require_plots()
     rows = []
     with progress(args, "chips", total=len(chips)) as bar:
-        for i, (hw, hardware) in enumerate(chips):
+        for i, (hw, hardware, given) in enumerate(chips):
             bar.update(i, len(chips), f"{shown(hardware.name)} ({i + 1} of {len(chips)})")
-            rows.append(run_chip(args, hw, hardware, workload))
+            rows.append(run_chip(args, hw, hardware, workload, given))
             if rows[-1].result is not None and rows[-1].result.interrupted:
                 return 130
     sc = w.scenario
@@ -174,7 +164,9 @@ def run(args) -> int:
                     f"{shown(row.hw)}: " + step_interval(args.interval, row.result, entry).removeprefix("; ")
                 )
     csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
-    shown_rows = [replace(row, hw=shown(row.hw), chip_name=shown(row.chip_name)) for row in rows]
+    shown_rows = [
+        replace(row, hw=shown(row.hw), chip_name=shown(row.chip_name), given=shown(row.given)) for row in rows
+    ]
     tables = [compare_table(shown_rows, title)]
     if any(row.energy is not None or row.area is not None for row in rows):
         tables.append(energy_area_table(shown_rows, f"energy and area: {title}"))
@@ -182,6 +174,6 @@ def run(args) -> int:
     if args.json:
         write_json(args.json, data)
     if args.plots and any(row.result for row in rows):
-        for path in write_plots(args.plots, rows, w, {hw: hardware.system for hw, hardware in chips}):
+        for path in write_plots(args.plots, rows, w, {hw: hardware.system for hw, hardware, _ in chips}):
             notes(args).print(f"plot {shown(path)}")
     return 0 if any(row.result for row in rows) else 2

@@ -7,13 +7,24 @@ from archsim.commands.intervals import add_interval_flag, check_interval, interv
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 from archsim.commands.run import DEFAULT_HW, add_set_flag
 from archsim.dtypes import DTYPE_NAMES
-from archsim.graph.ops import Scaling, VectorOp
+from archsim.graph.ops import VectorOp
 
 VECTOR_OPS = [v.value for v in VectorOp]
 
 
 def add_parser(sub) -> None:
     op = sub.add_parser("op", help="simulate one op")
+    add_op_arguments(op)
+    op.add_argument("--json", metavar="PATH", help="write the timing and the hardware config as JSON")
+    add_interval_flag(op)
+    op.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
+    add_set_flag(op)
+    renamed(op, "--trace", "--trace-out PATH")
+    add_output_flags(op, formats=("table", "json"), quiet_help=None)
+
+
+def add_op_arguments(op) -> None:
+    """The op's kind, chip, sizes and how it runs (shared with `archsim explain op`)."""
     op.add_argument("kind", choices=["gemm", "attention", *VECTOR_OPS, "copy", *COLLECTIVES])
     op.add_argument("--hw", default=DEFAULT_HW, help="hardware YAML or shipped name (default h200)")
     op.add_argument("--M", type=positive_int("--M"), help="rows: of a GEMM's output (with --K, --N) or a vector op")
@@ -54,15 +65,6 @@ def add_parser(sub) -> None:
         action="store_true",
         help="vector op or copy whose input the previous kernel just wrote (an L2 hit if it fits)",
     )
-    op.add_argument("--json", metavar="PATH", help="write the timing and the hardware config as JSON")
-    add_interval_flag(op)
-    op.add_argument("--trace-out", metavar="PATH", help="write a Chrome trace-event JSON of the op (open in Perfetto)")
-    add_set_flag(op)
-    renamed(op, "--trace", "--trace-out PATH")
-    add_output_flags(op, formats=("table", "json"), quiet_help=None)
-
-
-SIZES = {"gemm": ("M", "K", "N"), "attention": ("kv_len",), "copy": ("bytes",)}  # vector ops: M, N
 
 
 def _op_options(op, args) -> dict:
@@ -79,6 +81,8 @@ def _config(resolved) -> dict:
 
 def check_sizes(args) -> None:
     """Refuse an op without the sizes that say what it is (there is no meaningful default)."""
+    from archsim.graph.single_op import SIZES
+
     needed = SIZES.get(args.kind, ("bytes",) if args.kind in COLLECTIVES else ("M", "N"))
     missing = [f"--{n.replace('_', '-')}" for n in needed if getattr(args, n) is None]
     if missing:
@@ -173,11 +177,39 @@ def load_hardware(args):
     return hardware.system, hardware.config
 
 
+def op_from_args(args):
+    """The Op the flags describe (not a collective), built as the API builds one
+    (archsim/graph/single_op.py); UsageError for a flag that does not apply."""
+    from archsim.graph.single_op import build_op
+
+    try:
+        return build_op(
+            args.kind,
+            M=args.M,
+            K=args.K,
+            N=args.N,
+            dtype=args.dtype,
+            weight_dtype=args.weight_dtype,
+            batch=args.batch,
+            heads=args.heads,
+            kv_heads=args.kv_heads,
+            head_dim=args.head_dim,
+            q_len=args.q_len,
+            kv_len=args.kv_len,
+            causal=args.causal,
+            split_kv=not args.no_split_kv,
+            bytes=args.bytes,
+            strided=args.strided,
+            hot=args.hot,
+            flag=lambda name: f"--{name.replace('_', '-')}",
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
 def run(args) -> int:
     from archsim.choose import Condition, simulate_op
     from archsim.config.resolved import ResolvedConfig
-    from archsim.graph.ops import Op, OpKind
-    from archsim.hardware import DType
     from archsim.report.export import timing_dict, write_json
     from archsim.runner.size import check_op
     from archsim.units import format_bytes, format_rate, format_seconds
@@ -190,46 +222,7 @@ def run(args) -> int:
         if args.trace_out:
             raise UsageError(f"--trace: a {args.kind} has no core timeline to draw")
         return run_collective(args, system, hw_cfg)
-    dt = DType(args.dtype)
-    wd = DType(args.weight_dtype) if args.weight_dtype else None
-    if wd is not None and args.kind not in ("gemm", "attention"):
-        raise UsageError(f"--weight-dtype: applies to a GEMM's weights or attention's KV cache, not {args.kind}")
-    if args.no_split_kv and args.kind != "attention":
-        raise UsageError(f"--no-split-kv: applies to decode attention, not {args.kind}")
-    if (args.strided or args.hot) and args.kind in ("gemm", "attention"):
-        raise UsageError(f"--{'strided' if args.strided else 'hot'}: applies to vector ops and copies, not {args.kind}")
-    if args.kind == "gemm":
-        op = Op(OpKind.GEMM, dt, m=args.M, k=args.K, n=args.N, weight_dtype=wd, scaling=Scaling.FIXED)
-    elif args.kind == "attention":
-        if args.heads % args.kv_heads:
-            raise UsageError(f"--kv-heads: must divide --heads ({args.heads}) (got {args.kv_heads})")
-        op = Op(
-            OpKind.ATTENTION,
-            dt,
-            batch=args.batch,
-            heads=args.heads,
-            kv_heads=args.kv_heads,
-            head_dim=args.head_dim,
-            q_len=args.q_len,
-            kv_len=max(args.kv_len, args.q_len),
-            causal=args.causal,
-            kv_dtype=wd,
-            split_kv=args.q_len == 1 and not args.no_split_kv,  # the library's split, as run plays it
-            scaling=Scaling.FIXED,
-        )
-    elif args.kind == "copy":
-        op = Op(OpKind.COPY, dt, bytes=args.bytes, strided=args.strided, hot=args.hot, scaling=Scaling.FIXED)
-    else:
-        op = Op(
-            OpKind.VECTOR,
-            dt,
-            m=args.M,
-            n=args.N,
-            vop=VectorOp(args.kind),
-            strided=args.strided,
-            hot=args.hot,
-            scaling=Scaling.FIXED,
-        )
+    op = op_from_args(args)
     with progress(args, f"simulating the {args.kind} on {shown(system.chip.name)}"):
         check_op(op, system.chip, args.kind)
         t = simulate_op(op, system.chip, Condition.STANDALONE if args.standalone else Condition.GRAPH)

@@ -49,24 +49,41 @@ def add_set_flag(p) -> None:
         action="append",
         type=setting,
         metavar="PATH=VALUE",
-        help="set a value of the hardware or workload file by dotted path, as a sweep does "
-        "(repeatable): --set workload.dtypes.weights=fp8 --set 'hardware.hbm.data_rate=8 Gbps'",
+        help="set a value of the hardware or workload file by dotted path, as a sweep does, the "
+        "hardware./workload. prefix optional where the path is plain (repeatable): --set "
+        "workload.dtypes.weights=fp8 --set 'hbm.data_rate=8 Gbps' --set hardware.hbm.bandwidth=9.6TB/s",
     )
 
 
 def setting(text: str) -> tuple[str, str, object]:
-    """argparse type: `hardware.x.y=VALUE` or `workload.x.y=VALUE` -> (root, 'x.y', value read as a
-    YAML 1.2 scalar, as a file would hold it: `8` a number, `8 Gbps` and `0x10` text)."""
+    """argparse type: `[hardware.]x.y=VALUE` or `[workload.]x.y=VALUE` -> (root, 'x.y', value read
+    as a YAML 1.2 scalar, as a file would hold it: `8` a number, `8 Gbps` and `0x10` text). The
+    root may be left out where the path names a value of one of the two (`hbm.data_rate`)."""
     from archsim.config.yamlfile import read_value
 
     path, eq, value = text.partition("=")
     root, dot, rest = path.strip().partition(".")
+    if eq and root not in ("hardware", "workload"):
+        root, rest = implied_root(path.strip()), path.strip()
+        dot = "." if root else ""
     if not eq or root not in ("hardware", "workload") or not dot or not rest:
         raise argparse.ArgumentTypeError(
             f"expected hardware.PATH=VALUE or workload.PATH=VALUE, e.g. workload.scenario.batch=8 (got {text[:80]!r})"
         )
     parsed = read_value(value.strip()) if value.strip() else value
     return root, rest, value if isinstance(parsed, dict) or parsed is None else parsed
+
+
+def implied_root(path: str) -> str:
+    """ "hardware" or "workload": the one file whose schema has `path` (a path both or neither
+    have: "")."""
+    from archsim.config.paths import path_problem
+
+    parts = tuple(path.split("."))
+    if not all(parts):
+        return ""
+    roots = [root for root in ("hardware", "workload") if path_problem((root, *parts)) is None]
+    return roots[0] if len(roots) == 1 else ""
 
 
 def add_parser(sub) -> None:
@@ -86,7 +103,13 @@ def add_parser(sub) -> None:
         help="step to trace, repeatable (default: prefill and decode:1, the first decode step)",
     )
     run.add_argument("--plots", metavar="DIR", help="write PNG plots (roofline, breakdown, decode, batch, memory)")
-    add_output_flags(run, quiet_help="no progress; print only the summary table")
+    run.add_argument(
+        "--ops",
+        action="store_true",
+        help="also print the per-op tables of the prefill and first decode step, and energy, power and area "
+        "in full (--json and --csv always hold them)",
+    )
+    add_output_flags(run, quiet_help="no progress; print only the summary")
     add_parallel_flags(run)
     add_cache_flag(run)
 
@@ -135,37 +158,38 @@ def communication_table(report, system_name: str):
     return t
 
 
-def energy_tables(report, quiet: bool) -> list:
+def energy_tables(report) -> list:
     """The run's energy and power against the chip's limit (the clock it held per op kind) and
-    its die's area; under --quiet one line of each."""
+    its die's area, in full (`--ops`)."""
     from archsim.report.energy import area_table, energy_table, format_joules, power_table
 
     e, a, chip = report.energy, report.area, report.hardware.system.chip
     name = shown(chip.name)
     out: list = []
     if e is not None:
-        if quiet:
-            out.append(
-                f"energy {format_joules(e.energy_j)}, {e.average_power_w:,.0f} W average and "
-                f"{e.peak_power_w:,.0f} W peak of the {e.limit_w:,.0f} W limit, {e.tokens_per_j:,.3g} tokens/J"
+        chips = f" (each of {e.chips} chips; the run's total: {format_joules(e.energy_j)})" if e.chips > 1 else ""
+        out.append(
+            energy_table(
+                e,
+                f"energy on {name}{chips}: {e.tokens_per_j:,.3g} tokens/J, "
+                f"{format_joules(e.decode_j_per_token)} per decode token",
             )
-        else:
-            chips = f" (each of {e.chips} chips; the run's total: {format_joules(e.energy_j)})" if e.chips > 1 else ""
-            out.append(
-                energy_table(
-                    e,
-                    f"energy on {name}{chips}: {e.tokens_per_j:,.3g} tokens/J, "
-                    f"{format_joules(e.decode_j_per_token)} per decode token",
-                )
-            )
-            out.append(power_table(e, name))
+        )
+        out.append(power_table(e, name))
     if a is not None and chip.area is not None:
-        if quiet:
-            out.append(
-                f"die {a.die_mm2:,.0f} mm2" + ("" if a.fits_reticle else f": over the reticle, {a.dies} chiplets")
-            )
-        else:
-            out.append(area_table(a, name, chip.area.node.value, report.result, e.chips if e else 1))
+        out.append(area_table(a, name, chip.area.node.value, report.result, e.chips if e else 1))
+    return out
+
+
+def summary_tables(report, chip_name: str, model_name: str, ops: bool) -> list:
+    """The run at a glance: the summary (TTFT and TPOT first), one line of diagnosis, and the
+    die's area in a line (in full with the other tables under --ops)."""
+    from archsim.report.summary import diagnosis, run_summary
+
+    out: list = [run_summary(report.result, chip_name, model_name, report.energy), diagnosis(report.result)]
+    chip, a = report.hardware.system.chip, report.area
+    if not ops and a is not None and chip.area is not None:
+        out.append(f"die {a.die_mm2:,.0f} mm2" + ("" if a.fits_reticle else f": over the reticle, {a.dies} chiplets"))
     return out
 
 
@@ -333,7 +357,7 @@ def run(args) -> int:
     from archsim import api
     from archsim.graph.parallel import ParallelismError
     from archsim.report.export import write_json
-    from archsim.report.tables import step_table, summary_table
+    from archsim.report.tables import step_table
 
     check_outputs(args, ("json", "csv", "trace_out", "plots"), ("plots",), (args.hw, args.workload, args.model))
     check_interval(args)
@@ -361,8 +385,8 @@ def run(args) -> int:
             raise UsageError(f"--tp/--pp/--ep: {err}") from None
     result, out, note = report.result, console(args), notes(args)
     chip_name, model_name = shown(system.chip.name), shown(w.model.name)
-    tables = [summary_table(result, chip_name, model_name)]
-    if not args.quiet:
+    tables = summary_tables(report, chip_name, model_name, args.ops)
+    if args.ops:
         tables.append(step_table(result.prefill, "prefill step", system.chip.clock_hz))
         if result.decode:
             tables.append(
@@ -370,7 +394,10 @@ def run(args) -> int:
             )
     if multi:
         tables.append(communication_table(report, f"{chip_name} x{system.chips}"))
-    tables += energy_tables(report, args.quiet)
+    if args.ops:
+        tables += energy_tables(report)
+    elif not args.quiet:
+        tables.append("per-op tables: --ops; what each resource is worth: archsim explain")
     data = report.to_dict()
     if args.interval is not None:
         note.print(step_interval(args.interval, result, data).removeprefix("; "))

@@ -479,6 +479,10 @@ def build(
     A document and paths that validated before are read back from the memo (config/memo.py)."""
     from archsim.config import memo
 
+    if params:  # totals such as hbm.bandwidth, as the physical values that give them
+        from archsim.config.derived import expanded
+
+        params = expanded(root, doc, params, where, build)
     edited = doc.edited(params) if params else doc
     entry = memo.key(root, doc.path, doc.data, params, doc.bases)
     kept = memo.get(entry)

@@ -27,6 +27,10 @@ def memory_keys() -> frozenset[str]:
 
 def path_problem(path: tuple[str, ...]) -> str | None:
     """Why `path` (e.g. ('hardware', 'hbm', 'stacks')) names no value of a config; None if it does."""
+    from archsim.config.derived import is_derived
+
+    if path[0] == "hardware" and is_derived(path[1:]):  # a total the loader turns into its parameters
+        return None
     model: Any = ROOTS.get(path[0])
     if model is None:
         return f"must start with hardware. or workload. (got {'.'.join(path)!r})"

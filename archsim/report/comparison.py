@@ -34,11 +34,17 @@ class ChipRun:
     energy: RunEnergy | None = None  # None: no run, or no power section in the chip file
     area: Area | None = None  # None: no area section
     node: str = ""
+    layout: str = ""  # how the model is spread over its chips ("TP 2"; "" on one chip)
+    given: str = ""  # the name given, where a multi-chip system of that chip ran for the layout
 
     @property
     def label(self) -> str:
-        """The name the chip was given by (a file's stem), as short as a table needs."""
-        return Path(self.hw).stem
+        """The name the chip was given by (a file's stem) and its layout, as short as a table
+        needs: "h200x8 TP 8", "h200 as h200x8 TP 2"."""
+        name = Path(self.hw).stem
+        if self.given and Path(self.given).stem != name:
+            name = f"{Path(self.given).stem} as {name}"
+        return f"{name} {self.layout}" if self.layout else name
 
 
 def step_seconds_by_bound(step: StepResult) -> dict[Bound, float]:
@@ -142,6 +148,8 @@ def compare_dict(rows: list[ChipRun], workload_cfg: dict[str, Any]) -> dict[str,
     chips = []
     for row in rows:
         entry: dict[str, Any] = {"hw": row.hw, "chip": row.chip_name, "config_hash": row.config_hash}
+        if row.layout or row.given:
+            entry["label"] = row.label
         r = row.result
         if r is None:
             entry["error"] = row.error

@@ -1,4 +1,5 @@
-"""Rich tables for the terminal: the run summary, memory footprint and per-op breakdowns."""
+"""Rich tables for the terminal: per-op breakdowns with their legend, and fitting any table to a width
+(archsim/report/summary.py: the run at a glance)."""
 
 from __future__ import annotations
 
@@ -9,44 +10,12 @@ from rich.measure import Measurement
 from rich.table import Column, Table
 
 from archsim.engine.timing import OpTiming
-from archsim.units import format_bytes, format_rate, format_seconds
+from archsim.units import format_rate, format_seconds
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
-    from archsim.runner.generation import RunResult, StepResult
-
-
-def summary_table(r: RunResult, chip_name: str, model_name: str) -> Table:
-    t = Table(
-        title=f"{model_name} on {chip_name}: batch {r.batch}, prompt {r.prompt_tokens}, generate {r.output_tokens}",
-        show_header=False,
-        title_justify="left",
-    )
-    t.add_column(style="bold")
-    t.add_column(justify="right")
-    t.add_row("time to first token (prefill)", format_seconds(r.ttft_s))
-    t.add_row("time per output token (mean decode step)", format_seconds(r.tpot_s))
-    t.add_row("decode throughput", f"{r.decode_tokens_per_s:,.0f} tokens/s")
-    t.add_row("end-to-end throughput", f"{r.throughput_tokens_per_s:,.0f} tokens/s")
-    t.add_row("total time", format_seconds(r.total_time_s))
-    if len(r.decode_step_s):
-        t.add_row(
-            "decode step, first / last", f"{format_seconds(r.decode_step_s[0])} / {format_seconds(r.decode_step_s[-1])}"
-        )
-    fp = r.footprint
-    t.add_row(
-        "memory used",
-        f"{format_bytes(fp.total_bytes)} of {format_bytes(fp.capacity_bytes)} "
-        f"({100 * fp.total_bytes / fp.capacity_bytes:.0f}%)",
-    )
-    t.add_row(
-        "  weights + KV + activations",
-        f"{format_bytes(fp.weights_bytes)} + {format_bytes(fp.kv_cache_bytes)} + {format_bytes(fp.activations_bytes)}",
-    )
-    if r.interrupted:
-        t.add_row("[red]interrupted[/red]", f"{len(r.decode_step_s)} decode steps simulated")
-    return t
+    from archsim.runner.generation import StepResult
 
 
 def si(x: float) -> str:
@@ -65,6 +34,8 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
         title=f"{title}: {format_seconds(total)}  ({format_rate(s.flops / total if total else 0, 'FLOP/s')}, "
         f"{format_rate(s.hbm_bytes / total if total else 0, 'B/s')} from HBM)",
         title_justify="left",
+        caption=STEP_LEGEND,
+        caption_justify="left",
     )
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("op", "left"),
@@ -97,6 +68,16 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
     return t
 
 
+STEP_LEGEND = (
+    "x: runs per step; share: of the step's time; bound: the unit most used against its own peak, and "
+    "how much (mat matrix units, vec vector units, hbm HBM bandwidth, l2 L2 bandwidth, sram SRAM "
+    "bandwidth, lat memory latency, link chip-to-chip links, fixed per-kernel launch and gaps); comp cyc: "
+    "compute cycles of the core that finishes last; top cause: the largest term of the op's time "
+    "(comp computing, HBM/L2 waiting on that bandwidth, lat on memory latency, clock the power-held clock, "
+    "fixed launch and gaps, load issue, stores, link); FLOP/s, HBM B/s: achieved rates; util: busy share of the cores' cycles; "
+    "k M G T: 1e3 1e6 1e9 1e12"
+)
+
 CAUSE_NAMES = {"compute": "comp", "hbm_bandwidth": "HBM", "memory_latency": "lat", "l2": "L2", "held_clock": "clock"}
 
 
@@ -119,14 +100,6 @@ def _bound(b: str, text: str | None = None) -> str:
     """The bound `b` in its colour, as `text` (its binding unit and that unit's utilisation) or by name."""
     colour = {"compute": "green", "memory": "yellow", "overhead": "magenta", "communication": "cyan"}[b]
     return f"[{colour}]{text or {'communication': 'comm'}.get(b, b)}[/{colour}]"
-
-
-def print_run(r: RunResult, chip_name: str, model_name: str, clock_hz: float, console: Console | None = None) -> None:
-    console = console or Console()
-    console.print(summary_table(r, chip_name, model_name))
-    console.print(step_table(r.prefill, "prefill step", clock_hz))
-    if r.decode:
-        console.print(step_table(r.decode, f"first decode step (KV {r.decode.step.kv_len})", clock_hz))
 
 
 def natural_width(table: Table) -> int:

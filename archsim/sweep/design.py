@@ -55,8 +55,13 @@ def base_doc(path: str, root: str) -> YamlDoc:
 
 
 def build_hardware(path: str, overrides: tuple[Override, ...]) -> tuple[System, dict]:
-    """The System and its resolved configuration; ConfigError naming the bad keys."""
-    return system_from_doc(base_doc(path, "hardware").edited(overrides))
+    """The System and its resolved configuration; ConfigError naming the bad keys. A total such
+    as hbm.bandwidth is set as the physical values that give it (archsim/config/derived.py)."""
+    from archsim.config.derived import expanded
+    from archsim.config.loader import build
+
+    doc = base_doc(path, "hardware")
+    return system_from_doc(doc.edited(expanded("hardware", doc, overrides, "sweep", build)))
 
 
 def build_workload(path: str, overrides: tuple[Override, ...]) -> tuple[Workload, dict]:
