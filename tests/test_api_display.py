@@ -24,7 +24,7 @@ def test_a_serve_report_prints_short_and_takes_durations_as_text():
     assert (report.slo.ttft_s, report.slo.tpot_s) == (pytest.approx(0.2), pytest.approx(0.05))
     assert len(repr(report)) < 2000 and repr(report).startswith("ServeReport(10 requests")
     assert "<table>" in report._repr_html_()
-    with pytest.raises(archsim.ConfigError, match="serve: slo_ttft_s: a unit is required"):
+    with pytest.raises(archsim.ConfigError, match="serve: slo_ttft_s: a duration needs its unit"):
         archsim.serve(H200, SMALL, reqs, slo_ttft_s="200")
 
 

@@ -62,7 +62,7 @@ def test_find_capacity_is_the_serve_search(capsys):
     doc = _json(capsys, [*argv, "--slo-ttft", "200ms", "--slo-tpot", "8ms", "--find-capacity"])
     assert report.rate_per_s == doc["capacity"]["rate_per_s"] and 0 < report.rate_per_s < 1e5
     assert repr(report).startswith("CapacityReport(") and len(repr(report)) < 2000
-    with pytest.raises(ValueError, match="needs slo_ttft_s and/or slo_tpot_s"):
+    with pytest.raises(archsim.ConfigError, match="slo_ttft_s: needs slo_ttft_s and/or slo_tpot_s"):
         archsim.find_capacity("h200", "llama3_8b")
 
 

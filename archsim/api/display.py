@@ -8,8 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from archsim import limits
-from archsim.units import Dim, format_seconds, parse_quantity
+from archsim.units import format_seconds
 
 MAX_REPR = 400  # characters of a one-line repr (the longest names cut with '…')
 
@@ -80,20 +79,3 @@ def serve_repr(report: Any) -> str:
         f"{format_seconds(m.tpot_s.p99)}, {m.throughput_tokens_per_s:,.0f} output tokens/s, "
         f"SLO attainment {100 * m.slo_attainment:.1f}%, config {report.config_hash})"
     )
-
-
-def seconds(value: float | str | None, name: str, where: str = "serve") -> float | None:
-    """A duration given in Python: seconds as a number, or text with its unit as the command line
-    takes it (`"200ms"`, `"0.2 s"`); None stays None. ConfigError located at `where`: `name`."""
-    from archsim.errors import ConfigError
-
-    if value is None or isinstance(value, bool) or not isinstance(value, str):
-        return value  # a number (or a wrong type) is checked where it is used
-    try:
-        parsed = parse_quantity(value.replace(" ", ""), Dim.SECONDS)
-    except ValueError as err:
-        raise ConfigError.single(where, name, str(err)) from None
-    if not 0 < parsed <= limits.MAX_SLO_S:
-        why = f"must be greater than zero and at most {limits.MAX_SLO_S:,.0f} s (got {value!r})"
-        raise ConfigError.single(where, name, why)
-    return parsed

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from archsim.api import arguments
 from archsim.api.calls import KV_STRIDE, generate_requests, run, serve_options, serve_setup
-from archsim.api.display import html_table, seconds, short
+from archsim.api.display import html_table, short
 from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 
 if TYPE_CHECKING:
@@ -262,11 +263,13 @@ def find_capacity(
     from archsim.serving.capacity import find_capacity as search
     from archsim.serving.metrics import Slo
 
-    slo = {"slo_ttft_s": seconds(slo_ttft_s, "slo_ttft_s"), "slo_tpot_s": seconds(slo_tpot_s, "slo_tpot_s")}
+    where = "archsim.find_capacity"
+    given = {"slo_ttft_s": slo_ttft_s, "slo_tpot_s": slo_tpot_s}
+    slo = {k: None if v is None else arguments.duration_s(where, k, v) for k, v in given.items()}
     opts = serve_options(None, {**slo, "attainment": attainment}, setup)
     opts.check()
     if opts.slo.ttft_s is None and opts.slo.tpot_s is None:
-        raise ValueError("find_capacity needs slo_ttft_s and/or slo_tpot_s")
+        raise arguments.refusal(where, "slo_ttft_s", "needs slo_ttft_s and/or slo_tpot_s: capacity is judged against SLOs")
     hw, wl = as_hardware(hardware), as_workload(workload)
     sc = wl.workload.scenario
     prompt, output = prompt_tokens or sc.prompt_tokens, output_tokens or sc.output_tokens
