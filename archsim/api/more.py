@@ -269,7 +269,9 @@ def find_capacity(
     opts = serve_options(None, {**slo, "attainment": attainment}, setup)
     opts.check()
     if opts.slo.ttft_s is None and opts.slo.tpot_s is None:
-        raise arguments.refusal(where, "slo_ttft_s", "needs slo_ttft_s and/or slo_tpot_s: capacity is judged against SLOs")
+        raise arguments.refusal(
+            where, "slo_ttft_s", "needs slo_ttft_s and/or slo_tpot_s: capacity is judged against SLOs"
+        )
     hw, wl = as_hardware(hardware), as_workload(workload)
     sc = wl.workload.scenario
     prompt, output = prompt_tokens or sc.prompt_tokens, output_tokens or sc.output_tokens
