@@ -191,8 +191,12 @@ class PhasePlan:
 def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
     """The planned phase on `chip`: each entry's cycles those of its step shape on the chip's
     arrays, and as many SRAM buffers as the chip's SRAM holds stages of the tiling."""
-    core = chip.core
-    table = np.array([step_cycles(core, em, k, en, op.dtype, op.b_dtype) for em, k, en in plan.shapes], np.int64)
+    from archsim.compiler.families import family_rule  # the families import this module
+
+    core, install = chip.core, family_rule(chip).weight_install_bytes_per_cycle(chip)
+    table = np.array(
+        [step_cycles(core, em, k, en, op.dtype, op.b_dtype, install) for em, k, en in plan.shapes], np.int64
+    )
     stage = stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
     stages = core.sram.capacity_bytes // stage
     phase = plan.phase
