@@ -112,8 +112,8 @@ def test_a_batch_1_gemv_streams_its_weights_and_is_memory_bound(name, share):
     """1 x 8192 x 8192 bf16 reads its 128 MiB of weights once and is labelled memory-bound.
     Dataflow-2S streams them from HBM at >= 60% of its 1.64 TB/s (96%). The LPU installs each
     320 x 320 fold from its SRAM streams in 3 cycles (before: 320, 0.55% of 80 TB/s): 676
-    folds x 3 + 638 of fill = 2,666 cycles after the weights' 1,510 cycles of streaming,
-    4,176 cycles, 4.64 us: 36% of 80 TB/s."""
+    folds x 3 + 638 of fill = 2,666 cycles after the weights' 1,510 cycles of streaming:
+    4,176 cycles and a few of latency, 4.66 us, 36% of 80 TB/s."""
     from archsim.choose.timed import time_op
 
     c = chip(name)
