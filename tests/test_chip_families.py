@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from archsim.compiler.attention import item_shape
-from archsim.compiler.families import FAMILIES, family_rule, gpu, tpu, trainium
+from archsim.compiler.families import FAMILIES, dataflow, family_rule, gpu, tpu, trainium, wafer
 from archsim.compiler.families.tpu import decode_block_cycles, kv_stages, mxu_menu, vmem_fits
 from archsim.compiler.gemm import library_tiles, shortlist
 from archsim.config.hw_schema import HardwareCfg
@@ -49,7 +49,9 @@ def test_every_shipped_chip_file_states_its_family_and_gets_that_mapper():
         family = next((f for prefix, f in expected.items() if path.stem.startswith(prefix)), ChipFamily.GPU)
         c = load_system(str(path))[0].chip
         assert c.family is family, path.name
-        assert family_rule(c) is {ChipFamily.TPU: tpu.RULE, ChipFamily.TRAINIUM: trainium.RULE}.get(family, gpu.RULE)
+        rules = {ChipFamily.TPU: tpu.RULE, ChipFamily.TRAINIUM: trainium.RULE, ChipFamily.DATAFLOW: dataflow.RULE,
+                 ChipFamily.WAFER: wafer.RULE}  # fmt: skip
+        assert family_rule(c) is rules.get(family, gpu.RULE)
 
 
 def test_a_gpu_family_stated_keeps_the_config_hash_of_the_file_without_it(tmp_path):

@@ -117,8 +117,9 @@ def block_cycles(op: Op, chip: Chip, qrows: int, bk: int) -> float:
     v_format = op.kv_format
     for v in variants:
         v_format = v.value_format(op, v_format)
-    qk = matmul_cycles(core, qrows, d, bk, op.dtype, op.kv_format)
-    matrix = float(qk + matmul_cycles(core, qrows, bk, dv, op.dtype, v_format))
+    install = family_rule(chip).weight_install_bytes_per_cycle(chip)
+    qk = matmul_cycles(core, qrows, d, bk, op.dtype, op.kv_format, install)
+    matrix = float(qk + matmul_cycles(core, qrows, bk, dv, op.dtype, v_format, install))
     rows = max(qrows, core.mma_rows)  # the softmax runs on the whole accumulator tile
     scores = rows * bk
     lane_per_score, special_per_score = score_ops(op, variants)

@@ -45,3 +45,8 @@ class FamilyRule:
         """K/V buffers a decode attention kernel cycles through (one computing, the rest loading)
         for blocks of `block_bytes`, or None for the flash kernel's (`attention.KV_STAGES`)."""
         return None
+
+    def weight_install_bytes_per_cycle(self, chip: Chip) -> float:
+        """Bytes a cycle the core's matrix units take a fold's stationary weights at
+        (`systolic.fold_install_cycles`), or 0 for a row a cycle, the array's own load path."""
+        return 0.0

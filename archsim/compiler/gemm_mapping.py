@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from archsim.compiler.families import family_rule
 from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling, gemm_phase, plain_waves
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
@@ -99,4 +100,5 @@ class GemmMappingRule:
     def plain_phase(self, op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -> Phase:
         """The first `limit_items` work items of `t` (all by default) as one kernel in plain
         waves (`gemm_phase`), under this mapping's label."""
-        return gemm_phase(op, chip, t, self.label(t), limit_items)
+        install = family_rule(chip).weight_install_bytes_per_cycle(chip)
+        return gemm_phase(op, chip, t, self.label(t), limit_items, install)

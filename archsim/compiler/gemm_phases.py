@@ -188,11 +188,14 @@ class PhasePlan:
     dp_items: int = 0  # stream-K: the items before its tail, run data-parallel by a phase of their own
 
 
-def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling) -> Phase:
+def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling, install: float = 0.0) -> Phase:
     """The planned phase on `chip`: each entry's cycles those of its step shape on the chip's
-    arrays, and as many SRAM buffers as the chip's SRAM holds stages of the tiling."""
+    arrays (their weights installed at `install` bytes a cycle, the chip family's; 0: a row a
+    cycle), and as many SRAM buffers as the chip's SRAM holds stages of the tiling."""
     core = chip.core
-    table = np.array([step_cycles(core, em, k, en, op.dtype, op.b_dtype) for em, k, en in plan.shapes], np.int64)
+    table = np.array(
+        [step_cycles(core, em, k, en, op.dtype, op.b_dtype, install) for em, k, en in plan.shapes], np.int64
+    )
     stage = stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
     stages = core.sram.capacity_bytes // stage
     phase = plan.phase
@@ -255,10 +258,12 @@ def forget_plans() -> None:
         _plan_bytes[0] = 0
 
 
-def gemm_phase(op: Op, chip: Chip, t: Tiling, label: str, limit_items: int | None = None) -> Phase:
+def gemm_phase(
+    op: Op, chip: Chip, t: Tiling, label: str, limit_items: int | None = None, install: float = 0.0
+) -> Phase:
     """The GEMM kernel's phase, named `label`: its first `limit_items` items (all by default),
-    dealt to the cores in plain waves of one item per core."""
-    return phase_on(kept_plan((op, wave_layout(chip), t, label, limit_items), _gemm_plan), op, chip, t)
+    dealt to the cores in plain waves of one item per core (`install`: as `phase_on`'s)."""
+    return phase_on(kept_plan((op, wave_layout(chip), t, label, limit_items), _gemm_plan), op, chip, t, install)
 
 
 def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int | None) -> PhasePlan:

@@ -5,10 +5,12 @@ Families without a file of their own map as the GPU library does."""
 from __future__ import annotations
 
 from archsim.compiler.chip_family import FamilyRule
-from archsim.compiler.families import gpu, tpu, trainium
+from archsim.compiler.families import dataflow, gpu, tpu, trainium, wafer
 from archsim.hardware import Chip, ChipFamily
 
-FAMILIES: dict[ChipFamily, FamilyRule] = {r.family: r for r in (gpu.RULE, tpu.RULE, trainium.RULE)}
+FAMILIES: dict[ChipFamily, FamilyRule] = {
+    r.family: r for r in (gpu.RULE, tpu.RULE, trainium.RULE, dataflow.RULE, wafer.RULE)
+}
 
 
 def family_rule(chip: Chip) -> FamilyRule:

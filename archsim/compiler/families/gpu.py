@@ -1,7 +1,7 @@
 """The GPU family: a tuned kernel library's mapping, today's default. GEMM tiles from a library's
 power-of-two menu (archsim/compiler/gemm.py: `library_tiles`), decode attention as a flash
-kernel with the GQA group as its query rows (archsim/compiler/attention.py). The Trainium,
-dataflow, wafer and SCALE-Sim families map this way until they have files of their own."""
+kernel with the GQA group as its query rows (archsim/compiler/attention.py). The SCALE-Sim
+family maps this way until it has a file of its own."""
 
 from __future__ import annotations
 
