@@ -293,6 +293,37 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
         ),
     },
     (ChipFamily.DATAFLOW, False): {
+        "more-gemm": (
+            CHOOSER + " (a quarter of the 2-stack dataflow chip with twice its SRAM)",
+            "dataflow_2stack",
+            {
+                "cores": 0.25,
+                "clock": 0.6,
+                "matrix_units": 0.5,
+                "sram_capacity": 0.5,
+                "inflight": 0.5,
+                "l2_capacity": 0.25,
+                "hbm_data_rate": 0.5,
+                "hbm_stacks": 0.5,
+                "power_limit": 0.75,
+            },
+            "sram_capacity",
+        ),
+        "bound-gemm": (
+            "the 2-stack dataflow chip with one array a core, half its bytes in flight and pin rate and"
+            " twice its stacks runs a large GEMM at 49.5% of peak, its arrays computing just under half"
+            " its time and the rest L2 and HBM stalls; neither alone holds half",
+            "dataflow_2stack",
+            {
+                "matrix_units": 0.5,
+                "inflight": 0.5,
+                "l2_capacity": 0.25,
+                "hbm_data_rate": 0.5,
+                "hbm_stacks": 2.0,
+                "power_limit": 0.75,
+            },
+            "clock",
+        ),
         "more-gemv": (
             CHOOSER + " (the 2-stack dataflow chip's GEMV with twice its SRAM: 2.2%)",
             "dataflow_2stack",
@@ -307,40 +338,41 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             },
             "sram_capacity",
         ),
-        "bound-gemm": (
-            "the 2-stack dataflow chip with twice its arrays and stacks and half its SRAM runs a large"
-            " GEMM at 36.7% of peak, its time split between its arrays (39%) and L2 stalls (42%; HBM"
-            " 49.99% busy); neither alone holds half",
-            "dataflow_2stack",
+    },
+    (ChipFamily.DATAFLOW, True): {
+        "peak-gemv": (
+            "SRAM at 102.5% of its peak on an LPU at 60% of its clock: the dataflow mapper installs a"
+            " fold's weights from the SRAM streams at the SRAM's rate, and those bytes are counted"
+            " again beside the operands' reads (choose/timed.py's SRAM utilisation)",
+            "lpu",
             {
-                "clock": 0.8,
-                "matrix_units": 2.0,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_stacks": 2.0,
-                "power_limit": 0.75,
-            },
-            "clock",
-        ),
-        "more-gemm": (
-            CHOOSER + " (the 2-stack dataflow chip at twice its clock: 1 candidate against 3, 4.0%)",
-            "dataflow_2stack",
-            {
-                "cores": 2.0,
+                "cores": 0.5,
                 "clock": 0.6,
                 "matrix_units": 0.5,
                 "sram_capacity": 0.5,
                 "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
-                "hbm_stacks": 0.5,
                 "power_limit": 0.75,
             },
             "clock",
         ),
     },
     (ChipFamily.WAFER, True): {
+        "more-gemv": (
+            "twice a quarter-wafer's arrays makes its GEMV slower: the wafer mapper's folds install at"
+            " each cluster's SRAM rate, shared by twice the arrays, and the chooser plays another tiling",
+            "wafer",
+            {
+                "cores": 0.25,
+                "clock": 0.6,
+                "matrix_units": 2.0,
+                "sram_capacity": 0.5,
+                "inflight": 0.5,
+                "l2_capacity": 0.25,
+                "memory_bandwidth": 0.25,
+                "power_limit": 0.75,
+            },
+            "matrix_units",
+        ),
         "more-gemm": (
             "twice a wafer cluster's SRAM lets the library offer tiles of the whole K (2,048), and the"
             " chooser's shortlist keeps only stream-K tilings of them, which cannot split a K of one"
