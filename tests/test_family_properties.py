@@ -192,38 +192,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             },
             "clock",
         ),
-        "peak-gemm": (
-            "SRAM at 102.6% of its peak with 8 tensor cores per SM: a tile step is held to its operands'"
-            " reads over the SRAM's bandwidth (compiler/tiles.py) while the utilisation counts each byte"
-            " written and read (choose/timed.py: SRAM_ACCESSES_PER_BYTE); the loads' writes take no SRAM"
-            " bandwidth in the timing",
-            "h200",
-            {
-                "cores": 0.25,
-                "matrix_units": 2.0,
-                "sram_capacity": 2.0,
-                "inflight": 2.0,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
-                "hbm_stacks": 2.0,
-            },
-            "power_limit",
-        ),
-        "peak-gemv": (
-            "SRAM at 148.5% of its peak on an A100 of 27 SMs: as peak-gemm's",
-            "a100",
-            {
-                "cores": 0.25,
-                "clock": 0.6,
-                "sram_capacity": 0.5,
-                "inflight": 2.0,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 1.5,
-                "hbm_stacks": 2.0,
-                "power_limit": 1.5,
-            },
-            "sram_capacity",
-        ),
         "more-gemv": (
             CHOOSER + " (an A100 of 27 SMs with twice its SRAM bandwidth: 49%, 8 candidates each)",
             "a100",
