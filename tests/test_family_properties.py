@@ -238,13 +238,11 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.TRAINIUM, False): {
         "more-gemm": (
-            CHOOSER + " (Trainium2 at twice its clock: 1 candidate played against 3, 4.0%)",
+            CHOOSER + " (Trainium2 with one array per core at twice its clock: 2.7%)",
             "trainium2",
             {
-                "cores": 2.0,
                 "clock": 0.6,
                 "matrix_units": 0.5,
-                "sram_capacity": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
                 "hbm_data_rate": 0.5,
@@ -252,12 +250,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "power_limit": 0.75,
             },
             "clock",
-        ),
-        "more-gemv": (
-            CHOOSER + " (Trainium2's GEMV with twice its SBUF: 2.2%)",
-            "trainium2",
-            {"cores": 2.0, "sram_capacity": 0.5, "inflight": 2.0, "hbm_stacks": 0.5, "power_limit": 1.5},
-            "sram_capacity",
         ),
     },
     (ChipFamily.DATAFLOW, False): {
@@ -274,22 +266,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "power_limit": 4.0,
             },
             "sram_capacity",
-        ),
-        "bound-gemm": (
-            "the 2-stack dataflow chip with twice its arrays and stacks and half its SRAM runs a large"
-            " GEMM at 36.7% of peak, its time split between its arrays (39%) and L2 stalls (42%; HBM"
-            " 49.99% busy); neither alone holds half",
-            "dataflow_2stack",
-            {
-                "clock": 0.8,
-                "matrix_units": 2.0,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_stacks": 2.0,
-                "power_limit": 0.75,
-            },
-            "clock",
         ),
         "more-gemm": (
             CHOOSER + " (the 2-stack dataflow chip at twice its clock: 1 candidate against 3, 4.0%)",
