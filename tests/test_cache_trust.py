@@ -294,7 +294,7 @@ def test_every_tiling_the_compiler_shortlists_is_legal(hw):
     for op in GEMMS:
         kept = shortlist(op, chip, shortlist_size(op))
         assert kept and all(legal_tiling(op, chip, t) for t in kept)
-        assert _from_value(json.loads(json.dumps(_value(kept)))) == kept
+        assert _from_value(json.loads(json.dumps(_value(kept))), op) == kept
 
 
 def test_a_tampered_tiling_is_a_miss(cache_dir, h200):

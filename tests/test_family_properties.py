@@ -192,38 +192,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             },
             "clock",
         ),
-        "peak-gemm": (
-            "SRAM at 102.6% of its peak with 8 tensor cores per SM: a tile step is held to its operands'"
-            " reads over the SRAM's bandwidth (compiler/tiles.py) while the utilisation counts each byte"
-            " written and read (choose/timed.py: SRAM_ACCESSES_PER_BYTE); the loads' writes take no SRAM"
-            " bandwidth in the timing",
-            "h200",
-            {
-                "cores": 0.25,
-                "matrix_units": 2.0,
-                "sram_capacity": 2.0,
-                "inflight": 2.0,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
-                "hbm_stacks": 2.0,
-            },
-            "power_limit",
-        ),
-        "peak-gemv": (
-            "SRAM at 148.5% of its peak on an A100 of 27 SMs: as peak-gemm's",
-            "a100",
-            {
-                "cores": 0.25,
-                "clock": 0.6,
-                "sram_capacity": 0.5,
-                "inflight": 2.0,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 1.5,
-                "hbm_stacks": 2.0,
-                "power_limit": 1.5,
-            },
-            "sram_capacity",
-        ),
         "more-gemv": (
             CHOOSER + " (an A100 of 27 SMs with twice its SRAM bandwidth: 49%, 8 candidates each)",
             "a100",
@@ -270,13 +238,11 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.TRAINIUM, False): {
         "more-gemm": (
-            CHOOSER + " (Trainium2 at twice its clock: 1 candidate played against 3, 4.0%)",
+            CHOOSER + " (Trainium2 with one array per core at twice its clock: 2.7%)",
             "trainium2",
             {
-                "cores": 2.0,
                 "clock": 0.6,
                 "matrix_units": 0.5,
-                "sram_capacity": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
                 "hbm_data_rate": 0.5,
@@ -284,12 +250,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "power_limit": 0.75,
             },
             "clock",
-        ),
-        "more-gemv": (
-            CHOOSER + " (Trainium2's GEMV with twice its SBUF: 2.2%)",
-            "trainium2",
-            {"cores": 2.0, "sram_capacity": 0.5, "inflight": 2.0, "hbm_stacks": 0.5, "power_limit": 1.5},
-            "sram_capacity",
         ),
     },
     (ChipFamily.DATAFLOW, False): {

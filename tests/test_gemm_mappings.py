@@ -2,6 +2,7 @@
 its GemmMapping; the autotuner and the compiler reach every mapping through it."""
 
 from enum import Enum
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,3 +72,26 @@ def test_a_mapping_registered_in_a_test_is_offered_and_compiled(h200, monkeypatc
 def test_a_mapping_without_a_rule_is_an_error():
     with pytest.raises(KeyError, match="halved"):
         mapping_rule(_Extra.HALVED)
+
+
+def test_a_whole_k_step_is_ranked_apart_from_the_pipelined_steps_of_its_shape():
+    """Trainium2 on twice its cores with half its SBUF (12 MiB), twice its bytes in flight, half
+    its stacks; raised to the full 24 MiB, a 1 x 512 tile's whole K of 8192 fits twice (a stage
+    of 8192 x 2 + 8192 x 512 x 2 = 8,404,992 B; 2 x that = 16.8 MB <= 25,165,824) and ranks first
+    of its shape (one step per item: the least compute), but its one step has no K step of its
+    own to load behind, so the shortlist keeps a pipelined K step of the shape too (tk = 512)
+    as it did on 12 MiB; twice the SBUF is no slower (2.2% slower before)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from family_chips import chip, more_of, scaled
+
+    from archsim.choose import simulate_op
+
+    params = scaled("trainium2", {"cores": 2.0, "sram_capacity": 0.5, "inflight": 2.0, "hbm_stacks": 0.5})
+    base, more = chip("trainium2", params), more_of("trainium2", params, "sram_capacity", 2.0)
+    assert more is not None and more.core.sram.capacity_bytes == 25_165_824
+    op = Op(OpKind.GEMM, m=1, k=8192, n=8192, scaling=Scaling.FIXED)
+    ks = {t.tk for t in shortlist(op, more, 8) if (t.tn, t.mapping) == (512, GemmMapping.DATA_PARALLEL)}
+    assert ks == {512, 8192}
+    assert simulate_op(op, more).time_s <= simulate_op(op, base).time_s * 1.01

@@ -153,6 +153,18 @@ def test_utilisation_by_hand(h200):
     assert u["l2"] == 0.0 and u["matrix"] == 0.0 and binding_unit(u) == "vector"
 
 
+def test_the_sram_unit_counts_the_bytes_a_tile_step_charges_to_it(h200):
+    # each byte loaded is read out of the SRAM once, as a tile step's time charges it (its operands'
+    # reads over the SRAM's bandwidth): 2.4 GB over 1 ms on 132 SMs of 128 B a cycle at 1.98 GHz,
+    # 2.4e9 / (1e-3 x 132 x 128 x 1.98e9 = 3.345408e10) = 0.07174 (0.1435 counting the fill's write too)
+    chip = h200.chip
+    assert chip.core.sram.bandwidth_bytes_per_cycle == 128
+    program = type("P", (), {"matrix": True})()
+    op = Op(OpKind.GEMM, m=1, k=8192, n=8192, scaling=Scaling.FIXED)
+    u = unit_utilisation(chip, op, program, 1e-3, (2.4e9, 0.0, 0.0), 0.0)  # type: ignore[arg-type]
+    assert u["sram"] == pytest.approx(0.07174, rel=1e-4)
+
+
 HBM_PRESETS = ("a100", "a100_pcie", "h100", "h200", "b200", "gb200", "mi300x", "mi325x")
 HBM_PRESETS += ("tpu_v5e", "tpu_v6e", "tpu_v7", "trainium2", "dataflow_2stack")  # not the SRAM-only lpu, wafer,
 # nor the scalesim_* files, whose memory is idealised to replay SCALE-Sim's compute-only timing

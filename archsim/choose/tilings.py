@@ -27,7 +27,7 @@ def cached_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tiling]
     if cache is None:
         return list(shortlist(op, chip, count))
     key = opcache.ops_key((op,), f"shortlist|{count}")
-    kept = _from_value(cache.get(key))
+    kept = _from_value(cache.get(key), op)
     if kept is None or len(kept) > count or not all(legal_tiling(op, chip, t) for t in kept):
         kept = shortlist(op, chip, count)
         cache.put(key, _value(kept))
@@ -39,9 +39,10 @@ def _value(tilings: Sequence[Tiling]) -> list:
     return [[t.tm, t.tn, t.tk, t.mapping.value, t.split, t.raster.value, t.group] for t in tilings]
 
 
-def _from_value(value: object) -> tuple[Tiling, ...] | None:
-    """The tilings `_value` wrote, or None for an entry of another shape (a count that is not a
-    whole number included: 64.5 is no tile edge) or with one tile shape and mapping twice."""
+def _from_value(value: object, op: Op) -> tuple[Tiling, ...] | None:
+    """The tilings `_value` wrote for the GEMM `op`, or None for an entry of another shape (a
+    count that is not a whole number included: 64.5 is no tile edge) or with one tile shape and
+    mapping twice (a K step of the whole K apart: compiler/gemm.py `shortlist`)."""
     if not isinstance(value, list) or not value:
         return None
     try:
@@ -51,7 +52,7 @@ def _from_value(value: object) -> tuple[Tiling, ...] | None:
         )
     except (TypeError, ValueError):
         return None
-    shapes = {(t.tm, t.tn, t.mapping, t.split) for t in kept}
+    shapes = {(t.tm, t.tn, t.mapping, t.split, t.tk >= op.k) for t in kept}
     return kept if len(shapes) == len(kept) else None
 
 

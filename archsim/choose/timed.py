@@ -18,9 +18,18 @@ from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming, binding_unit
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.memory import l2_pool_bandwidth
-from archsim.hardware.power import SRAM_ACCESSES_PER_BYTE, Activity, EnergySplit, energy_split
+from archsim.hardware.power import Activity, EnergySplit, energy_split
 from archsim.memo import memo
 from archsim.program import Family, Program
+
+# The SRAM unit's bytes: each byte the cores load is read out of their SRAM once by the arrays or
+# lanes, and that read is what a tile step's time charges to the SRAM's bandwidth
+# (compiler/tiles.py: the operands' bytes over `sram.bandwidth`). The sourced bandwidth is the
+# banks' rate to a warp's requests (H200: 32 banks x 4 B a cycle [WP]); the loads' fills reach the
+# SRAM at the L2's rate, which the l2 and hbm units count, and are not charged to it: counting the
+# write too (power.SRAM_ACCESSES_PER_BYTE, as the energy does: each access costs energy) put an SM
+# of 8 tensor cores at 103-149% of a peak its timing never exceeded. docs/MODEL.md, "The bound".
+SRAM_READS_PER_BYTE = 1
 
 
 @dataclass(frozen=True)
@@ -131,8 +140,8 @@ def unit_utilisation(
     the HBM's peak bandwidth; the bytes that hit in L2 over the L2's bandwidth (on a chiplet chip,
     the dies' own L2s and the fabric together: memory.l2_pool_bandwidth; the pool the event loop
     shares between them: HBM bytes pass the L2 at the HBM's rate and draw on the HBM's
-    pool); every byte to or from the cores, written and read once, over the cores' SRAM
-    bandwidth; and the share of the time its fixed costs take. `moved` is (HBM bytes, L2 bytes,
+    pool); every byte to or from the cores, read out once, over the cores' SRAM bandwidth (the
+    bytes a tile step's time charges to it: compiler/tiles.py); and the share of the time its fixed costs take. `moved` is (HBM bytes, L2 bytes,
     FLOPs). (The share of the time spent waiting on memory latency, the `latency` unit, is
     `time_op`'s, from the op's time by cause.)"""
     hbm_bytes, l2_bytes, flops = moved
@@ -146,7 +155,7 @@ def unit_utilisation(
         "vector": 0.0 if program.matrix else flops / (time_s * vector_peak),
         "hbm": hbm_bytes / (time_s * chip.hbm.peak_bandwidth_bytes_per_s),
         "l2": l2_bytes / (time_s * l2_pool_bandwidth(chip, program.local_l2_share if chip.dies else 0.0)),
-        "sram": SRAM_ACCESSES_PER_BYTE * core_bytes / (time_s * sram_peak) if sram_peak > 0 else 0.0,
+        "sram": SRAM_READS_PER_BYTE * core_bytes / (time_s * sram_peak) if sram_peak > 0 else 0.0,
         "link": 0.0,
         "fixed": fixed_share,
     }

@@ -74,14 +74,16 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
     bandwidth, L2 bandwidth); the best 3 x `count` (`shortlist_head`) are then ranked with ties
     going to less HBM traffic, counted with the L2 model the compiled phases use, and then to
-    less compute. The engine plays the shortlist and keeps the fastest, as an autotuning kernel
+    less compute. A K step of
+    the whole K is ranked apart from the pipelined K steps of its tile shape (its one step has no
+    next step to load behind it), so that more SRAM, which makes it legal, keeps them. The engine plays the shortlist and keeps the fastest, as an autotuning kernel
     library does. The ranking leaves HBM bandwidth out, so a faster memory never changes which
     tilings are tried (and so never makes the best of them slower).
     """
     lay = wave_layout(chip)
     # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute;
-    # one K step per tile shape and mapping, so the shortlist spans different mappings. The
-    # rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
+    # one K step per tile shape and mapping (and one of the whole
+    # K), so the shortlist spans different mappings. The rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
     # are in, later estimates cannot enter
     out: dict[tuple, Tiling] = {}
     head = _scored(op, chip, count)
@@ -93,7 +95,7 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
         tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
                       key=lambda x: (x[1], x[2]))  # fmt: skip
         for t, _hbm, _compute in tied:
-            out.setdefault((t.tm, t.tn, t.mapping, t.split), t)
+            out.setdefault((t.tm, t.tn, t.mapping, t.split, t.tk >= op.k), t)
         start = end
     return tuple(out.values())[:count]
 
