@@ -299,23 +299,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             "sram_capacity",
         ),
     },
-    (ChipFamily.DATAFLOW, True): {
-        "peak-gemv": (
-            "SRAM at 102.5% of its peak on an LPU at 60% of its clock: the dataflow mapper installs a"
-            " fold's weights from the SRAM streams at the SRAM's rate, and those bytes are counted"
-            " again beside the operands' reads (choose/timed.py's SRAM utilisation)",
-            "lpu",
-            {
-                "cores": 0.5,
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "power_limit": 0.75,
-            },
-            "clock",
-        ),
-    },
     (ChipFamily.WAFER, True): {
         "more-gemv": (
             "twice a quarter-wafer's arrays makes its GEMV slower: the wafer mapper's folds install at"
