@@ -102,7 +102,10 @@ def test_one_die_against_eight_of_the_same_total(fabric):
     assert _local_share(eight) < _local_share(one) - 0.05
     t8, t1 = time_op(GEMM, eight).timing, time_op(GEMM, one).timing
     assert t8.hbm_bytes == pytest.approx(t1.hbm_bytes) and t8.l2_bytes == pytest.approx(t1.l2_bytes)
-    assert t8.time_s >= t1.time_s
+    # no less time at the full clock (the power limit then holds each at a clock its energy sets),
+    # to the event loop's few cycles: where the fabric does not bind (1.82 million cycles both, the
+    # Infinity Cache hit at its measured 218 ns) the stalls' order may differ by a handful
+    assert choose(GEMM, eight).played.cycles >= choose(GEMM, one).played.cycles * (1 - 1e-5)
     if fabric is not None:
         assert t8.time_s > 1.05 * t1.time_s
 
@@ -116,7 +119,8 @@ def test_dies_never_slow_a_gemm_down():
     no faster, and its L2 hits all cross the fabric."""
     flat = replace(MI300X, dies=None)
     assert _local_share(flat) == 0.0 and _local_share(MI300X) > 0.5
-    assert time_op(GEMM, MI300X).timing.time_s <= time_op(GEMM, flat).timing.time_s
+    # at the full clock (before the power limit holds it: that clock follows each run's energy)
+    assert choose(GEMM, MI300X).played.cycles <= choose(GEMM, flat).played.cycles
 
 
 def _mutated(tmp_path, old: str, new: str) -> str:
@@ -125,6 +129,17 @@ def _mutated(tmp_path, old: str, new: str) -> str:
     out = tmp_path / "chiplet.yaml"
     out.write_text(text.replace(old, new, 1))
     return str(out)
+
+
+def test_mi300x_l2_hits_take_the_measured_infinity_cache_latency():
+    # Chips and Cheese's pointer chase reads an Infinity Cache hit at about 218 ns: the file's
+    # 178 ns plus the die fabric's 2 hops x 20 ns; 218 ns x 2.1 GHz = 457.8 cycles
+    from archsim.hardware.memory import l2_latency_s, memory_params
+
+    assert l2_latency_s(MI300X) == pytest.approx(218e-9)
+    assert memory_params(MI300X, 0.0, 65536.0).l2_latency == pytest.approx(457.8)
+    mi325x = load_system(str(ROOT / "hw_configs" / "mi325x.yaml"))[0].chip
+    assert l2_latency_s(mi325x) == pytest.approx(218e-9)  # the same IODs and Infinity Cache
 
 
 def test_dies_must_share_the_cores_evenly(tmp_path):

@@ -258,10 +258,39 @@ def test_multi_chip_files_extend_their_chip(multi, single):
 
 def test_tpu_torus_beats_one_of_its_dimensions():
     f = system_fabric(TPU8, 8)
-    assert f.torus_dims == (2, 4)
-    one_dim = f.links_per_chip / 2 * f.link_bandwidth_bytes_per_s * f.protocols[0].efficiency
+    assert f.torus_dims == (2, 4) and f.torus_wraps == (False, False)  # a slice of the 16 x 16 pod
+    # one dimension's links, one direction each (its two ends unjoined: the ring folds onto a line)
+    one_dim = f.links_per_chip / 4 * f.link_bandwidth_bytes_per_s * f.protocols[0].efficiency
     # both dimensions' links work at once: more than one dimension's rate, less than the chip's
     assert one_dim / 1e9 < _busbw_gb(f, 8, 1 << 30) < 2 * one_dim / 1e9
+
+
+def test_a_slice_without_wraparound_runs_its_rings_on_lines_by_hand():
+    # 2 x 4 torus2d, 4 links of 10 GB/s a direction, bare links, 1 us a hop: a dimension's rate
+    # is 4 x 10 / 2 = 20 GB/s joined, 10 GB/s as a line. Reduce-scatter of 16 MB, parts of 8 MB
+    # taking the dimensions in turn: phase 1 max(1/2 x 8e6 / r2, 3/4 x 8e6 / r4), phase 2 the
+    # parts' remainders (4 MB on the 4, 2 MB on the 2): max(3/4 x 4e6 / r4, 1/2 x 2e6 / r2).
+    # Wrapping: 300 + 150 = 450 us; lines: twice, 900 us. All-reduce: twice that; latency
+    # 2 x (1 + 3) hops x 1 us either way.
+    torus = Fabric(links_per_chip=4, link_bandwidth_bytes_per_s=10e9, link_latency_s=1e-6, topology=Topology.TORUS2D)
+    joined = replace(torus, torus_dims=(2, 4))
+    lines = replace(joined, torus_wraps=(False, False))
+    assert collective_time(joined, Collective.ALL_REDUCE, 8, 16e6).time_s == pytest.approx(8e-6 + 900e-6)
+    assert collective_time(lines, Collective.ALL_REDUCE, 8, 16e6).time_s == pytest.approx(8e-6 + 1800e-6)
+    # one dimension joined, the other not: phase 1 max(1/2 x 8e6 / 20e9, 3/4 x 8e6 / 10e9) = 600 us,
+    # phase 2 max(3/4 x 4e6 / 10e9, 1/2 x 2e6 / 20e9) = 300 us
+    half = replace(joined, torus_wraps=(True, False))
+    assert collective_time(half, Collective.ALL_REDUCE, 8, 16e6).time_s == pytest.approx(8e-6 + 1800e-6)
+
+
+def test_tpu_slices_and_the_pod_agree_on_eight_chips():
+    # a v6e-8 slice has no wraparound; eight ranks inside the 16 x 16 pod span 2 x 4 of it: the same lines
+    slice8 = system_fabric(load_system(str(ROOT / "hw_configs" / "tpu_v6e_x8.yaml"))[0], 8)
+    pod = system_fabric(load_system(str(ROOT / "hw_configs" / "tpu_v6e_x256.yaml"))[0], 8)
+    assert pod.torus_wraps == () and slice8.torus_wraps == (False, False)
+    for nbytes in (16e3, 256e6):
+        ours = collective_time(slice8, Collective.ALL_REDUCE, 8, nbytes).time_s
+        assert ours == pytest.approx(collective_time(pod, Collective.ALL_REDUCE, 8, nbytes).time_s)
 
 
 # --- config ---------------------------------------------------------------------------------------
@@ -286,6 +315,7 @@ def _mutated(tmp_path, old: str, new: str) -> str:
             "interconnect.in_network_reduction: only a switch reduces",
         ),
         ("efficiency: 0.9", "efficiency: 1.5", "interconnect.protocols.ici.efficiency: must be at most 1"),
+        ("wraps: [false, false]", "wraps: [false]", "interconnect.wraps: must give one entry per torus dimension (2"),
     ],
 )
 def test_collective_settings_are_checked(tmp_path, old, new, fragment):

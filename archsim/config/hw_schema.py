@@ -156,6 +156,11 @@ class InterconnectCfg(_OmitUnset):
     in_network_reduction: InNetworkCfg | None = Field(None, description="the switch reduces (NVLink SHARP)")
     chunk: Bytes | None = Field(None, description="smallest piece a collective is cut into to overlap compute")
     torus: list[PositiveInt] | None = Field(None, description="ring or torus dimensions (product = chips)")
+    wraps: list[bool] | None = Field(
+        None,
+        description="per torus dimension, whether a link joins its two ends (a slice of a larger pod has none"
+        " where it spans less than the pod's axis; default: every dimension wraps)",
+    )
     launch_jitter: SecondsOrZero | None = Field(
         None, description="mean of a rank's launch delay: the wait for the last rank of a lone collective"
     )

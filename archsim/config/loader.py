@@ -313,6 +313,7 @@ def _fabric(link: Interconnect, i, chips: int):
         in_network_latency_s=inr.latency if inr else 0.0,
         chunk_bytes=round(i.chunk) if i.chunk else 0,
         torus_dims=tuple(i.torus) if i.torus else f.torus_dims,
+        torus_wraps=tuple(i.wraps) if i.wraps else (),
         launch_jitter_s=i.launch_jitter or 0.0,
     )
 
@@ -396,6 +397,9 @@ def _check_fabric(system: System, doc: YamlDoc) -> None:
                 f"chips ({system.chips}) for a {f.topology.value} (got {list(f.torus_dims)})",
             )
         )
+    if f.torus_wraps and len(f.torus_wraps) != len(f.torus_dims):
+        why = f"must give one entry per torus dimension ({len(f.torus_dims)}; got {len(f.torus_wraps)})"
+        problems.append(doc.problem(where + ("wraps",), why))
     if switch and doc.data.get("interconnect", {}).get("torus") is not None:
         problems.append(doc.problem(where + ("torus",), "a switch has no torus shape; remove it"))
     if not switch and f.in_network_efficiency > 0:

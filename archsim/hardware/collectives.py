@@ -75,7 +75,8 @@ class Fabric(Interconnect):
     fraction of the bulk protocol's rate a switch reduction sustains (0: the switch cannot
     reduce) and `in_network_latency_s` its extra fixed cost; `chunk_bytes` the smallest piece a
     collective is cut into to overlap the compute producing it (0: never cut); `torus_dims` the
-    shape of a ring or torus (product = chips); `launch_jitter_s` the mean of each rank's launch
+    shape of a ring or torus (product = chips) and `torus_wraps` whether each dimension's ends are
+    joined by a link (empty: all are); `launch_jitter_s` the mean of each rank's launch
     delay, which sets the wait for the last rank of a collective launched on idle chips
     (archsim/hardware/arrival.py; 0: the ranks start together).
     """
@@ -86,6 +87,7 @@ class Fabric(Interconnect):
     in_network_latency_s: float = 0.0
     chunk_bytes: int = 0
     torus_dims: tuple[int, ...] = ()
+    torus_wraps: tuple[bool, ...] = ()
     launch_jitter_s: float = 0.0
 
 
@@ -237,15 +239,18 @@ class TorusDim:
 
 
 def torus_shapes(f: Fabric, ranks: int, efficiency: float) -> list[tuple[TorusDim, ...]]:
-    """Every placement of `ranks` as a sub-torus (sizes <= the torus dims, product = ranks)."""
+    """Every placement of `ranks` as a sub-torus (sizes <= the torus dims, product = ranks). A
+    dimension wraps where the ranks span all of it and a link joins its ends (`torus_wraps`: a
+    slice cut from a larger pod has none); else it is a line, its bidirectional ring folded onto
+    the line's links, at half the rate."""
     dims = f.torus_dims
+    joined = f.torus_wraps or (True,) * len(dims)
     per_dim = line_bandwidth_bytes_per_s(f) / len(dims) * efficiency
     shapes = []
     for sizes in itertools.product(*(range(1, d + 1) for d in dims)):
         if math.prod(sizes) == ranks:
-            shapes.append(
-                tuple(TorusDim(k, k == d, per_dim if k == d else per_dim / 2) for k, d in zip(sizes, dims) if k > 1)
-            )
+            wraps = [k == d and j for k, d, j in zip(sizes, dims, joined)]
+            shapes.append(tuple(TorusDim(k, w, per_dim if w else per_dim / 2) for k, w in zip(sizes, wraps) if k > 1))
     return shapes
 
 
