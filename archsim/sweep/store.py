@@ -338,7 +338,7 @@ def read_manifest(out_dir: str | Path, formats: tuple[int, ...] = (FORMAT,)) -> 
     if not data:
         return data
     held = data.get("format")
-    if held == 1 and held not in formats:
+    if type(held) is int and held == 1 and held not in formats:
         raise StoreError(
             f"{path}: results of format 1, written before each row recorded the fidelity it was "
             "simulated at: `archsim pareto` still reads them (as full fidelity); to add points, rerun "
