@@ -30,6 +30,7 @@ def _row(i: int, **over) -> dict:
         "config_hash": f"{i:016x}",
         "status": "ok",
         "error": None,
+        "fidelity": "full",
         "clock": 1.0 + i,
         "cores": 100 + i,
         "tpot_ms": 5.0 - i,
@@ -52,7 +53,7 @@ def test_a_sweeps_folder_reads_back_and_its_parts_name_their_settings(tmp_path):
     assert pq.read_schema(part).metadata[SETTINGS_KEY].decode() == settings_digest(SETTINGS)
 
 
-@pytest.mark.parametrize("fmt", [2, 0, "1", True, None, 1.0, 10**30])
+@pytest.mark.parametrize("fmt", [3, 0, "1", True, None, 1.0, 10**30])
 def test_a_manifest_of_another_format_is_refused(tmp_path, fmt):
     out = _folder(tmp_path)
     manifest = json.loads((out / MANIFEST).read_text())
@@ -61,7 +62,7 @@ def test_a_manifest_of_another_format_is_refused(tmp_path, fmt):
     else:
         manifest["format"] = fmt
     (out / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.raises(StoreError, match="this archsim reads format 1") as err:
+    with pytest.raises(StoreError, match="this archsim reads format 2") as err:
         read_manifest(out)
     assert "\n" not in str(err.value) and str(out / MANIFEST) in str(err.value)
     with pytest.raises(StoreError):

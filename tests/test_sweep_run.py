@@ -98,7 +98,18 @@ def test_sweep_records_every_point_once_with_its_status(small):
     assert by[(2, 1.5)]["macs"] == 132 * 2 * 512
     assert by[(2, 2.0)]["ttft_ms"] < by[(2, 1.5)]["ttft_ms"]  # a faster clock, a shorter prefill
     schema = pq.read_schema(next(out.glob("points/part-*.parquet")))
-    assert schema.names == ["config_hash", "status", "error", "units", "clock_ghz", "macs", "tps", "ttft_ms", "odd"]
+    assert schema.names == [
+        "config_hash",
+        "status",
+        "error",
+        "fidelity",
+        "units",
+        "clock_ghz",
+        "macs",
+        "tps",
+        "ttft_ms",
+        "odd",
+    ]
     assert str(schema.field("units").type) == "int64" and str(schema.field("tps").type) == "double"
     summary = json.loads((out / "summary.json").read_text())
     assert {
@@ -228,6 +239,7 @@ def test_kill_9_mid_sweep_then_resume_records_every_point_exactly_once(tmp_path)
     spec.write_text(KILL_SPEC)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "archsim", "sweep", str(spec), "--out", str(out), "--chunk-size", "2", "--quiet"]
+    cmd += ["--fidelity", "full"]  # every point run once
     proc = subprocess.Popen(
         cmd + ["--workers", "2"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

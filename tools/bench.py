@@ -17,7 +17,9 @@ machine the wall time stretches with the load, the CPU time much less.
     then with the op cache filled;
 (e) with --long: Llama-3-8B at batch 8, prompt 2048 and 32768 (one generated token), whole
     process; the target is the long prompt at most 3x the short one, peaking under 400 MB;
-(f) a cProfile of (b)'s simulation.
+(f) a cProfile of (b)'s simulation;
+(g) a sweep of 48 H200-like designs (h200_halton_1000's first 48) in one process, from an empty
+    op cache, at each fidelity (`archsim sweep --fidelity`: full, screen, auto), whole process.
 
 Every whole-process case runs with its own empty op-result cache unless it says otherwise, so
 it measures simulation, not the cache.
@@ -73,6 +75,24 @@ def report(
                 shutil.copytree(folder, memo / folder.parent.name / folder.name, dirs_exist_ok=True)
     print(f"{label}: {cpu:.2f} s CPU ({wall:.2f} s wall), peak RSS {peak:.0f} MB", flush=True)
     return cpu
+
+
+def bench_sweep_fidelity(env: dict[str, str], points: int = 48) -> None:
+    """(g): CPU seconds a point of a sweep in one process (--workers 1), from an empty op cache,
+    at each fidelity."""
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "hw_configs" / "sweeps" / "h200_halton_1000.yaml").read_text()
+    text = text.replace("points: 1000", f"points: {points}").replace(
+        "hardware: h200", f"hardware: {root}/hw_configs/h200.yaml"
+    )
+    text = text.replace("workload: llama3_8b", f"workload: {root}/workloads/llama3_8b.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        small = Path(tmp) / "spec.yaml"
+        small.write_text(text)
+        for fidelity in ("full", "screen", "auto"):
+            args = ["sweep", str(small), "--out", str(Path(tmp) / fidelity), "--workers", "1", "--quiet"]
+            cpu = report(f"(g) sweep of {points} designs, {fidelity} fidelity", [*args, "--fidelity", fidelity], env)
+            print(f"(g)   {1000 * cpu / points:.0f} ms CPU a point, whole process", flush=True)
 
 
 def bench_gemm() -> None:
@@ -136,6 +156,7 @@ def main() -> None:
         jit_only = {**env, "ARCHSIM_AOT": "0"}
         report("(b) archsim run 8B b64, cold kernel cache", RUN_8B, env)
         report("(b) archsim run 8B b64, warm kernel cache", RUN_8B, env)
+        report("(b) archsim run 8B b64, warm kernel cache, screen fidelity", [*RUN_8B, "--fidelity", "screen"], env)
         report("(b) archsim run 8B b64, warm, on Numba's JIT (ARCHSIM_AOT=0)", RUN_8B, jit_only)
         filled = {**env, "ARCHSIM_CACHE_DIR": op_cache}
         process_cost(RUN_8B, filled)
@@ -150,6 +171,8 @@ def main() -> None:
         report("(d) the same on Numba's JIT (ARCHSIM_AOT=0)", RUN_70B, jit_only, memo=memo)
         process_cost(RUN_70B, filled)
         report("(d) the same, op cache filled", RUN_70B, filled, fresh_cache=False)
+        report("(d) the same, op cache empty, screen fidelity", [*RUN_70B, "--fidelity", "screen"], env, memo=memo)
+        bench_sweep_fidelity(env)
         if args.long:
             short = ["run", "--batch", "8", "--prompt", "2048", "--generate", "1", "--quiet"]
             long = ["run", "--batch", "8", "--prompt", "32768", "--generate", "1", "--quiet"]

@@ -9,7 +9,8 @@ and the CPU seconds the workers spent per point (from DIR/summary.json), with th
 average, since a busy machine stretches the wall time but not the CPU time. With `--cpus`
 (Linux) the sweep is pinned to that many CPUs, so a big machine measures a small one. The sweep
 starts from an empty op cache (archsim/opcache.py), so it measures simulation; `--warm-cache`
-runs it twice and times the second, which reads every op back.
+runs it twice and times the second, which reads every op back. `--fidelity` is the sweep's
+(default full, as the target was set; auto and screen: docs/performance.md).
 
 `--breakdown N` instead evaluates the spec's first N points in this process, one after another
 from empty result caches (after a first point that loads the kernels), and prints where a
@@ -120,6 +121,7 @@ def main() -> int:
     ap.add_argument("--out", help="results folder to keep (default: a temporary one)")
     ap.add_argument("--warm-cache", action="store_true", help="time a second sweep, its ops all in the op cache")
     ap.add_argument("--breakdown", type=int, metavar="N", help="where the time of the first N points goes, in-process")
+    ap.add_argument("--fidelity", choices=("full", "screen", "auto"), default="full", help="the sweep's (default full)")
     args = ap.parse_args()
     if args.breakdown:
         sys.path.insert(0, str(ROOT))
@@ -143,6 +145,8 @@ def main() -> int:
                 "--workers",
                 str(args.workers),
                 "--force-workers",  # the benchmark's worker count, whatever this machine has
+                "--fidelity",
+                args.fidelity,
                 "--quiet",
             ]
 
@@ -166,7 +170,7 @@ def main() -> int:
     last = summary["last_run"]
     print(
         f"{summary['points_done']} points ({summary['points_ok']} ok, {summary['points_infeasible']} infeasible, "
-        f"{summary['points_failed']} failed) with {args.workers} workers"
+        f"{summary['points_failed']} failed) at {args.fidelity} fidelity with {args.workers} workers"
         + (f" on {args.cpus} CPUs" if args.cpus else "")
     )
     print(

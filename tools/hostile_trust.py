@@ -678,7 +678,7 @@ def first(column, value):
 
 
 for name, change in {
-    "format-2": put("format", 2), "format-0": put("format", 0), "format-negative": put("format", -1),
+    "format-3": put("format", 3), "format-0": put("format", 0), "format-negative": put("format", -1),
     "format-text": put("format", "1"), "format-true": put("format", True), "format-null": put("format", None),
     "format-missing": drop("format"), "format-float": put("format", 1.0), "format-huge": put("format", 10**30),
     "format-long-text": put("format", "x" * 10000),
@@ -743,7 +743,7 @@ def _variant(name: str):
 
 
 STORE_REFUSED = (
-    *(f"format-{v}" for v in ("2", "0", "negative", "text", "true", "null", "missing", "float", "huge", "long-text")),
+    *(f"format-{v}" for v in ("3", "0", "negative", "text", "true", "null", "missing", "float", "huge", "long-text")),
     "settings-missing",
     "settings-list",
     "columns-missing",

@@ -40,12 +40,14 @@ def run(
     ep: int = 1,
     kv_stride: int = KV_STRIDE,
     progress: Callable[[int, int], None] | None = None,
+    fidelity: str = "full",
 ) -> RunReport:
     """Prefill the scenario's prompt, then decode its output tokens with a growing KV cache.
 
     `tp`, `pp`, `ep`: how the model is spread over a multi-chip system. Raises
     DoesNotFitError when it does not fit in HBM, ParallelismError for a layout that cannot be.
-    `progress(done, total)` is called as decode attention samples are simulated."""
+    `progress(done, total)` is called as decode attention samples are simulated. `fidelity`:
+    full, or screen (docs/performance.md)."""
     from archsim.graph.parallel import Parallelism
     from archsim.runner.generation import run_generation
     from archsim.runner.size import check_run_size
@@ -54,13 +56,15 @@ def run(
     tp, pp, ep = (arguments.whole(where, k, v) for k, v in (("tp", tp), ("pp", pp), ("ep", ep)))
     kv_stride = arguments.whole(where, "kv_stride", kv_stride)
     arguments.callback(where, "progress", progress)
+    fidelity = arguments.choice(where, "fidelity", fidelity, ("full", "screen"))
     _check_cache()
     hw, wl = as_hardware(hardware, where), as_workload(workload, where)
     _check_scenario(wl)
     par = Parallelism(tp, pp, ep)
     check_run_size(wl.workload, hw.system, par)  # TooLargeError before anything is built
-    result = run_generation(wl.workload, hw.system, kv_stride=kv_stride, progress=progress, parallelism=par)
-    return RunReport(result, hw, wl, par, run_config(hw, wl, kv_stride, tp, pp, ep))
+    result = run_generation(wl.workload, hw.system, kv_stride, progress, par, fidelity)
+    config = run_config(hw, wl, kv_stride, tp, pp, ep)
+    return RunReport(result, hw, wl, par, config if fidelity == "full" else config.with_options(fidelity=fidelity))
 
 
 def load_requests(name_or_path: str, count: int | None = None):
@@ -355,10 +359,12 @@ def sweep(
     on_resolved: Callable[[int, int], None] | None = None,
     on_progress: Callable[[int, int, int], None] | None = None,
     allow_paths: tuple[str, ...] = (),
+    fidelity: str = "full",
 ):
     """Evaluate every point of a sweep spec (a file or a shipped name) not yet recorded in
     `out_dir`; returns (the run's SweepReport, the folder's SweepResults). The spec may name
-    files under its own folder, the shipped ones, and those under `allow_paths`."""
+    files under its own folder, the shipped ones, and those under `allow_paths`. `fidelity`:
+    full, screen or auto (docs/sweeps.md)."""
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.spec import load_spec
 
@@ -377,18 +383,21 @@ def sweep(
         dask = arguments.path(where, "dask", dask)  # a scheduler's address: a non-empty string
     arguments.callback(where, "on_resolved", on_resolved)
     arguments.callback(where, "on_progress", on_progress)
+    fidelity = arguments.choice(where, "fidelity", fidelity, ("auto", "screen", "full"))
     allowed = tuple(arguments.path(where, "allow_paths", p) for p in arguments.paths(where, "allow_paths", allow_paths))
     _check_cache()  # here, not in each worker's points
     loaded = load_spec(shipped_spec(spec), allowed=allowed)
     executor = executor_for(workers, dask, dask_local)
-    report = run_sweep(loaded, out_dir, executor, chunk_size, on_resolved, on_progress)
+    report = run_sweep(loaded, out_dir, executor, chunk_size, on_resolved, on_progress, fidelity)
     return report, load_sweep(out_dir)
 
 
 def load_sweep(out_dir: str | Path) -> SweepResults:
     """The results of a sweep folder (`DIR/points/` holds its Parquet parts)."""
-    from archsim.sweep.store import read_manifest, read_results, read_summary
+    from archsim.sweep.store import READABLE, read_manifest, read_results, read_summary
 
     out_dir = arguments.path("archsim.load_sweep", "out_dir", out_dir)
     table = read_results(out_dir)
-    return SweepResults(Path(out_dir), table, read_manifest(out_dir).get("settings", {}), read_summary(out_dir))
+    return SweepResults(
+        Path(out_dir), table, read_manifest(out_dir, READABLE).get("settings", {}), read_summary(out_dir)
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from archsim.choose.fidelity import HOLD_TOLERANCE
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.hardware import Chip
 from archsim.hardware.power import Activity, held_clock_hz, power_w
@@ -26,7 +27,7 @@ def played_activity(program: Program, played: ProgramResult) -> Activity:
     return replace(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
 
 
-def play_held(program: Program, chip: Chip, played: ProgramResult) -> tuple[float, ProgramResult]:
+def play_held(program: Program, chip: Chip, played: ProgramResult, screen: bool = False) -> tuple[float, ProgramResult]:
     """The program played at the clock its power holds (archsim/hardware/power.py): the highest
     clock at which its power, computed from a play at that clock, stays at or under the limit
     (`played`: its play at the chip's clock). The time at another clock f is estimated as
@@ -45,6 +46,8 @@ def play_held(program: Program, chip: Chip, played: ProgramResult) -> tuple[floa
         compute_s, total_s = played.compute_cycles / clock, played.cycles / clock
         if replays >= 2 and power_w(p, a, total_s, clock) <= p.limit_w:
             break
+        if screen and replays == 1 and close_under(power_w(p, a, total_s, clock), p.limit_w):
+            return clock, played
 
         def time_at(
             f: float, compute_s: float = compute_s, other_s: float = total_s - compute_s, at: float = clock
@@ -57,6 +60,12 @@ def play_held(program: Program, chip: Chip, played: ProgramResult) -> tuple[floa
         played = play_program(program, at_clock(chip, clock))
         a = played_activity(program, played)
     return under_the_limit(program, chip, clock, played)
+
+
+def close_under(power: float, limit_w: float) -> bool:
+    """Whether `power` is at or under `limit_w` by at most HOLD_TOLERANCE of it (screen fidelity's
+    test that a held clock's first replay has landed)."""
+    return limit_w * (1.0 - HOLD_TOLERANCE) <= power <= limit_w
 
 
 def under_the_limit(program: Program, chip: Chip, clock: float, played: ProgramResult) -> tuple[float, ProgramResult]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from archsim.choose import fidelity
 from archsim.choose.clock import play_held
 from archsim.choose.conditions import Condition, fixed_cost_s
 from archsim.choose.tilings import cached_tilings
@@ -78,12 +79,21 @@ def _same_phase(x: Phase, y: Phase) -> bool:
     return True
 
 
-@memo(maxsize=65536)
 def choose(op: Op, chip: Chip) -> Choice:
-    """The fastest of the op's candidate programs on `chip` (fixed costs included)."""
+    """The fastest of the op's candidate programs on `chip` (fixed costs included), at the
+    fidelity simulations run at (fidelity.py)."""
+    return _choose(op, chip, fidelity.current())
+
+
+@memo(maxsize=65536)
+def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
     if op.kind.is_collective:
         raise ValueError(f"{op.kind.value} runs over the interconnect: time it with simulate_collective")
-    candidates = compile_candidates(op, chip, cached_tilings(op, chip) if op.kind is OpKind.GEMM else None)
+    screen = at is fidelity.Fidelity.SCREEN
+    tilings = cached_tilings(op, chip) if op.kind is OpKind.GEMM else None
+    if screen and tilings is not None:  # the compiler's ranking trusted: its first few only
+        tilings = tilings[: fidelity.SCREEN_TILINGS]
+    candidates = compile_candidates(op, chip, tilings)
     # every candidate at the chip's clock; then, fastest first, at the clock its power holds,
     # until the next one is slower even unthrottled (a lower clock never makes a kernel faster).
     # A candidate that plays as an earlier one (`same_play`) takes that one's play, and is not
@@ -100,7 +110,7 @@ def choose(op: Op, chip: Chip) -> Choice:
             break
         if twin != i:
             continue
-        clock, held = play_held(program, chip, played)
+        clock, held = play_held(program, chip, played, screen)
         total_s = program_time_s(program, held, chip, clock)
         if best is None or total_s < best[0]:
             best = (total_s, program, held, clock, played)

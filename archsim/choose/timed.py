@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from archsim.choose import fidelity
 from archsim.choose.clock import at_clock, played_activity
 from archsim.choose.conditions import Condition, fixed_cost_s, prologue_s
 from archsim.choose.pick import Choice, choose
@@ -57,10 +58,15 @@ def op_energy_split(
     return kernel.scaled(kernels) + floor, kernel.total_j / kernel_s if kernel_s > 0 else 0.0
 
 
-@memo(maxsize=65536)
 def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> TimedOp:
     """Time and energy of one execution of `op` on `chip` measured under `condition` (`first`:
-    the first kernel of a timed region, which pays a lone launch or the host's cost)."""
+    the first kernel of a timed region, which pays a lone launch or the host's cost), at the
+    fidelity simulations run at (fidelity.py)."""
+    return _time_op(op, chip, condition, first, fidelity.current())
+
+
+@memo(maxsize=65536)
+def _time_op(op: Op, chip: Chip, condition: Condition, first: bool, _at: fidelity.Fidelity) -> TimedOp:
     c = choose(op, chip)
     r, k = c.played, op.kernels
     unheld = c.unheld

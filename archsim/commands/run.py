@@ -112,6 +112,13 @@ def add_parser(sub) -> None:
     add_output_flags(run, quiet_help="no progress; print only the summary")
     add_parallel_flags(run)
     add_cache_flag(run)
+    run.add_argument(
+        "--fidelity",
+        choices=("full", "screen"),
+        default="full",
+        help="full (default), or screen: fewer tilings played, a one-step power hold, decode attention "
+        "on a KV grid (docs/performance.md: within 2%%)",
+    )
 
 
 def add_cache_flag(p) -> None:
@@ -380,6 +387,7 @@ def run(args) -> int:
                 ep=args.ep,
                 kv_stride=args.kv_stride,
                 progress=bar.callback("decode attention over the growing KV cache"),
+                fidelity=args.fidelity,
             )
         except ParallelismError as err:
             raise UsageError(f"--tp/--pp/--ep: {err}") from None

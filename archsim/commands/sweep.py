@@ -53,6 +53,14 @@ def add_parser(sub) -> None:
         metavar="N",
         help="points per task and per Parquet part (default: from the spec, else automatic)",
     )
+    p.add_argument(
+        "--fidelity",
+        choices=("auto", "screen", "full"),
+        default="full",
+        help="full (default): every point at full fidelity; screen: all at screen fidelity; auto: all at "
+        "screen fidelity, then every point that may be on a Pareto front of the objectives again at full "
+        "(docs/sweeps.md); each row records its own",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar; print the summary only")
     add_cache_flag(p)
 
@@ -121,7 +129,7 @@ def run(args) -> int:
                 label = name + (f" ({failed} failed)" if failed else "")
                 bar.update(task, completed=done, description=label, rate=rate)
 
-            report = run_sweep(spec, args.out, executor, args.chunk_size, resolved, progress)
+            report = run_sweep(spec, args.out, executor, args.chunk_size, resolved, progress, args.fidelity)
     except (StoreError, ExecutorUnavailable) as err:
         raise UsageError(str(err)) from None
     except KeyboardInterrupt:
@@ -136,6 +144,7 @@ def run(args) -> int:
         f"({report.points_ok} ok, {report.points_infeasible} infeasible, {report.points_failed} failed); "
         f"{report.points_run} run now in {report.elapsed_s:.1f} s on {executor.label}"
         + (f" ({executor.workers} workers)" if executor.workers > 1 else "")
+        + (f"; {report.refined} of them again at full fidelity" if report.refined else "")
     )
     print(f"results {out}: summary.json, points/ (Parquet parts: pandas.read_parquet or archsim.load_sweep)")
     for why in sorted(set(report.lost)):

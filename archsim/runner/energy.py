@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from archsim.choose import TimedOp, time_collective
+from archsim.choose.fidelity import at_fidelity
 from archsim.graph.model import Workload
 from archsim.graph.ops import OpKind
 from archsim.graph.parallel import Parallelism
@@ -220,9 +221,10 @@ def run_energy(
     if p is None:
         return None
     par = parallelism if parallelism is not None and not parallelism.is_single else None
-    prefill = step_energy(result.prefill, system)
-    decode = step_energy(result.decode, system) if result.decode is not None else None
-    step_j, decode_split, attn_peak = decode_energies(result, w, system, kv_stride, par)
+    with at_fidelity(result.fidelity):  # every op's energy at the fidelity the run was simulated at
+        prefill = step_energy(result.prefill, system)
+        decode = step_energy(result.decode, system) if result.decode is not None else None
+        step_j, decode_split, attn_peak = decode_energies(result, w, system, kv_stride, par)
     peaks = [prefill.peak_power_w, attn_peak] + ([decode.peak_power_w] if decode else [])
     return RunEnergy(
         prefill=prefill,

@@ -22,6 +22,7 @@ import numpy as np
 
 from archsim import opcache
 from archsim.choose import TimedOp, simulate_collective, time_op
+from archsim.choose.fidelity import KV_GRID, Fidelity, at_fidelity, current, screening
 from archsim.engine.timing import OpTiming, TimeByCause
 from archsim.graph.builder import Step, build_step
 from archsim.graph.mixed import decode_attention_ops
@@ -102,6 +103,7 @@ class RunResult:
     prompt_tokens: int = 0
     output_tokens: int = 0
     interrupted: bool = False
+    fidelity: Fidelity = Fidelity.FULL  # the fidelity it was simulated at (archsim/choose/fidelity.py)
 
     @property
     def ttft_s(self) -> float:
@@ -159,14 +161,14 @@ def cached_time_op(op: Op, chip: Chip) -> TimedOp:
     cache = opcache.cache_for_chip(chip)
     if cache is None:
         return time_op(op, chip)
-    return _disk_time_op(op, chip, str(cache.path))
+    return _disk_time_op(op, chip, str(cache.path), current())
 
 
 @memo(maxsize=65536)
-def _disk_time_op(op: Op, chip: Chip, path: str) -> TimedOp:
+def _disk_time_op(op: Op, chip: Chip, path: str, at: Fidelity) -> TimedOp:
     cache = opcache.cache_for_chip(chip)
     assert cache is not None and str(cache.path) == path
-    key = opcache.ops_key((op,), "time_op")
+    key = opcache.ops_key((op,), "time_op" if at is Fidelity.FULL else "time_op|screen")
     parts = opcache.timed_from_value(cache.get(key), chip)
     if parts is not None:
         return TimedOp(*parts)
@@ -259,8 +261,22 @@ def _attention_time(w: Workload, system: System, batch: int, kv_len: int, par: P
 
 
 def attention_samples(kv_lens: np.ndarray, kv_stride: int) -> np.ndarray:
-    """The decode KV lengths whose attention is simulated: every `kv_stride`-th and the last."""
+    """The decode KV lengths whose attention is simulated: every `kv_stride`-th and the last;
+    at screen fidelity with a stride of 1, `grid_samples` instead."""
+    if kv_stride <= 1 and screening():
+        return grid_samples(kv_lens)
     return np.unique(np.concatenate([kv_lens[:: max(1, kv_stride)], kv_lens[-1:]]))
+
+
+def grid_samples(kv_lens: np.ndarray) -> np.ndarray:
+    """The KV lengths on each side of every multiple of KV_GRID among `kv_lens` (g and g + 1),
+    and the first and last: between two of them no K/V block edge falls (every edge a flash
+    kernel offers is a multiple of KV_GRID), so attention's time moves only with the valid rows
+    of the last block and is interpolated between them (archsim/choose/fidelity.py)."""
+    if len(kv_lens) == 0:
+        return kv_lens
+    edges = kv_lens[(kv_lens % KV_GRID == 0) | (kv_lens % KV_GRID == 1)]
+    return np.unique(np.concatenate([kv_lens[:1], edges, kv_lens[-1:]]))
 
 
 def run_generation(
@@ -269,9 +285,23 @@ def run_generation(
     kv_stride: int = KV_STRIDE,
     progress: Callable[[int, int], None] | None = None,
     parallelism: Parallelism | None = None,
+    fidelity: Fidelity | str | None = None,
 ) -> RunResult:
-    """Simulate the workload's scenario (on the chips `parallelism` spreads it over); raises
+    """Simulate the workload's scenario (on the chips `parallelism` spreads it over) at
+    `fidelity` (archsim/choose/fidelity.py; None: the one simulations run at now); raises
     DoesNotFitError if it does not fit in memory, ParallelismError if the layout cannot be."""
+    with at_fidelity(current() if fidelity is None else fidelity) as at:
+        result = _run_generation(w, system, kv_stride, progress, parallelism)
+    return result if at is Fidelity.FULL else replace(result, fidelity=at)
+
+
+def _run_generation(
+    w: Workload,
+    system: System,
+    kv_stride: int,
+    progress: Callable[[int, int], None] | None,
+    parallelism: Parallelism | None,
+) -> RunResult:
     s = w.scenario
     par = parallelism if parallelism is not None and not parallelism.is_single else None
     if par is not None:

@@ -4,6 +4,12 @@ already recorded, send the rest out in chunks, write each finished chunk as a Pa
 
 Killed at any moment, a sweep loses at most the chunks in flight; the same command resumes it.
 Samples that resolve to a point already seen are counted (`duplicates`), never dropped silently.
+
+Fidelity (archsim/choose/fidelity.py): `full` simulates every point at full fidelity (and re-runs
+any point the folder holds at screen fidelity); `screen` every point at screen fidelity; `auto`
+every point at screen fidelity, then at full fidelity every point that may be on a Pareto front
+of the spec's objectives (refine.py), each re-run row put in place of the screened one. Each row
+records the fidelity that produced it.
 """
 
 from __future__ import annotations
@@ -15,10 +21,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from archsim.sweep.evaluate import FAILED, INFEASIBLE, OK, Evaluation
+from archsim.sweep.metrics import FACT_NAMES
 from archsim.sweep.points import PointTask, Resolution, iter_points
+from archsim.sweep.refine import refine_mask
 from archsim.sweep.spec import SweepSpec
-from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses
+from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses, read_results
+
+FIDELITIES = ("auto", "screen", "full")  # of a sweep; DEFAULT_FIDELITY when none is asked for
+DEFAULT_FIDELITY = "full"
 
 CHUNKS_PER_WORKER = 8  # auto chunk size: about this many chunks per worker, for balance and resumability
 MAX_AUTO_CHUNK = 16  # points; at ~0.2 s a point a kill loses at most a few seconds per worker
@@ -40,6 +53,8 @@ class SweepReport:
     cpu_s: float = 0.0  # CPU time the workers spent on the points run
     samples: int = 0  # samples the strategy draws
     duplicates: int = 0  # samples that resolved to a point already counted
+    fidelity: str = "full"  # asked for: auto, screen or full
+    refined: int = 0  # points re-run at full fidelity after screening (auto)
 
     @property
     def points_done(self) -> int:
@@ -67,9 +82,11 @@ class SweepReport:
             "points_remaining": self.points_remaining,
             "complete": self.complete,
             "parts": parts,
+            "fidelity": self.fidelity,
             "stale_rows": self.stale_rows,
             "last_run": {
                 "points": self.points_run,
+                "refined": self.refined,
                 "elapsed_s": round(self.elapsed_s, 3),
                 "points_per_s": round(self.points_run / self.elapsed_s, 3) if self.elapsed_s > 0 else None,
                 "cpu_s": round(self.cpu_s, 3),
@@ -119,11 +136,15 @@ def run_sweep(
     chunk_size: int | None = None,
     on_resolved: Callable[[int, int], None] | None = None,
     on_progress: ProgressFn | None = None,
+    fidelity: str = DEFAULT_FIDELITY,
 ) -> SweepReport:
-    """Evaluate every point of `spec` not yet recorded in `out_dir`; the state afterwards."""
+    """Evaluate every point of `spec` not yet recorded in `out_dir` (at `fidelity`, one of
+    FIDELITIES); the state afterwards."""
     start = time.perf_counter()
+    first_pass = "full" if fidelity == "full" else "screen"
     with ResultStore(out_dir, spec.settings(), spec.columns()) as store:
-        done = store.done()
+        recorded = store.recorded()
+        done = {h: status for h, (status, f) in recorded.items() if first_pass == "screen" or f == "full"}
         samples = spec.sample_count()
         state = Resolution()
         counts = count_statuses(done, [])
@@ -132,7 +153,7 @@ def run_sweep(
             on_resolved(samples, todo_estimate)
         size = chunk_size or spec.chunk_size or tapering(todo_estimate, executor.workers)
         lost: list[str] = []
-        ran, cpu_s = 0, 0.0
+        ran, cpu_s, refined = 0, 0.0, 0
 
         def pending() -> Iterator[PointTask]:
             for task in iter_points(spec, state):
@@ -156,6 +177,8 @@ def run_sweep(
                 cpu_s,
                 samples,
                 state.duplicates,
+                fidelity,
+                refined,
             )
 
         def write_summary() -> None:
@@ -163,22 +186,61 @@ def run_sweep(
                 report().summary(spec, executor.label, executor.workers, len(list(store.dir.glob(PART_GLOB))))
             )
 
-        write_summary()
-        try:
-            chunks = chunked(pending(), size)
+        def run_chunks(chunks: Iterator[list[PointTask]], at: str) -> None:
+            nonlocal ran, cpu_s
             first = next(chunks, None)  # nothing left to run: no workers started
-            outcomes = executor.run(itertools.chain([first], chunks), Evaluation.of(spec)) if first else ()
+            outcomes = executor.run(itertools.chain([first], chunks), Evaluation.of(spec, at)) if first else ()
             for outcome in outcomes:
                 if outcome.rows is None:
                     lost.append(outcome.error or "lost")
                     continue
-                store.write_part(outcome.rows)
+                again = [r for r in outcome.rows if r["config_hash"] in recorded]  # screened before: replaced
+                if again:
+                    store.replace_rows(again)
+                if len(again) < len(outcome.rows):
+                    store.write_part([r for r in outcome.rows if r["config_hash"] not in recorded])
+                for r in outcome.rows:
+                    if r["config_hash"] in done:  # counted already, as screened
+                        counts[done[r["config_hash"]]] -= 1
+                    done[r["config_hash"]] = r["status"]
+                    recorded[r["config_hash"]] = (r["status"], at)
                 counts.update(r["status"] for r in outcome.rows)
                 ran += len(outcome.rows)
                 cpu_s += outcome.cpu_s
                 write_summary()
                 if on_progress:
                     on_progress(ran, todo_estimate, counts[FAILED])
+
+        write_summary()
+        try:
+            run_chunks(chunked(pending(), size), first_pass)
+            if fidelity == "auto" and not lost and state.samples == samples:
+                again = set(refine_hashes(spec, store.dir, recorded))
+                todo_estimate += len(again)
+                tasks = (t for t in iter_points(spec) if t.config_hash in again)
+                run_chunks(
+                    chunked(tasks, chunk_size or spec.chunk_size or tapering(len(again), executor.workers)), "full"
+                )
+                refined = len(again)
         finally:
             write_summary()
         return report()
+
+
+def refine_hashes(spec: SweepSpec, out_dir: Path, recorded: dict[str, tuple[str, str]]) -> list[str]:
+    """The screened points of a folder that may be on a Pareto front at full fidelity
+    (refine.py): its rows with every objective (ok, or ruled out by a constraint on what the
+    run reports, which full fidelity may meet), of which those simulated at screen fidelity."""
+    if not recorded or not spec.objectives:
+        return []
+    names = [o.name for o in spec.objectives]
+    rows = [
+        r
+        for r in read_results(out_dir).select(["config_hash", "fidelity", *names]).to_pylist()
+        if all(r[n] is not None for n in names)
+    ]
+    exact = FACT_NAMES | {p.name for p in spec.parameters} | {d.name for d in spec.derived}
+    simulated = [not o.expr.names <= exact for o in spec.objectives]
+    values = np.array([[float(r[n]) for n in names] for r in rows]).reshape(len(rows), len(names))
+    keep = refine_mask(values, simulated)
+    return [r["config_hash"] for r, k in zip(rows, keep, strict=True) if k and r["fidelity"] == "screen"]

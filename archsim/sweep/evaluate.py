@@ -1,6 +1,6 @@
 """Evaluate points (in a worker): check the constraints, run the generation, record objectives.
 
-Each point becomes one row: its `config_hash`, a `status` (`ok`; `infeasible`: a constraint
+Each point becomes one row: its `config_hash`, the `fidelity` it was simulated at, a `status` (`ok`; `infeasible`: a constraint
 ruled it out, or it does not fit in HBM; `failed`: an invalid design or an error while
 simulating, whose message is in `error`), its parameter and derived values, and its objectives
 (null unless it ran). Constraints on design facts are checked before simulating; those that read
@@ -34,13 +34,14 @@ class Evaluation:
     kv_stride: int
     run_constraints: tuple[Expr, ...] = ()  # on what the run reports: checked after it
     use_cache: bool = True  # the on-disk op cache (archsim/opcache.py), as the sweep's process has it
+    fidelity: str = "full"  # what each point is simulated at (archsim/choose/fidelity.py): full or screen
 
     @classmethod
-    def of(cls, spec: SweepSpec) -> Evaluation:
+    def of(cls, spec: SweepSpec, fidelity: str = "full") -> Evaluation:
         from archsim import opcache
 
         before, after = split_constraints(spec.constraints)
-        return cls(before, spec.objectives, spec.kv_stride, after, opcache.enabled())
+        return cls(before, spec.objectives, spec.kv_stride, after, opcache.enabled(), fidelity)
 
 
 def split_constraints(constraints: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
@@ -79,7 +80,13 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
     from archsim.runner.energy import run_energy
     from archsim.runner.generation import run_generation
 
-    row = {"config_hash": task.config_hash, "status": FAILED, "error": task.error, **dict(task.values)}
+    row = {
+        "config_hash": task.config_hash,
+        "status": FAILED,
+        "error": task.error,
+        "fidelity": ev.fidelity,
+        **dict(task.values),
+    }
     row.update({o.name: None for o in ev.objectives})
     if task.design is None:
         return row
@@ -91,7 +98,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         unmet = unmet_constraint(ev.constraints, env)
         if unmet:
             return {**row, "status": INFEASIBLE, "error": unmet}
-        result = run_generation(w, system, kv_stride=ev.kv_stride)
+        result = run_generation(w, system, kv_stride=ev.kv_stride, fidelity=ev.fidelity)
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt
         env.update(run_metrics(result, system, run_energy(result, w, system, ev.kv_stride)))

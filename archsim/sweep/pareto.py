@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from archsim.errors import ConfigError
-from archsim.sweep.store import read_manifest, read_results
+from archsim.sweep.store import READABLE, read_manifest, read_results
 
-FIXED_COLUMNS = ("config_hash", "status", "error")
+FIXED_COLUMNS = ("config_hash", "status", "error", "fidelity")
 
 
 class ParetoError(ConfigError, ValueError):
@@ -80,7 +80,7 @@ def design_columns(table, manifest: dict) -> tuple[str, ...]:
 def find_front(out_dir: str | Path, goals: list[Goal]) -> Front:
     """Read a results folder and find the front over `goals` (ParetoError on a bad column)."""
     table = read_results(out_dir)
-    manifest = read_manifest(out_dir)
+    manifest = read_manifest(out_dir, READABLE)
     numeric = [f.name for f in table.schema if f.name not in FIXED_COLUMNS and _is_numeric(f.type)]
     for g in goals:
         if g.column not in numeric:

@@ -50,7 +50,9 @@ OURS = re.compile(r"^(sweep\.json|summary\.json|\.lock|points|part-[0-9a-f]{16}\
 OUR_PART = re.compile(r"^part-[0-9a-f]{16}\.parquet$")
 OUR_TEMP = re.compile(r"^\.part-[0-9a-f]{16}\.parquet\.\d+\.tmp$")  # a part being written (write_part)
 TEXT_TEMP = re.compile(r"^\.(summary|sweep)\.json\.[0-9a-f]+\.tmp$")  # export.write_text's temporary files
-FORMAT = 1  # of the manifest and the parts: a folder of another format is refused
+FORMAT = 2  # of the manifest and the parts: a folder of another format is refused
+READABLE = (1, 2)  # formats `read_results` reads (1: rows before they recorded their fidelity, all full)
+FIDELITIES = ("full", "screen")  # archsim/choose/fidelity.py
 SETTINGS_KEY = b"archsim.settings"  # Parquet metadata: the digest of the settings a part was run under
 HASH = re.compile(r"^[0-9a-f]{16}$")
 STATUSES = ("ok", "infeasible", "failed")
@@ -75,14 +77,17 @@ def settings_digest(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def arrow_schema(columns: list[tuple[str, str, str]], settings: dict | None = None):
-    """The schema of a part: the fixed columns, then `columns`; with the digest of `settings`."""
+def arrow_schema(columns: list[tuple[str, str, str]], settings: dict | None = None, fidelity: bool = True):
+    """The schema of a part: the fixed columns (`fidelity` after the error, but in format 1), then
+    `columns`; with the digest of `settings`."""
     pa = require_pyarrow()
     fields = [
         pa.field("config_hash", pa.string(), nullable=False),
         pa.field("status", pa.string(), nullable=False),
         pa.field("error", pa.string()),
     ]
+    if fidelity:
+        fields.append(pa.field("fidelity", pa.string(), nullable=False))
     fields += [pa.field(name, getattr(pa, ARROW_TYPES[kind])()) for name, kind, _ in columns]
     return pa.schema(fields, metadata=None if settings is None else {SETTINGS_KEY: settings_digest(settings)})
 
@@ -173,15 +178,34 @@ class ResultStore:
 
     def done(self) -> dict[str, str]:
         """config_hash -> status of every recorded point."""
+        return {h: status for h, (status, _) in self.recorded().items()}
 
+    def recorded(self) -> dict[str, tuple[str, str]]:
+        """config_hash -> (status, fidelity) of every recorded point."""
         hashes: list = []
         statuses: list = []
+        fidelities: list = []
         for part in parts(self.dir.glob(PART_GLOB)):
-            table = _read_part(part, columns=["config_hash", "status"])
+            table = _read_part(part, columns=["config_hash", "status", "fidelity"])
             hashes += table.column("config_hash").to_pylist()
             statuses += table.column("status").to_pylist()
+            fidelities += table.column("fidelity").to_pylist()
         check_keys(hashes, statuses, self.dir)
-        return dict(zip(hashes, statuses, strict=True))
+        bad = next((f for f in fidelities if f not in FIDELITIES), None)
+        if bad is not None:
+            raise _tampered(self.dir, "fidelity", bad)
+        return dict(zip(hashes, zip(statuses, fidelities, strict=True), strict=True))
+
+    def replace_rows(self, rows: list[dict]) -> None:
+        """Put `rows` in place of the recorded rows of their points (a point re-run at full
+        fidelity): each part holding one is rewritten whole, atomically, under its own name (it
+        holds the same points)."""
+        new = {r["config_hash"]: r for r in rows}
+        for part in parts(self.dir.glob(PART_GLOB)):
+            held = _read_part(part, columns=["config_hash", "status"]).column("config_hash").to_pylist()
+            if new.keys() & set(held):
+                old = _read_part(part).cast(self.schema).to_pylist()
+                self.write_part([new.get(r["config_hash"], r) for r in old])
 
     def write_part(self, rows: list[dict]) -> Path:
         """Write rows as one part, atomically: temp file, fsync, rename, fsync of the folder."""
@@ -235,11 +259,12 @@ def read_results(out_dir: str | Path):
     found = parts(d.glob(PART_GLOB)) or parts(d.glob(LEGACY_PART_GLOB))
     if not found:
         raise StoreError(f"{d} holds no results (no {PART_GLOB} files): run `archsim sweep SPEC --out {d}` first")
-    settings = read_manifest(d).get("settings")
+    manifest = read_manifest(d, READABLE)
+    settings, fidelity = manifest.get("settings"), manifest.get("format", FORMAT) != 1
     tables = [_read_part(p) for p in found]
     columns = settings["columns"] if isinstance(settings, dict) else None
     digest = settings_digest(settings) if isinstance(settings, dict) else None
-    want = arrow_schema([tuple(c) for c in columns]) if columns is not None else tables[0].schema
+    want = arrow_schema([tuple(c) for c in columns], fidelity=fidelity) if columns is not None else tables[0].schema
     digests = {_part_digest(t) for t in tables} - {None}
     for p, t in zip(found, tables):
         if not t.schema.equals(want):
@@ -251,6 +276,8 @@ def read_results(out_dir: str | Path):
                 "sweeps are never ranked together; move it to that sweep's folder"
             )
     table = pa.concat_tables(tables)
+    if not fidelity:  # format 1: every row was simulated at full fidelity
+        table = table.add_column(3, pa.field("fidelity", pa.string(), nullable=False), [["full"] * len(table)])
     check_rows(table, d, None if columns is None else {c[0] for c in columns if c[2] == "objective"})
     return table
 
@@ -271,7 +298,7 @@ def check_rows(table, folder: Path, objectives: set[str] | None = None) -> None:
     import pyarrow.types as types
 
     ok = [s == "ok" for s in statuses]
-    for name in table.column_names[3:]:
+    for name in table.column_names[4:]:
         column = table.column(name)
         if not (types.is_floating(column.type) or types.is_integer(column.type)):
             continue
@@ -303,15 +330,21 @@ def _tampered(folder: Path, column: str, value, why: str = "") -> StoreError:
     )
 
 
-def read_manifest(out_dir: str | Path) -> dict:
+def read_manifest(out_dir: str | Path, formats: tuple[int, ...] = (FORMAT,)) -> dict:
     """The manifest of a results folder ({} if it has none); StoreError if it is damaged or of
-    another format than FORMAT (written by another version of archsim)."""
+    another format than `formats` (written by another version of archsim)."""
     path = Path(out_dir) / MANIFEST
     data = _read_json(path, "results manifest")
     if not data:
         return data
     held = data.get("format")
-    if type(held) is not int or held != FORMAT:
+    if type(held) is int and held == 1 and held not in formats:
+        raise StoreError(
+            f"{path}: results of format 1, written before each row recorded the fidelity it was "
+            "simulated at: `archsim pareto` still reads them (as full fidelity); to add points, rerun "
+            "the sweep into a new folder"
+        )
+    if type(held) is not int or held not in formats:
         shown = f"format {held}" if type(held) is int and abs(held) < 10**9 else "no format number"
         raise StoreError(
             f"{path}: results of {shown}; this archsim reads format {FORMAT}: use the archsim that "
