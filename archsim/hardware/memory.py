@@ -72,14 +72,29 @@ class MemoryParams(NamedTuple):
     store_inflight_bytes: float  # bytes one core's posted writes keep in flight
 
 
+def core_inflight_bytes(chip: Chip, kernel_inflight_bytes: float) -> float:
+    """Bytes one core's loads keep in flight: the kernel's own (its pipeline's buffers,
+    `kernel_inflight_bytes`), within what the core can track: its DMA's bytes
+    (`max_inflight_bytes`) and its outstanding requests, each a warp-wide access at the widest
+    load (`max_requests` x `lanes_per_request` x `access_bytes`; Core.request_inflight_bytes).
+    Over the access latency this is the core's feed (Little's law), so a chain of loads and a
+    stream take their times from the same latency; a core with no request limit is bounded by
+    bytes only. E.g. 28 requests of 32 lanes x 16 B: 14,336 B, over 273 ns at 1.98 GHz
+    (541 cycles): 26.5 B per cycle, 52 GB/s, whatever the kernel's buffers."""
+    core = chip.core
+    return min(
+        float(core.max_inflight_bytes), kernel_inflight_bytes, core.request_inflight_bytes(core.vector.access_bytes)
+    )
+
+
 @memo(maxsize=4096)
 def memory_params(
     chip: Chip, write_fraction: float, load_inflight_bytes: float, local_l2_share: float = 0.0
 ) -> MemoryParams:
     """The chip's memory figures for a phase that writes `write_fraction` of its HBM bytes and
-    whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA), with
-    `local_l2_share` of its L2 bytes served by a chiplet's own die L2s (l2_pool_bandwidth).
-    Memoised: a decode's attention at every KV length asks for the same."""
+    whose kernel keeps `load_inflight_bytes` in flight per core (within what the core tracks:
+    `core_inflight_bytes`), with `local_l2_share` of its L2 bytes served by a chiplet's own die
+    L2s (l2_pool_bandwidth). Memoised: a decode's attention at every KV length asks for the same."""
     clock, hbm = chip.clock_hz, chip.hbm
     eff = hbm.efficiency(write_fraction)
     dma = float(chip.core.max_inflight_bytes)
@@ -92,7 +107,7 @@ def memory_params(
         channel_bytes_per_cycle=hbm.channel_bandwidth_bytes_per_s * eff / clock,
         interleave_bytes=float(hbm.interleave_bytes),
         channels=float(hbm.channels),
-        load_inflight_bytes=min(dma, load_inflight_bytes),
+        load_inflight_bytes=core_inflight_bytes(chip, load_inflight_bytes),
         store_inflight_bytes=dma,
     )
 
