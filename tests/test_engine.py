@@ -29,7 +29,7 @@ def test_one_entry_latency_transfer_compute(h200):
     busy, stall, total = r.busy_cycles, r.stall_cycles, r.total_cycles
     lat = np.ceil((chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock)
     exact_lat = (chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * clock
-    rate = 141 * 32 * 16 / exact_lat  # bytes per cycle: the SM's 141 requests of 32 lanes x 16 B in flight
+    rate = chip.core.max_inflight_bytes / exact_lat  # bytes per cycle
     expected = lat + np.ceil(nbytes / rate) + 1000
     assert total == pytest.approx(expected, abs=2)
     assert busy[0] == 1000 and stall[0] == pytest.approx(expected - 1000, abs=2)
@@ -54,7 +54,7 @@ def test_double_buffering_hides_loads_behind_compute(h200):
     assert busy[0] == 500_000
     chip = h200.chip
     lat = (chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s) * chip.clock_hz
-    first_load = lat + 4096 / (141 * 32 * 16 / lat)  # the SM's requests in flight (core_inflight_bytes)
+    first_load = lat + 4096 / (chip.core.max_inflight_bytes / lat)
     assert stall[0] == pytest.approx(first_load, abs=2)  # only the first load is exposed
     serial = play_phase(build_phase([seq], stages=1), h200.chip)
     assert serial.stall_cycles[0] > 4 * stall[0]  # one buffer: every load is exposed

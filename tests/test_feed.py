@@ -1,6 +1,7 @@
 """A core's feed (archsim/hardware/memory.py, core_inflight_bytes): the bytes its loads keep in
-flight are the kernel's own, within what the core tracks (its DMA's bytes and its outstanding
-requests), and over the access latency they set its rate (Little's law). Values by hand."""
+flight are the kernel's own, within what the core tracks (its DMA's bytes and, for a kernel whose
+warps issue its loads, their outstanding requests), and over the access latency they set its
+rate (Little's law). Values by hand."""
 
 from dataclasses import replace
 
@@ -22,20 +23,24 @@ def _chip(max_requests: int, hbm_latency_s: float = 233e-9, l2_latency_s: float 
     return replace(chip, core=replace(chip.core, max_requests=max_requests), hbm=hbm, l2=l2)
 
 
-def test_outstanding_requests_bound_every_kernels_bytes_in_flight():
-    # the H200's SM: 32-lane requests of 16 B (a 128-bit load per thread), 228 KiB = 233,472 B of DMA
+def test_outstanding_requests_bound_a_warp_kernels_bytes_in_flight():
+    # the H200's SM: 32-lane requests of 16 B (a 128-bit load per thread), 228 KiB = 233,472 B of DMA;
+    # a kernel of 64 warps (a full SM)
     chip = _chip(141)
-    assert core_inflight_bytes(chip, 1e6) == 141 * 32 * 16 == 72_192  # requests bind, not the DMA
-    assert core_inflight_bytes(chip, 50_000.0) == 50_000.0  # a kernel keeping less in flight: its own
-    assert core_inflight_bytes(_chip(1000), 1e6) == 233_472  # 512,000 B of requests: the DMA binds
-    assert core_inflight_bytes(_chip(0), 1e6) == 233_472  # no request limit: bytes only
+    assert core_inflight_bytes(chip, 1e6, 64) == 141 * 32 * 16 == 72_192  # requests bind, not the DMA
+    assert core_inflight_bytes(chip, 50_000.0, 64) == 50_000.0  # a kernel keeping less in flight: its own
+    assert core_inflight_bytes(_chip(1000), 1e6, 64) == 233_472  # 512,000 B of requests: the DMA binds
+    assert core_inflight_bytes(_chip(0), 1e6, 64) == 233_472  # no request limit: bytes only
+    # bulk copies (a GEMM's TMA loads: no warps stated) are tracked by bytes, not by request slots
+    assert core_requests(chip, 0) == float("inf")
+    assert core_inflight_bytes(chip, 1e6) == 233_472
 
 
 def test_a_stream_and_a_chain_take_their_times_from_the_same_latency():
     # 28 requests: 28 x 32 x 16 = 14,336 B in flight. An L2 hit: 110 ns + 2 hops x 20 ns = 150 ns,
     # 297 cycles at 1.98 GHz; a stream from L2 then flows at 14,336 / 297 = 48.27 B per cycle
-    # (95.6 GB/s per SM), whatever its pipeline's buffers (a GEMM's 3 x 48 KiB)
-    p = memory_params(_chip(28), 0.0, 3 * 48 * 1024)
+    # (95.6 GB/s per SM), whatever its pipeline's buffers (3 x 48 KiB)
+    p = memory_params(_chip(28), 0.0, 3 * 48 * 1024, 0.0, 64)
     assert p.l2_latency == pytest.approx(297.0)
     assert p.load_inflight_bytes == 14_336
     assert load_rate_cap(p, 0.0, 0.0, p.l2_latency) == pytest.approx(14_336 / 297.0)
@@ -62,7 +67,7 @@ def test_a_kernel_of_few_warps_keeps_its_warps_loads_in_flight():
     assert core_inflight_bytes(chip, 1e6, 4) == 12_288
     assert core_requests(chip, 64) == 141
     assert core_inflight_bytes(chip, 1e6, 64) == 72_192
-    assert core_requests(chip, 0) == 141  # warps not stated: the SM's requests
+    assert core_requests(chip, 0) == float("inf")  # no warps stated (bulk copies): bytes only
     assert core_requests(_warp_chip(141, 0), 4) == 141  # no bound per warp stated: the SM's
     assert core_requests(_warp_chip(0, 6), 4) == 24  # no SM limit: the warps' still binds
     assert core_requests(_warp_chip(0, 0), 4) == float("inf")
