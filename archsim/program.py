@@ -40,6 +40,7 @@ class Phase:
     label: str = ""
     new_kernel: bool = True  # False: continues the previous phase's kernel (no launch)
     inflight_bytes: float = float("inf")  # the kernel's own bytes in flight per core (below the DMA's)
+    warps: int = 0  # the kernel's warps resident on a core, whose requests bound its loads (0: bulk copies)
     local_l2_share: float = 0.0  # of its L2 bytes, the share a chiplet's dies serve from their own L2s
 
     @property

@@ -67,7 +67,13 @@ def same_play(a: Program, b: Program) -> bool:
 
 
 def _same_phase(x: Phase, y: Phase) -> bool:
-    if (x.stages, x.inflight_bytes, x.new_kernel, x.entries) != (y.stages, y.inflight_bytes, y.new_kernel, y.entries):
+    if (x.stages, x.inflight_bytes, x.warps, x.new_kernel, x.entries) != (
+        y.stages,
+        y.inflight_bytes,
+        y.warps,
+        y.new_kernel,
+        y.entries,
+    ):
         return False
     columns = ("core_start", "core_weight", "compute_cycles", "hbm_bytes", "l2_bytes")
     for name in (*columns, "store_bytes", "store_l2_bytes", "load_trips"):

@@ -76,6 +76,11 @@ KV_STAGES = (
 )
 SPLIT_FILL = 0.8  # no split once the items fill this share of the cores
 SPLIT_EFFICIENCY = 0.85  # the smallest split within this share of the best wave efficiency
+# warps of a decode kernel's block, one block per (sequence, KV head, split) and, as played, one
+# resident on its core at a time: FlashAttention-2's split-KV kernel (flash_fwd_launch_template.h,
+# run_mha_fwd_splitkv_dispatch: Flash_fwd_kernel_traits<.., kNWarps 4, ..>); its requests in
+# flight are these warps' loads (hardware/memory.py core_requests), not its SM's
+DECODE_WARPS = 4
 PLAYED_BLOCKS = 1 << 17  # K/V blocks a kernel's distinct cores play a step each; beyond it, k a step
 
 
@@ -375,7 +380,8 @@ def _flash_phases(op: Op, chip: Chip, kv_blocks: int, last_block_bytes: float, f
     stages = min(KV_STAGES if family_stages is None else family_stages, fit)
     label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
     inflight = pipeline_bytes(stages, kv_block_bytes)
-    phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight)]
+    warps = DECODE_WARPS if decode else 0
+    phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight, warps=warps)]
     if splits > 1:
         phases.append(combine_phase(chip, op.batch * op.heads, splits, dv, d, a))
     return phases, run

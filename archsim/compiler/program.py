@@ -19,6 +19,7 @@ def build_phase(
     new_kernel: bool = True,
     weights: list[int] | None = None,
     inflight_bytes: float = float("inf"),
+    warps: int = 0,
 ) -> Phase:
     """Phase from one ENTRY array per core. Identical sequences are merged into one with a weight;
     empty ones dropped. With `weights`, the sequences are already distinct and stand for that many
@@ -69,6 +70,7 @@ def build_phase(
         load_trips=columns["trips"],
         new_kernel=new_kernel,
         inflight_bytes=inflight_bytes,
+        warps=warps,
     )
 
 

@@ -56,6 +56,7 @@ POSITION_BYTES = 8  # rotary_embedding's first load: the token's int64 position
 # share of the L2 a tensor the previous kernel wrote may take and still be there for the next:
 # the producer's other traffic (its weights and inputs) streams through the rest
 HOT_L2_SHARE = 0.25
+WARP_THREADS = 32  # threads of a warp: a per-token block of t threads is ceil(t / 32) warps
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,8 @@ def per_token_phase(op: Op, chip: Chip) -> tuple[Phase, Activity]:
         weights.append(1)
     inflight = float(np.max(steps["hbm_bytes"] + steps["l2_bytes"]))
     label = f"{op.vop.value if op.vop else 'vector'} per token"
-    phase = build_phase(sequences, 1, label, weights=weights, inflight_bytes=inflight)
+    warps = min(resident, ceil_div(op.m, chip.cores)) * ceil_div(threads, WARP_THREADS)  # blocks resident on a core
+    phase = build_phase(sequences, 1, label, weights=weights, inflight_bytes=inflight, warps=warps)
     activity = Activity(lane_ops=op.m * float(lane.sum()), special_ops=op.m * float(special.sum()))
     return phase, activity
 

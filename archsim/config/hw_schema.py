@@ -96,6 +96,11 @@ class DmaCfg(Strict):
     max_requests: PositiveInt | None = Field(
         None, description="memory requests one core keeps outstanding (default: bounded by bytes only)"
     )
+    loads_per_warp: PositiveInt | None = Field(
+        None,
+        description="loads one warp keeps outstanding: a kernel of few resident warps keeps warps x this many"
+        " requests (default: no bound per warp)",
+    )
 
 
 class CoresCfg(Strict):

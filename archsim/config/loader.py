@@ -208,6 +208,7 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         max_inflight_bytes=round(c.dma.max_inflight),
         accumulator_bytes=round(c.accumulators.capacity),
         max_requests=c.dma.max_requests or 0,
+        loads_per_warp=c.dma.loads_per_warp or 0,
     )
     chip = Chip(
         name=cfg.name,

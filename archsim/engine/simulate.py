@@ -71,7 +71,7 @@ class ProgramResult:
 def phase_memory(phase: Phase, chip: Chip) -> MemoryParams:
     """The memory system as `phase` sees it: HBM efficiency for its read/write mix, its kernel's
     bytes in flight and, on a chiplet chip, the share of its L2 bytes its dies serve themselves."""
-    return memory_params(chip, phase.hbm_write_fraction, phase.inflight_bytes, phase.local_l2_share)
+    return memory_params(chip, phase.hbm_write_fraction, phase.inflight_bytes, phase.local_l2_share, phase.warps)
 
 
 REMEMBERED_ENTRIES = 1024  # a phase of at most this many entries is played once per chip (`play_phase`)

@@ -148,6 +148,7 @@ class Core:
     max_inflight_bytes: int  # bytes one core's DMA keeps in flight (sets its bandwidth by Little's law)
     accumulator_bytes: int  # storage for the fp32 partial sums of the output tile (registers, accumulators)
     max_requests: int = 0  # memory requests one core keeps outstanding (0: bounded by bytes only)
+    loads_per_warp: int = 0  # loads one warp keeps outstanding (0: no bound per warp)
 
     def request_inflight_bytes(self, lane_bytes: float) -> float:
         """Bytes a core keeps in flight when each lane accesses `lane_bytes` at a time: as many

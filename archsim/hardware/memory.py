@@ -72,13 +72,46 @@ class MemoryParams(NamedTuple):
     store_inflight_bytes: float  # bytes one core's posted writes keep in flight
 
 
+def core_requests(chip: Chip, warps: int) -> float:
+    """Memory requests a kernel of `warps` resident warps per core keeps outstanding: the core's
+    limit (`max_requests`) and, each warp keeping `loads_per_warp` loads out (its registers for
+    loaded data before their first use), warps x loads_per_warp. The feed is the kernel
+    pipeline's, not the SM's: a decode kernel of one 4-warp block per (sequence, KV head) at 6
+    loads a warp keeps 24 requests, a per-token kernel of 64 warps the core's limit. A kernel
+    that states no warps (0: bulk copies, TMA or cp.async, that no warp's request slots track)
+    and a core with neither limit: inf."""
+    core = chip.core
+    if warps <= 0:
+        return math.inf
+    limit = float(core.max_requests) if core.max_requests > 0 else math.inf
+    if core.loads_per_warp > 0:
+        limit = min(limit, float(warps * core.loads_per_warp))
+    return limit
+
+
+def core_inflight_bytes(chip: Chip, kernel_inflight_bytes: float, warps: int = 0) -> float:
+    """Bytes one core's loads keep in flight: the kernel's own (its pipeline's buffers,
+    `kernel_inflight_bytes`), within what the core can track: its DMA's bytes
+    (`max_inflight_bytes`) and, for a kernel whose warps issue its loads (`warps` > 0), their
+    outstanding requests (`core_requests`), each a warp-wide access at the widest load
+    (`lanes_per_request` x `access_bytes`). Over the access latency this is the kernel's feed
+    (Little's law), so a chain of loads and a stream take their times from the same latency.
+    E.g. 24 requests of 32 lanes x 16 B: 12,288 B, over 273 ns at 1.98 GHz (540.5 cycles):
+    22.7 B per cycle, 45 GB/s per SM, whatever the kernel's buffers. (A streaming kernel states
+    its own requests at its lane width: compiler/streaming.py.)"""
+    core = chip.core
+    by_requests = core_requests(chip, warps) * core.vector.lanes_per_request * core.vector.access_bytes
+    return min(float(core.max_inflight_bytes), kernel_inflight_bytes, by_requests)
+
+
 @memo(maxsize=4096)
 def memory_params(
-    chip: Chip, write_fraction: float, load_inflight_bytes: float, local_l2_share: float = 0.0
+    chip: Chip, write_fraction: float, load_inflight_bytes: float, local_l2_share: float = 0.0, warps: int = 0
 ) -> MemoryParams:
     """The chip's memory figures for a phase that writes `write_fraction` of its HBM bytes and
-    whose kernel keeps `load_inflight_bytes` in flight per core (capped by the core's DMA), with
-    `local_l2_share` of its L2 bytes served by a chiplet's own die L2s (l2_pool_bandwidth).
+    whose kernel of `warps` resident warps per core (0: its loads are bulk copies) keeps
+    `load_inflight_bytes` in flight per core (within what the core tracks: `core_inflight_bytes`),
+    with `local_l2_share` of its L2 bytes served by a chiplet's own die L2s (l2_pool_bandwidth).
     Memoised: a decode's attention at every KV length asks for the same."""
     clock, hbm = chip.clock_hz, chip.hbm
     eff = hbm.efficiency(write_fraction)
@@ -92,7 +125,7 @@ def memory_params(
         channel_bytes_per_cycle=hbm.channel_bandwidth_bytes_per_s * eff / clock,
         interleave_bytes=float(hbm.interleave_bytes),
         channels=float(hbm.channels),
-        load_inflight_bytes=min(dma, load_inflight_bytes),
+        load_inflight_bytes=core_inflight_bytes(chip, load_inflight_bytes, warps),
         store_inflight_bytes=dma,
     )
 
