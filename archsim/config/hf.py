@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from archsim.config.hf_families import ARCHITECTURES, FAMILIES, STRUCTURAL, Fields, SpecFields
-from archsim.config.hf_unmodelled import max_model_len, unmodelled_problems
+from archsim.config.hf_unmodelled import max_model_len, unmodelled_off, unmodelled_problems
 from archsim.config.jsonfile import line_of, read_json
 from archsim.dtypes import DType
 from archsim.errors import ConfigError, Problem, quote
@@ -174,10 +174,13 @@ def checkpoint_dtypes(data: dict[str, Any], dtype: DType | None) -> tuple[dict[s
 def structural_problems(data: dict[str, Any], family: str, path: str, text: str) -> list[Problem]:
     """Fields that shape a model only the families that read them have (latent attention, shared
     experts, dense layers among MoE ones, chunked attention): in a config of another family they
-    are refused, never run as something else."""
+    are refused, never run as something else; a field that turns its mechanism off (its neutral
+    value, or false, 0 or empty where it has none) is not."""
     problems = []
     for key, (neutral, families, what) in STRUCTURAL.items():
-        if key in data and data[key] is not None and data[key] != neutral and family not in families:
+        value = data.get(key)
+        off = value is None or value == neutral or (neutral is None and unmodelled_off(key, value, data))
+        if not off and family not in families:
             names = ", ".join(sorted(k for k, f in ARCHITECTURES.items() if f in families))
             where = f"are read for {names} configs" if names else "are not modelled"
             problems.append(Problem(path, _line_of(text, key), key, f"{what} {where} (got {quote(data[key])})"))
@@ -286,7 +289,8 @@ def load_hf_config(path: str) -> HfModel:
     problems += [Problem(path, _line_of(text, key), key, why) for key, why in f.problems]
     problems += layer_types_problems(fields_data, f.used, path, text)
     problems += _shape_problems(spec, path, text)
-    problems += unmodelled_problems(fields_data, f.used, path, text)
+    named = {q.key for q in problems}  # a field refused above by the family that reads it is not refused twice
+    problems += [q for q in unmodelled_problems(fields_data, f.used, path, text) if q.key not in named]
     dtype, dtype_problems = _dtype(data, path, text)
     problems += dtype_problems
     if problems:

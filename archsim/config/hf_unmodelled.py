@@ -101,7 +101,7 @@ LENGTH_KEYS = (
 UNSCALED_ROPE = ("su", "longrope", "llama3")  # scalings that keep the stated maximum
 
 
-def _off(key: str, value: object, data: dict[str, Any]) -> bool:
+def unmodelled_off(key: str, value: object, data: dict[str, Any]) -> bool:
     """Whether `value` leaves the mechanism off: null, false, zero, empty, or a window that
     `use_sliding_window: false` turns off (Qwen's configs keep one)."""
     if value in (None, False, 0, "", [], {}):
@@ -121,7 +121,7 @@ def unmodelled_problems(data: dict[str, Any], used: set[str], path: str, text: s
             f"so it refuses it (got {quote(value)})",
         )
         for key, value in data.items()
-        if key in UNMODELLED and key not in used and not _off(key, value, data)
+        if key in UNMODELLED and key not in used and not unmodelled_off(key, value, data)
     ]
 
 
