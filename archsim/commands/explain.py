@@ -47,26 +47,12 @@ def run(args) -> int:
 
 
 def explain_run(args):
-    from archsim import api
     from archsim.api.explanation import explain_run as explain
-    from archsim.commands.run import load_inputs
-    from archsim.graph.parallel import ParallelismError
+    from archsim.commands.run import load_inputs, simulate_run
 
     hardware, workload = load_inputs(args, args.hw)
     with progress(args, "simulating the run, then what-ifs of its steps") as bar:
-        try:
-            report = api.run(
-                hardware,
-                workload,
-                tp=args.tp,
-                pp=args.pp,
-                ep=args.ep,
-                kv_stride=args.kv_stride,
-                progress=bar.callback("decode attention over the growing KV cache"),
-            )
-        except ParallelismError as err:
-            raise UsageError(f"--tp/--pp/--ep: {err}") from None
-        return explain(report)
+        return explain(simulate_run(args, hardware, workload, bar))
 
 
 def explain_op(args):

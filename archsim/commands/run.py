@@ -360,9 +360,28 @@ def write_plots(out_dir: str, result, w, system, kv_stride: int, args, energy=No
     return paths
 
 
-def run(args) -> int:
+def simulate_run(args, hardware, workload, bar):
+    """`api.run` of the inputs with the layout, KV stride and fidelity the flags give, its decode
+    attention's progress on `bar`; a layout that cannot be is a usage error (run, explain)."""
     from archsim import api
     from archsim.graph.parallel import ParallelismError
+
+    try:
+        return api.run(
+            hardware,
+            workload,
+            tp=args.tp,
+            pp=args.pp,
+            ep=args.ep,
+            kv_stride=args.kv_stride,
+            progress=bar.callback("decode attention over the growing KV cache"),
+            fidelity=getattr(args, "fidelity", "full"),
+        )
+    except ParallelismError as err:
+        raise UsageError(f"--tp/--pp/--ep: {err}") from None
+
+
+def run(args) -> int:
     from archsim.report.export import write_json
     from archsim.report.tables import step_table
 
@@ -378,19 +397,7 @@ def run(args) -> int:
     if args.plots:
         require_plots()
     with progress(args, "simulating the prefill step") as bar:
-        try:
-            report = api.run(
-                hardware,
-                workload,
-                tp=args.tp,
-                pp=args.pp,
-                ep=args.ep,
-                kv_stride=args.kv_stride,
-                progress=bar.callback("decode attention over the growing KV cache"),
-                fidelity=args.fidelity,
-            )
-        except ParallelismError as err:
-            raise UsageError(f"--tp/--pp/--ep: {err}") from None
+        report = simulate_run(args, hardware, workload, bar)
     result, out, note = report.result, console(args), notes(args)
     chip_name, model_name = shown(system.chip.name), shown(w.model.name)
     tables = summary_tables(report, chip_name, model_name, args.ops)
