@@ -219,35 +219,30 @@ def with_params(obj: _V, params: Mapping[str, Any], where: str = "with_params") 
     return _build(type(obj), obj._doc, flatten(params), where, obj.warnings, obj.max_context)
 
 
-def as_hardware(value: object, where: str = "archsim.run", key: str = "hardware") -> Hardware:
-    """A Hardware as given, or loaded from a name, path or mapping; a frozen System built
-    elsewhere is refused, as nothing has validated it, and so is anything else."""
-    if isinstance(value, Hardware):
+def _as_checked(value: object, where: str, key: str, checked: type, frozen: tuple[type, str], load, made_by: str):
+    """`value` if it is the `checked` record, else loaded from a name, path or mapping by
+    `load`; a `frozen` record built elsewhere is refused, as nothing has validated it, and so is
+    anything else; `frozen` is that record's type and what a message calls it."""
+    if isinstance(value, checked):
         return value
-    if isinstance(value, System):
-        raise arguments.refusal(
-            where,
-            key,
-            "pass an archsim.Hardware (archsim.load_system, with_params): a System built directly is not validated",
-        )
+    name = f"archsim.{checked.__name__}"
+    if isinstance(value, frozen[0]):
+        why = f"pass an {name} ({made_by}, with_params): {frozen[1]} built directly is not validated"
+        raise arguments.refusal(where, key, why)
     if not isinstance(value, (str, os.PathLike, Mapping)):
         raise arguments.refusal(
-            where, key, f"must be an archsim.Hardware, a shipped name, a path or a mapping (got {type(value).__name__})"
+            where, key, f"must be an {name}, a shipped name, a path or a mapping (got {type(value).__name__})"
         )
-    return load_system(value)
+    return load(value)
+
+
+def as_hardware(value: object, where: str = "archsim.run", key: str = "hardware") -> Hardware:
+    """A Hardware as given, or loaded (`_as_checked`); a System built directly is refused."""
+    return _as_checked(value, where, key, Hardware, (System, "a System"), load_system, "archsim.load_system")
 
 
 def as_workload(value: object, where: str = "archsim.run", key: str = "workload") -> Workload:
-    if isinstance(value, Workload):
-        return value
-    if isinstance(value, FrozenWorkload):
-        raise arguments.refusal(
-            where,
-            key,
-            "pass an archsim.Workload (archsim.load_workload, with_params): a workload built directly is not validated",
-        )
-    if not isinstance(value, (str, os.PathLike, Mapping)):
-        raise arguments.refusal(
-            where, key, f"must be an archsim.Workload, a shipped name, a path or a mapping (got {type(value).__name__})"
-        )
-    return load_workload(value)
+    """A Workload as given, or loaded (`_as_checked`); a workload built directly is refused."""
+    return _as_checked(
+        value, where, key, Workload, (FrozenWorkload, "a workload"), load_workload, "archsim.load_workload"
+    )
