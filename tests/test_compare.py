@@ -148,5 +148,8 @@ def test_rows_are_named_by_chip_and_layout(capsys, monkeypatch):
     rows give the same numbers, and their names say so instead of reading `h200x8` twice."""
     monkeypatch.setenv("COLUMNS", "100")
     assert main(["compare", "h200", "h200x8", "--tp", "2", "--prompt", "64", "--generate", "2"]) == 0
-    rows = [line.strip("│ ").split(" │")[0].strip() for line in capsys.readouterr().out.splitlines() if " ms " in line]
+    out = capsys.readouterr().out
+    rows = [line.strip("│ ").split(" │")[0].strip() for line in out.splitlines() if " ms " in line]
     assert rows[:2] == ["h200 as h200x8 TP 2", "h200x8 TP 2"]
+    # one configuration, so one run: a note says why the two rows read alike
+    assert "note: h200 as h200x8 TP 2 = h200x8 TP 2: one configuration, the same run" in out

@@ -132,6 +132,20 @@ def _run_chip(args: argparse.Namespace, hw: str, hardware: Hardware, workload: W
         return ChipRun(hw, hardware.name, digest, None, why)
 
 
+def same_runs(rows) -> list[str]:
+    """A note for each set of rows that ran one configuration (a chip given beside the system
+    a layout runs it as): why their numbers are the same."""
+    groups: dict[str, list] = {}
+    for row in rows:
+        if row.result is not None:
+            groups.setdefault(row.config_hash, []).append(row)
+    return [
+        f"note: {' = '.join(r.label for r in group)}: one configuration, the same run"
+        for group in groups.values()
+        if len(group) > 1
+    ]
+
+
 def run(args) -> int:
     from archsim.commands.run import load_inputs
     from archsim.graph.parallel import Parallelism
@@ -171,6 +185,8 @@ def run(args) -> int:
     if any(row.energy is not None or row.area is not None for row in rows):
         tables.append(energy_area_table(shown_rows, f"energy and area: {title}"))
     emit(args, console(args), tables, data=data, rows=csv_rows)
+    for note in same_runs(shown_rows):
+        notes(args).print(note)
     if args.json:
         write_json(args.json, data)
     if args.plots and any(row.result for row in rows):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from archsim import limits
-from archsim.commands import UsageError, positive_int, shown
+from archsim.commands import UsageError, positive_int, shown, sweep_templates
 from archsim.commands.run import add_cache_flag, apply_cache_flag
+from archsim.commands.sweep_templates import TEMPLATE_NAMES
 
 
 def add_parser(sub) -> None:
@@ -12,7 +13,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "spec",
         metavar="SPEC.yaml",
-        help="sweep spec, or the name of a shipped one (h200_variants, h200_halton_1000, h200_energy)",
+        help="sweep spec, the name of a shipped one (h200_variants, h200_halton_1000, h200_energy), or a "
+        f"template that generates the designs around --hw ({', '.join(TEMPLATE_NAMES)}; docs/sweeps.md)",
     )
     p.add_argument(
         "--out",
@@ -63,6 +65,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar; print the summary only")
     add_cache_flag(p)
+    sweep_templates.add_flags(p)
 
 
 def make_executor(args):
@@ -102,7 +105,13 @@ def run(args) -> int:
     from archsim.sweep.store import StoreError, require_pyarrow
 
     apply_cache_flag(args)
-    spec = load_spec(shipped_spec(args.spec), allowed=tuple(args.allow_path))
+    template = args.spec in TEMPLATE_NAMES
+    if template:
+        spec = sweep_templates.template_spec(args)
+    else:
+        path = shipped_spec(args.spec)
+        sweep_templates.check_spec_flags(args, path)
+        spec = load_spec(path, allowed=tuple(args.allow_path))
     name, out = shown(spec.name), printable(args.out)
     executor = make_executor(args)
     console = Console(stderr=True)
@@ -156,4 +165,6 @@ def run(args) -> int:
         )
     if report.points_failed:
         print(f"{report.points_failed} points failed: their errors are in the `error` column")
+    if template and report.complete:
+        sweep_templates.show_results(args, spec)
     return 0 if report.complete and not report.points_failed else 1

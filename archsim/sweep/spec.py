@@ -122,9 +122,14 @@ def load_spec(path: str | Path, allowed: tuple[str, ...] = ()) -> SweepSpec:
     """Read, validate and check a sweep spec; ConfigError with every problem found. Files it
     names must lie under its folder, the shipped folders, or one of the `allowed` folders."""
     doc = read_yaml(path)
+    return spec_from_doc(doc, Path(doc.path).parent, allowed)
+
+
+def spec_from_doc(doc: YamlDoc, spec_dir: Path, allowed: tuple[str, ...] = ()) -> SweepSpec:
+    """The spec of a document read from a file or made as data (a template, archsim/sweep/templates.py);
+    files it names are relative to `spec_dir`."""
     cfg = validate_doc(doc, SweepCfg)
     problems: list[Problem] = []
-    spec_dir = Path(doc.path).parent
     allowed = tuple(str(a) for a in allowed)
     hardware = _base_file(doc, cfg.hardware, "hardware", spec_dir, allowed, problems)
     workload = _base_file(doc, cfg.workload, "workload", spec_dir, allowed, problems)
