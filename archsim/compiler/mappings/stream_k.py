@@ -66,7 +66,8 @@ class StreamK(GemmMappingRule):
         """The data-parallel tiles as a plain kernel (if any), then the tail's."""
         plan = kept_plan((op, wave_layout(chip), t), self._tail_plan)
         head = [self.plain_phase(op, chip, t, limit_items=plan.dp_items)] if plan.dp_items else []
-        return [*head, phase_on(plan, op, chip, t, family_rule(chip).weight_install_bytes_per_cycle(chip))]
+        rule = family_rule(chip)
+        return [*head, phase_on(plan, op, chip, t, rule.weight_install_bytes_per_cycle(chip), rule.chains_folds(chip))]
 
     def _tail_plan(self, op: Op, lay: WaveLayout, t: Tiling) -> PhasePlan:
         """The stream-K tail's phase as the wave layout decides it (see `PhasePlan`)."""
