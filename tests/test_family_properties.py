@@ -320,18 +320,10 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             "matrix_units",
         ),
         "more-gemm": (
-            "twice a wafer cluster's SRAM lets the library offer tiles of the whole K (2,048), and the"
-            " chooser's shortlist keeps only stream-K tilings of them, which cannot split a K of one"
-            " step: 32 of 840 clusters work and the GEMM is 14x slower (compiler/gemm.py: shortlist)",
+            CHOOSER + " (twice the wafer's clusters with twice their SRAM: 1.1%, whole-K tiles of 8 x 8,192"
+            " crowding 256 x 256 out of a shortlist of tied estimates)",
             "wafer",
-            {
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "memory_bandwidth": 0.25,
-                "power_limit": 0.75,
-            },
+            {"cores": 2.0, "inflight": 0.5, "l2_capacity": 0.25, "memory_bandwidth": 0.25},
             "sram_capacity",
         ),
     },

@@ -40,11 +40,16 @@ class StreamK(GemmMappingRule):
         return (1,)
 
     def estimate(self, e: Estimate, split: int) -> tuple[np.ndarray, np.ndarray]:
-        """Tiles x K steps spread evenly over the cores (fractional waves of whole tiles); the
+        """Tiles x K steps spread evenly over the cores in whole K steps (a step is not split:
+        a core runs ceil(tiles x steps / cores) of them, in fractional waves of whole tiles); the
         core finishing a shared tile reads the other sharers' partials from L2, a latency per
-        in-flight window; inf where the tiles fill whole waves (plain tiling is that)."""
+        in-flight window; inf where the tiles fill whole waves (plain tiling is that).
+
+        E.g. 32 tiles of one K step on 840 cores: one step a core, a whole wave (32 / 840 =
+        0.04 of one were the step split); 1,000 tiles of 8 steps on 132 cores: ceil(60.6) = 61
+        steps, 7.625 waves."""
         chip, core = e.chip, e.chip.core
-        waves = (e.tiles * e.ksteps / chip.cores) / e.ksteps
+        waves = np.ceil(e.tiles * e.ksteps / chip.cores) / e.ksteps
         shared = e.tiles % chip.cores
         sharers = np.ceil(chip.cores / np.maximum(1, shared)) * (shared > 0)
         partials = np.maximum(0, sharers - 1) * e.em * e.en * PARTIAL_BYTES
