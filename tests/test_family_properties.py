@@ -303,22 +303,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
         ),
     },
     (ChipFamily.WAFER, True): {
-        "more-gemv": (
-            "twice a quarter-wafer's arrays makes its GEMV slower: the wafer mapper's folds install at"
-            " each cluster's SRAM rate, shared by twice the arrays, and the chooser plays another tiling",
-            "wafer",
-            {
-                "cores": 0.25,
-                "clock": 0.6,
-                "matrix_units": 2.0,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "memory_bandwidth": 0.25,
-                "power_limit": 0.75,
-            },
-            "matrix_units",
-        ),
         "more-gemm": (
             CHOOSER + " (twice the wafer's clusters with twice their SRAM: 1.1%, whole-K tiles of 8 x 8,192"
             " crowding 256 x 256 out of a shortlist of tied estimates)",

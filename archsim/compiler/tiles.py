@@ -16,7 +16,7 @@ import numpy as np
 from archsim.compiler.formats import convert_lane_ops, wider
 from archsim.errors import UnsupportedError
 from archsim.hardware import Chip, Core, DType
-from archsim.hardware.systolic import array_cycles, fold_install_cycles, fold_install_exact
+from archsim.hardware.systolic import array_cycles, block_install_cycles
 from archsim.memo import memo
 from archsim.units import ceil_div
 
@@ -32,9 +32,9 @@ def matmul_cycles(
     chained: bool = False,
 ):
     """Cycles for one core to compute an m x k x n product (vectorised over arrays of shapes);
-    `install_bytes_per_cycle` > 0: each array installs a fold's weights at that rate
-    (`fold_install_cycles`, the chip family's: archsim/compiler/chip_family.py), else a row a
-    cycle. `chained`: the folds follow the previous step's without the skew and install without
+    `install_bytes_per_cycle` > 0: the arrays install their folds' weights at that rate between
+    them (`block_install_cycles`, the chip family's: archsim/compiler/chip_family.py), else a row
+    a cycle. `chained`: the folds follow the previous step's without the skew and install without
     rounding each (`systolic.array_cycles`; the chip family's `chains_folds`)."""
     b_dtype = b_dtype or a_dtype
     arr = core.array
@@ -42,17 +42,25 @@ def matmul_cycles(
     if kpc == 0:  # `matrix_format` refuses such ops before they are compiled
         raise UnsupportedError(f"the matrix units have no {compute_dtype(a_dtype, b_dtype).value} rate")
     units = core.matrix_units
-    load: float = 0
-    if install_bytes_per_cycle > 0:
-        install = fold_install_exact if chained else fold_install_cycles
-        load = install(arr.rows, arr.cols, kpc, b_dtype.bytes, install_bytes_per_cycle / units)
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
-    shape = (arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc, load, chained)
-    split_m = array_cycles(ceil_div(m, units), k, n, *shape)
+
+    def on_arrays(rows_each, cols_each):
+        """One array's cycles on its share (`rows_each` x k x `cols_each`), its folds' weights
+        installed at its share of the rate (`block_install_cycles`: a partial fold's bytes)."""
+        load = 0
+        if install_bytes_per_cycle > 0:
+            rate = install_bytes_per_cycle / units
+            load = block_install_cycles(
+                k, cols_each, arr.rows, arr.cols, arr.dataflow, kpc, b_dtype.bytes, rate, chained
+            )
+        shape = (arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc, load, chained)
+        return array_cycles(rows_each, k, cols_each, *shape)
+
+    split_m = on_arrays(ceil_div(m, units), n)
     if arr.split_m_only:
         cycles = split_m
     else:
-        split_n = array_cycles(m, k, ceil_div(n, units), *shape)
+        split_n = on_arrays(m, ceil_div(n, units))
         cycles = np.minimum(split_n, split_m)
     operand_bytes = m * k * a_dtype.bytes + k * n * b_dtype.bytes
     sram_cycles = np.ceil(operand_bytes / core.sram.bandwidth_bytes_per_cycle).astype(np.int64)

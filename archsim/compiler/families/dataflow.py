@@ -17,7 +17,7 @@ computes, a fold's last bytes sharing a cycle with the next's first, and the arr
 drain (R + C - 2) is paid once per kernel, not per step. The weights stream from the memory
 slices as they install: a step's weights read while the previous step computes (the stream
 buffer holds several steps' worth, `gemm_phases.phase_on`). A batch-1 GEMV of 1 x 8192 x 8192
-on the LPU: 26 steps of 26 folds at 2.3 cycles and 638 of skew, 2.53 us, 66% of 80 TB/s.
+on the LPU: 26 steps of 26 folds at 2.3 cycles and 638 of skew, 2.48 us, 68% of 80 TB/s.
 
 Estimated [EST]: that the whole stream bandwidth can carry weights into the matrix units: the
 install rate is 20-89 KB a cycle, the top the memory slices' 80 TB/s [DS], the bottom what the
