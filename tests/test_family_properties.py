@@ -304,11 +304,20 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.WAFER, True): {
         "more-gemm": (
-            CHOOSER + " (twice the wafer's clusters with twice their SRAM: 1.1%, whole-K tiles of 8 x 8,192"
-            " crowding 256 x 256 out of a shortlist of tied estimates)",
+            CHOOSER + " (half the wafer with twice its arrays and SRAM, at twice its clusters' SRAM"
+            " bandwidth: 1.4%, stream-K 32 x 8,192 x 512 tiles played for data-parallel 128 x 512 x 2,048)",
             "wafer",
-            {"cores": 2.0, "inflight": 0.5, "l2_capacity": 0.25, "memory_bandwidth": 0.25},
-            "sram_capacity",
+            {
+                "cores": 0.5,
+                "clock": 0.6,
+                "matrix_units": 2.0,
+                "sram_capacity": 2.0,
+                "inflight": 0.5,
+                "l2_capacity": 0.25,
+                "memory_bandwidth": 0.25,
+                "power_limit": 0.75,
+            },
+            "sram_bandwidth",
         ),
     },
 }

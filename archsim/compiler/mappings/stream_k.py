@@ -40,22 +40,23 @@ class StreamK(GemmMappingRule):
         return (1,)
 
     def estimate(self, e: Estimate, split: int) -> tuple[np.ndarray, np.ndarray]:
-        """Tiles x K steps spread evenly over the cores in whole K steps (a step is not split:
-        a core runs ceil(tiles x steps / cores) of them, in fractional waves of whole tiles); the
+        """Tiles x K steps spread evenly over the cores (fractional waves of whole tiles), a
+        core running at least one whole step (fewer steps than cores leave cores idle); the
         core finishing a shared tile reads the other sharers' partials from L2, a latency per
-        in-flight window; inf where the tiles fill whole waves (plain tiling is that).
+        in-flight window; inf where the tiles fill whole waves, or have one K step each, which
+        no core can share (plain tiling is that: 32 tiles of one step on 840 cores are one
+        wave of 32 busy cores, not 32 / 840 of one).
 
-        E.g. 32 tiles of one K step on 840 cores: one step a core, a whole wave (32 / 840 =
-        0.04 of one were the step split); 1,000 tiles of 8 steps on 132 cores: ceil(60.6) = 61
-        steps, 7.625 waves."""
+        E.g. 16 tiles of 4 K steps on 1,680 cores: 64 steps, one a core, 1 / 4 of a wave (not
+        64 / 1,680 / 4)."""
         chip, core = e.chip, e.chip.core
-        waves = np.ceil(e.tiles * e.ksteps / chip.cores) / e.ksteps
+        waves = np.maximum(e.tiles * e.ksteps / chip.cores, 1.0) / e.ksteps
         shared = e.tiles % chip.cores
         sharers = np.ceil(chip.cores / np.maximum(1, shared)) * (shared > 0)
         partials = np.maximum(0, sharers - 1) * e.em * e.en * PARTIAL_BYTES
         extra_s = partials * l2_latency_s(chip) / core.max_inflight_bytes
         est, compute_s = e.times(e.ksteps, e.tiles, waves, extra_s)
-        return np.where(e.tiles % chip.cores != 0, est, np.inf), compute_s
+        return np.where((e.tiles % chip.cores != 0) & (e.ksteps > 1), est, np.inf), compute_s
 
     def waves(self, count: int, cores: int) -> tuple[np.ndarray, int]:
         """All but the last full wave of tiles in waves of one per core; the tail in flight together."""
