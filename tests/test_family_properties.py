@@ -255,10 +255,11 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.DATAFLOW, False): {
         "more-gemm": (
-            CHOOSER + " (a quarter of the 2-stack dataflow chip with twice its SRAM)",
+            CHOOSER + " (half the 2-stack dataflow chip at 60% of its clock, at twice that clock: 3.9%,"
+            " 2 candidates each, 128 x 256 x 1,024 tiles left off for 128 x 512 x 1,024)",
             "dataflow_2stack",
             {
-                "cores": 0.25,
+                "cores": 0.5,
                 "clock": 0.6,
                 "matrix_units": 0.5,
                 "sram_capacity": 0.5,
@@ -268,18 +269,19 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "hbm_stacks": 0.5,
                 "power_limit": 0.75,
             },
-            "sram_capacity",
+            "clock",
         ),
         "bound-gemm": (
-            "the 2-stack dataflow chip with one array a core, half its bytes in flight and pin rate and"
-            " twice its stacks runs a large GEMM at 49.5% of peak, its arrays computing just under half"
-            " its time and the rest L2 and HBM stalls; neither alone holds half",
+            "the 2-stack dataflow chip with twice its cores at 60% of its clock, twice its stacks and half"
+            " its SRAM and bytes in flight runs a large GEMM at 49.0% of peak, its time split between its"
+            " arrays (50%) and HBM stalls (HBM 50% busy); neither alone holds half",
             "dataflow_2stack",
             {
-                "matrix_units": 0.5,
+                "cores": 2.0,
+                "clock": 0.6,
+                "sram_capacity": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
                 "hbm_stacks": 2.0,
                 "power_limit": 0.75,
             },
@@ -301,36 +303,21 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
         ),
     },
     (ChipFamily.WAFER, True): {
-        "more-gemv": (
-            "twice a quarter-wafer's arrays makes its GEMV slower: the wafer mapper's folds install at"
-            " each cluster's SRAM rate, shared by twice the arrays, and the chooser plays another tiling",
+        "more-gemm": (
+            CHOOSER + " (half the wafer with twice its arrays and SRAM, at twice its clusters' SRAM"
+            " bandwidth: 1.4%, stream-K 32 x 8,192 x 512 tiles played for data-parallel 128 x 512 x 2,048)",
             "wafer",
             {
-                "cores": 0.25,
+                "cores": 0.5,
                 "clock": 0.6,
                 "matrix_units": 2.0,
-                "sram_capacity": 0.5,
+                "sram_capacity": 2.0,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
                 "memory_bandwidth": 0.25,
                 "power_limit": 0.75,
             },
-            "matrix_units",
-        ),
-        "more-gemm": (
-            "twice a wafer cluster's SRAM lets the library offer tiles of the whole K (2,048), and the"
-            " chooser's shortlist keeps only stream-K tilings of them, which cannot split a K of one"
-            " step: 32 of 840 clusters work and the GEMM is 14x slower (compiler/gemm.py: shortlist)",
-            "wafer",
-            {
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "memory_bandwidth": 0.25,
-                "power_limit": 0.75,
-            },
-            "sram_capacity",
+            "sram_bandwidth",
         ),
     },
 }

@@ -95,3 +95,28 @@ def test_a_whole_k_step_is_ranked_apart_from_the_pipelined_steps_of_its_shape():
     ks = {t.tk for t in shortlist(op, more, 8) if (t.tn, t.mapping) == (512, GemmMapping.DATA_PARALLEL)}
     assert ks == {512, 8192}
     assert simulate_op(op, more).time_s <= simulate_op(op, base).time_s * 1.01
+
+
+def test_stream_k_runs_whole_k_steps_and_is_not_offered_for_tiles_of_one():
+    """On the wafer's 840 clusters (1.1 GHz), steps of 1,000 cycles and free loads: 32 tiles of
+    one K step cannot be shared between clusters, so stream-K is not offered (it would be 32 /
+    840 of a wave); data-parallel runs them in one wave, 1,000 cycles. 1,000 tiles of 8 steps:
+    stream-K spreads 8,000 steps, 9.52 a cluster, 9,524 cycles; data-parallel 2 waves, 16,000.
+    16 tiles of 4 steps: 64 steps, one a cluster, 1,000 cycles (not 64 / 840 of a step, 76)."""
+    from archsim.config.loader import load_system
+
+    wafer = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "wafer.yaml"))[0].chip
+    op = Op(OpKind.GEMM, m=8192, k=2048, n=8192, scaling=Scaling.FIXED)
+
+    def estimate(mapping: GemmMapping, tiles: int, ksteps: int) -> tuple[float, float]:
+        one = np.ones(1)
+        e = Estimate(op, wafer, tiles * one, ksteps * one, 1000 * one, 0 * one, 1e30 * one, 0.0, 2 * one,
+                     256 * one, 8192 * one)  # fmt: skip
+        est, compute_s = mapping_rule(mapping).estimate(e, 1)
+        return float(est[0]), float(compute_s[0]) * wafer.clock_hz
+
+    assert estimate(GemmMapping.STREAM_K, 32, 1)[0] == np.inf
+    assert estimate(GemmMapping.DATA_PARALLEL, 32, 1)[1] == pytest.approx(1000)
+    assert estimate(GemmMapping.STREAM_K, 1000, 8)[1] == pytest.approx(8000 * 1000 / 840)
+    assert estimate(GemmMapping.DATA_PARALLEL, 1000, 8)[1] == pytest.approx(16_000)
+    assert estimate(GemmMapping.STREAM_K, 16, 4)[1] == pytest.approx(1000)

@@ -50,3 +50,11 @@ class FamilyRule:
         """Bytes a cycle the core's matrix units take a fold's stationary weights at
         (`systolic.fold_install_cycles`), or 0 for a row a cycle, the array's own load path."""
         return 0.0
+
+    def chains_folds(self, chip: Chip) -> bool:
+        """Whether the compiler's schedule runs a kernel's folds back to back on each array,
+        across tile steps, without draining it between them (a static schedule), so that the
+        arrays' skew is paid once per kernel (`gemm_phases.with_skew_once`) and folds install
+        without rounding each to whole cycles; False: each tile step fills and drains the array
+        (a GPU's MMA instructions, a library's kernels)."""
+        return False

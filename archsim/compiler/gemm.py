@@ -120,8 +120,10 @@ def _scored(op: Op, chip: Chip, count: int) -> list[tuple[float, float, Tiling]]
     share_a, share_b = grid_shares(op, lay, tm, tn)
     moved_stage = tm * tk * a * share_a + tk * tn * b * share_b  # bytes a core loads per step
     em, en = np.minimum(tm, m), np.minimum(tn, n)
-    install = family_rule(chip).weight_install_bytes_per_cycle(chip)
-    cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype, install)
+    family = family_rule(chip)
+    install = family.weight_install_bytes_per_cycle(chip)
+    chained = family.chains_folds(chip)
+    cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype, install, chained)
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
     ksteps = ceil_div(k, tk)
     stages = np.maximum(1, core.sram.capacity_bytes // stage)

@@ -100,5 +100,6 @@ class GemmMappingRule:
     def plain_phase(self, op: Op, chip: Chip, t: Tiling, limit_items: int | None = None) -> Phase:
         """The first `limit_items` work items of `t` (all by default) as one kernel in plain
         waves (`gemm_phase`), under this mapping's label."""
-        install = family_rule(chip).weight_install_bytes_per_cycle(chip)
-        return gemm_phase(op, chip, t, self.label(t), limit_items, install)
+        rule = family_rule(chip)
+        install = rule.weight_install_bytes_per_cycle(chip)
+        return gemm_phase(op, chip, t, self.label(t), limit_items, install, rule.chains_folds(chip))

@@ -22,7 +22,8 @@ from archsim.compiler.program import PARTIAL_BYTES, build_phase
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import step_cycles
 from archsim.graph.ops import Op
-from archsim.hardware import Chip
+from archsim.hardware import Chip, Core
+from archsim.hardware.systolic import fill_drain_cycles
 from archsim.memo import memo, on_clear
 from archsim.program import ENTRY, Phase, entries, entry_rows
 from archsim.units import ceil_div
@@ -188,14 +189,32 @@ class PhasePlan:
     dp_items: int = 0  # stream-K: the items before its tail, run data-parallel by a phase of their own
 
 
-def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling, install: float = 0.0) -> Phase:
+def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling, install: float = 0.0, chained: bool = False) -> Phase:
     """The planned phase on `chip`: each entry's cycles those of its step shape on the chip's
     arrays (their weights installed at `install` bytes a cycle, the chip family's; 0: a row a
-    cycle), and as many SRAM buffers as the chip's SRAM holds stages of the tiling."""
+    cycle), and as many SRAM buffers as the chip's SRAM holds stages of the tiling. `chained`
+    (the family's `chains_folds`): the steps' folds follow one another on the arrays, and each
+    core's sequence pays the arrays' skew once, on its last entry (`with_skew_once`)."""
     core = chip.core
     table = np.array(
-        [step_cycles(core, em, k, en, op.dtype, op.b_dtype, install) for em, k, en in plan.shapes], np.int64
+        [step_cycles(core, em, k, en, op.dtype, op.b_dtype, install, chained) for em, k, en in plan.shapes], np.int64
     )
+    if chained:
+        return with_skew_once(_phase_on(plan, op, t, core, table), core)
+    return _phase_on(plan, op, t, core, table)
+
+
+def with_skew_once(phase: Phase, core: Core) -> Phase:
+    """The phase with the arrays' fill and drain (`systolic.fill_drain_cycles`) added to the last
+    entry of each core's sequence: once per kernel, where its folds chain."""
+    cycles = phase.compute_cycles.copy()
+    ends = phase.core_start[1:][np.diff(phase.core_start) > 0] - 1
+    cycles[ends] += fill_drain_cycles(core.array.rows, core.array.cols)
+    return replace(phase, compute_cycles=cycles)
+
+
+def _phase_on(plan: PhasePlan, op: Op, t: Tiling, core: Core, table: np.ndarray) -> Phase:
+    """`phase_on` with each step shape's cycles in `table`."""
     stage = stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
     stages = core.sram.capacity_bytes // stage
     phase = plan.phase
@@ -259,11 +278,18 @@ def forget_plans() -> None:
 
 
 def gemm_phase(
-    op: Op, chip: Chip, t: Tiling, label: str, limit_items: int | None = None, install: float = 0.0
+    op: Op,
+    chip: Chip,
+    t: Tiling,
+    label: str,
+    limit_items: int | None = None,
+    install: float = 0.0,
+    chained: bool = False,
 ) -> Phase:
     """The GEMM kernel's phase, named `label`: its first `limit_items` items (all by default),
-    dealt to the cores in plain waves of one item per core (`install`: as `phase_on`'s)."""
-    return phase_on(kept_plan((op, wave_layout(chip), t, label, limit_items), _gemm_plan), op, chip, t, install)
+    dealt to the cores in plain waves of one item per core (`install`, `chained`: as `phase_on`'s)."""
+    plan = kept_plan((op, wave_layout(chip), t, label, limit_items), _gemm_plan)
+    return phase_on(plan, op, chip, t, install, chained)
 
 
 def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int | None) -> PhasePlan:

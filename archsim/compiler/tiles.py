@@ -16,33 +16,51 @@ import numpy as np
 from archsim.compiler.formats import convert_lane_ops, wider
 from archsim.errors import UnsupportedError
 from archsim.hardware import Chip, Core, DType
-from archsim.hardware.systolic import array_cycles, fold_install_cycles
+from archsim.hardware.systolic import array_cycles, block_install_cycles
 from archsim.memo import memo
 from archsim.units import ceil_div
 
 
 def matmul_cycles(
-    core: Core, m, k, n, a_dtype: DType, b_dtype: DType | None = None, install_bytes_per_cycle: float = 0.0
+    core: Core,
+    m,
+    k,
+    n,
+    a_dtype: DType,
+    b_dtype: DType | None = None,
+    install_bytes_per_cycle: float = 0.0,
+    chained: bool = False,
 ):
     """Cycles for one core to compute an m x k x n product (vectorised over arrays of shapes);
-    `install_bytes_per_cycle` > 0: each array installs a fold's weights at that rate
-    (`fold_install_cycles`, the chip family's: archsim/compiler/chip_family.py), else a row a
-    cycle."""
+    `install_bytes_per_cycle` > 0: the arrays install their folds' weights at that rate between
+    them (`block_install_cycles`, the chip family's: archsim/compiler/chip_family.py), else a row
+    a cycle. `chained`: the folds follow the previous step's without the skew and install without
+    rounding each (`systolic.array_cycles`; the chip family's `chains_folds`)."""
     b_dtype = b_dtype or a_dtype
     arr = core.array
     kpc = arr.k_rate(compute_dtype(a_dtype, b_dtype))
     if kpc == 0:  # `matrix_format` refuses such ops before they are compiled
         raise UnsupportedError(f"the matrix units have no {compute_dtype(a_dtype, b_dtype).value} rate")
     units = core.matrix_units
-    load = 0
-    if install_bytes_per_cycle > 0:
-        load = fold_install_cycles(arr.rows, arr.cols, kpc, b_dtype.bytes, install_bytes_per_cycle / units)
     m, k, n = (np.asarray(x, dtype=np.int64) for x in (m, k, n))
-    split_m = array_cycles(ceil_div(m, units), k, n, arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc, load)
+
+    def on_arrays(rows_each, cols_each):
+        """One array's cycles on its share (`rows_each` x k x `cols_each`), its folds' weights
+        installed at its share of the rate (`block_install_cycles`: a partial fold's bytes)."""
+        load = 0
+        if install_bytes_per_cycle > 0:
+            rate = install_bytes_per_cycle / units
+            load = block_install_cycles(
+                k, cols_each, arr.rows, arr.cols, arr.dataflow, kpc, b_dtype.bytes, rate, chained
+            )
+        shape = (arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc, load, chained)
+        return array_cycles(rows_each, k, cols_each, *shape)
+
+    split_m = on_arrays(ceil_div(m, units), n)
     if arr.split_m_only:
         cycles = split_m
     else:
-        split_n = array_cycles(m, k, ceil_div(n, units), arr.rows, arr.cols, arr.dataflow, arr.fold_mode, kpc, load)
+        split_n = on_arrays(m, ceil_div(n, units))
         cycles = np.minimum(split_n, split_m)
     operand_bytes = m * k * a_dtype.bytes + k * n * b_dtype.bytes
     sram_cycles = np.ceil(operand_bytes / core.sram.bandwidth_bytes_per_cycle).astype(np.int64)
@@ -108,9 +126,10 @@ def step_cycles(
     a_dtype: DType,
     b_dtype: DType | None = None,
     install_bytes_per_cycle: float = 0.0,
+    chained: bool = False,
 ) -> int:
     """`matmul_cycles` of one tile step (scalar, memoised: the same steps recur in every item)."""
-    return int(matmul_cycles(core, m, k, n, a_dtype, b_dtype, install_bytes_per_cycle))
+    return int(matmul_cycles(core, m, k, n, a_dtype, b_dtype, install_bytes_per_cycle, chained))
 
 
 @memo(maxsize=None)

@@ -36,5 +36,9 @@ class Wafer(Dataflow):
         all busy (tiles of whole resident weights leave most of the wafer idle)."""
         return None
 
+    def chains_folds(self, chip: Chip) -> bool:
+        """Each cluster's tiles are a kernel library's, filling and draining per step [EST]."""
+        return False
+
 
 RULE = Wafer()

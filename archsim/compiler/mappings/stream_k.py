@@ -40,17 +40,23 @@ class StreamK(GemmMappingRule):
         return (1,)
 
     def estimate(self, e: Estimate, split: int) -> tuple[np.ndarray, np.ndarray]:
-        """Tiles x K steps spread evenly over the cores (fractional waves of whole tiles); the
+        """Tiles x K steps spread evenly over the cores (fractional waves of whole tiles), a
+        core running at least one whole step (fewer steps than cores leave cores idle); the
         core finishing a shared tile reads the other sharers' partials from L2, a latency per
-        in-flight window; inf where the tiles fill whole waves (plain tiling is that)."""
+        in-flight window; inf where the tiles fill whole waves, or have one K step each, which
+        no core can share (plain tiling is that: 32 tiles of one step on 840 cores are one
+        wave of 32 busy cores, not 32 / 840 of one).
+
+        E.g. 16 tiles of 4 K steps on 1,680 cores: 64 steps, one a core, 1 / 4 of a wave (not
+        64 / 1,680 / 4)."""
         chip, core = e.chip, e.chip.core
-        waves = (e.tiles * e.ksteps / chip.cores) / e.ksteps
+        waves = np.maximum(e.tiles * e.ksteps / chip.cores, 1.0) / e.ksteps
         shared = e.tiles % chip.cores
         sharers = np.ceil(chip.cores / np.maximum(1, shared)) * (shared > 0)
         partials = np.maximum(0, sharers - 1) * e.em * e.en * PARTIAL_BYTES
         extra_s = partials * l2_latency_s(chip) / core.max_inflight_bytes
         est, compute_s = e.times(e.ksteps, e.tiles, waves, extra_s)
-        return np.where(e.tiles % chip.cores != 0, est, np.inf), compute_s
+        return np.where((e.tiles % chip.cores != 0) & (e.ksteps > 1), est, np.inf), compute_s
 
     def waves(self, count: int, cores: int) -> tuple[np.ndarray, int]:
         """All but the last full wave of tiles in waves of one per core; the tail in flight together."""
@@ -66,7 +72,8 @@ class StreamK(GemmMappingRule):
         """The data-parallel tiles as a plain kernel (if any), then the tail's."""
         plan = kept_plan((op, wave_layout(chip), t), self._tail_plan)
         head = [self.plain_phase(op, chip, t, limit_items=plan.dp_items)] if plan.dp_items else []
-        return [*head, phase_on(plan, op, chip, t, family_rule(chip).weight_install_bytes_per_cycle(chip))]
+        rule = family_rule(chip)
+        return [*head, phase_on(plan, op, chip, t, rule.weight_install_bytes_per_cycle(chip), rule.chains_folds(chip))]
 
     def _tail_plan(self, op: Op, lay: WaveLayout, t: Tiling) -> PhasePlan:
         """The stream-K tail's phase as the wave layout decides it (see `PhasePlan`)."""
