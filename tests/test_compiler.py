@@ -189,18 +189,20 @@ def test_streaming_chunks_fill_cores_in_sram_sized_entries(h200):
     """A 1024 x 4096 bf16 add reads 4 B and writes 2 B per element, 8 lane ops each. 4,194,304
     elements over 132 cores: ceil(4,194,304 / 132) = 31,776 per chunk (above the 16 KiB / 4 B =
     4,096 minimum), 132 chunks of which the last holds 4,194,304 - 131 x 31,776 = 31,648. An
-    entry holds at most a quarter of SRAM: 233,472 / 4 / 4 B = 14,592 elements, so a chunk is
-    14,592 + 14,592 + 2,592 (the last 2,464). 14,592 x 8 / 128 lanes = 912 cycles. Stages:
-    233,472 // (14,592 x 4) = 4."""
+    entry holds at most a quarter of SRAM (233,472 / 4 / 4 B = 14,592 elements) and what the
+    core's requests keep in flight: 50 requests x 32 lanes x 16 B = 25,600 B, 6,400 elements. A
+    chunk is 4 x 6,400 + 6,176 (the last 4 x 6,400 + 6,048). 6,400 x 8 / 128 lanes = 400
+    cycles. Stages: 233,472 // (6,400 x 4) = 9."""
+    assert h200.chip.core.max_requests == 50
     (phase,) = compile_vector(
         Op(OpKind.VECTOR, m=1024, n=4096, vop=VectorOp.ADD, scaling=Scaling.FIXED), h200.chip
     ).phases
     assert phase.core_weight.tolist() == [131, 1]
-    elements = np.array([14592, 14592, 2592, 14592, 14592, 2464])
+    elements = np.array([6400] * 4 + [6176] + [6400] * 4 + [6048])
     np.testing.assert_allclose(phase.hbm_bytes, 4 * elements)
     np.testing.assert_allclose(phase.store_bytes, 2 * elements)
     assert phase.compute_cycles.tolist() == (elements * 8 // 128).tolist()
-    assert phase.stages == 4
+    assert phase.stages == 9
 
 
 def test_build_phase_merges_identical_cores_and_refuses_unnamed_columns():

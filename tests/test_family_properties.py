@@ -100,7 +100,7 @@ def gemm_held_only_by_named_limits(op: Op, t: OpTiming, chip: Chip) -> str | Non
 def in_flight_roof(chip: Chip) -> float:
     """Main-memory bytes/s the cores can keep coming: the peak, or by Little's law the bytes
     they keep in flight over the access latency, whichever is less. E.g. 33 of the H200's SMs
-    with 114 KiB each: 33 x 116,736 B / 963 ns = 4.0 TB/s, under its 4.8."""
+    with 28.5 KiB each: 33 x 29,184 B / 370 ns = 2.6 TB/s, under its 4.8."""
     little = chip.cores * chip.core.max_inflight_bytes / hbm_latency_s(chip)
     return min(chip.hbm.peak_bandwidth_bytes_per_s, little)
 
@@ -356,15 +356,15 @@ def test_what_a_family_does_not_hold_yet_still_fails(family, sram_only, key, why
 def test_large_ops_by_hand():
     """The H200 (132 SMs x 4 arrays of 8 x 16 x ... : 5 x 10^5 MACs, under 4 x 10^7) gets
     4096 x 1024 x 4096; its 4.8 TB/s x 20 us = 96 MB of GEMV weights: 1 x 8192 x 8192 (134 MB,
-    the smallest N). Little's law on 33 of its SMs with half their 228 KiB in flight, over the 963 ns
-    an SM's load waits (`hbm_latency_s`): 33 x 116,736 B / 963 ns = 4.0 TB/s, under its 4.8."""
+    the smallest N). Little's law on 33 of its SMs with an eighth of their 228 KiB in flight, over
+    the 370 ns an SM's load waits (`hbm_latency_s`): 33 x 29,184 B / 370 ns = 2.6 TB/s, under its 4.8."""
     h200 = chip("h200", ())
     assert (large_gemm(h200).m, large_gemm(h200).k, large_gemm(h200).n) == (4096, 1024, 4096)
     assert large_gemv(h200).n == 8192
     assert large_gemm(chip("wafer", ())).k == 2048
-    few = chip("h200", scaled("h200", {"cores": 0.25, "inflight": 0.5}))
-    assert few.cores == 33 and math.isclose(hbm_latency_s(few), 963e-9)
-    assert math.isclose(in_flight_roof(few), 33 * 116_736 / 963e-9)
+    few = chip("h200", scaled("h200", {"cores": 0.25, "inflight": 0.125}))
+    assert few.cores == 33 and math.isclose(hbm_latency_s(few), 370e-9)
+    assert math.isclose(in_flight_roof(few), 33 * 29_184 / 370e-9)
     assert in_flight_roof(h200) == h200.hbm.peak_bandwidth_bytes_per_s
 
 

@@ -50,6 +50,19 @@ def test_one_row_of_a_norm_is_a_latency_chain(h200):
     assert rows.active_cores == 128 and rows.time_s < 1.2 * short.time_s
 
 
+def test_a_norm_row_steps_as_the_library_kernel_does(h200):
+    """PyTorch's fused norm gives a row 128 threads that each load one 4-element vector per step:
+    a bf16 row of 4096 is 4096 x 2 / (128 x 4 x 2) = 8 steps of 1 KiB per pass, two passes (the
+    first from HBM, the second from L2). One access latency before the first byte, then the 16 KiB
+    flow at 1 KiB per access latency (Little's law), the latency the HBM and L2 halves weigh
+    equally: (1 + 16) x (L_hbm + L_l2) / 2, each with the crossbar's hops."""
+    chip = h200.chip
+    t = simulate_op(_vec(VectorOp.RMSNORM, 1, 4096), chip)
+    hops = chip.noc.hops * chip.noc.hop_latency_s
+    mix = (chip.hbm.latency_s + chip.l2.latency_s) / 2 + hops
+    assert t.stall_cycles == pytest.approx(17 * mix * chip.clock_hz, rel=0.02)
+
+
 def test_second_pass_of_a_norm_reads_l2(h200):
     t = simulate_op(_vec(VectorOp.RMSNORM, 4096, 4096), h200.chip)
     assert t.hbm_bytes == pytest.approx(2 * 4096 * 4096 * 2)  # read once, written once

@@ -31,8 +31,8 @@ def test_hbm_model_by_hand(h200):
     96 x 50 = 4.8 TB/s. Refresh 225 ns of every 3.9 us: reads stream at 1 - 0.0576923 = 0.9423077
     of the peak; half writes turn the bus once per 8 KiB batch (163.84 ns at 50 GB/s) for 8.9 ns:
     0.9423077 / (1 + 8.9 / 163.84) = 0.9423077 / 1.0543213 = 0.8937576. At 1.98 GHz: 4.8e12 x 0.9423077 / 1.98e9 =
-    2284.382 bytes a cycle, a channel 50e9 x 0.9423077 / 1.98e9 = 23.79565; latency (923 ns and
-    two 20 ns hops) x 1.98 GHz = 1906.74 cycles."""
+    2284.382 bytes a cycle, a channel 50e9 x 0.9423077 / 1.98e9 = 23.79565; latency (330 ns and
+    two 20 ns hops) x 1.98 GHz = 732.6 cycles."""
     hbm = h200.chip.hbm
     assert isinstance(hbm, Hbm)
     assert (hbm.channels, hbm.channel_bandwidth_bytes_per_s, hbm.peak_bandwidth_bytes_per_s) == (96, 50e9, 4.8e12)
@@ -41,7 +41,7 @@ def test_hbm_model_by_hand(h200):
     p = memory_params(h200.chip, 0.0, 1e6)
     assert p.hbm_bytes_per_cycle == pytest.approx(2284.382, rel=1e-6)
     assert p.channel_bytes_per_cycle == pytest.approx(23.79565, rel=1e-6)
-    assert p.hbm_latency == pytest.approx(1906.74)
+    assert p.hbm_latency == pytest.approx(732.6)
     assert (p.channels, p.interleave_bytes, p.hbm_queue_latency) == (96.0, 256.0, 0.0)
 
 
@@ -65,7 +65,7 @@ def test_ideal_model_by_hand(tmp_path):
 def test_ideal_memory_is_faster_than_hbm(tmp_path, llama8b):
     """An ideal memory at the H200's peak (4.8 TB/s over its 96 channels, its latency) never makes
     a decode slower: HBM loses 6% or more of that peak to refresh."""
-    same = dict(IDEAL, bandwidth="4.8 TB/s", channels=96, latency="923 ns", capacity="143771 MiB")
+    same = dict(IDEAL, bandwidth="4.8 TB/s", channels=96, latency="330 ns", capacity="143771 MiB")
     ideal = archsim.load_system(_chip_file(tmp_path, same))
     h200 = archsim.load_system("h200")
     wl = archsim.load_workload("llama3_8b").with_params({"scenario.prompt_tokens": 128, "scenario.output_tokens": 4})

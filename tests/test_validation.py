@@ -198,10 +198,10 @@ def test_host_timing_adds_the_chips_round_trip_once_or_is_refused(h200):
     cycle_ms = 1e3 / h200.chip.clock_hz
     assert predict_ms(host, stated) == pytest.approx(graph_ms + 0.012, abs=cycle_ms)
     assert predict_ms({**host, "count": 2}, stated) == pytest.approx(2 * graph_ms + 0.012, abs=2 * cycle_ms)
-    # the shipped H200 states 7.9 us (an A100 host's 9.65 us empty-kernel round trip less the
-    # H200's own 1.30 us kernel and 0.45 us gap): the add's graph time plus 7.9 us
-    assert h200.chip.overheads.host_s == pytest.approx(7.9e-6)
-    assert predict_ms(host, h200) == pytest.approx(graph_ms + 0.0079, abs=cycle_ms)
+    # the shipped H200 states 7.35 us (an A100 host's 9.65 us empty-kernel round trip less the
+    # H200's own 1.85 us kernel and 0.45 us gap): the add's graph time plus 7.35 us
+    assert h200.chip.overheads.host_s == pytest.approx(7.35e-6)
+    assert predict_ms(host, h200) == pytest.approx(graph_ms + 0.00735, abs=cycle_ms)
     case = {"id": "x", "kind": "model_step", "timing": "host", **_minimal("model_step")}
     with pytest.raises(CaseError) as err:
         predict(case, stated)
@@ -214,9 +214,9 @@ def test_a_host_timed_all_reduce_adds_the_round_trip_to_the_lone_collective():
     system = load_system("h200x8")[0]
     case = {"id": "x", "kind": "allreduce", **_minimal("allreduce")}
     kernel = predict_ms(case, system)
-    # 2 ranks wait 9.65 us x (H_2 - 1) = 4.825 us for the last; the host adds its 7.9 us round trip
+    # 2 ranks wait 9.65 us x (H_2 - 1) = 4.825 us for the last; the host adds its 7.35 us round trip
     assert lone_wait_s(system_fabric(system), 2) == pytest.approx(4.825e-6)
-    assert predict_ms({**case, "timing": "host"}, system) == pytest.approx(kernel + 0.0079)
+    assert predict_ms({**case, "timing": "host"}, system) == pytest.approx(kernel + 0.00735)
 
 
 def _minimal(kind):

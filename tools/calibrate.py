@@ -100,6 +100,7 @@ CHIP_PARAMS = [
     Param("chip.hbm.refresh_s", 20e-9, 900e-9),
     Param("chip.hbm.turnaround_s", 0.1e-9, 60e-9),
     Param("chip.core.max_requests", 16, 1024, integer=True),
+    Param("chip.core.loads_per_warp", 1, 64, integer=True),
     Param("chip.l2.latency_s", 80e-9, 800e-9),
     Param("chip.l2.bandwidth_bytes_per_s", 2e12, 20e12),
     Param("chip.overheads.kernel_s", 0.1e-6, 5e-6),
@@ -149,6 +150,12 @@ MISSING = {  # every fitted chip parameter: its line and what a value beyond its
     ),
     "chip.core.max_requests": Fitted(
         "cores.max_requests", None, FEED, "latency hidden beyond what requests explain: prefetch or a shorter latency"
+    ),
+    "chip.core.loads_per_warp": Fitted(
+        "cores.loads_per_warp",
+        None,
+        "a kernel feeding itself beyond its registers: bulk (TMA) loads",
+        "latency hidden beyond what a warp's loads explain: prefetch or a shorter latency",
     ),
     "chip.l2.latency_s": Fitted("l2.latency", Dim.SECONDS, "L2 reuse the model lacks", f"{FEED}, or {CHAIN}"),
     "chip.l2.bandwidth_bytes_per_s": Fitted(
@@ -240,7 +247,17 @@ def fitted_ranges(chip: str, params: list[Param]) -> dict[str, tuple[float, floa
 def measured(chip: str, params: list[Param]) -> list[str]:
     """The paths of `params` whose chip file line gives a source, not a fit: never fitted."""
     lines = chip_lines(chip)
-    return [p.path for p in params if p.path in MISSING and "[CAL]" not in lines.get(MISSING[p.path].key, "")]
+    return [
+        p.path
+        for p in params
+        if p.path in MISSING and MISSING[p.path].key in lines and "[CAL]" not in lines[MISSING[p.path].key]
+    ]
+
+
+def unstated(chip: str, params: list[Param]) -> list[str]:
+    """The paths of `params` the chip file does not state (a mechanism it leaves off): never fitted."""
+    lines = chip_lines(chip)
+    return [p.path for p in params if p.path in MISSING and MISSING[p.path].key not in lines]
 
 
 def unphysical(system: System, base: System, ranges: dict[str, tuple[float, float]]) -> list[str]:
@@ -403,8 +420,13 @@ def main() -> None:
         named = [p for p in params if p.path in args.params]
         if measured(args.chip, named):
             _fail(f"{', '.join(measured(args.chip, named))}: given from a source in its chip file, never fitted")
+        if unstated(args.chip, named):
+            _fail(
+                f"{', '.join(unstated(args.chip, named))}: not stated in hw_configs/{args.chip}.yaml;"
+                " state it with a [CAL] range to fit it"
+            )
         params = named
-    sourced = set(measured(args.chip, params))
+    sourced = set(measured(args.chip, params)) | set(unstated(args.chip, params))
     params = [p for p in params if p.path not in sourced]
     ranges = fitted_ranges(args.chip, params) if args.chip != coll_name else {}
     if args.check:

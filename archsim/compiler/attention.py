@@ -184,7 +184,7 @@ def combine_phase(chip: Chip, rows: int, splits: int, value_dim: int, head_dim: 
     of `rows` query rows into the output."""
     reads, lane_ops = splits * PARTIAL_BYTES, 3 * splits
     partials = Stream(
-        rows * value_dim, reads, dtype_bytes, lane_ops, 1, "split-KV combine", row_elements=head_dim, reads_hit_l2=True
+        rows * value_dim, reads, dtype_bytes, lane_ops, 1, "split-KV combine", row_elements=head_dim, l2_read_share=1.0
     )
     return streaming_phase(chip, partials)
 

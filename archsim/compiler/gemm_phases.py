@@ -350,6 +350,6 @@ def reduce_phase(op: Op, chip: Chip, split: int) -> Phase:
         lane_ops_per_element=split,
         special_ops_per_element=0,
         label=f"split-K reduce x{split}",
-        reads_hit_l2=partials_fit(op, chip.l2.capacity_bytes, split),
+        l2_read_share=1.0 if partials_fit(op, chip.l2.capacity_bytes, split) else 0.0,
     )
     return streaming_phase(chip, stream)

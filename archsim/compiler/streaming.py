@@ -13,7 +13,8 @@ outputs, with no reuse between elements. Its mapping is set by how it meets memo
   on strided views) runs many small blocks per core whose loads overlap the others' compute:
   entries of about its bytes in flight.
 * A kernel whose input the previous kernel just wrote finds it in L2 when it fits in
-  HOT_L2_SHARE of it (`reads_hit_l2`, `writes_hit_l2`).
+  HOT_L2_SHARE of it (`l2_read_share`, `writes_hit_l2`), but for operands no recent kernel wrote
+  (`Op.cold_reads`: a residual add's residual stream).
 * A serving engine's custom per-token kernel (`Op.per_row`: vLLM's and Sarathi's 2023 rms_norm,
   silu_and_mul and rotary_embedding, csrc/*.cu) gives each row (token) a thread block that loops
   over it with scalar loads, and a core holds as many blocks as its resident threads allow. Each
@@ -71,7 +72,7 @@ class Stream:
     special_ops_per_element: float
     label: str
     row_elements: int = 1  # elements per row a core keeps together
-    reads_hit_l2: bool = False
+    l2_read_share: float = 0.0  # share of the reads found in L2 (a hot op's just-written operands)
     writes_hit_l2: bool = False
     l2_rereads_per_element: float = 0.0  # bytes read again from L2 (later passes over a row)
     row_inflight_bytes: float = 0.0  # > 0: a row-wise kernel, that many bytes in flight per row
@@ -109,8 +110,8 @@ def streaming_phase(chip: Chip, s: Stream) -> Phase:
         sizes[-1] = chunk_rows - max_rows * (len(sizes) - 1)
         e = sizes * s.row_elements
         out = entries(len(sizes))
-        out["l2_bytes" if s.reads_hit_l2 else "hbm_bytes"] = e * s.read_bytes_per_element
-        out["l2_bytes"] += e * s.l2_rereads_per_element
+        out["hbm_bytes"] = e * s.read_bytes_per_element * (1.0 - s.l2_read_share)
+        out["l2_bytes"] = e * (s.read_bytes_per_element * s.l2_read_share + s.l2_rereads_per_element)
         for size in np.unique(sizes):
             n = int(size) * s.row_elements
             out["cycles"][sizes == size] = vector_step_cycles(
@@ -133,26 +134,36 @@ def streaming_phase(chip: Chip, s: Stream) -> Phase:
     return build_phase(sequences, stages, s.label, weights=weights, inflight_bytes=inflight_bytes)
 
 
-def _access(op: Op, chip: Chip, elements: int, read: float, write: float, operands: int) -> tuple[dict, float]:
+def hot_read_share(op: Op, chip: Chip, read_bytes: float, reads: int) -> float:
+    """Of a kernel's `read_bytes` over `reads` operands, the share found in L2: a hot op's
+    operands but its `cold_reads`, where they fit in HOT_L2_SHARE of it."""
+    share = max(0, reads - op.cold_reads) / reads if op.hot and reads > 0 else 0.0
+    return share if read_bytes * share <= chip.l2.capacity_bytes * HOT_L2_SHARE else 0.0
+
+
+def _access(
+    op: Op, chip: Chip, elements: int, read: float, write: float, reads: int, writes: int
+) -> tuple[dict, float]:
     """How a vector op's or copy's kernel meets memory, for `elements` that each read `read` and
-    write `write` bytes: Stream fields and the lane ops per element it adds.
+    write `write` bytes over `reads` and `writes` operands: Stream fields and the lane ops per
+    element it adds.
 
     On strided views (slices of wider tensors) a kernel cannot use vector loads: each lane
     accesses one element, so a core's outstanding requests carry fewer bytes, every element pays
     the index arithmetic of its operands, and a thread block takes STRIDED_BLOCK_ELEMENTS. A hot
     op's input was just written by the kernel before: it reads (and writes) in L2 what fits in
-    HOT_L2_SHARE of it.
+    HOT_L2_SHARE of it, its cold operands (`Op.cold_reads`) from HBM.
     """
     in_l2 = chip.l2.capacity_bytes * HOT_L2_SHARE
     lane_bytes = op.dtype.bytes if op.strided else chip.core.vector.access_bytes
     kw = {
-        "reads_hit_l2": op.hot and elements * read <= in_l2,
+        "l2_read_share": hot_read_share(op, chip, elements * read, reads),
         "writes_hit_l2": op.hot and elements * write <= in_l2,
         "inflight_bytes": chip.core.request_inflight_bytes(lane_bytes),
     }
     if not op.strided:
         return kw, 0.0
-    return dict(kw, min_chunk_bytes=STRIDED_BLOCK_ELEMENTS * read), float(STRIDED_INDEX_OPS * operands)
+    return dict(kw, min_chunk_bytes=STRIDED_BLOCK_ELEMENTS * read), float(STRIDED_INDEX_OPS * (reads + writes))
 
 
 def compile_vector(op: Op, chip: Chip) -> Program:
@@ -167,7 +178,7 @@ def compile_vector(op: Op, chip: Chip) -> Program:
     if op.per_row:
         phase, activity = per_token_phase(op, chip)
         return Program((phase,), op.flops(), op.min_bytes(), False, activity)
-    access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads + c.writes)
+    access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads, c.writes)
     stream = Stream(
         elements,
         c.reads * a,
@@ -225,9 +236,10 @@ def per_token_phase(op: Op, chip: Chip) -> tuple[Phase, Activity]:
     steps["cycles"] = [vector_step_cycles(chip.core, float(n), float(s)) for n, s in zip(lane, special, strict=True)]
     in_l2 = chip.l2.capacity_bytes * HOT_L2_SHARE
     c, a = op.vector_cost, op.dtype.bytes
-    if op.hot and op.m * op.n * c.reads * a <= in_l2:  # the input the kernel before just wrote
-        steps["l2_bytes"][cold:] += steps["hbm_bytes"][cold:]
-        steps["hbm_bytes"][cold:] = 0.0
+    share = hot_read_share(op, chip, op.m * op.n * c.reads * a, c.reads)  # what the kernel before just wrote
+    moved = steps["hbm_bytes"][cold:] * share
+    steps["l2_bytes"][cold:] += moved
+    steps["hbm_bytes"][cold:] -= moved
     if op.hot and op.m * op.n * c.writes * a <= in_l2:
         steps["store_l2_bytes"] += steps["store_bytes"]
         steps["store_bytes"] = 0.0
@@ -258,7 +270,7 @@ def compile_copy(op: Op, chip: Chip) -> Program:
     """Device-to-device copy of `bytes`: read once, written once, no arithmetic (between strided
     views an element per lane at a time)."""
     a = op.dtype.bytes if op.strided else 1
-    access, index_ops = _access(op, chip, int(op.bytes // a), a, a, 2)
+    access, index_ops = _access(op, chip, int(op.bytes // a), a, a, 1, 1)
     label = "strided copy" if op.strided else "copy"
     stream = Stream(int(op.bytes // a), a, a, index_ops, 0, label, **access)
     return Program((streaming_phase(chip, stream),), 0.0, op.min_bytes(), False, stream_activity(stream))

@@ -28,7 +28,7 @@ from dataclasses import replace
 from archsim.dtypes import DType
 from archsim.graph.model import INDEX_SCALE_BYTES, Fusion, Phase, Workload
 from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
-from archsim.graph.primitives import gemm_op, norm_op
+from archsim.graph.primitives import gemm_op, norm_op, residual_add_op
 from archsim.graph.recurrent import gdn_ops, mamba_ops
 from archsim.graph.step import Step
 
@@ -262,5 +262,5 @@ def _attention_layers_ops(w: Workload, step: Step) -> list[Op]:
     if m.post_norms:
         ops.append(norm_op(m, act, T, m.hidden, "post_attn_norm", L, fused=False, scaling=tok))
     if eager and not m.parallel_block:
-        ops.append(Op(OpKind.VECTOR, act, m=T, n=m.hidden, vop=VectorOp.ADD, scaling=tok).named("residual_add", L))
+        ops.append(residual_add_op(act, T, m.hidden, "residual_add", L, scaling=tok))
     return ops

@@ -21,7 +21,7 @@ from archsim.dtypes import DType
 from archsim.graph.model import Activation, Fusion, Workload
 from archsim.graph.moe import ExpertShare, rank_share, routing_probabilities
 from archsim.graph.ops import Op, OpKind, ParallelRole, Scaling, VectorOp
-from archsim.graph.primitives import gemm_op, norm_op
+from archsim.graph.primitives import gemm_op, norm_op, residual_add_op
 
 EXPERT_GATE_UP = "experts_gate_up"  # names (before the [groups] suffix) of the routed expert GEMMs
 EXPERT_DOWN = "experts_down"
@@ -146,7 +146,5 @@ def ffn_ops(w: Workload, tokens: int, ep: int = 1) -> list[Op]:
     if m.post_norms:
         ops.append(norm_op(m, act, tokens, m.hidden, "post_ffn_norm", L, fused=False, scaling=tok))
     if eager:
-        ops.append(
-            Op(OpKind.VECTOR, act, m=tokens, n=m.hidden, vop=VectorOp.ADD, scaling=tok).named("residual_add2", L)
-        )
+        ops.append(residual_add_op(act, tokens, m.hidden, "residual_add2", L, scaling=tok))
     return ops

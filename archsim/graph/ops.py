@@ -117,9 +117,11 @@ class VectorCost:
 # reciprocal refined by Newton steps with a slow-path test (~12).
 VECTOR_COSTS: dict[VectorOp, VectorCost] = {
     # rmsnorm: load, convert, square-accumulate; then load, scale, multiply by weight, convert,
-    # store; one rsqrt per row. A standalone norm kernel reads its row twice: statistics, normalise,
-    # 128 threads with two 4-element vector loads in flight each.
-    VectorOp.RMSNORM: VectorCost(1, 1, 12, 0, passes=2, row_step=1024),
+    # store; one rsqrt per row. A standalone norm kernel (PyTorch's vectorized_layer_norm_kernel,
+    # aten/src/ATen/native/cuda/layer_norm_kernel.cu) reads its row twice, statistics then
+    # normalise: a block of 128 threads (num_threads()) each loading one 4-element vector
+    # (vec_size) per step, the next step's load issued after this one's data is used.
+    VectorOp.RMSNORM: VectorCost(1, 1, 12, 0, passes=2, row_step=512),
     VectorOp.ADD: VectorCost(2, 1, 8, 0),  # two loads, converts, add, convert, store, loop
     VectorOp.MUL: VectorCost(2, 1, 8, 0),
     VectorOp.SILU: VectorCost(1, 1, 28, 2),  # x / (1 + exp(-x)): expf and an IEEE divide
@@ -135,7 +137,7 @@ VECTOR_COSTS: dict[VectorOp, VectorCost] = {
     VectorOp.TOPK: VectorCost(1, 1, 40, 2, row_step=8192),
     # LayerNorm: as RMSNorm with a mean as well (Welford's update, two more FMAs per element in
     # the statistics pass) and a bias added when normalising
-    VectorOp.LAYERNORM: VectorCost(1, 1, 16, 0, passes=2, row_step=1024),
+    VectorOp.LAYERNORM: VectorCost(1, 1, 16, 0, passes=2, row_step=512),
     VectorOp.ADD_LAYERNORM: VectorCost(2, 2, 20, 0, row_step=8192),
     # GELU to full precision: the cubic of the tanh form (three FMAs) and tanhf, an expf and an
     # IEEE divide (as SiLU's), with the loads, conversions and store
@@ -209,6 +211,9 @@ class Op:
     softmax_overlap: bool = False  # attention kernel overlaps softmax with the matrix work (FlashAttention-3)
     strided: bool = False  # vector op or copy on strided views (slices of wider tensors): no vector loads
     hot: bool = False  # vector op or copy whose input the previous kernel just wrote (in L2 if it fits)
+    # of a vector op's operands, those no recent kernel wrote (a residual add's residual stream,
+    # written before GEMMs whose weights have since streamed through the L2): from HBM, hot or not
+    cold_reads: int = 0
     per_row: bool = False  # vector op as a custom serving kernel: one thread block per row (token), scalar loads
     vop: VectorOp | None = None
     bytes: int = 0

@@ -18,8 +18,16 @@ _NORMS = {
 def norm_op(
     m: ModelSpec, act: DType, rows: int, width: int, name: str, layers: int, fused: bool, *, scaling: Scaling
 ) -> Op:
-    """The model's norm over `rows` rows of `width`; `fused`: with the residual add folded in."""
-    return Op(OpKind.VECTOR, act, m=rows, n=width, vop=_NORMS[m.norm, fused], scaling=scaling).named(name, layers)
+    """The model's norm over `rows` rows of `width`; `fused`: with the residual add folded in
+    (its residual operand cold, as `residual_add_op`'s)."""
+    vop = _NORMS[m.norm, fused]
+    return Op(OpKind.VECTOR, act, m=rows, n=width, vop=vop, cold_reads=int(fused), scaling=scaling).named(name, layers)
+
+
+def residual_add_op(act: DType, rows: int, width: int, name: str, layers: int, *, scaling: Scaling) -> Op:
+    """The residual add of an eager block: the block's output, just written, and the residual
+    stream, written before the block's GEMMs streamed their weights through the L2 (cold)."""
+    return Op(OpKind.VECTOR, act, m=rows, n=width, vop=VectorOp.ADD, cold_reads=1, scaling=scaling).named(name, layers)
 
 
 def gemm_op(

@@ -331,6 +331,8 @@ def case_ops(case: dict, meta: CaseFile = CaseFile()) -> list[Op]:
         if op == "silu_mul" and style == "eager":  # on the halves of a [M, 2N] tensor, as eager code runs it
             return silu_mul_ops(dt, case["M"], case["N"], eager=True)
         vector = Op(OpKind.VECTOR, dt, m=case["M"], n=case["N"], vop=VECTOR_OPS[op], scaling=Scaling.FIXED)
+        if op == "add":  # a block's residual add: inside a running model its residual operand is cold
+            vector = replace(vector, cold_reads=1)
         if style != "per_token":
             return [vector]
         if op == "rotary":  # its block is set by the q heads; it rotates them, then the k heads
