@@ -7,10 +7,12 @@ compiled kernel (an event loop, an L2 walk) runs there. The kernels that can run
 per wave or event, where one costs more than that); where it is set they return at once, with
 results that are not to be used. Compiled, `asked` is a relaxed atomic load, which the compiler
 may neither hoist out of the loop nor merge with the last one: a plain read of an array that the
-loop never writes would be read once, before the loop (the event loop did so). The command line's watchdog thread (archsim/cli.py), woken by the signal
-itself, sets it; the caller of such a kernel calls `check()` after it, which lets the signal's
-handler run (it raises KeyboardInterrupt and clears the flag), or raises KeyboardInterrupt itself.
-The kernels run without the GIL (Numba's `nogil`, and the module compiled ahead of time,
+loop never writes would be read once, before the loop (the event loop did so).
+
+The command line's watchdog thread (archsim/cli.py), woken by the signal itself, sets the flag;
+the caller of such a kernel calls `check()` after it, which lets the signal's handler run (it
+raises KeyboardInterrupt and clears the flag), or raises KeyboardInterrupt itself. The kernels
+run without the GIL (Numba's `nogil`, and the module compiled ahead of time,
 archsim/aot_build.py), so the watchdog can run while they do. Nothing else sets the flag: a
 process that never has it set gets every kernel's full result, to the bit.
 """

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from archsim.cli import main
+from archsim import stopping
+from archsim.cli import _CtrlC, main
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG_RUN = ["run", "--batch", "32", "--prompt", "8192", "--generate", "4096", "--kv-stride", "1", "--quiet"]
@@ -130,6 +131,24 @@ def test_an_interrupt_owed_to_a_run_that_ended_is_not_delivered_to_its_caller():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.strip() == "lost", out.stderr
+
+
+def test_a_kernel_stopped_early_is_an_interrupt_once():
+    # the flag set (a kernel may have returned early): KeyboardInterrupt, and the flag cleared so
+    # that what the run computes on its way out (its summary) runs in full
+    stopping.request()
+    with pytest.raises(KeyboardInterrupt):
+        stopping.check()
+    assert not stopping.requested()
+    stopping.check()  # nothing asked: nothing raised
+
+
+def test_the_handler_clears_the_flag_the_watchdog_set():
+    ctrl_c = _CtrlC()
+    stopping.request()
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c.on_signal(signal.SIGTERM, None)
+    assert not stopping.requested() and ctrl_c.handled.is_set() and ctrl_c.exit_code() == 143
 
 
 # A signal that lands while a compiled kernel runs reaches Python only when the kernel returns.
