@@ -37,7 +37,7 @@ def module():
 
 ENTRIES = {  # the entry kernels and the letters their annotations give (aot.ARGUMENT_TYPES)
     "archsim.engine.kernels.simulate_phase": "IIGIiPbI",
-    "archsim.compiler.l2reuse._walk_waves": "IIIIIIiiFfI",
+    "archsim.compiler.l2reuse._walk_waves": "IIIIIIiiFI",
     "archsim.compiler.program.deal_cores": "FiI",
     "archsim.serving.kernels.apply_decodes": "IiIIFffIF",
     "archsim.serving.kernels.grow_blocks": "IIIi",
@@ -190,7 +190,7 @@ def test_an_entry_releases_the_gil_and_returns_when_asked_to_stop(module):
     start = time.monotonic()
     thread.start()
     try:
-        took, _ = walk((t, n + t, one, one, one, t, n, 2 * n, np.ones(4), float(n), stopping.FLAG))
+        took, _ = walk((t, n + t, one, one, one, t, n, 2 * n, np.array([1.0, 1.0, 1.0, 1.0, n]), stopping.FLAG))
     finally:
         stopping.clear()
         thread.join()

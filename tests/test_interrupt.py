@@ -196,7 +196,7 @@ NAME, AT = "_walk_waves", 1
 def walk(n, stop):
     t = np.arange(n, dtype=np.int64)
     one = np.ones(n, np.int64)
-    return t, n + t, one, one, one, t, n, 2 * n, np.ones(4), float(n), stop
+    return t, n + t, one, one, one, t, n, 2 * n, np.array([1.0, 1.0, 1.0, 1.0, n]), stop
 def loaded(args):
     return walk(3000, args[-1])
 def long(args):
@@ -342,5 +342,7 @@ def test_each_long_command_stops_within_a_second(argv, signum, code, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert "Traceback" not in err + out
-    assert err.splitlines()[-1] == SUMMARY[signum].strip()  # the command's, not the watchdog's
+    # the command's own summary (a run in its decode loop tabulates the steps done on stdout), not
+    # the watchdog's line
+    assert "inside a compiled kernel" not in err and (err == SUMMARY[signum] or "interrupted" in out)
     assert time.monotonic() - sent < 1.0 + 0.5  # slack for a loaded machine

@@ -110,8 +110,8 @@ def _wave_walk(
     b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
     em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in ("em", "en", "kl"))
     keys = groups * (rows + cols) * slices
-    operands = np.array([a_bytes, b_bytes, *shares], dtype=np.float64)
-    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, operands, capacity_bytes, stopping.FLAG)
+    operands = np.array([a_bytes, b_bytes, *shares, capacity_bytes], dtype=np.float64)
+    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, operands, stopping.FLAG)
     stopping.check()  # a walk stopped early by a signal (archsim/stopping.py)
     return moved, np.minimum(1.0, np.divide(missed, moved, out=np.zeros(waves), where=moved > 0))
 
@@ -127,18 +127,18 @@ def _walk_waves(
     waves: int,
     keys: int,
     operands: F64Array,
-    capacity_bytes: float,
     stop: I64Array,
 ):
     """Each wave's operand bytes (each item's `em` x a_bytes x a_share + `en` x b_bytes x
     b_share per unit of K length `kl`, added in item order; `operands` = [a_bytes, b_bytes,
-    a_share, b_share], the element bytes of A and B and the share of its blocks a core moves) and the bytes it reads from HBM
+    a_share, b_share, capacity_bytes], the element bytes of A and B, the share of its blocks a
+    core moves and the L2's reuse capacity) and the bytes it reads from HBM
     (`_missed_bytes` of the distinct panels it touches, in increasing order, each panel's bytes
     its rows or columns x K length x element bytes). A wave's items are consecutive (`wave` is
     non-decreasing): its panels are gathered once each (the wave that last took a panel is
     kept) and only those are sorted. Where `stop[0]` is set (archsim/stopping.py, read once a
     wave) it returns at once, with sums not to be used."""
-    a_bytes, b_bytes, a_share, b_share = operands[0], operands[1], operands[2], operands[3]
+    a_bytes, b_bytes, a_share, b_share, capacity_bytes = operands[0], operands[1], operands[2], operands[3], operands[4]
     count = wave.shape[0]
     size = np.zeros(keys)
     moved = np.zeros(waves)
@@ -166,7 +166,7 @@ def _walk_waves(
         panels[first:n].sort()
         bounds[w + 1] = n
         lo = hi
-    return moved, _missed_bytes(panels[:n], bounds, size, float(capacity_bytes), stop)
+    return moved, _missed_bytes(panels[:n], bounds, size, capacity_bytes, stop)
 
 
 # a walk stops adding stack distances once they pass the capacity by this share, and skips them
