@@ -49,6 +49,7 @@ def build(out: Path) -> Path:
     # not offer)
     cc.target_cpu = "host"
     AOTCPUCodegen._customize_tm_features = lambda self: self._get_host_cpu_features()  # type: ignore[method-assign]
+    _release_the_gil()
     kernel_types = {"I": types.int64[::1], "F": types.float64[::1], "G": types.float64[:, ::1], "i": types.int64}
     kernel_types |= {"f": types.float64, "b": types.boolean}
     for module_name in entry_modules():
@@ -68,6 +69,21 @@ def build(out: Path) -> Path:
     path = aot.module_file(out)
     assert path is not None, f"numba.pycc wrote no {aot.MODULE} into {out}"
     return path
+
+
+def _release_the_gil() -> None:
+    """Make the module's exported functions release the GIL while they run, as Numba's JIT does
+    for archsim's kernels (`nogil`, archsim/jit.py): the command line's watchdog thread must run
+    during a long kernel to ask it to stop (archsim/stopping.py). numba.pycc builds each export
+    under flags of its own making, which take no such option: they are made with it set."""
+    from numba.pycc import compiler
+
+    class ReleasingFlags(compiler.Flags):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.release_gil = True
+
+    compiler.Flags = ReleasingFlags  # type: ignore[misc]
 
 
 def _export_function(kernel, codes: str, record: type | None):

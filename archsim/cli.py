@@ -22,6 +22,7 @@ import sys
 import threading
 import warnings
 
+from archsim import stopping
 from archsim.commands import COMMANDS, UsageError
 from archsim.errors import ConfigError, DoesNotFitError, OutputError, RefusedError, caused_by_interrupt, printable
 
@@ -285,12 +286,14 @@ class _CtrlC:
     hook has returned: delivered from the hook itself, the handler would run inside the hook,
     whose exceptions are ignored, and the interrupt would be lost again.
 
-    A signal that lands while a compiled kernel runs (an event loop, an L2 walk, a serving
-    kernel: minutes on a large program) reaches Python only when the kernel returns. In the
-    command-line process (`watchdog`) a thread woken by the signal itself (Python's wakeup file
-    descriptor; kernels run without the GIL) waits STOP_WITHIN_S for the handler to run, and
-    where it has not, says so and ends the process with the same exit code: the summary of what
-    was simulated is printed where the signal lands in Python, which is between kernels.
+    A signal that lands while a compiled kernel runs (an event loop, an L2 walk: minutes on a
+    large program) reaches Python only when the kernel returns. In the command-line process
+    (`watchdog`) a thread woken by the signal itself (Python's wakeup file descriptor; kernels
+    run without the GIL) asks the kernels to return (archsim/stopping.py: the long ones read the
+    flag every few thousand iterations), so that the handler runs within milliseconds and the
+    command stops as it does between kernels, with its summary. Where the handler has still not
+    run STOP_WITHIN_S later (a kernel that does not read the flag), the thread says so and ends
+    the process with the same exit code.
     """
 
     MAX_REDELIVERIES = 100
@@ -312,6 +315,7 @@ class _CtrlC:
         self.wakeup: tuple[int, int] | None = None  # the signals' pipe (read, write) under `watchdog`
         self.previous_wakeup = -1
         self.handled = threading.Event()  # the Python handler ran: the run is stopping by itself
+        self.stopping = threading.RLock()  # the watchdog's request to the kernels and the handler's clearing
 
     def install(self) -> _CtrlC:
         try:
@@ -350,6 +354,9 @@ class _CtrlC:
             signums = [b for b in got if b in self.STOPPING]
             if not signums:
                 continue
+            with self.stopping:  # not after the handler cleared the flag: it would stop the summary's kernels
+                if not self.handled.is_set():
+                    stopping.request()
             if self.handled.wait(self.STOP_WITHIN_S) or self.ended:
                 continue
             self.signum = signal.Signals(signums[0])
@@ -359,6 +366,7 @@ class _CtrlC:
     def restore(self) -> None:
         with self.redelivery:  # an interrupt owed to the run is not delivered to its caller
             self.ended = True
+        stopping.clear()
         if self.wakeup is not None:
             signal.set_wakeup_fd(self.previous_wakeup)
             os.write(self.wakeup[1], b"\0")  # wakes the thread, which sees `ended`
@@ -377,7 +385,9 @@ class _CtrlC:
         return "interrupted" if self.signum == signal.SIGINT else f"stopped by {signal.Signals(self.signum).name}"
 
     def on_signal(self, signum, frame):
-        self.handled.set()
+        with self.stopping:
+            self.handled.set()
+            stopping.clear()  # the run stops from here; what it still computes runs in full
         if self.redelivering:
             self.redelivering -= 1
         elif self.pressed:

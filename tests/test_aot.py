@@ -7,12 +7,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 from attention_ops import gqa_attention
 
-from archsim import aot
+from archsim import aot, stopping
 from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 
 pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no compiled kernels")
@@ -34,9 +36,9 @@ def module():
 
 
 ENTRIES = {  # the entry kernels and the letters their annotations give (aot.ARGUMENT_TYPES)
-    "archsim.engine.kernels.simulate_phase": "IIGIiPb",
-    "archsim.compiler.l2reuse._walk_waves": "IIIIIIiiFf",
-    "archsim.compiler.program.deal_cores": "Fi",
+    "archsim.engine.kernels.simulate_phase": "IIGIiPbI",
+    "archsim.compiler.l2reuse._walk_waves": "IIIIIIiiFI",
+    "archsim.compiler.program.deal_cores": "FiI",
     "archsim.serving.kernels.apply_decodes": "IiIIFffIF",
     "archsim.serving.kernels.grow_blocks": "IIIi",
     "archsim.serving.kernels.apply_tokens": "IIIIIFFfIF",
@@ -104,7 +106,7 @@ def test_only_the_types_an_entry_was_compiled_for_are_passed_to_it(h200):
 
     p = memory_params(h200.chip, 0.0, 1e6)
     ints, rows = np.arange(4, dtype=np.int64), np.zeros((5, 4))
-    ok = (ints, ints, rows, ints, 2, p, False)
+    ok = (ints, ints, rows, ints, 2, p, False, stopping.FLAG)
     codes = ENTRIES["archsim.engine.kernels.simulate_phase"]
     assert accepts(codes, ok, MemoryParams)
     readonly = rows.copy()
@@ -158,14 +160,43 @@ def test_the_compiled_event_loop_plays_as_the_jit_to_the_bit(module, h200):
             args = (ph.core_start, ph.core_weight, phase_entries(ph), ph.compute_cycles, int(ph.stages))
             args += (phase_memory(ph, h200.chip),)
             for trace in (False, True):
-                took, got = play((*args, trace))
+                took, got = play((*args, trace, stopping.FLAG))
                 assert took
-                want = kernels.simulate_phase(*args, trace)
+                want = kernels.simulate_phase(*args, trace, stopping.FLAG)
                 for a, b in zip(got, want, strict=True):
                     a, b = np.atleast_1d(np.asarray(a, np.float64)), np.atleast_1d(np.asarray(b, np.float64))
                     assert a.view(np.uint64).tolist() == b.view(np.uint64).tolist()
             phases += 1
     assert phases >= 8
+
+
+def test_an_entry_releases_the_gil_and_returns_when_asked_to_stop(module):
+    """The module's functions run without the GIL, as Numba's JIT runs archsim's kernels: another
+    thread runs meanwhile (the command line's watchdog) and may ask the kernel to return
+    (archsim/stopping.py). The L2 walk of 200,000 waves of fresh 1-byte panels with room for half
+    of them sums 1e10 stack distances (seconds); asked to stop 0.3 s in, it returns at once."""
+    walk = compiled(module, "archsim.compiler.l2reuse._walk_waves")
+    n = 200_000
+    t = np.arange(n, dtype=np.int64)
+    one = np.ones(n, np.int64)
+    ran = []
+
+    def ask():
+        time.sleep(0.3)
+        ran.append(time.monotonic())
+        stopping.request()
+
+    thread = threading.Thread(target=ask)
+    start = time.monotonic()
+    thread.start()
+    try:
+        took, _ = walk((t, n + t, one, one, one, t, n, 2 * n, np.array([1.0, 1.0, 1.0, 1.0, n]), stopping.FLAG))
+    finally:
+        stopping.clear()
+        thread.join()
+    returned = time.monotonic()
+    assert took and ran, "the kernel held the GIL"
+    assert ran[0] - start < 1.0 and returned - ran[0] < 0.5
 
 
 RUN = """
@@ -198,13 +229,14 @@ OTHER_TYPES = """
 import json, sys
 import numpy as np
 from archsim import jit
+from archsim import stopping
 from archsim.compiler.program import deal_cores  # the first kernel call imports no other kernels
 costs = np.linspace(1.0, 3.0, 20000)  # beyond what runs as Python
-as_compiled = deal_cores(costs, 132)
+as_compiled = deal_cores(costs, 132, stopping.FLAG)
 from archsim.serving import kernels  # kernels defined once the module is loaded
 late = kernels.step_shape.compiled is not None
 before = "numba" in sys.modules
-other = deal_cores(costs.astype(np.float32), 132)  # a type the module was not built for
+other = deal_cores(costs.astype(np.float32), 132, stopping.FLAG)  # a type the module was not built for
 print(json.dumps([before, late, "numba" in sys.modules, as_compiled.tolist() == other.tolist()]))
 """
 

@@ -6,6 +6,7 @@ as the reference)."""
 import numpy as np
 import pytest
 
+from archsim import stopping
 from archsim.compiler.l2reuse import Raster, _missed_bytes, raster_order, wave_hbm_fractions
 
 
@@ -86,6 +87,6 @@ def test_the_bounded_walk_equals_the_full_walk_to_the_bit(raster, group, cores):
     touched = float(np.sum(size))
     # capacities around every distance that occurs: a few panels, exactly all of them, beyond
     for capacity in [*rng.uniform(0, touched, 12), *np.unique(size) * 3, touched, touched * (1 + 1e-7), 2 * touched]:
-        got = _missed_bytes(panels, bounds, size, float(capacity))
+        got = _missed_bytes(panels, bounds, size, float(capacity), stopping.FLAG)
         want = _full_walk(panels, bounds, size, float(capacity))
         assert got.tobytes() == want.tobytes(), capacity

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from attention_ops import gqa_attention
 
+from archsim import stopping
 from archsim.compiler import attention
 from archsim.compiler.attention import compile_attention
 from archsim.compiler.program import coarse_steps
@@ -46,6 +47,7 @@ def _one_entry(hbm: float, trips: float) -> tuple:
         1,
         p,
         False,
+        stopping.FLAG,
     )
     return out[:4]
 

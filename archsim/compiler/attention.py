@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from archsim import stopping
 from archsim.compiler.attention_variant import AttentionVariant
 from archsim.compiler.attention_variants import active_variants
 from archsim.compiler.families import family_rule
@@ -219,7 +220,8 @@ def core_groups(
     b, h, j = idx // (heads_items * per_head), idx // per_head % heads_items, idx % per_head
     qb = np.array([q for q, _n in order], dtype=np.int64)[j]
     n_kv = np.array([n for _q, n in order], dtype=np.int64)[j]
-    core_of = deal_cores(n_kv.astype(np.float64), cores)
+    core_of = deal_cores(n_kv.astype(np.float64), cores, stopping.FLAG)
+    stopping.check()  # dealt in part where a signal stopped it (archsim/stopping.py)
     # the items that fetch their K/V from HBM: the first of each (b, KV head, split, wave)
     kvh = h if decode else h // group
     wave = idx // cores if not fits else np.zeros_like(idx)

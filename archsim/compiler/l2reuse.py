@@ -25,7 +25,9 @@ from enum import Enum
 
 import numpy as np
 
+from archsim import stopping
 from archsim.jit import F64Array, I64Array, njit, njit_entry
+from archsim.stopping import asked
 
 
 class Raster(str, Enum):
@@ -108,8 +110,9 @@ def _wave_walk(
     b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
     em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in ("em", "en", "kl"))
     keys = groups * (rows + cols) * slices
-    operands = np.array([a_bytes, b_bytes, *shares], dtype=np.float64)
-    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, operands, capacity_bytes)
+    operands = np.array([a_bytes, b_bytes, *shares, capacity_bytes], dtype=np.float64)
+    moved, missed = _walk_waves(a_key, b_key, em, en, kl, wave, waves, keys, operands, stopping.FLAG)
+    stopping.check()  # a walk stopped early by a signal (archsim/stopping.py)
     return moved, np.minimum(1.0, np.divide(missed, moved, out=np.zeros(waves), where=moved > 0))
 
 
@@ -124,16 +127,18 @@ def _walk_waves(
     waves: int,
     keys: int,
     operands: F64Array,
-    capacity_bytes: float,
+    stop: I64Array,
 ):
     """Each wave's operand bytes (each item's `em` x a_bytes x a_share + `en` x b_bytes x
     b_share per unit of K length `kl`, added in item order; `operands` = [a_bytes, b_bytes,
-    a_share, b_share], the element bytes of A and B and the share of its blocks a core moves) and the bytes it reads from HBM
+    a_share, b_share, capacity_bytes], the element bytes of A and B, the share of its blocks a
+    core moves and the L2's reuse capacity) and the bytes it reads from HBM
     (`_missed_bytes` of the distinct panels it touches, in increasing order, each panel's bytes
     its rows or columns x K length x element bytes). A wave's items are consecutive (`wave` is
     non-decreasing): its panels are gathered once each (the wave that last took a panel is
-    kept) and only those are sorted."""
-    a_bytes, b_bytes, a_share, b_share = operands[0], operands[1], operands[2], operands[3]
+    kept) and only those are sorted. Where `stop[0]` is set (archsim/stopping.py, read once a
+    wave) it returns at once, with sums not to be used."""
+    a_bytes, b_bytes, a_share, b_share, capacity_bytes = operands[0], operands[1], operands[2], operands[3], operands[4]
     count = wave.shape[0]
     size = np.zeros(keys)
     moved = np.zeros(waves)
@@ -143,6 +148,8 @@ def _walk_waves(
     n = 0
     lo = 0
     for w in range(waves):
+        if asked(stop):
+            return moved, moved
         hi = lo
         while hi < count and wave[hi] == w:
             hi += 1
@@ -159,7 +166,7 @@ def _walk_waves(
         panels[first:n].sort()
         bounds[w + 1] = n
         lo = hi
-    return moved, _missed_bytes(panels[:n], bounds, size, float(capacity_bytes))
+    return moved, _missed_bytes(panels[:n], bounds, size, capacity_bytes, stop)
 
 
 # a walk stops adding stack distances once they pass the capacity by this share, and skips them
@@ -169,14 +176,15 @@ MARGIN = 1e-6
 
 
 @njit
-def _missed_bytes(panels, bounds, size, capacity_bytes):
+def _missed_bytes(panels, bounds, size, capacity_bytes, stop):
     """Bytes each wave reads from HBM: the panels it touches (`panels[bounds[w]:bounds[w + 1]]`)
     that were never touched, or whose LRU stack distance exceeds `capacity_bytes`.
 
     The distances are summed back from the wave only until they pass the capacity (an older
     panel is further still: a miss), and not at all while every panel touched so far fits (each
     one touched again hits), so the walk costs the panels it touches plus, per wave, the waves
-    the L2 holds, not the square of the waves."""
+    the L2 holds, not the square of the waves. Where `stop[0]` is set (read once a wave) it
+    returns at once, with sums not to be used."""
     waves = bounds.shape[0] - 1
     missed = np.zeros(waves)
     last = np.full(size.shape[0], -1, np.int64)  # wave each panel was last touched in
@@ -188,6 +196,8 @@ def _missed_bytes(panels, bounds, size, capacity_bytes):
     fits = capacity_bytes * (1.0 - MARGIN)
     beyond = capacity_bytes * (1.0 + MARGIN)
     for w in range(waves):
+        if asked(stop):
+            break
         lo, n = bounds[w], bounds[w + 1] - bounds[w]
         for t in range(n):
             p = panels[lo + t]

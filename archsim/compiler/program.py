@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.jit import F64Array, njit_entry
+from archsim.jit import F64Array, I64Array, njit_entry
 from archsim.program import ENTRY, ENTRY_COLUMNS, Phase, entries, entry_rows
+from archsim.stopping import POLL_EVERY, asked
 
 PARTIAL_BYTES = 4  # partial sums (split-K, stream-K, split-KV attention) are kept in fp32
 
@@ -87,15 +88,18 @@ def coarse_rows(rows: np.ndarray, run: int) -> np.ndarray:
 
 
 @njit_entry
-def deal_cores(item_costs: F64Array, cores: int):
+def deal_cores(item_costs: F64Array, cores: int, stop: I64Array):
     """Assign work items to cores as a hardware block scheduler does: each item goes to the core
     that frees up first, in the order given (ties to the lowest core). Returns the core of each
     item. A heap of (time the core frees up, core), least first: each item is taken by its top,
-    which then frees up the item's cost later."""
+    which then frees up the item's cost later. Where `stop[0]` is set (archsim/stopping.py, read
+    every POLL_EVERY items) it returns at once, with cores not to be used."""
     free_at = np.zeros(cores)  # the heap's entries: when each core frees up, and which core
     core = np.arange(cores)
     out = np.empty(item_costs.shape[0], np.int64)
     for idx in range(item_costs.shape[0]):
+        if idx % POLL_EVERY == 0 and asked(stop):
+            break
         out[idx] = core[0]
         free_at[0] += item_costs[idx]
         i = 0  # sift the top down: (time, core) pairs compared in order

@@ -49,6 +49,7 @@ from archsim.engine.events import earliest, move_flows, tree_due, tree_set
 from archsim.engine.sharing import INF, Shares, flow_place, insert_flow, remove_flow, share
 from archsim.hardware.memory import MemoryParams, store_rate_cap
 from archsim.jit import F64Array2D, I64Array, njit_entry
+from archsim.stopping import POLL_EVERY, asked
 
 MAX_TRACE_EVENTS = 8  # events recorded per entry when tracing (a phase has a few per entry)
 FLOW_KINDS = 3
@@ -65,6 +66,7 @@ def simulate_phase(
     stages: int,
     p: MemoryParams,
     trace: bool,
+    stop: I64Array,
 ):
     """Play one phase on the memory system `p` (a MemoryParams, in cycles and bytes): sequence s's
     entries from core_start[s] to core_start[s + 1], each standing for `weight[s]` cores; per
@@ -78,12 +80,17 @@ def simulate_phase(
     arrays; the event series stops growing at MAX_TRACE_EVENTS per entry); last, per sequence
     the stall cycles waited on a load's latency, its HBM bytes and its L2 bytes ([3, sequences]:
     `start_compute`; the rest of the stall waited for the load's issue).
+
+    Where `stop[0]` is set (archsim/stopping.py, read once an event and every POLL_EVERY entries
+    set up) it returns at once, with results of the events played so far, not to be used.
     """
     s_count = core_start.shape[0] - 1
     n_total = cycles.shape[0]
     n_trace = n_total if trace else 0
     ents = np.empty(n_total, ENTRY)
     for e in range(n_total):
+        if e % POLL_EVERY == 0 and asked(stop):  # the loop below then plays no event
+            break
         ent = ents[e]
         ent["hbm"], ent["l2"], ent["store"] = entries[HBM, e], entries[L2, e], entries[STORE, e]
         ent["store_l2"], ent["trips"], ent["cycles"] = entries[STORE_TO_L2, e], entries[TRIPS, e], cycles[e]
@@ -100,6 +107,8 @@ def simulate_phase(
     kept = n_total if trace else s_count * ring
     times = np.zeros(kept, SLOT)
     for i in range(kept):
+        if i % POLL_EVERY == 0 and asked(stop):
+            break
         times[i]["load_done"] = INF
     n_events = MAX_TRACE_EVENTS * n_trace + 2 if trace else 0
     ev_t = np.zeros(n_events)
@@ -180,7 +189,7 @@ def simulate_phase(
     todo = np.arange(s_count)  # the sequences to take up at this event, `n_todo` of them
     n_todo = s_count
     changed = True  # whether the active flows or their caps changed since the rates were set
-    while True:
+    while not asked(stop):
         n_again = 0
         n_stale = 0
         for i in range(n_todo):

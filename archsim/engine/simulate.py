@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from archsim import jit
+from archsim import jit, stopping
 from archsim.engine.kernels import simulate_phase
 from archsim.errors import reraise_interrupt
 from archsim.hardware import Chip, FoldMode
@@ -128,10 +128,12 @@ def play_phase_on(phase: Phase, memory: MemoryParams, trace: bool = False) -> Ph
             int(phase.stages),
             memory,
             trace,
+            stopping.FLAG,
         )
     except SystemError as err:  # Ctrl-C inside a compiled kernel surfaces as SystemError
         reraise_interrupt(err)
         raise
+    stopping.check()  # a kernel stopped early by a signal (archsim/stopping.py)
     timeline = PhaseTimeline(issue, done, comp_end, float(total), ev_t, ev_read, ev_write) if trace else None
     return PhaseResult(end, busy, stall, float(total), timeline, stall_by)
 
