@@ -137,14 +137,15 @@ def test_auto_sweep_has_full_fidelitys_fronts_and_screen_is_within_two_percent(t
     ok = sorted(h for h, r in full.items() if r["status"] == "ok")
     for h, n in itertools.product(ok, names):
         assert abs(screen[h][n] / full[h][n] - 1) <= 0.02
-    for maximize in itertools.product((True, False), repeat=len(names)):
+    maximize = [o.maximize for o in spec.objectives]  # tokens/s maximised, TTFT minimised
 
-        def front(rows: dict, maximize=maximize) -> list[str]:
-            values = np.array([[rows[h][n] for n in names] for h in ok])
-            return [h for h, on in zip(ok, pareto_mask(values, list(maximize)), strict=True) if on]
+    def front(rows: dict) -> list[str]:
+        values = np.array([[rows[h][n] for n in names] for h in ok])
+        return [h for h, on in zip(ok, pareto_mask(values, maximize), strict=True) if on]
 
-        assert front(auto) == front(full)
-        assert all(auto[h] == full[h] for h in front(full))  # every front point re-run at full fidelity
+    assert maximize == [True, False]
+    assert front(auto) == front(full)
+    assert all(auto[h] == full[h] for h in front(full))  # every front point re-run at full fidelity
     # the same folder as an earlier archsim wrote it (format 1: no fidelity column) is read as
     # full fidelity, and a sweep refuses to add to it
     import json
@@ -164,19 +165,27 @@ def test_auto_sweep_has_full_fidelitys_fronts_and_screen_is_within_two_percent(t
         ResultStore(old, spec.settings(), spec.columns()).open()
 
 
-def test_refine_keeps_every_point_a_two_percent_error_could_put_on_a_front():
+def test_refine_keeps_every_point_a_two_percent_error_could_put_on_the_front():
     from archsim.sweep.refine import refine_mask
 
-    # tokens/s maximised: the best is 100, at worst 98 at full fidelity; 99 and 95 at best 100.98
-    # and 96.9: 99 is kept, 95 and below are not. Minimised: the least is 10, at worst 10.2; 10.3
-    # at best 10.094: kept. 50 is on neither side.
+    # tokens/s maximised: the best is 100, at worst 98 at full fidelity; 99 at best 100.98 is kept,
+    # 95 at best 96.9 is not. Minimised: the least is 10, at worst 10.2; 10.3 at best 10.094 is
+    # kept, 50 at best 49 is not.
     values = np.array([[100.0], [99.0], [95.0], [90.0], [50.0], [10.0], [10.3]])
-    assert refine_mask(values, [True]).tolist() == [True, True, False, False, False, True, True]
-    # two objectives: the corners (2, 2), (1, 1), (2, 1), (1, 2) each beat (1.5, 1.5) under one of
-    # the four rankings, by more than 2% each way (1.96 against 1.53, 1.02 against 1.47): dropped;
-    # (1.98, 1.98) at best 2.0196 is not beaten by (2, 2) at worst 1.96 (maximised): kept
+    assert refine_mask(values, [True], [True]).tolist() == [True, True, False, False, False, False, False]
+    assert refine_mask(values, [False], [True]).tolist() == [False] * 5 + [True, True]
+    # two objectives, both maximised: (2, 2) at worst (1.96, 1.96) beats (1, 1) and (1.5, 1.5) at
+    # best (1.53, 1.53); (2, 1) and (1, 2) at best (2.04, 1.02) and (1.02, 2.04) are not beaten
     corners = [[2.0, 2.0], [1.0, 1.0], [2.0, 1.0], [1.0, 2.0]]
-    assert refine_mask(np.array([*corners, [1.5, 1.5]]), [True, True]).tolist() == [True] * 4 + [False]
-    assert refine_mask(np.array([*corners, [1.98, 1.98]]), [True, True]).tolist() == [True] * 5
-    # exact objectives (of the design alone): (1.99, 1.99) is beaten by (2, 2) outright
-    assert refine_mask(np.array([*corners, [1.99, 1.99]]), [False, False]).tolist() == [True] * 4 + [False]
+    both = [True, True]
+    assert refine_mask(np.array([*corners, [1.5, 1.5]]), both, both).tolist() == [True, False, True, True, False]
+    # (1.98, 1.98) at best 2.0196 is not beaten by (2, 2) at worst 1.96: kept
+    assert refine_mask(np.array([*corners, [1.98, 1.98]]), both, both).tolist() == [True, False, True, True, True]
+    # the first maximised, the second minimised: (2, 1) at worst (1.96, 1.02) beats (1.5, 1.5) at
+    # best (1.53, 1.47) and (1, 2) at best (1.02, 1.96); (2, 2) at best (2.04, 1.96) is beaten by
+    # no one (1.96 < 2.04), nor (1, 1) at best (1.02, 0.98) (0.98 < 1.02)
+    mixed = refine_mask(np.array([*corners, [1.5, 1.5]]), [True, False], both).tolist()
+    assert mixed == [True, True, True, False, False]
+    # exact objectives (of the design alone): (2, 2) dominates every other point outright
+    exact = refine_mask(np.array([*corners, [1.99, 1.99]]), both, [False, False]).tolist()
+    assert exact == [True, False, False, False, False]

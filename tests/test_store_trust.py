@@ -143,6 +143,7 @@ def test_an_objective_that_is_not_finite_fails_its_point(h200):
 
     from archsim.graph.model import Scenario
     from archsim.sweep.design import Design
+    from archsim.sweep.directions import Direction
     from archsim.sweep.evaluate import Evaluation, evaluate_point
     from archsim.sweep.expr import parse_expr
     from archsim.sweep.metrics import metric_names
@@ -152,7 +153,7 @@ def test_an_objective_that_is_not_finite_fails_its_point(h200):
     w = replace(TINY, scenario=Scenario(1, 16, 2))
     task = PointTask("0" * 16, (), Design(h200, w, "0" * 16))
     for text, status in (("tpot_s * 1000", "ok"), ("tpot_s * 1e308 * 1e308", "failed")):
-        ev = Evaluation((), (Objective("x", parse_expr(text, metric_names())),), 64)
+        ev = Evaluation((), (Objective("x", parse_expr(text, metric_names()), Direction.MAXIMIZE),), 64)
         row = evaluate_point(task, ev)
         assert row["status"] == status, row
     assert "not a finite number" in row["error"]

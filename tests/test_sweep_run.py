@@ -47,7 +47,7 @@ constraints:
 objectives:
   tps: decode_tokens_per_s
   ttft_ms: ttft_s * 1000
-  odd: 1 / (units - 1) if clock_ghz > 1.8 else 0
+  odd: {expr: "1 / (units - 1) if clock_ghz > 1.8 else 0", goal: maximize}
 """
 
 KILL_SPEC = """\

@@ -359,12 +359,12 @@ def sweep(
     on_resolved: Callable[[int, int], None] | None = None,
     on_progress: Callable[[int, int, int], None] | None = None,
     allow_paths: tuple[str, ...] = (),
-    fidelity: str = "full",
+    fidelity: str = "auto",
 ):
     """Evaluate every point of a sweep spec (a file or a shipped name) not yet recorded in
     `out_dir`; returns (the run's SweepReport, the folder's SweepResults). The spec may name
     files under its own folder, the shipped ones, and those under `allow_paths`. `fidelity`:
-    full, screen or auto (docs/sweeps.md)."""
+    auto (screen every point, the front again at full fidelity), screen or full (docs/sweeps.md)."""
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.spec import load_spec
 

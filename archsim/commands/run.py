@@ -413,10 +413,12 @@ def run(args) -> int:
         tables += energy_tables(report)
     elif not args.quiet:
         tables.append("per-op tables: --ops; what each resource is worth: archsim explain")
-    data = report.to_dict()
+    fmt = getattr(args, "format", "table")
+    # the JSON document and the per-op rows only where they are written or read
+    data = report.to_dict() if args.json or fmt == "json" else {}
     if args.interval is not None:
         note.print(step_interval(args.interval, result, data).removeprefix("; "))
-    emit(args, out, tables, data=data, rows=report.ops())
+    emit(args, out, tables, data=data, rows=report.ops() if fmt == "csv" else None)
     if not multi and system.chips > 1:
         note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
     note.print(f"config hash {report.config_hash}")

@@ -212,7 +212,8 @@ def run(args) -> int:
     except ServeSetupError as err:
         raise UsageError(str(err)) from None
     title = _title(workload.workload, setup, hardware.system, reqs)
-    data = _data(report, capacity)
+    written = args.json or getattr(args, "format", "table") == "json"  # the document is built only to be written
+    data = _data(report, capacity) if written else {}
     _print(args, out, report, title, capacity, data)
     note.print(f"config hash {report.config_hash}")
     _write(args, report, data, title)
@@ -252,7 +253,7 @@ def _breaks(capacity) -> str:
     return "; ".join(parts)
 
 
-def _print(args, out, report, title, capacity, data) -> None:
+def _print(args, out, report, title, capacity, data: dict) -> None:
     from archsim.serving.report import summary_tables
 
     tables = []
@@ -264,15 +265,17 @@ def _print(args, out, report, title, capacity, data) -> None:
         )
     lat, totals = summary_tables(report.result, report.metrics, report.slo, shown(title))
     tables += [totals] if args.quiet else [lat, totals]
-    if report.energy is not None:
+    # the energy (a timeline priced step by step, with shapes only it needs) only where it is shown
+    fmt = getattr(args, "format", "table")
+    if fmt == "table" and not args.quiet and report.energy is not None:
         from archsim.serving.energy_report import serve_energy_table
 
         tables.append(serve_energy_table(report.energy))
-    rows = report.requests() if getattr(args, "format", "table") == "csv" else None  # one per request
+    rows = report.requests() if fmt == "csv" else None  # one per request
     emit(args, out, tables, data=data, rows=rows)
 
 
-def _write(args, report, data, title) -> None:
+def _write(args, report, data: dict, title) -> None:
     from pathlib import Path
 
     from archsim.report.export import write_json

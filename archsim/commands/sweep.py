@@ -58,10 +58,10 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--fidelity",
         choices=("auto", "screen", "full"),
-        default="full",
-        help="full (default): every point at full fidelity; screen: all at screen fidelity; auto: all at "
-        "screen fidelity, then every point that may be on a Pareto front of the objectives again at full "
-        "(docs/sweeps.md); each row records its own",
+        default="auto",
+        help="auto (default): every point at screen fidelity, then every point that may be on the Pareto "
+        "front of the objectives (each ranked its own way) again at full; screen: all at screen fidelity; "
+        "full: all at full fidelity (docs/sweeps.md); each row records its own",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar; print the summary only")
     add_cache_flag(p)

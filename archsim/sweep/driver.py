@@ -7,9 +7,9 @@ Samples that resolve to a point already seen are counted (`duplicates`), never d
 
 Fidelity (archsim/choose/fidelity.py): `full` simulates every point at full fidelity (and re-runs
 any point the folder holds at screen fidelity); `screen` every point at screen fidelity; `auto`
-every point at screen fidelity, then at full fidelity every point that may be on a Pareto front
-of the spec's objectives (refine.py), each re-run row put in place of the screened one. Each row
-records the fidelity that produced it.
+every point at screen fidelity, then at full fidelity every point that may be on the Pareto front
+of the spec's objectives, each ranked its own way (refine.py), each re-run row put in place of the
+screened one; the default. Each row records the fidelity that produced it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from archsim.sweep.spec import SweepSpec
 from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses, read_results
 
 FIDELITIES = ("auto", "screen", "full")  # of a sweep; DEFAULT_FIDELITY when none is asked for
-DEFAULT_FIDELITY = "full"
+DEFAULT_FIDELITY = "auto"
 
 CHUNKS_PER_WORKER = 8  # auto chunk size: about this many chunks per worker, for balance and resumability
 MAX_AUTO_CHUNK = 16  # points; at ~0.2 s a point a kill loses at most a few seconds per worker
@@ -53,7 +53,7 @@ class SweepReport:
     cpu_s: float = 0.0  # CPU time the workers spent on the points run
     samples: int = 0  # samples the strategy draws
     duplicates: int = 0  # samples that resolved to a point already counted
-    fidelity: str = "full"  # asked for: auto, screen or full
+    fidelity: str = DEFAULT_FIDELITY  # asked for: auto, screen or full
     refined: int = 0  # points re-run at full fidelity after screening (auto)
 
     @property
@@ -83,6 +83,7 @@ class SweepReport:
             "complete": self.complete,
             "parts": parts,
             "fidelity": self.fidelity,
+            "objectives": spec.goals(),
             "stale_rows": self.stale_rows,
             "last_run": {
                 "points": self.points_run,
@@ -228,8 +229,8 @@ def run_sweep(
 
 
 def refine_hashes(spec: SweepSpec, out_dir: Path, recorded: dict[str, tuple[str, str]]) -> list[str]:
-    """The screened points of a folder that may be on a Pareto front at full fidelity
-    (refine.py): its rows with every objective (ok, or ruled out by a constraint on what the
+    """The screened points of a folder that may be on the Pareto front of the spec's objectives,
+    each ranked its own way, at full fidelity (refine.py): its rows with every objective (ok, or ruled out by a constraint on what the
     run reports, which full fidelity may meet), of which those simulated at screen fidelity."""
     if not recorded or not spec.objectives:
         return []
@@ -242,5 +243,5 @@ def refine_hashes(spec: SweepSpec, out_dir: Path, recorded: dict[str, tuple[str,
     exact = FACT_NAMES | {p.name for p in spec.parameters} | {d.name for d in spec.derived}
     simulated = [not o.expr.names <= exact for o in spec.objectives]
     values = np.array([[float(r[n]) for n in names] for r in rows]).reshape(len(rows), len(names))
-    keep = refine_mask(values, simulated)
+    keep = refine_mask(values, [o.maximize for o in spec.objectives], simulated)
     return [r["config_hash"] for r, k in zip(rows, keep, strict=True) if k and r["fidelity"] == "screen"]

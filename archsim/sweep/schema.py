@@ -75,6 +75,14 @@ class DerivedCfg(Strict):
     integer: Flag = Field(False, description="round the value to a whole number")
 
 
+class ObjectiveCfg(Strict):
+    expr: StrictStr | Number = Field(description="expression over run metrics, design facts and the spec's values")
+    goal: Literal["maximize", "minimize"] | None = Field(
+        None, description="which way it ranks; needed only where its names do not tell (archsim/sweep/directions.py)"
+    )
+    unit: str | None = Field(None, description="unit of the value, for the reader ('ms', 'tokens/s/W')")
+
+
 class StrategyCfg(Strict):
     kind: Strategy = Field(
         description="every combination, seeded uniform random or scrambled Halton (low-discrepancy) samples"
@@ -102,8 +110,10 @@ class SweepCfg(Strict):
     parameters: dict[str, ParameterCfg] = Field(min_length=1, description="swept values by name (the column name)")
     derived: dict[str, DerivedCfg] = Field({}, description="values computed from the parameters, in order")
     constraints: list[StrictStr] = Field([], description="conditions a design must meet to be simulated")
-    objectives: dict[str, StrictStr | Number] = Field(
-        min_length=1, description="what to record of each run: an expression over run metrics"
+    objectives: dict[str, ObjectiveCfg] = Field(
+        min_length=1,
+        description="what to record of each run: an expression over run metrics, or {expr, goal, unit}; "
+        "each ranks one way (maximised or minimised, archsim/sweep/directions.py)",
     )
     strategy: StrategyCfg = Field(StrategyCfg(kind="grid"), description="which points to run")
     kv_stride: PositiveInt = Field(
@@ -112,6 +122,14 @@ class SweepCfg(Strict):
     chunk_size: PositiveInt | None = Field(
         None, le=MAX_POINTS, description="points per task and per Parquet part (default: auto)"
     )
+
+    @field_validator("objectives", mode="before")
+    @classmethod
+    def _objective_shorthand(cls, value: object) -> object:
+        """`name: expression` stands for `name: {expr: expression}`."""
+        if not isinstance(value, dict):
+            return value
+        return {k: v if isinstance(v, dict) else {"expr": v} for k, v in value.items()}
 
     @field_validator("strategy", mode="before")
     @classmethod

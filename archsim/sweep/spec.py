@@ -21,6 +21,7 @@ from archsim.config.paths import path_problem
 from archsim.config.yamlfile import YamlDoc, read_yaml
 from archsim.errors import ConfigError, Problem
 from archsim.sweep.design import DesignCache, KeyPath, config_value, resolve_file
+from archsim.sweep.directions import Direction, declared, objective_direction
 from archsim.sweep.expr import FUNCTIONS, UNIT_CONSTANTS, Expr, ExprError, parse_expr
 from archsim.sweep.metrics import FACT_NAMES, metric_names
 from archsim.sweep.sampling import Domain, Scale, Value, grid_size, iter_grid, iter_sampled
@@ -55,6 +56,12 @@ class Derived:
 class Objective:
     name: str
     expr: Expr
+    direction: Direction  # which way it ranks (archsim/sweep/directions.py)
+    unit: str | None = None
+
+    @property
+    def maximize(self) -> bool:
+        return self.direction is Direction.MAXIMIZE
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,10 @@ class SweepSpec:
             "constraints": [c.text for c in self.constraints],
             "objectives": {o.name: o.expr.text for o in self.objectives},
         }
+
+    def goals(self) -> dict[str, dict]:
+        """Which way each objective ranks and its unit (summary.json; `archsim pareto` is told its own)."""
+        return {o.name: {"goal": o.direction.value, "unit": o.unit} for o in self.objectives}
 
 
 def load_spec(path: str | Path, allowed: tuple[str, ...] = ()) -> SweepSpec:
@@ -307,16 +318,74 @@ def _objectives(
 ) -> tuple[Objective, ...]:
     out = []
     known = set(known)
-    for name, text in cfg.objectives.items():
+    ranked: dict[str, Direction] = {}  # the objectives before, which later ones may read
+    for name, given in cfg.objectives.items():
         where = ("objectives", name)
-        if why := _name_problem(name, taken, metric_ok=True):
-            problems.append(doc.problem(where, why))
-        expr = _expr(doc, where, text, known, problems)
+        named = _name_problem(name, taken, metric_ok=True)
+        if named:
+            problems.append(doc.problem(where, named))
+        long = isinstance(doc.data["objectives"].get(name), dict)  # {expr: ..., goal: ...}, not the shorthand
+        expr = _expr(doc, where + (("expr",) if long else ()), given.expr, known, problems)
         known.add(name)
         taken.add(name)
-        if expr is not None:
-            out.append(Objective(name, expr))
+        if expr is None or named:
+            continue
+        goal = Direction(given.goal) if given.goal else None
+        direction = _direction(doc, where, expr, goal, ranked, problems)
+        if direction is None:
+            continue
+        unit = _objective_unit(doc, where, expr, given.unit, problems)
+        ranked[name] = direction
+        out.append(Objective(name, expr, direction, unit))
     return tuple(out)
+
+
+def _direction(
+    doc: YamlDoc,
+    where: tuple,
+    expr: Expr,
+    goal: Direction | None,
+    ranked: dict[str, Direction],
+    problems: list[Problem],
+) -> Direction | None:
+    """Which way an objective ranks: as its names tell (archsim/sweep/directions.py), else its
+    `goal`; None, with the problem, where neither tells or the goal contradicts its names."""
+    try:
+        direction, names = objective_direction(expr.text, ranked)
+    except ValueError as why:
+        if goal is None:
+            problems.append(
+                doc.problem(
+                    where,
+                    f"which way it ranks does not follow from its names ({why}): write it as "
+                    f"{where[-1]}: {{expr: {expr.text}, goal: maximize}} (or minimize)",
+                )
+            )
+        return goal
+    if goal is not None and goal is not direction:
+        said = ", ".join(f"{n} is to {_way(n, ranked)}" for n in dict.fromkeys(names))
+        problems.append(
+            doc.problem(
+                where + ("goal",), f"{goal.value} contradicts {expr.text}: {said}, so it is to {direction.value}"
+            )
+        )
+        return None
+    return direction
+
+
+def _way(name: str, ranked: dict[str, Direction]) -> str:
+    d = declared(name)
+    direction = ranked.get(name) or (d.direction if d is not None else None)
+    return direction.value if direction is not None else "neither way"
+
+
+def _objective_unit(doc: YamlDoc, where: tuple, expr: Expr, unit: str | None, problems: list[Problem]) -> str | None:
+    """The objective's unit: as given, else that of the one metric or fact it is; a bare name's
+    declared unit may not be contradicted."""
+    d = declared(expr.text) if expr.text in expr.names else None
+    if d is not None and unit is not None and unit != d.unit:
+        problems.append(doc.problem(where + ("unit",), f"{expr.text} is in {d.unit}, not {unit}"))
+    return unit if unit is not None else d.unit if d is not None else None
 
 
 def _check_paths_unique(doc: YamlDoc, cfg: SweepCfg, problems: list[Problem]) -> None:
