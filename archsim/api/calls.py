@@ -359,7 +359,7 @@ def sweep(
     on_resolved: Callable[[int, int], None] | None = None,
     on_progress: Callable[[int, int, int], None] | None = None,
     allow_paths: tuple[str, ...] = (),
-    fidelity: str = "auto",
+    fidelity: str = "full",
 ):
     """Evaluate every point of a sweep spec (a file or a shipped name) not yet recorded in
     `out_dir`; returns (the run's SweepReport, the folder's SweepResults). The spec may name

@@ -58,10 +58,10 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--fidelity",
         choices=("auto", "screen", "full"),
-        default="auto",
-        help="auto (default): every point at screen fidelity, then every point that may be on the Pareto "
-        "front of the objectives (each ranked its own way) again at full; screen: all at screen fidelity; "
-        "full: all at full fidelity (docs/sweeps.md); each row records its own",
+        default="full",
+        help="full (default): all at full fidelity; auto: every point at screen fidelity, then every point "
+        "that may be on the Pareto front of the objectives (each ranked its own way) again at full; screen: "
+        "all at screen fidelity (docs/sweeps.md); each row records its own",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar; print the summary only")
     add_cache_flag(p)

@@ -31,7 +31,7 @@ from archsim.sweep.spec import SweepSpec
 from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses, read_results
 
 FIDELITIES = ("auto", "screen", "full")  # of a sweep; DEFAULT_FIDELITY when none is asked for
-DEFAULT_FIDELITY = "auto"
+DEFAULT_FIDELITY = "full"
 
 CHUNKS_PER_WORKER = 8  # auto chunk size: about this many chunks per worker, for balance and resumability
 MAX_AUTO_CHUNK = 16  # points; at ~0.2 s a point a kill loses at most a few seconds per worker
