@@ -40,7 +40,7 @@ def test_every_fitted_parameter_has_a_line_and_a_missing_mechanism_each_way():
     lines = calibrate.chip_lines("h200")
     assert lines["cores.max_requests"].startswith(" memory requests")
     assert "[MB]" in lines["hbm.latency"] and "[CAL]" not in lines["hbm.latency"]  # measured, not fitted
-    assert "range 200-700 ns" in calibrate.chip_lines("a100_pcie")["hbm.latency"]
+    assert "range 80-300 ns" in calibrate.chip_lines("a100_pcie")["l2.latency"]
 
 
 @pytest.mark.parametrize("chip", sorted(OUTSIDE))
@@ -48,7 +48,8 @@ def test_every_cal_value_of_the_nvidia_files_declares_a_range_and_the_known_ones
     system = load_system(chip)[0]
     ranges = calibrate.fitted_ranges(chip, calibrate.CHIP_PARAMS)
     assert "chip.overheads.kernel_s" in ranges
-    assert ("chip.hbm.latency_s" in ranges) == chip.startswith("a100"), "the Hopper files' latency is measured"
+    assert "chip.hbm.latency_s" not in ranges, "the DRAM latency is measured"
+    assert ("chip.l2.latency_s" in ranges) == chip.startswith("a100"), "the Hopper files' L2 latency is measured"
     outside = {line.split(" = ")[0] for line in calibrate.unphysical(system, system, ranges)}
     assert outside == OUTSIDE[chip]
 
@@ -73,7 +74,8 @@ def test_a_value_outside_its_range_names_the_missing_mechanism():
 
 def test_a_value_given_from_a_source_is_never_fitted(tmp_path):
     # hbm.data_rate-style lines carry [DS]; a parameter whose line has no [CAL] is left out of a fit
-    assert calibrate.measured("a100_pcie", calibrate.CHIP_PARAMS) == ["chip.overheads.launch_s"]  # its [EST] launch
+    # its measured DRAM latency [MB] and its [EST] launch
+    assert calibrate.measured("a100_pcie", calibrate.CHIP_PARAMS) == ["chip.hbm.latency_s", "chip.overheads.launch_s"]
     # a per-warp load limit the A100 files leave off is not fitted either, and naming it says so
     assert calibrate.unstated("a100_pcie", calibrate.CHIP_PARAMS) == ["chip.core.loads_per_warp"]
     named = _calibrate("--chip", "a100_pcie", "--params", "chip.core.loads_per_warp")
