@@ -5,7 +5,7 @@ The pipeline (see README): YAML configs -> typed hardware and workload -> operat
 
 The Python API (`archsim.api`, documented in README and docs/api.md) is available from here:
 `archsim.load_system`, `load_workload`, `with_params`, `run`, `op`, `explain`, `compare`, `scale`,
-`serve`, `find_capacity`, `sweep`, `load_sweep`, the `plot_*` functions.
+`serve`, `find_capacity`, `sweep`, `sweep_template`, `load_sweep`, the `plot_*` functions.
 It is imported on first use, so `archsim --help` stays instant.
 """
 
@@ -54,6 +54,7 @@ _API = (
     "scale",
     "serve",
     "sweep",
+    "sweep_template",
     "with_params",
 )
 __all__ = ["__version__", *_API]

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
+import archsim
 from archsim.cli import main
 from archsim.sweep.driver import run_sweep
 from archsim.sweep.executors import SerialExecutor
@@ -157,3 +158,23 @@ def test_the_command_names_the_templates_there_are():
     from archsim.commands.sweep_templates import TEMPLATE_NAMES  # kept apart so `--help` imports no sweep code
 
     assert set(TEMPLATE_NAMES) == set(TEMPLATES)
+
+
+def test_the_api_runs_a_template_and_ranks_its_designs(tmp_path):
+    """archsim.sweep_template runs a template as the command does: its designs that ran, best
+    first by the objective; a bad argument is one ConfigError naming it."""
+    report, results, best = archsim.sweep_template("best_per_joule", tmp_path / "out", hw="h200", points=3)
+    assert report.points_ok == len(best) >= 1 and len(results) == 3
+    joules = [r["decode_tokens_per_j"] for r in best]
+    assert joules == sorted(joules, reverse=True)
+    for kwargs, message in [
+        ({"name": "best_per_jule"}, "name: must be one of best_per_area, best_per_joule, best_under_cap"),
+        ({"name": "best_under_cap"}, "power_cap: best_under_cap needs a power cap"),
+        ({"name": "best_under_cap", "power_cap": "5 parsecs"}, "power_cap: unknown unit 'parsecs'"),
+        ({"name": "best_per_area", "points": 0}, "points: must be greater than zero"),
+        ({"name": "best_per_area", "hw": "scalesim_ws_32x32"}, "no `area` section"),
+    ]:
+        args = {"hw": "h200", **kwargs}
+        with pytest.raises(archsim.ConfigError, match=message):
+            archsim.sweep_template(args.pop("name"), tmp_path / "bad", **args)
+    assert not (tmp_path / "bad").exists()

@@ -18,7 +18,7 @@ cannot take `ParallelismError`, and so on (`REFUSALS`).
 
 import importlib
 
-from archsim.api.calls import generate_requests, load_requests, load_sweep, run, serve, sweep
+from archsim.api.calls import generate_requests, load_requests, load_sweep, run, serve, sweep, sweep_template
 from archsim.api.inputs import Hardware, Workload, load_system, load_workload, with_params
 from archsim.api.more import compare, explain, find_capacity, scale
 from archsim.api.ops import op
@@ -117,5 +117,6 @@ __all__ = [
     "scale",
     "serve",
     "sweep",
+    "sweep_template",
     "with_params",
 ]

@@ -392,6 +392,82 @@ def sweep(
     return report, load_sweep(out_dir)
 
 
+def sweep_template(
+    name: str,
+    out_dir: str | Path,
+    *,
+    hw: str,
+    workload: str | None = None,
+    points: int | None = None,
+    seed: int = 0,
+    power_cap: float | str | None = None,
+    batch: int | None = None,
+    prompt: int | None = None,
+    generate: int | None = None,
+    workers: int | None = None,
+    fidelity: str = "full",
+):
+    """Run a shipped sweep template (`best_per_area`, `best_per_joule`, `best_under_cap`:
+    docs/sweeps.md) around the chip `hw`, as `archsim sweep NAME --hw CHIP` does; `power_cap` in
+    watts or with its unit ("500W"). Returns (the run's SweepReport, the folder's SweepResults,
+    its designs that ran within the constraints, best first by the template's objective)."""
+    from archsim.sweep.driver import run_sweep
+    from archsim.sweep.store import read_results
+    from archsim.sweep.templates import (
+        DEFAULT_POINTS,
+        DEFAULT_WORKLOAD,
+        OUTPUT_TOKENS,
+        PROMPT_TOKENS,
+        TEMPLATES,
+        TemplateError,
+        TemplateOptions,
+        ranked,
+        template_spec,
+    )
+
+    where = "archsim.sweep_template"
+    name = arguments.choice(where, "name", name, tuple(TEMPLATES))
+    out_dir = arguments.path(where, "out_dir", out_dir)
+    cap = None
+    if power_cap is not None:
+        cap = arguments.number(where, "power_cap", _watts(where, power_cap), 0.0, 1e6, low_open=True)
+    options = TemplateOptions(
+        hardware=arguments.path(where, "hw", hw),
+        workload=arguments.path(where, "workload", workload or DEFAULT_WORKLOAD),
+        points=arguments.whole(
+            where, "points", DEFAULT_POINTS if points is None else points, 1, limits.MAX_SWEEP_POINTS
+        ),
+        seed=arguments.whole(where, "seed", seed, 0),
+        power_cap_w=cap,
+        batch=None if batch is None else arguments.whole(where, "batch", batch),
+        prompt=arguments.whole(where, "prompt", PROMPT_TOKENS if prompt is None else prompt),
+        generate=arguments.whole(where, "generate", OUTPUT_TOKENS if generate is None else generate),
+    )
+    workers = None if workers is None else arguments.whole(where, "workers", workers, 1, limits.MAX_INSTANCES)
+    fidelity = arguments.choice(where, "fidelity", fidelity, ("auto", "screen", "full"))
+    if TEMPLATES[name].cap_required and cap is None:
+        raise arguments.refusal(where, "power_cap", f"{name} needs a power cap (e.g. power_cap='500W')")
+    try:
+        spec = template_spec(name, options)
+    except TemplateError as err:
+        raise arguments.refusal(where, name, str(err)) from None
+    _check_cache()
+    report = run_sweep(spec, out_dir, executor_for(workers, None, None), None, None, None, fidelity)
+    return report, load_sweep(out_dir), ranked(read_results(out_dir).to_pylist(), TEMPLATES[name])
+
+
+def _watts(where: str, value: object) -> float:
+    """A power given as watts or as a quantity with its unit ("500W", "0.5 kW")."""
+    from archsim.units import Dim, parse_quantity
+
+    if isinstance(value, str):
+        try:
+            return parse_quantity(value, Dim.WATTS)
+        except ValueError as err:
+            raise arguments.refusal(where, "power_cap", str(err)) from None
+    return value  # type: ignore[return-value]  # checked as a number by the caller
+
+
 def load_sweep(out_dir: str | Path) -> SweepResults:
     """The results of a sweep folder (`DIR/points/` holds its Parquet parts)."""
     from archsim.sweep.store import READABLE, read_manifest, read_results, read_summary
