@@ -79,6 +79,23 @@ def test_a_hot_small_tensor_is_read_from_l2(h200):
     assert simulate_op(_vec(VectorOp.ADD, big, 4096, hot=True), chip).hbm_bytes > 0
 
 
+def test_a_residual_add_reads_its_residual_stream_from_hbm(h200):
+    """A hot add of 16 x 4096 bf16 reads two operands of 16 x 4096 x 2 = 131,072 B each: the
+    block's output, just written, from L2, and the residual stream (`cold_reads` 1), written
+    before the block's GEMMs streamed their weights through the L2, from HBM; its output, 131,072
+    B more, is stored to L2 either way. The same holds for a serving engine's per-token kernel."""
+    chip = h200.chip
+    hot = simulate_op(_vec(VectorOp.ADD, 16, 4096, hot=True), chip)
+    residual = simulate_op(_vec(VectorOp.ADD, 16, 4096, hot=True, cold_reads=1), chip)
+    assert (hot.hbm_bytes, hot.l2_bytes) == (0, 2 * 131_072 + 131_072)
+    assert (residual.hbm_bytes, residual.l2_bytes) == (131_072, 131_072 + 131_072)
+    assert residual.time_s > hot.time_s
+    # vLLM's fused add + rms_norm per token: the input and the residual, half of its reads cold
+    fused = _vec(VectorOp.ADD_RMSNORM, 16, 4096, hot=True, per_row=True)
+    warm, cold = simulate_op(fused, chip), simulate_op(replace(fused, cold_reads=1), chip)
+    assert warm.hbm_bytes == 0 and cold.hbm_bytes == 131_072
+
+
 def test_matrix_kernels_pay_their_prologue(h200):
     chip = h200.chip
     bare = replace(chip, overheads=replace(chip.overheads, matrix_setup_s=0.0))
