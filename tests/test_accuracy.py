@@ -31,7 +31,7 @@ DATA = Path(archsim.__file__).parent / "data"
 
 BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
     ("h200_calibration", "calibration"): {
-        "attention_decode": (4.0, 9.5),
+        "attention_decode": (4.0, 9.0),
         "attention_prefill": (4.5, 8.5),
         "copy": (3.5, 9.0),
         "gemm": (5.0, 15.0),
@@ -39,7 +39,7 @@ BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
         "vector": (9.0, 25.0),
     },
     ("h200_holdout", "development"): {
-        "attention_decode": (6.0, 9.0),
+        "attention_decode": (5.5, 9.0),
         "attention_prefill": (7.5, 11.0),
         "copy": (3.0, 5.5),
         "gemm": (5.5, 12.0),

@@ -110,3 +110,17 @@ def test_expert_weights_in_their_own_format():
     # 36 layers x 128 experts x 3 x 2880 x 2880 routed parameters at 0.53125 B, the rest at 2 B
     routed = 36 * 128 * 3 * 2880 * 2880
     assert weight_bytes(w) == pytest.approx((total_params(m) - routed) * 2 + routed * 0.53125)
+
+
+def test_a_warpgroup_mma_puts_the_larger_side_on_its_rows(h200):
+    """The H200's four 16 x 32 weight-stationary tensor cores share a tile by rows (16 of the
+    warpgroup MMA's 64 each); the library runs a product with more columns than rows transposed.
+    A 1 x 128 x 256 step as given: each core streams its 1 row through 8 x 8 folds, a fold loading
+    its 16 rows: 64 x 16 + 16 + 32 - 2 = 1,070 cycles. Transposed (256 x 128 x 1), each core
+    streams 64 of the 256 rows through 8 x 1 folds: 8 x 64 + 46 = 558, over the 514 the SRAM's
+    128 B a cycle needs for its 65,792 operand bytes. A 256 x 128 x 8 step keeps its own
+    orientation (558 against 1,070 transposed)."""
+    core = h200.core
+    assert core.array.split_m_only and (core.array.rows, core.array.cols, core.matrix_units) == (16, 32, 4)
+    assert int(matmul_cycles(core, 1, 128, 256, DType.BF16)) == 558
+    assert int(matmul_cycles(core, 256, 128, 8, DType.BF16)) == 558

@@ -2,7 +2,10 @@
 
 A core's `A` arrays split a tile between them along N or along M, whichever is faster (or
 along M only where the hardware's matrix instruction does: a Hopper warpgroup MMA gives each
-of the four tensor cores 16 of its 64 rows), each computing its share with the systolic
+of the four tensor cores 16 of its 64 rows, and the library runs a product with the larger side
+on M, transposed as C^T = B^T A^T where N is the larger: cuBLAS's batch-1 decode GEMMs on the
+H200 are 128 x 8 tiles, the weights' rows on the MMA's M and the token on its N, which PTX's
+wgmma.m64nNk16 takes in multiples of 8), each computing its share with the systolic
 formula of `archsim.hardware.systolic`; the step takes the longer of that and the time the
 SRAM needs to deliver the operands, plus the vector lanes' conversion of an operand stored in
 another format than the one the arrays multiply in (archsim/compiler/formats.py: the warps that
@@ -57,8 +60,8 @@ def matmul_cycles(
         return array_cycles(rows_each, k, cols_each, *shape)
 
     split_m = on_arrays(ceil_div(m, units), n)
-    if arr.split_m_only:
-        cycles = split_m
+    if arr.split_m_only:  # the product or its transpose, the larger side on the MMA's M
+        cycles = split_m if install_bytes_per_cycle > 0 else np.minimum(split_m, on_arrays(ceil_div(n, units), m))
     else:
         split_n = on_arrays(m, ceil_div(n, units))
         cycles = np.minimum(split_n, split_m)
