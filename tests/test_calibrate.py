@@ -169,13 +169,13 @@ def test_validate_all_shows_transfer_beside_each_chips_own_fit(tmp_path):
 # (own fit -> transfer, ratio): A100 PCIe from the H200: GEMM 5.6 -> 8.8% (1.6x), vector 9.2 ->
 # 9.2% (1.0x), all-reduce on a100x8 with h200x8's NCCL constants 31.7 -> 44.9% (1.4x; before the
 # wait for the last rank was its own term, 29.1 -> 57.4%); H200 from the A100 PCIe: GEMM 4.6 ->
-# 7.7% (1.7x), vector 8.3 -> 8.0%, attention decode 3.3 -> 4.4%, prefill 4.1 -> 3.3%, copy 2.8 ->
-# 3.9%, model step 3.2 -> 3.1% (with the H200's measured latencies and L2 bandwidth; at its
+# 7.7% (1.7x), vector 8.3 -> 8.0%, attention decode 3.5 -> 4.8%, prefill 4.1 -> 3.3%, copy 2.8 ->
+# 3.9%, model step 3.1 -> 3.2% (with the H200's measured latencies and L2 bandwidth; at its
 # former fitted ones GEMM 9.4% and 8.9%, vector 11.6% and 14.6%, model step 7.6%).
 TRANSFER_BOUNDS = {  # (source, target): {kind: mean absolute error in %}
     ("h200", "a100_pcie"): {"gemm": 9.5, "vector": 9.5, "allreduce": 45.5},
     ("a100_pcie", "h200"): {
-        "attention_decode": 5.0,
+        "attention_decode": 5.5,
         "attention_prefill": 4.0,
         "copy": 4.5,
         "gemm": 8.5,

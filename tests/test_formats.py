@@ -119,8 +119,10 @@ def test_a_warpgroup_mma_puts_the_larger_side_on_its_rows(h200):
     its 16 rows: 64 x 16 + 16 + 32 - 2 = 1,070 cycles. Transposed (256 x 128 x 1), each core
     streams 64 of the 256 rows through 8 x 1 folds: 8 x 64 + 46 = 558, over the 514 the SRAM's
     128 B a cycle needs for its 65,792 operand bytes. A 256 x 128 x 8 step keeps its own
-    orientation (558 against 1,070 transposed)."""
+    orientation (558 against 1,070 transposed). An attention kernel keeps its query rows on the
+    MMA's rows (cuDNN's and FlashAttention's 64-row query tiles): 1,070."""
     core = h200.core
     assert core.array.split_m_only and (core.array.rows, core.array.cols, core.matrix_units) == (16, 32, 4)
-    assert int(matmul_cycles(core, 1, 128, 256, DType.BF16)) == 558
-    assert int(matmul_cycles(core, 256, 128, 8, DType.BF16)) == 558
+    assert int(matmul_cycles(core, 1, 128, 256, DType.BF16, transposable=True)) == 558
+    assert int(matmul_cycles(core, 256, 128, 8, DType.BF16, transposable=True)) == 558
+    assert int(matmul_cycles(core, 1, 128, 256, DType.BF16)) == 1070

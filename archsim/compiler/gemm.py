@@ -123,7 +123,9 @@ def _scored(op: Op, chip: Chip, count: int) -> list[tuple[float, float, Tiling]]
     family = family_rule(chip)
     install = family.weight_install_bytes_per_cycle(chip)
     chained = family.chains_folds(chip)
-    cycles_per_step = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype, install, chained)
+    cycles_per_step = matmul_cycles(
+        core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype, install, chained, transposable=True
+    )
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
     ksteps = ceil_div(k, tk)
     stages = np.maximum(1, core.sram.capacity_bytes // stage)

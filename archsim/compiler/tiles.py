@@ -2,8 +2,8 @@
 
 A core's `A` arrays split a tile between them along N or along M, whichever is faster (or
 along M only where the hardware's matrix instruction does: a Hopper warpgroup MMA gives each
-of the four tensor cores 16 of its 64 rows, and the library runs a product with the larger side
-on M, transposed as C^T = B^T A^T where N is the larger: cuBLAS's batch-1 decode GEMMs on the
+of the four tensor cores 16 of its 64 rows, and the GEMM library runs a product with the larger
+side on M, transposed as C^T = B^T A^T where N is the larger: cuBLAS's batch-1 decode GEMMs on the
 H200 are 128 x 8 tiles, the weights' rows on the MMA's M and the token on its N, which PTX's
 wgmma.m64nNk16 takes in multiples of 8), each computing its share with the systolic
 formula of `archsim.hardware.systolic`; the step takes the longer of that and the time the
@@ -33,8 +33,11 @@ def matmul_cycles(
     b_dtype: DType | None = None,
     install_bytes_per_cycle: float = 0.0,
     chained: bool = False,
+    transposable: bool = False,
 ):
     """Cycles for one core to compute an m x k x n product (vectorised over arrays of shapes);
+    `transposable`: a GEMM library's product, which runs transposed where that puts the larger
+    side on a warpgroup MMA's rows (an attention kernel keeps its query rows there);
     `install_bytes_per_cycle` > 0: the arrays install their folds' weights at that rate between
     them (`block_install_cycles`, the chip family's: archsim/compiler/chip_family.py), else a row
     a cycle. `chained`: the folds follow the previous step's without the skew and install without
@@ -60,8 +63,10 @@ def matmul_cycles(
         return array_cycles(rows_each, k, cols_each, *shape)
 
     split_m = on_arrays(ceil_div(m, units), n)
-    if arr.split_m_only:  # the product or its transpose, the larger side on the MMA's M
-        cycles = split_m if install_bytes_per_cycle > 0 else np.minimum(split_m, on_arrays(ceil_div(n, units), m))
+    if arr.split_m_only and transposable and install_bytes_per_cycle == 0:  # the larger side on the MMA's M
+        cycles = np.minimum(split_m, on_arrays(ceil_div(n, units), m))
+    elif arr.split_m_only:
+        cycles = split_m
     else:
         split_n = on_arrays(m, ceil_div(n, units))
         cycles = np.minimum(split_n, split_m)
@@ -131,8 +136,8 @@ def step_cycles(
     install_bytes_per_cycle: float = 0.0,
     chained: bool = False,
 ) -> int:
-    """`matmul_cycles` of one tile step (scalar, memoised: the same steps recur in every item)."""
-    return int(matmul_cycles(core, m, k, n, a_dtype, b_dtype, install_bytes_per_cycle, chained))
+    """`matmul_cycles` of one GEMM tile step (scalar, memoised: the same steps recur in every item)."""
+    return int(matmul_cycles(core, m, k, n, a_dtype, b_dtype, install_bytes_per_cycle, chained, transposable=True))
 
 
 @memo(maxsize=None)
