@@ -189,3 +189,39 @@ def test_the_auto_front_is_the_full_fidelity_front_on_a_shipped_sweep(tmp_path):
     summary = json.loads((tmp_path / "auto" / "summary.json").read_text())
     assert summary["objectives"]["tpot_ms"] == {"goal": "minimize", "unit": None}
     assert summary["last_run"]["refined"] == auto.refined
+
+
+def test_a_point_longer_than_the_model_takes_is_infeasible_as_run_refuses_it(tmp_path):
+    """A model of 512 learned positions: the 64 + 2 token scenario runs, the 1,024 + 2 one is
+    ruled out with run's words (its steps past the positions mean nothing)."""
+    pytest.importorskip("pyarrow")
+    from archsim.sweep.driver import run_sweep
+    from archsim.sweep.executors import SerialExecutor
+    from archsim.sweep.store import read_results
+
+    (tmp_path / "spec.yaml").write_text(
+        """\
+name: positions
+hardware: h200
+workload: llama3_8b
+set:
+  workload.model.positions: learned
+  workload.model.max_positions: 512
+  workload.scenario.output_tokens: 2
+kv_stride: 1024
+parameters:
+  prompt:
+    path: workload.scenario.prompt_tokens
+    values: [64, 1024]
+objectives:
+  tps: decode_tokens_per_s
+"""
+    )
+    run_sweep(load_spec(tmp_path / "spec.yaml"), tmp_path / "out", SerialExecutor())
+    rows = {r["prompt"]: r for r in read_results(tmp_path / "out").to_pylist()}
+    assert rows[64]["status"] == "ok"
+    assert rows[1024]["status"] == "infeasible"
+    assert rows[1024]["error"] == (
+        "scenario: prompt_tokens + output_tokens is 1,026 tokens, more than the model's maximum of 512"
+        " (model.max_positions)"
+    )

@@ -331,3 +331,28 @@ def test_pool_workers_load_numba_without_blas():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["False", "True", "False"], done.stderr
+
+
+def test_stopping_a_pool_whose_workers_are_gone_is_no_error():
+    """A signal sent to the whole process group stops the workers too, and the pool's own thread
+    may reap them first: asking after a worker already reaped (ChildProcessError) stops nothing
+    more and raises nothing."""
+    from archsim.sweep.executors import _stop
+
+    class Gone:
+        def is_alive(self):
+            raise ChildProcessError(10, "No child processes")
+
+        def terminate(self):
+            raise AssertionError("a reaped worker is not terminated")
+
+        def join(self, timeout=None):
+            raise ChildProcessError(10, "No child processes")
+
+    class Pool:
+        _processes = {1: Gone(), 2: Gone()}
+
+        def shutdown(self, wait, cancel_futures):
+            assert not wait and cancel_futures
+
+    _stop(Pool())

@@ -77,6 +77,7 @@ def unmet_constraint(constraints: tuple[Expr, ...], env: Mapping[str, Value]) ->
 
 def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
     """The row of one point."""
+    from archsim.api.calls import scenario_too_long
     from archsim.runner.energy import run_energy
     from archsim.runner.generation import run_generation
 
@@ -98,6 +99,9 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         unmet = unmet_constraint(ev.constraints, env)
         if unmet:
             return {**row, "status": INFEASIBLE, "error": unmet}
+        positions = w.model.max_positions
+        if too_long := scenario_too_long(w, (positions, "model.max_positions") if positions else None):
+            return {**row, "status": INFEASIBLE, "error": too_long}  # as `run` refuses it
         result = run_generation(w, system, kv_stride=ev.kv_stride, fidelity=ev.fidelity)
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt

@@ -10,6 +10,7 @@ need no shared file system, only archsim installed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -172,14 +173,18 @@ class PoolExecutor:
 
 
 def _stop(pool) -> None:
-    """Shut the pool down now: queued chunks cancelled, running workers terminated."""
+    """Shut the pool down now: queued chunks cancelled, running workers terminated. A worker
+    already gone (a signal sent to the whole process group stops the workers too, and the pool's
+    own thread may have reaped them) is stopped: asking after it is no error."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
-        if p.is_alive():
-            p.terminate()
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+            if p.is_alive():
+                p.terminate()
     for p in processes:
-        p.join(timeout=5)
+        with contextlib.suppress(ChildProcessError):
+            p.join(timeout=5)
 
 
 class DaskExecutor:
