@@ -260,21 +260,10 @@ def _check_scenario(workload: Workload) -> None:
     """RefusedError for a scenario whose sequences (prompt and output) are longer than the model
     takes: past its positions, a step's cost means nothing."""
     from archsim.errors import RefusedError
+    from archsim.graph.model import scenario_too_long
 
     if why := scenario_too_long(workload.workload, max_context(workload)):
         raise RefusedError(f"{workload.source}: {why}")
-
-
-def scenario_too_long(workload, bound: tuple[int, str] | None) -> str | None:
-    """Why the graph workload's scenario (prompt and output) is longer than the model takes
-    (`bound`: its longest sequence and where that is from); None where it is not."""
-    s = workload.scenario
-    if bound is None or s.prompt_tokens + s.output_tokens <= bound[0]:
-        return None
-    return (
-        f"scenario: prompt_tokens + output_tokens is {s.prompt_tokens + s.output_tokens:,} "
-        f"tokens, more than the model's maximum of {bound[0]:,} ({bound[1]})"
-    )
 
 
 def _check_context(workload: Workload, requests: RequestSet) -> None:

@@ -342,3 +342,15 @@ class Workload:
 
     def __getstate__(self) -> dict:
         return record_state(self)
+
+
+def scenario_too_long(workload: Workload, bound: tuple[int, str] | None) -> str | None:
+    """Why the workload's scenario (prompt and output) is longer than its model takes (`bound`:
+    the longest sequence and where that bound is from); None where it is not."""
+    s = workload.scenario
+    if bound is None or s.prompt_tokens + s.output_tokens <= bound[0]:
+        return None
+    return (
+        f"scenario: prompt_tokens + output_tokens is {s.prompt_tokens + s.output_tokens:,} "
+        f"tokens, more than the model's maximum of {bound[0]:,} ({bound[1]})"
+    )

@@ -77,7 +77,7 @@ def unmet_constraint(constraints: tuple[Expr, ...], env: Mapping[str, Value]) ->
 
 def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
     """The row of one point."""
-    from archsim.api.calls import scenario_too_long
+    from archsim.graph.model import scenario_too_long
     from archsim.runner.energy import run_energy
     from archsim.runner.generation import run_generation
 
