@@ -418,6 +418,7 @@ def sweep_template(
         TEMPLATES,
         TemplateError,
         TemplateOptions,
+        power_cap_w,
         ranked,
         template_spec,
     )
@@ -427,7 +428,10 @@ def sweep_template(
     out_dir = arguments.path(where, "out_dir", out_dir)
     cap = None
     if power_cap is not None:
-        cap = arguments.number(where, "power_cap", _watts(where, power_cap), 0.0, 1e6, low_open=True)
+        try:
+            cap = power_cap_w(power_cap)
+        except TemplateError as err:
+            raise arguments.refusal(where, "power_cap", str(err)) from None
     options = TemplateOptions(
         hardware=arguments.path(where, "hw", hw),
         workload=arguments.path(where, "workload", workload or DEFAULT_WORKLOAD),
@@ -451,18 +455,6 @@ def sweep_template(
     _check_cache()
     report = run_sweep(spec, out_dir, executor_for(workers, None, None), None, None, None, fidelity)
     return report, load_sweep(out_dir), ranked(read_results(out_dir).to_pylist(), TEMPLATES[name])
-
-
-def _watts(where: str, value: object) -> float:
-    """A power given as watts or as a quantity with its unit ("500W", "0.5 kW")."""
-    from archsim.units import Dim, parse_quantity
-
-    if isinstance(value, str):
-        try:
-            return parse_quantity(value, Dim.WATTS)
-        except ValueError as err:
-            raise arguments.refusal(where, "power_cap", str(err)) from None
-    return value  # type: ignore[return-value]  # checked as a number by the caller
 
 
 def load_sweep(out_dir: str | Path) -> SweepResults:

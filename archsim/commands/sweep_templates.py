@@ -39,21 +39,16 @@ LEGEND = {  # what each short header means, for the legend line under the tables
     "clock_ghz": "GHz: clock",
 }
 DEFAULT_TOP = 5
-MAX_POWER_CAP_W = 1e6  # a cap on one chip: far above any (a wafer-scale system draws ~25 kW)
 
 
 def power_cap(text: str) -> float:
     """argparse type of --power-cap: watts, `500W`, `500 W`, `0.5 kW`, or a bare number of watts."""
-    from archsim.units import Dim, parse_quantity
+    from archsim.sweep.templates import TemplateError, power_cap_w
 
-    given = text.strip()
     try:
-        watts = float(given) if given.replace(".", "", 1).isdigit() else parse_quantity(given, Dim.WATTS)
-    except ValueError as err:
+        return power_cap_w(text)
+    except TemplateError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
-    if not 0 < watts <= MAX_POWER_CAP_W:
-        raise argparse.ArgumentTypeError(f"must be above 0 W and at most 1 MW (got {given[:40]})")
-    return watts
 
 
 def add_flags(p) -> None:

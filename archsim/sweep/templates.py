@@ -55,6 +55,24 @@ class TemplateError(ValueError):
     """A template asked for what it cannot do: one line naming the option and what is wrong."""
 
 
+MAX_POWER_CAP_W = 1e6  # a cap on one chip: far above any (a wafer-scale system draws ~25 kW)
+
+
+def power_cap_w(given: float | str) -> float:
+    """A power cap in watts from watts or a quantity with its unit (`500W`, `0.5 kW`, `500`);
+    TemplateError (its words) for one that is none or is not above 0 W and at most 1 MW."""
+    from archsim.units import Dim, parse_quantity
+
+    text = str(given).strip()
+    try:
+        watts = float(text) if text.replace(".", "", 1).isdigit() else parse_quantity(text, Dim.WATTS)
+    except ValueError as err:
+        raise TemplateError(str(err)) from None
+    if not 0 < watts <= MAX_POWER_CAP_W:
+        raise TemplateError(f"must be above 0 W and at most 1 MW (got {text[:40]})")
+    return watts
+
+
 @dataclass(frozen=True)
 class Template:
     name: str
