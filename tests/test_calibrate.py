@@ -104,7 +104,7 @@ def test_the_stored_transfer_is_what_the_tool_predicts_now():
         chip = tool.with_shared(load_system(target.chip)[0], tool.SHARED_CHIP, d["shared"]["values"])
         coll = target.collectives and load_system(target.collectives)[0]
         coll = coll and tool.with_shared(coll, tool.SHARED_COLLECTIVES, d["shared"]["values"])
-        for _role, (_name, cases, meta) in tool.roles(target, None).items():
+        for _role, _name, cases, meta in tool.roles(target, None):
             by_id = {c["id"]: c for c in cases}
             first: dict[str, list] = {}
             for cid, kind, role, error_pct in d["cases"]:
