@@ -7,8 +7,10 @@ and on each:
   says which: the power limit (the clock it ran at, `clock_hz`, below the chip's), the feed
   (the compulsory bytes over main-memory bandwidth, or a memory unit, `binding_unit` of hbm, l2,
   sram or latency, busy >= 50% of its own peak: the tiles its SRAM's capacity allows re-read
-  operands past what the memory feeds), or the capacity (its arrays computing >= 50% of its time,
-  `compute_s`, on tiles small enough for its SRAM that fill and drain take their share);
+  operands past what the memory feeds; or its SRAM stages, `staging`, their free time >= 50%
+  taken by loads too long for the computes that could cover them), or the capacity (its arrays
+  computing >= 50% of its time, `compute_s`, on tiles small enough for its SRAM that fill and
+  drain take their share);
 - a GEMV too large for any cache moves >= 50% of what main memory can feed (its bandwidth, or
   the bytes the cores keep in flight over its latency), unless a named limit holds it as above
   (its arrays busy loading its weights a fold at a time);
@@ -45,7 +47,7 @@ FAMILY = settings(
 )
 REL = 1e-9  # float slack on a peak computed two ways
 SLOWER = 0.01  # more of a resource may cost this much (the engine's rounding to whole cycles)
-FEED_UNITS = ("hbm", "l2", "sram", "latency")
+FEED_UNITS = ("hbm", "l2", "sram", "latency", "staging")
 GEMV_S = 20e-6  # a GEMV's bytes take at least this long at peak bandwidth: launch costs are small beside it
 
 
@@ -159,23 +161,6 @@ CHOOSER = (
 # its resources' factors, the resource doubled)}, each example found by the test and replayed
 NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float], str]]] = {
     (ChipFamily.GPU, False): {
-        "bound-gemm": (
-            "an MI300X with twice its CUs and half its LDS, L2 and stacks runs a large GEMM at 38.2% of"
-            " peak, its time split between its arrays (48%: fill and drain on the tiles 32 KiB of LDS holds)"
-            " and L2 stalls (38%); neither alone holds half, and two limits sharing the time are not named"
-            " as one",
-            "mi300x",
-            {
-                "cores": 2.0,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 1.5,
-                "hbm_stacks": 0.5,
-                "power_limit": 1.5,
-            },
-            "clock",
-        ),
         "bound-gemv": (
             "an A100 of 27 SMs at 60% of its clock with half its pins and bytes in flight moves 37.9% of"
             " what memory feeds a GEMV, its time split between HBM stalls (47%), their latency (23%) and"
