@@ -163,8 +163,10 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     (ChipFamily.GPU, False): {
         "bound-gemv": (
             "an A100 of 27 SMs at 60% of its clock with half its pins and bytes in flight moves 37.9% of"
-            " what memory feeds a GEMV, its time split between HBM stalls (47%), their latency (23%) and"
-            " its arrays (28%); neither alone holds half, and limits sharing the time are not named as one",
+            " what memory feeds a GEMV: its SMs issue their loads in lockstep as the last ones drain, each"
+            " paying the queueing delay of HBM at 98% (the rates the last event set: 343 + 49 x 38 = 2,208"
+            " cycles) and then flowing at 32,896 B over it, 40% of HBM together, so HBM idles over a third of"
+            " the time (engine/kernels.py: the delay is charged while nothing queues); no unit holds half",
             "a100",
             {
                 "cores": 0.25,
@@ -194,7 +196,11 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     (ChipFamily.TPU, False): {
         "bound-gemm": (
             "a TPU7x of 4 TensorCores at 60% of its clock with half its VMEM and HBM runs a large GEMM at"
-            " 42.2% of peak, its time split between HBM stalls (HBM 46% busy) and its MXUs (43%)",
+            " 42.2% of peak as one 2048 x 4096 x 512 stream-K step a core: its loads before (19% of the"
+            " time) and its 16 MiB output after (38%, HBM at its rate) overlap no compute. The estimate"
+            " leaves a core's fill and drain out (compiler/gemm_mapping.py Estimate.times), so every"
+            " tiling ties at the compute time and the tie goes to the fewest HBM bytes: 512 x 4096 x 256"
+            " (two tiles a core, 59.1%) is never played",
             "tpu_v7",
             {
                 "cores": 2.0,
@@ -258,8 +264,11 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
         ),
         "bound-gemm": (
             "the 2-stack dataflow chip with twice its cores at 60% of its clock, twice its stacks and half"
-            " its SRAM and bytes in flight runs a large GEMM at 49.0% of peak, its time split between its"
-            " arrays (50%) and HBM stalls (HBM 50% busy); neither alone holds half",
+            " its SRAM and bytes in flight runs a large GEMM at 49.0% of peak as one 512 x 1024 tile a"
+            " core, its 1 MiB output written after its last compute (45% of the time, HBM at its rate):"
+            " the estimate leaves the drain out and ties every tiling at the compute time, so 512 x 512 x"
+            " 128 tiles (two a core, the first's output written under the second's compute: 53.1%) are"
+            " never played",
             "dataflow_2stack",
             {
                 "cores": 2.0,
