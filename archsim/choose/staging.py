@@ -22,8 +22,8 @@ is the op's time (fixed costs included, as for every unit). It reaches 1 where e
 waits on a load and the arrays on each: too few stages, or too few bytes in flight, to cover a
 load's latency and transfer behind the other buffers' computes (load_j > (S - 1) x compute_j).
 Played loads wait longer (queueing, the fair share of HBM and L2), never shorter, so played
-phases never break the inequality; the event loop's rounding (EPS a trip) is taken off each
-load.
+phases never break the inequality; the event loop's rounding (EPS a trip and one for the flow)
+is taken off each load.
 """
 
 from __future__ import annotations
