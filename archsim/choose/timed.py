@@ -13,6 +13,7 @@ from archsim.choose import fidelity
 from archsim.choose.clock import at_clock, played_activity
 from archsim.choose.conditions import Condition, fixed_cost_s, prologue_s
 from archsim.choose.pick import Choice, choose
+from archsim.choose.staging import staging_utilisation
 from archsim.choose.writeback import with_writeback
 from archsim.engine.simulate import PhaseTimeline, ProgramResult, play_program
 from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming, binding_unit
@@ -69,9 +70,9 @@ def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: b
 def _time_op(op: Op, chip: Chip, condition: Condition, first: bool, _at: fidelity.Fidelity) -> TimedOp:
     c = choose(op, chip)
     r, k = c.played, op.kernels
-    unheld = c.unheld
+    unheld, program = c.unheld, c.program
     if condition is Condition.STANDALONE and c.program.matrix:
-        flushed = with_writeback(c.program, chip.l2.capacity_bytes, chip.l2.flush_dirty)
+        flushed = program = with_writeback(c.program, chip.l2.capacity_bytes, chip.l2.flush_dirty)
         r = play_program(flushed, at_clock(chip, c.clock_hz))
         unheld = r if c.clock_hz == chip.clock_hz else play_program(flushed, chip)
     overhead_s = k * fixed_cost_s(chip, c.launches, c.program.family, condition, False)
@@ -90,6 +91,7 @@ def _time_op(op: Op, chip: Chip, condition: Condition, first: bool, _at: fidelit
     causes = time_by_cause(unheld, k, played_cycles, overhead, chip.clock_hz)
     use = unit_utilisation(at_clock(chip, c.clock_hz), op, c.program, time_s, moved, overhead / max(total_cycles, 1))
     use["latency"] = causes["memory_latency_s"] / time_s if time_s > 0 else 0.0
+    use["staging"] = staging_utilisation(program, at_clock(chip, c.clock_hz), k, time_s)
     timing = OpTiming(
         cycles=total_cycles,
         time_s=time_s,

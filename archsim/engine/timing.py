@@ -63,7 +63,8 @@ class TimeByCause:
         return max(fields(self), key=lambda f: getattr(self, f.name)).name.removesuffix("_s")
 
 
-UNITS = ("matrix", "vector", "hbm", "l2", "sram", "latency", "link", "fixed")  # each unit's `<unit>_utilisation`
+# each unit's `<unit>_utilisation`
+UNITS = ("matrix", "vector", "hbm", "l2", "sram", "latency", "staging", "link", "fixed")
 UNIT_BOUND = {
     "matrix": "compute",
     "vector": "compute",
@@ -71,6 +72,7 @@ UNIT_BOUND = {
     "l2": "memory",
     "sram": "memory",
     "latency": "memory",
+    "staging": "memory",
     "link": "communication",
     "fixed": "overhead",
 }
@@ -125,6 +127,7 @@ class OpTiming:
     l2_utilisation: float = 0.0
     sram_utilisation: float = 0.0
     latency_utilisation: float = 0.0  # the share of its time spent waiting on memory latency
+    staging_utilisation: float = 0.0  # the least time its SRAM stages allow, over its time (choose/staging.py)
     link_utilisation: float = 0.0
     fixed_utilisation: float = 0.0
 

@@ -22,6 +22,7 @@ UNIT_WORDS = {  # a binding unit (archsim/engine/timing.py UNITS) in words
     "l2": "L2 bandwidth",
     "sram": "SRAM bandwidth",
     "latency": "memory latency",
+    "staging": "the SRAM stages' feed",
     "link": "the chip-to-chip links",
     "fixed": "fixed per-kernel costs",
 }

@@ -71,7 +71,7 @@ def step_table(s: StepResult, title: str, clock_hz: float) -> Table:
 STEP_LEGEND = (
     "x: runs per step; share: of the step's time; bound: the unit most used against its own peak, and "
     "how much (mat matrix units, vec vector units, hbm HBM bandwidth, l2 L2 bandwidth, sram SRAM "
-    "bandwidth, lat memory latency, link chip-to-chip links, fixed per-kernel launch and gaps); comp cyc: "
+    "bandwidth, lat memory latency, stage the SRAM stages' feed, link chip-to-chip links, fixed per-kernel launch and gaps); comp cyc: "
     "compute cycles of the core that finishes last; top cause: the largest term of the op's time "
     "(comp computing, HBM/L2 waiting on that bandwidth, lat on memory latency, clock the power-held clock, "
     "fixed launch and gaps, load issue, stores, link); FLOP/s, HBM B/s: achieved rates; util: busy share of the cores' cycles; "
@@ -84,7 +84,7 @@ CAUSE_NAMES = {"compute": "comp", "hbm_bandwidth": "HBM", "memory_latency": "lat
 def _binding(tm: OpTiming) -> str:
     """An op's binding unit and its utilisation, e.g. "hbm 85%" ("mat", "vec": the matrix and vector units)."""
     unit = tm.binding_unit
-    short = {"matrix": "mat", "vector": "vec"}.get(unit, unit)
+    short = {"matrix": "mat", "vector": "vec", "staging": "stage"}.get(unit, unit)
     return f"{short} {100 * tm.unit_utilisation[unit]:.0f}%"
 
 
