@@ -13,6 +13,11 @@ The H200's measured latencies and L2 bandwidth (MODEL.md section 8) raised its p
 (3.0% -> 4.1%, held out worst 8.6% -> 10.5%), its GEMMs' worst (13.1% -> 14.6%; the compute-bound
 ones 4.8% -> 5.1%) and its held-out vector ops (8.2% -> 9.0%), where the transfer both ways fell on
 every kind but decode attention.
+Fitting the H200 on its per-kernel durations too (h200_kernels: its matrix prologue 0.1 -> 1.96
+us, 0.6 of its L2 dirty after a flush) took its GEMMs' worst to 17.1% (a 1,024-row output projection)
+and its batch-1 decode steps at short KV to 10% slow (the tiny kernels between the GEMVs, section 6
+of MODEL.md), the steps' mean 3.1% -> 3.5%, where GEMM transfer fell from 8.8% to 5.6% (to the A100)
+and 7.7% to 4.4% (to the H200). The per-kernel set's tiny vector kernels are shown, not fitted.
 Two of the H200's targets are bounded on their own: the 8192^3 GEMM against the calibration
 file's measured ceiling, and the compute-bound GEMMs (M >= 1024).
 """
@@ -31,15 +36,21 @@ DATA = Path(archsim.__file__).parent / "data"
 
 BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
     ("h200_calibration", "calibration"): {
-        "attention_decode": (4.0, 9.0),
-        "attention_prefill": (4.5, 8.5),
+        "attention_decode": (4.0, 7.5),
+        "attention_prefill": (3.5, 8.0),
         "copy": (3.5, 9.0),
-        "gemm": (5.0, 15.0),
-        "model_step": (3.5, 6.0),
-        "vector": (9.0, 25.0),
+        "gemm": (5.0, 17.5),
+        "model_step": (4.0, 11.0),
+        "vector": (8.5, 25.0),
+    },
+    ("h200_kernels", "calibration"): {
+        "attention_decode": (1.0, 1.5),
+        "attention_prefill": (9.0, 9.0),
+        "gemm": (4.5, 7.0),
+        "vector": (53.5, 131.5),
     },
     ("h200_holdout", "development"): {
-        "attention_decode": (6.0, 9.0),
+        "attention_decode": (6.0, 12.0),
         "attention_prefill": (7.5, 11.0),
         "copy": (3.0, 5.5),
         "gemm": (5.5, 12.0),
@@ -99,10 +110,11 @@ def test_the_8192_cubed_gemm_runs_within_3_percent_of_the_measured_ceiling():
 
 def test_compute_bound_h200_gemms_are_bounded():
     """The calibration set's GEMMs with M >= 1024 (18 cases, bound by the tensor cores and the
-    clock the power limit holds): mean absolute error at most 5.5% (5.1% now; 4.8% at the fitted
+    clock the power limit holds): mean absolute error at most 6.0% (5.7% now, with the 1.96 us
+    matrix prologue the H200's per-kernel durations ask for; 5.1% at 0.1 us, 4.8% at the fitted
     latencies before the measured ones)."""
     doc = _h200_calibration()
     cases = [c for c in doc["cases"] if c["kind"] == "gemm" and c["M"] >= 1024]
     results, errors = validate_cases(cases, load_system("h200")[0], CaseFile.from_meta(doc["meta"]))
     assert not errors and len(results) == 18
-    assert sum(abs(r.error_pct) for r in results) / len(results) <= 5.5
+    assert sum(abs(r.error_pct) for r in results) / len(results) <= 6.0

@@ -45,11 +45,11 @@ def test_a_stream_and_a_chain_take_their_times_from_the_same_latency():
     assert p.load_inflight_bytes == 14_336
     assert load_rate_cap(p, 0.0, 0.0, p.l2_latency) == pytest.approx(14_336 / 297.0)
     # the HBM: 233 + 40 ns = 273 ns, 540.5 cycles: 26.5 B per cycle, 52.5 GB/s per SM. A load of
-    # one interleave (256 B) lands on one channel, 4.8 TB/s / 96 at the stream's efficiency, 23.8 B
+    # one interleave (256 B) lands on one channel, 4.8 TB/s / 96 at the stream's efficiency, 22.8 B
     # per cycle, which binds; on two (512 B) the requests bind
     assert p.hbm_latency == pytest.approx(540.54, abs=0.01)
     one_channel = p.channel_bytes_per_cycle
-    assert one_channel == pytest.approx(23.8, abs=0.05)
+    assert one_channel == pytest.approx(22.8, abs=0.05)
     assert load_rate_cap(p, 256.0, 1.0, p.hbm_latency) == pytest.approx(one_channel)
     assert load_rate_cap(p, 512.0, 1.0, p.hbm_latency) == pytest.approx(14_336 / 540.54, rel=1e-4)
 

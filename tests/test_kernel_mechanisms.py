@@ -121,16 +121,31 @@ def test_a_flushed_l2_writes_back_what_random_victims_hit():
     assert dirty_evicted_bytes(mb, 0.0) == 0.0
 
 
+def test_a_share_of_the_l2_left_dirty_writes_back_that_share():
+    """A flush that left 0.6 of a 60 MB L2 dirty: victims are still drawn from all 60 MB, so
+    after A bytes 0.6 x 60 exp(-A/60) stay dirty. By hand: A = 60 MB writes back
+    36 (1 - 1/e) = 22.76 MB, 0.6 of the all-dirty case's 37.93; A = 0.6 MB writes back 0.6 x 0.597
+    = 0.358 MB; a clean L2 (share 0) writes back nothing."""
+    from archsim.choose import dirty_evicted_bytes
+
+    mb = 1e6
+    assert dirty_evicted_bytes(60 * mb, 60 * mb, 0.6) == pytest.approx(22.76 * mb, rel=1e-3)
+    assert dirty_evicted_bytes(0.6 * mb, 60 * mb, 0.6) == pytest.approx(0.358 * mb, rel=1e-3)
+    assert dirty_evicted_bytes(60 * mb, 60 * mb, 0.0) == 0.0
+
+
 def test_a_standalone_gemv_pays_the_write_back_of_the_flush(h200):
     """Llama-3-8B's QKV GEMV on one token reads 4096 x 6144 x 2 B = 50.3 MB of weights. Timed
-    alone after the flush, its misses first write back 62.9 (1 - e^(-50.3/62.9)) = 34.6 MB of the
-    H200's 60 MiB L2: 85 MB through HBM instead of 50, about 1.7x the streaming time, less the
-    fixed costs. A GEMV of 1 GB writes back all 62.9 MB: 6% more than its own reads."""
+    alone after the flush, which left 0.6 of the H200's 60 MiB (62.9 MB) L2 dirty, its misses
+    first write back 0.6 x 62.9 (1 - e^(-50.3/62.9)) = 20.8 MB: 71 MB through HBM instead of 50,
+    about 1.4x the streaming time, less the fixed costs. A GEMV of 1 GB writes back all 0.6 x
+    62.9 = 37.7 MB: 3.6% more than its own reads."""
     from archsim.choose import Condition
 
+    assert h200.chip.l2.flush_dirty == 0.6
     chip = h200.chip
     launch = chip.overheads.launch_s
-    for n, extra in ((6144, 34.6e6), (128256, 62.9e6)):
+    for n, extra in ((6144, 20.8e6), (128256, 37.7e6)):
         gemv = Op(OpKind.GEMM, DType.BF16, m=1, k=4096, n=n, scaling=Scaling.FIXED)
         graph = simulate_op(gemv, chip, Condition.GRAPH)
         alone = simulate_op(gemv, chip, Condition.STANDALONE)

@@ -28,19 +28,19 @@ def _chip_file(tmp_path: Path, hbm: dict) -> str:
 
 def test_hbm_model_by_hand(h200):
     """The H200's six stacks of 16 channels, 64 bits at 6.25 Gb/s a pin: 50 GB/s a channel,
-    96 x 50 = 4.8 TB/s. Refresh 225 ns of every 3.9 us: reads stream at 1 - 0.0576923 = 0.9423077
-    of the peak; half writes turn the bus once per 8 KiB batch (163.84 ns at 50 GB/s) for 8.9 ns:
-    0.9423077 / (1 + 8.9 / 163.84) = 0.9423077 / 1.0543213 = 0.8937576. At 1.98 GHz: 4.8e12 x 0.9423077 / 1.98e9 =
-    2284.382 bytes a cycle, a channel 50e9 x 0.9423077 / 1.98e9 = 23.79565; latency (330 ns and
+    96 x 50 = 4.8 TB/s. Refresh 380 ns of every 3.9 us: reads stream at 1 - 0.0974359 = 0.9025641
+    of the peak; half writes turn the bus once per 8 KiB batch (163.84 ns at 50 GB/s) for 1.84 ns:
+    0.9025641 / (1 + 1.84 / 163.84) = 0.9025641 / 1.0112305 = 0.8925405. At 1.98 GHz: 4.8e12 x 0.9025641 / 1.98e9 =
+    2188.034 bytes a cycle, a channel 50e9 x 0.9025641 / 1.98e9 = 22.79202; latency (330 ns and
     two 20 ns hops) x 1.98 GHz = 732.6 cycles."""
     hbm = h200.chip.hbm
     assert isinstance(hbm, Hbm)
     assert (hbm.channels, hbm.channel_bandwidth_bytes_per_s, hbm.peak_bandwidth_bytes_per_s) == (96, 50e9, 4.8e12)
-    assert hbm.efficiency(0.0) == pytest.approx(0.9423077, rel=1e-7)
-    assert hbm.efficiency(0.5) == pytest.approx(0.8937576, rel=1e-6)
+    assert hbm.efficiency(0.0) == pytest.approx(0.9025641, rel=1e-7)
+    assert hbm.efficiency(0.5) == pytest.approx(0.8925405, rel=1e-6)
     p = memory_params(h200.chip, 0.0, 1e6)
-    assert p.hbm_bytes_per_cycle == pytest.approx(2284.382, rel=1e-6)
-    assert p.channel_bytes_per_cycle == pytest.approx(23.79565, rel=1e-6)
+    assert p.hbm_bytes_per_cycle == pytest.approx(2188.034, rel=1e-6)
+    assert p.channel_bytes_per_cycle == pytest.approx(22.79202, rel=1e-6)
     assert p.hbm_latency == pytest.approx(732.6)
     assert (p.channels, p.interleave_bytes, p.hbm_queue_latency) == (96.0, 256.0, 0.0)
 

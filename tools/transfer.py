@@ -29,7 +29,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from calibrate import CHIP_PARAMS, DATA, HELD_OUT_MOD, NCCL_PARAMS, Param, chip_lines, fit, objective
+from calibrate import (
+    ALSO_FITTED,
+    CHIP_PARAMS,
+    DATA,
+    HELD_OUT_MOD,
+    NCCL_PARAMS,
+    Param,
+    also_fitted,
+    chip_lines,
+    fit,
+    load_set,
+    objective_sets,
+)
 
 from archsim.config.loader import load_system
 from archsim.config.resolved import config_hash
@@ -64,24 +76,23 @@ CHIPS = {
 DIRECTIONS = (("h200", "a100_pcie"), ("a100_pcie", "h200"))
 
 
-def load_set(name: str) -> tuple[list[dict], CaseFile]:
-    data = json.loads((DATA / f"{name}.json").read_text())
-    return data["cases"], CaseFile.from_meta(data.get("meta"))
-
-
-def roles(sets: ChipSets, kinds: list[str] | None) -> dict[str, tuple[str, list[dict], CaseFile]]:
-    """A chip's cases by role ("calibration", "held out"), each as (set, cases, meta)."""
+def roles(sets: ChipSets, kinds: list[str] | None) -> list[tuple[str, str, list[dict], CaseFile]]:
+    """A chip's cases as (role, set, cases, meta): its calibration set's fitting cases, its further
+    sets fitted beside them (calibrate.py `ALSO_FITTED`: every case, its unfitted kinds shown),
+    and held out, the split of its calibration set or its set of its own."""
     cases, meta = load_set(sets.calibration)
     chosen = [(i, c) for i, c in enumerate(cases) if not kinds or c["kind"] in kinds]
     mod, rest = HELD_OUT_MOD
-    out = {
-        "calibration": (sets.calibration, [c for i, c in chosen if not sets.held_out_split or i % mod != rest], meta)
-    }
+    fitting = [c for i, c in chosen if not sets.held_out_split or i % mod != rest]
+    out = [("calibration", sets.calibration, fitting, meta)]
+    for name, _fitted in ALSO_FITTED.get(sets.chip, ()):
+        more, more_meta = load_set(name)
+        out.append(("calibration", name, [c for c in more if not kinds or c["kind"] in kinds], more_meta))
     if sets.held_out_split:
-        out["held out"] = (sets.calibration, [c for i, c in chosen if i % mod == rest], meta)
+        out.append(("held out", sets.calibration, [c for i, c in chosen if i % mod == rest], meta))
     if sets.development:
         dev, dev_meta = load_set(sets.development)
-        out["held out"] = (sets.development, [c for c in dev if not kinds or c["kind"] in kinds], dev_meta)
+        out.append(("held out", sets.development, [c for c in dev if not kinds or c["kind"] in kinds], dev_meta))
     return out
 
 
@@ -95,18 +106,21 @@ def with_shared(system: System, params: list[Param], values: dict[str, float]) -
 def fit_shared(sets: ChipSets, kinds: list[str] | None, rounds: int, stride: int, only: list[str] | None) -> dict:
     """The source chip's shared constants fitted on its fitting cases (all-reduce apart)."""
     params = [p for p in SHARED_CHIP if not only or p.path in only]
-    _, cases, meta = roles(sets, kinds)["calibration"]
+    _, _, cases, meta = roles(sets, kinds)[0]
     fit_kinds = sets.fit_kinds or sorted({c["kind"] for c in cases} - {"allreduce"})
     chosen = [c for c in cases if c["kind"] in fit_kinds][::stride]
+    more = [(n, [c for c in cs if not kinds or c["kind"] in kinds], m) for n, cs, m in also_fitted(sets.chip, stride)]
+    groups = [("", chosen, meta), *more]
     start = load_system(sets.chip)[0]
-    system = fit(start, params, lambda s: objective(s, chosen, meta, None), rounds) if chosen else start
+    system = fit(start, params, lambda s: objective_sets(s, groups, None), rounds) if chosen else start
     values = {p.path: p.get(system) for p in SHARED_CHIP}
     moved = [p.path for p in params if p.get(system) != p.get(start)]
     lender = sets.lends_collectives or sets.collectives
     if lender:
         coll = load_system(lender)[0]
         values |= {p.path: p.get(coll) for p in SHARED_COLLECTIVES}
-    return {"values": values, "moved": moved, "fitted_on": sorted({c["kind"] for c in chosen}), "collectives": lender}
+    fitted_on = sorted({c["kind"] for c in chosen} | {f"{c['kind']} ({n})" for n, cs, _ in groups[1:] for c in cs})
+    return {"values": values, "moved": moved, "fitted_on": fitted_on, "collectives": lender}
 
 
 def own_fitted(chip: str) -> list[str]:
@@ -130,7 +144,9 @@ def predict_target(target: ChipSets, shared: dict, kinds: list[str] | None) -> d
     moved_chip = with_shared(own_chip, SHARED_CHIP, shared["values"])
     moved_coll = with_shared(own_coll, SHARED_COLLECTIVES, shared["values"]) if own_coll else None
     out: dict = {"sets": {}, "cases": []}
-    for role, (name, cases, meta) in roles(target, kinds).items():
+    for role, name, cases, meta in roles(target, kinds):
+        if not cases:
+            continue
         own = run_cases(own_chip, cases, meta, own_coll)
         moved = run_cases(moved_chip, cases, meta, moved_coll)
         out["sets"].setdefault(name, {})[role] = {"own": summarise(own, cases), "transfer": summarise(moved, cases)}
@@ -141,6 +157,7 @@ def predict_target(target: ChipSets, shared: dict, kinds: list[str] | None) -> d
 def provenance(rounds: int, stride: int, kinds: list[str] | None) -> dict:
     names = {"h200", "h200x8", "a100_pcie", "a100x8"}
     sets = {s for c in CHIPS.values() for s in (c.calibration, c.development) if s}
+    sets |= {name for more in ALSO_FITTED.values() for name, _ in more}
     return {
         "made_by": "python3 tools/calibrate.py --transfer",
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),

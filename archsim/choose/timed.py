@@ -72,7 +72,7 @@ def _time_op(op: Op, chip: Chip, condition: Condition, first: bool, _at: fidelit
     r, k = c.played, op.kernels
     unheld, program = c.unheld, c.program
     if condition is Condition.STANDALONE and c.program.matrix:
-        flushed = program = with_writeback(c.program, chip.l2.capacity_bytes)
+        flushed = program = with_writeback(c.program, chip.l2.capacity_bytes, chip.l2.flush_dirty)
         r = play_program(flushed, at_clock(chip, c.clock_hz))
         unheld = r if c.clock_hz == chip.clock_hz else play_program(flushed, chip)
     overhead_s = k * fixed_cost_s(chip, c.launches, c.program.family, condition, False)

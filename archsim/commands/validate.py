@@ -30,6 +30,7 @@ class ShippedSet:
 ADDED_META = ("vector_kernels", "resolution", "split_kv")  # what archsim added to a shipped set's meta
 SHIPPED = {
     "h200_calibration": ShippedSet("h200"),
+    "h200_kernels": ShippedSet("h200"),
     "h200_holdout": ShippedSet("h200", role="development"),
     "a100_calibration": ShippedSet("a100_pcie", "a100x8", held_out=(4, 2)),
 }

@@ -86,6 +86,7 @@ AreaMm2PerByte = Annotated[float, _quantity(Dim.AREA_PER_BYTE, high=MAX_DENSITY)
 PositiveInt = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)]
 CoreCount = Annotated[StrictInt, Field(gt=0, le=MAX_CORES)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]  # a share of a whole: 0 to 1
 Flag = StrictBool  # true or false; not 1, 'no' or 'yes' in quotes
 Name = Annotated[str, Field(min_length=1)]
 

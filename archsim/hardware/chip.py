@@ -177,6 +177,13 @@ class L2:
     partitions: int = param(
         "partitions", "PositiveInt", "partitions that each cache what their own cores read", 1, source="[WP]"
     )
+    flush_dirty: float = param(
+        "flush_dirty",
+        "Share",
+        "share of the L2 still dirty when a kernel timed after a flush by writes starts",
+        1.0,
+        source="[CAL]",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
