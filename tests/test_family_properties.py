@@ -194,18 +194,20 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
         ),
     },
     (ChipFamily.TPU, False): {
-        "bound-gemm": (
-            "a TPU7x of 4 TensorCores at 60% of its clock with half its VMEM and HBM runs a large GEMM at"
-            " 42.2% of peak as one 2048 x 4096 x 512 stream-K step a core: its loads before (19% of the"
-            " time) and its 16 MiB output after (38%, HBM at its rate) overlap no compute. The estimate"
-            " leaves a core's fill and drain out (compiler/gemm_mapping.py Estimate.times), so every"
-            " tiling ties at the compute time and the tie goes to the fewest HBM bytes: 512 x 4096 x 256"
-            " (two tiles a core, 59.1%) is never played",
-            "tpu_v7",
+        "more-gemv": (
+            CHOOSER + " (a TPU v6e's GEMV on twice its TensorCores: 8 candidates against 5, 3.8%)",
+            "tpu_v6e",
+            {"sram_capacity": 0.5, "hbm_data_rate": 1.5, "power_limit": 0.75},
+            "cores",
+        ),
+        "more-gemm": (
+            CHOOSER + " (a TPU v6e of one TensorCore and one stack at half its data rate, its GEMM"
+            " HBM-bound, at twice its clock: 17.6%, 2048 x 4096 x 1,024 tiles, the fewest HBM bytes, left"
+            " off for 2048 x 2048 x 1,024: the estimate's fill and drain, not HBM, set their order)",
+            "tpu_v6e",
             {
-                "cores": 2.0,
+                "cores": 0.25,
                 "clock": 0.6,
-                "matrix_units": 0.5,
                 "sram_capacity": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
@@ -214,18 +216,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "power_limit": 0.75,
             },
             "clock",
-        ),
-        "more-gemv": (
-            CHOOSER + " (a TPU v6e's GEMV on twice its TensorCores: 8 candidates against 5, 3.8%)",
-            "tpu_v6e",
-            {"sram_capacity": 0.5, "hbm_data_rate": 1.5, "power_limit": 0.75},
-            "cores",
-        ),
-        "more-gemm": (
-            CHOOSER + " (a TPU7x on twice its TensorCores: 1.8%)",
-            "tpu_v7",
-            {"sram_capacity": 0.5, "l2_capacity": 4.0, "hbm_data_rate": 0.75, "hbm_stacks": 0.5},
-            "cores",
         ),
     },
     (ChipFamily.TRAINIUM, False): {
@@ -246,13 +236,12 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.DATAFLOW, False): {
         "more-gemm": (
-            CHOOSER + " (half the 2-stack dataflow chip at 60% of its clock, at twice that clock: 3.9%,"
-            " 2 candidates each, 128 x 256 x 1,024 tiles left off for 128 x 512 x 1,024)",
+            CHOOSER + " (a quarter of the 2-stack dataflow chip at 60% of its clock with half its HBM, at"
+            " twice its bytes in flight: 1.9%, 256 x 256 x 128 tiles left off for 256 x 128 x 128)",
             "dataflow_2stack",
             {
-                "cores": 0.5,
+                "cores": 0.25,
                 "clock": 0.6,
-                "matrix_units": 0.5,
                 "sram_capacity": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
@@ -260,21 +249,20 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "hbm_stacks": 0.5,
                 "power_limit": 0.75,
             },
-            "clock",
+            "inflight",
         ),
         "bound-gemm": (
             "the 2-stack dataflow chip with twice its cores at 60% of its clock, twice its stacks and half"
-            " its SRAM and bytes in flight runs a large GEMM at 49.0% of peak as one 512 x 1024 tile a"
-            " core, its 1 MiB output written after its last compute (45% of the time, HBM at its rate):"
-            " the estimate leaves the drain out and ties every tiling at the compute time, so 512 x 512 x"
-            " 128 tiles (two a core, the first's output written under the second's compute: 53.1%) are"
-            " never played",
+            " its SRAM runs a large GEMM at 49.0% of peak as one 512 x 1024 tile a core, its 1 MiB output"
+            " written after its last compute: the 32 cores' outputs drain through HBM together (10.2 us,"
+            " 33% of the time), the estimate's drain at one core's store rate (1 MiB in flight over 510"
+            " ns: 0.5 us), so 512 x 512 x 128 tiles (two a core, the first's output written under the"
+            " second's compute: 53.1%) rank after them and are not played",
             "dataflow_2stack",
             {
                 "cores": 2.0,
                 "clock": 0.6,
                 "sram_capacity": 0.5,
-                "inflight": 0.5,
                 "l2_capacity": 0.25,
                 "hbm_stacks": 2.0,
                 "power_limit": 0.75,
@@ -296,22 +284,14 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             "sram_capacity",
         ),
     },
-    (ChipFamily.WAFER, True): {
-        "more-gemm": (
-            CHOOSER + " (half the wafer with twice its arrays and SRAM, at twice its clusters' SRAM"
-            " bandwidth: 1.4%, stream-K 32 x 8,192 x 512 tiles played for data-parallel 128 x 512 x 2,048)",
-            "wafer",
-            {
-                "cores": 0.5,
-                "clock": 0.6,
-                "matrix_units": 2.0,
-                "sram_capacity": 2.0,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "memory_bandwidth": 0.25,
-                "power_limit": 0.75,
-            },
-            "sram_bandwidth",
+    (ChipFamily.DATAFLOW, True): {
+        "more-gemv": (
+            CHOOSER + " (an LPU of one core and one array with half its SRAM, at twice its bytes in"
+            " flight: 47%, the 1 x 320 x 8,192 tiles it plays in 55 us left off for 1 x 20,480 x 8,192,"
+            " 82 us, as both chips played 1 x 262,144 x 8,192 before the estimate counted the fill)",
+            "lpu",
+            {"cores": 0.25, "matrix_units": 0.5, "sram_capacity": 0.5, "memory_bandwidth": 2.0},
+            "inflight",
         ),
     },
 }

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from archsim.compiler.gemm import compile_gemm, shortlist
-from archsim.compiler.gemm_mapping import Estimate, GemmMappingRule
+from archsim.compiler.gemm_mapping import Estimate, GemmMappingRule, core_fill_drain_s
 from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling
 from archsim.compiler.mappings import MAPPINGS, mapping_rule
 from archsim.graph.ops import Op, OpKind, Scaling
@@ -120,3 +120,35 @@ def test_stream_k_runs_whole_k_steps_and_is_not_offered_for_tiles_of_one():
     assert estimate(GemmMapping.STREAM_K, 1000, 8)[1] == pytest.approx(8000 * 1000 / 840)
     assert estimate(GemmMapping.DATA_PARALLEL, 1000, 8)[1] == pytest.approx(16_000)
     assert estimate(GemmMapping.STREAM_K, 16, 4)[1] == pytest.approx(1000)
+
+
+def test_fill_and_drain_by_hand():
+    """A 128 x 256 x 64 bf16 step ((128 + 256) x 64 x 2 = 49,152 B) loaded at 100 GB/s after
+    500 ns: fill 500 + 491.52 = 991.52 ns; its 128 x 256 x 2 = 65,536 B output drained with
+    32 KiB in flight over the same 500 ns (65.5 GB/s): 1,000 ns."""
+    fill, drain = core_fill_drain_s(np.array([49_152.0]), np.array([100e9]), 500e-9, np.array([65_536.0]), 32_768.0)
+    assert (fill[0], drain[0]) == (pytest.approx(991.52e-9), pytest.approx(1_000e-9))
+
+
+def test_the_estimate_adds_a_cores_fill_and_drain_once():
+    """On the wafer (1.1 GHz, 840 clusters, 48 MiB in flight each), 32 tiles of 3,072 x 8,192 in
+    one wave, each K step 1,100 cycles (1 us), its loads 500 ns away, 2 stages. Output tile:
+    3,072 x 8,192 x 2 B = 48 MiB, drained in 48 MiB x 500 ns / 48 MiB = 0.5 us.
+    - 1 step of 1,100 B at 1.1 GB/s (1 us): the fill is 0.5 + 1 = 1.5 us, before the 1 us
+      compute; the loads alone take 1 + 0.5 = 1.5 us. 1.5 + 1 + 0.5 = 3 us (1.5 us without).
+    - 8 steps of 2,200 B (2 us each): the loads take 8 x 2 + 0.5 = 16.5 us, more than the fill
+      and the compute (0.5 + 2 + 8 = 10.5), and the first load is one of them: 16.5 + 0.5 = 17 us."""
+    from archsim.config.loader import load_system
+
+    wafer = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "wafer.yaml"))[0].chip
+    op = Op(OpKind.GEMM, m=8192, k=2048, n=8192, scaling=Scaling.FIXED)
+
+    def estimate_us(ksteps: int, step_bytes: float) -> float:
+        one = np.ones(1)
+        e = Estimate(op, wafer, 32 * one, ksteps * one, 1100 * one, step_bytes * one, 1.1e9 * one, 500e-9, 2 * one,
+                     3072 * one, 8192 * one)  # fmt: skip
+        return float(mapping_rule(GemmMapping.DATA_PARALLEL).estimate(e, 1)[0][0]) * 1e6
+
+    assert wafer.core.max_inflight_bytes == 3072 * 8192 * 2
+    assert estimate_us(1, 1100.0) == pytest.approx(3.0)
+    assert estimate_us(8, 2200.0) == pytest.approx(17.0)

@@ -5,7 +5,8 @@ its `GemmMapping`; archsim/compiler/gemm.py calls the rule of a tiling's mapping
 
 The estimate (`Estimate`) is the autotuner's, over every tile shape of a GEMM at once (arrays):
 compute per wave at the arrays' rate, the per-core Little's-law bandwidth and the L2 bandwidth,
-the slowest of the three. Seconds throughout.
+the slowest of the three, and a core's fill and drain (`core_fill_drain_s`), which no compute
+overlaps. Seconds throughout.
 """
 
 from __future__ import annotations
@@ -20,6 +21,27 @@ from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.memory import l2_bandwidth
 from archsim.units import ceil_div
+
+
+def core_fill_drain_s(
+    load_bytes: np.ndarray,
+    load_rate: np.ndarray,
+    latency_s: float,
+    store_bytes: np.ndarray,
+    store_inflight_bytes: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(fill, drain) seconds of a core's run that no compute of it overlaps. The fill: its first
+    step's loads (`load_bytes`), one access latency L and then the bytes at its load rate, before
+    its first compute. The drain: its last output tile (`store_bytes`), written after its last
+    compute at the rate one core's posted writes drain (Little's law: `store_inflight_bytes`
+    over L, as the engine's `store_rate_cap` to HBM):
+
+        fill = L + load_bytes / load_rate        drain = store_bytes x L / store_inflight_bytes
+
+    E.g. a 128 x 256 x 64 bf16 step (49,152 B) at 100 GB/s after 500 ns: 991.52 ns; its
+    65,536 B output with 32 KiB in flight: 1,000 ns."""
+    fill_s = latency_s + load_bytes / load_rate
+    return fill_s, store_bytes * (latency_s / store_inflight_bytes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,10 +67,11 @@ class Estimate:
         self, per_item: np.ndarray, items: np.ndarray, waves: np.ndarray, core_extra_s: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(estimated seconds, compute seconds) of `items` work items of `per_item` K steps each
-        in `waves` waves: the slowest of compute (waves x steps x cycles / clock), a core's
-        loads (each step's bytes at the core's rate, but no faster than one access latency
-        shared by the loads in flight, plus a latency per item; `core_extra_s` more) and the
-        L2 (every item's bytes at its bandwidth)."""
+        in `waves` waves: the slowest of a core's compute (waves x steps x cycles / clock) after
+        its fill, its loads (each step's bytes at the core's rate, but no faster than one access
+        latency shared by the loads in flight, plus a latency per item; `core_extra_s` more),
+        each then with its drain (`core_fill_drain_s`: the fill is the loads' first), and the L2
+        (every item's bytes at its bandwidth)."""
         chip, lat = self.chip, self.latency_s
         compute_s = waves * per_item * self.cycles_per_step / chip.clock_hz
         item_bytes = per_item * self.moved_stage
@@ -56,8 +79,10 @@ class Estimate:
         core_s = waves * (per_item * step_s + lat)
         if core_extra_s is not None:
             core_s = core_s + core_extra_s
+        out_bytes = self.em * self.en * self.op.c_dtype.bytes
+        fill_s, drain_s = core_fill_drain_s(self.moved_stage, self.rate, lat, out_bytes, chip.core.max_inflight_bytes)
         l2_s = items * item_bytes / l2_bandwidth(chip)
-        return np.maximum(compute_s, np.maximum(core_s, l2_s)), compute_s
+        return np.maximum(np.maximum(compute_s + fill_s, core_s) + drain_s, l2_s), compute_s
 
     def sliced_times(self, split: int) -> tuple[np.ndarray, np.ndarray]:
         """`times` of one item per tile and K slice: tiles x split items of ceil(K steps /
