@@ -84,7 +84,7 @@ def test_an_mi300x_with_half_its_lds_is_held_by_its_stages():
     flight. A step loads 687 HBM + 15,697 L2 bytes: latency 0.042 x 798 + 0.958 x 457.8 = 472
     cycles (its HBM and Infinity Cache's at 2.1 GHz), its bytes at 16,384 / 472 = 34.7 B/cycle
     in 472 more: 944 cycles, over the 542 of the one compute the other buffer covers it with. Its
-    arrays wait on every step (38% of peak): the result names the stages, over half their free
+    arrays wait on every step (36% of peak): the result names the stages, over half their free
     time (formerly its largest unit was L2 at 39%, neither arrays nor L2 holding half)."""
     factors = {"cores": 2.0, "sram_capacity": 0.5, "inflight": 0.5, "l2_capacity": 0.25}
     factors |= {"hbm_data_rate": 1.5, "hbm_stacks": 0.5, "power_limit": 1.5}
