@@ -27,6 +27,48 @@ def test_a_memo_computes_once_until_cleared():
     assert square.cache_info().currsize == 1  # type: ignore[attr-defined]
 
 
+def test_a_memo_by_bytes_lets_the_least_recently_used_go_past_its_budget():
+    """Results of 40, 40 and 30 bytes in a memo of 100: the third brings it to 110, so the least
+    recently used goes (the first, had it not been asked for again; the second, as it was):
+    40 + 30 = 70 kept. One result larger than the budget is still kept, alone."""
+    calls: list[int] = []
+
+    @memo.memo_bytes(100, len)
+    def blob(n: int) -> bytes:
+        calls.append(n)
+        return bytes(n)
+
+    blob(40), blob(41), blob(40)  # 40 used last: 41 is the least recently used
+    assert blob.cache_info().currsize == 2  # type: ignore[attr-defined]
+    blob(30)  # 81 + 30 = 111 > 100: 41 goes
+    assert blob.cache_info().currsize == 2  # type: ignore[attr-defined]
+    blob(40), blob(30)
+    assert calls == [40, 41, 30]  # both still kept: no call
+    blob(41)
+    assert calls == [40, 41, 30, 41]  # asked again: computed again
+    blob(500)  # alone over the budget: every other result goes, it stays
+    assert blob.cache_info().currsize == 1 and blob(500) == bytes(500) and calls[-1] == 500  # type: ignore[attr-defined]
+    memo.clear_all()
+    assert blob.cache_info().currsize == 0  # type: ignore[attr-defined]
+
+
+def test_the_choices_memo_holds_at_most_its_budget_of_programs(h200, monkeypatch):
+    """Choices are kept by the bytes of their programs' arrays (`pick.choice_bytes`): with a
+    budget of one choice, timing a second op lets the first one's choice go."""
+    from archsim.choose import pick
+
+    memo.clear_all()
+    a = Op(OpKind.GEMM, m=384, k=640, n=256, scaling=Scaling.FIXED)
+    b = Op(OpKind.GEMM, m=128, k=640, n=256, scaling=Scaling.FIXED)
+    first = pick.choose(a, h200.chip)
+    assert pick.choice_bytes(first) > pick.CHOICE_OVERHEAD_BYTES  # its arrays count
+    monkeypatch.setattr(pick._choose, "max_bytes", pick.choice_bytes(first))
+    pick.choose(b, h200.chip)
+    assert pick._choose.cache_info().currsize == 1  # type: ignore[attr-defined]
+    assert pick.choose(a, h200.chip) is not first  # chosen again, the same way
+    memo.clear_all()
+
+
 def test_clear_all_forgets_what_a_simulation_memoised(h200):
     """A GEMM's timing fills the choice, the timing, the GEMM's shortlist and plans, its tile
     steps' cycles and its phases' memory figures; clear_all empties every one."""

@@ -95,3 +95,48 @@ def test_a_short_prefill_plays_every_block():
     chip = load_system("h200")[0].chip
     (phase,) = compile_attention(_prefill(8, 2048), chip).phases
     assert phase.entries == 34816 and set(phase.load_trips) == {1.0}
+
+
+CASES = [(1000, 4000, 1, {"causal": True}), (300, 700, 3, {"causal": True}), (1, 3000, 4, {"split_kv": True})]
+
+
+@pytest.mark.parametrize(("q_len", "kv_len", "batch", "fields"), CASES)
+def test_a_kernel_of_one_block_a_step_built_by_column_is_built_a_core_at_a_time(
+    h200, monkeypatch, q_len, kv_len, batch, fields
+):
+    """The entries of every core at once (`item_columns`, one block a step) are those of each
+    core's items built and joined a core at a time (`item_rows`, `build_phase`), bit for bit:
+    a causal prefill with a past, one of three sequences, and a decode split along its KV."""
+    import math
+
+    from archsim.compiler.program import build_phase
+    from archsim.program import ENTRY
+
+    asked, dealt = [], []
+    by_column, deal = attention.item_columns, attention.core_groups
+    monkeypatch.setattr(
+        attention, "item_columns", lambda sigs, *blocks: asked.append((sigs, blocks)) or by_column(sigs, *blocks)
+    )
+    monkeypatch.setattr(attention, "core_groups", lambda *args: dealt.append(deal(*args)) or dealt[-1])
+    op = gqa_attention(q_len, kv_len, batch=batch, **fields)
+    kv_row = op.kv_row_elements * op.kv_format.bytes
+    bk = attention.item_shape(attention.copy_with(op, kv_len=0), h200.chip)[2]
+    blocks = math.ceil(kv_len / bk)
+    last = float((kv_len - (blocks - 1) * bk) * kv_row)
+    fits = float(batch * op.kv_heads * kv_len * kv_row) <= attention.reuse_capacity_bytes(h200.chip)
+    phases, run = attention._flash_phases(op, h200.chip, blocks, last, fits)
+    ((sigs, made),), (groups,) = asked, dealt
+    assert run == 1 and [sig for sig, _w in groups] == sigs
+    rows = attention.item_rows(*made)
+    joined = build_phase(
+        [rows(sig).view(ENTRY).ravel() for sig in sigs], phases[0].stages, weights=[w for _s, w in groups]
+    )
+    for name in ("core_start", "core_weight", "hbm_bytes", "l2_bytes", "compute_cycles", "store_bytes"):
+        assert getattr(joined, name).tobytes() == getattr(phases[0], name).tobytes(), name
+    for name in ("store_l2_bytes", "load_trips"):
+        assert getattr(joined, name).tobytes() == getattr(phases[0], name).tobytes(), name
+    if q_len > 1:  # several cores, several items on one, K/V from HBM and from L2
+        assert len(sigs) > 1 and max(len(sig[0]) for sig in sigs) > 1
+        assert set(np.concatenate([sig[1] for sig in sigs]).tolist()) == {False, True}
+    else:  # the splits' partial outputs go to L2
+        assert len(phases) == 2 and phases[0].store_l2_bytes.any() and not phases[0].store_bytes.any()

@@ -5,7 +5,9 @@ tilings from tilings.py), plays each on the engine (archsim.engine) and keeps th
 counting its fixed costs (conditions.py: one kernel overhead per launched phase and the prologue
 of a matrix-unit kernel), each at the clock its power holds (clock.py), as an autotuning library
 picks the kernel that is fastest end to end. The first of equals wins. Times in seconds; the
-choice is memoised by (op, chip): ops are frozen and compare by kind and shape.
+choice is memoised by (op, chip): ops are frozen and compare by kind and shape. The memo keeps the
+choices whose programs hold at most CHOICES_BYTES, the least recently used out first (a serving
+run's long-prompt attention programs are megabytes each, and each op's timing is memoised above).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from archsim.compiler.compile import compile_candidates
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.graph.ops import Op, OpKind
 from archsim.hardware import Chip
-from archsim.memo import memo
+from archsim.memo import memo_bytes
 from archsim.program import Phase, Program
 
 
@@ -91,7 +93,27 @@ def choose(op: Op, chip: Chip) -> Choice:
     return _choose(op, chip, fidelity.current())
 
 
-@memo(maxsize=65536)
+CHOICES_BYTES = 32 << 20  # what the memo of choices may hold: their programs' arrays
+CHOICE_OVERHEAD_BYTES = 4096  # a choice's records beside its arrays (about 2-4 kB each)
+
+
+def choice_bytes(c: Choice) -> int:
+    """Bytes a memoised choice holds: its program's entry arrays and a share for its records."""
+    arrays = (
+        ph.core_start.nbytes
+        + ph.core_weight.nbytes
+        + ph.hbm_bytes.nbytes
+        + ph.l2_bytes.nbytes
+        + ph.compute_cycles.nbytes
+        + ph.store_bytes.nbytes
+        + ph.store_l2_bytes.nbytes
+        + ph.load_trips.nbytes
+        for ph in c.program.phases
+    )
+    return CHOICE_OVERHEAD_BYTES + sum(arrays)
+
+
+@memo_bytes(CHOICES_BYTES, choice_bytes)
 def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
     if op.kind.is_collective:
         raise ValueError(f"{op.kind.value} runs over the interconnect: time it with simulate_collective")

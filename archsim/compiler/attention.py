@@ -48,6 +48,7 @@ combines them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -57,7 +58,7 @@ from archsim.compiler.attention_variant import AttentionVariant
 from archsim.compiler.attention_variants import active_variants
 from archsim.compiler.families import family_rule
 from archsim.compiler.gemm_phases import pipeline_bytes, reuse_capacity_bytes
-from archsim.compiler.program import PARTIAL_BYTES, build_phase, coarse_rows, deal_cores
+from archsim.compiler.program import PARTIAL_BYTES, build_phase, coarse_rows, columns_phase, deal_cores
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import matmul_cycles
 from archsim.graph.ops import Op, attended_pairs
@@ -65,7 +66,7 @@ from archsim.hardware import Chip
 from archsim.hardware.power import Activity
 from archsim.hashing import copy_with
 from archsim.memo import memo
-from archsim.program import ENTRY, Family, Phase, Program, entries, entry_rows
+from archsim.program import ENTRY, ENTRY_COLUMNS, Family, Phase, Program, entries, entry_rows
 from archsim.units import ceil_div
 
 BLOCK_SIZES = (256, 128, 64, 32, 16)  # query / key block edges a flash kernel offers
@@ -190,7 +191,9 @@ def combine_phase(chip: Chip, rows: int, splits: int, value_dim: int, head_dim: 
     return streaming_phase(chip, partials)
 
 
-Signature = tuple[tuple[int, bool, bool], ...]  # a core's items: (KV blocks, first touch, reaches the end)
+# a core's items in order, as arrays: KV blocks each streams, whether it is the first to touch
+# them (fetches them from HBM) and whether it reaches the KV cache's end
+Signature = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 @memo(maxsize=4096)
@@ -229,7 +232,8 @@ def core_groups(
     key = ((b * kv_heads + kvh) * (len(reach) if decode else 1) + (qb if decode else 0)) * (wave[-1] + 1) + wave
     first_touch = np.zeros(len(idx), np.bool_)
     first_touch[np.unique(key, return_index=True)[1]] = True
-    kind = (n_kv * 2 + first_touch) * 2 + np.array(reach, dtype=np.int64)[qb]
+    reaches = np.array(reach, dtype=np.bool_)[qb]
+    kind = (n_kv * 2 + first_touch) * 2 + reaches
     # cores that run items of the same kinds in the same order are one weighted sequence
     by_core = np.argsort(core_of, kind="stable")
     bounds = np.searchsorted(core_of[by_core], np.arange(cores + 1))
@@ -238,11 +242,63 @@ def core_groups(
         mine = by_core[bounds[c] : bounds[c + 1]]
         if len(mine):
             groups.setdefault(kind[mine].tobytes(), [mine, 0])[1] += 1
-    signatures = (
-        (tuple(zip(n_kv[mine].tolist(), first_touch[mine].tolist(), np.array(reach)[qb[mine]].tolist())), w)
-        for mine, w in groups.values()
-    )
-    return tuple(signatures)
+    return tuple(((n_kv[mine], first_touch[mine], reaches[mine]), w) for mine, w in groups.values())
+
+
+Store = tuple[str, float]  # an item's stores at its last block: the column (ENTRY_COLUMNS) and bytes
+
+
+def item_columns(
+    sigs: list[Signature], kv_block_bytes: float, last_block_bytes: float, q_bytes: float, cycles: int, store: Store
+) -> dict[str, np.ndarray]:
+    """The entries of the items of `sigs` in order, by column (ENTRY_COLUMNS): a K/V block each
+    (`cycles`, its bytes from HBM for an item that fetches them, else from L2), the Q block
+    loaded with an item's first, the output stored after its last (`store`) and, for an item
+    that reaches the end of the KV cache, only the valid rows of its last block
+    (`last_block_bytes`)."""
+    if not sigs:
+        return {name: np.zeros(0) for name in ENTRY_COLUMNS}
+    n_kv, miss, last = (np.concatenate([sig[i] for sig in sigs]) for i in range(3))
+    ends = np.cumsum(n_kv)
+    count = int(ends[-1])
+    from_hbm = np.repeat(miss, n_kv)
+    columns = {
+        "hbm_bytes": np.where(from_hbm, kv_block_bytes, 0.0),
+        "l2_bytes": np.where(from_hbm, 0.0, kv_block_bytes),
+        "cycles": np.full(count, float(cycles)),
+        "store_bytes": np.zeros(count),
+        "store_l2_bytes": np.zeros(count),
+        "trips": np.ones(count),
+    }
+    columns["hbm_bytes"][ends[last & miss] - 1] = last_block_bytes
+    columns["l2_bytes"][ends[last & ~miss] - 1] = last_block_bytes
+    columns["hbm_bytes"][ends - n_kv] += q_bytes
+    columns[store[0]][ends - 1] = store[1]
+    return columns
+
+
+def item_rows(
+    kv_block_bytes: float, last_block_bytes: float, q_bytes: float, cycles: int, store: Store
+) -> Callable[[Signature], np.ndarray]:
+    """The rows of floats (`entry_rows`) of a core's items (a Signature), as `item_columns` gives
+    them; each kind of item's rows made once."""
+    made: dict[tuple[int, bool, bool], np.ndarray] = {}
+
+    def item(n_kv: int, miss: bool, last: bool) -> np.ndarray:
+        if (n_kv, miss, last) not in made:
+            seq = entries(n_kv, cycles=cycles)
+            seq["hbm_bytes" if miss else "l2_bytes"] = kv_block_bytes
+            if last:
+                seq["hbm_bytes" if miss else "l2_bytes"][-1] = last_block_bytes
+            seq["hbm_bytes"][0] += q_bytes
+            seq[store[0]][-1] = store[1]
+            made[n_kv, miss, last] = entry_rows(seq)
+        return made[n_kv, miss, last]
+
+    def core_rows(sig: Signature) -> np.ndarray:
+        return np.concatenate([item(*kind) for kind in zip(*(x.tolist() for x in sig), strict=True)])
+
+    return core_rows
 
 
 def compile_attention(op: Op, chip: Chip) -> Program:
@@ -348,42 +404,25 @@ def _flash_phases(op: Op, chip: Chip, kv_blocks: int, last_block_bytes: float, f
     else:  # a prefill query block if its causal range reaches the last key (every block, unmasked)
         reach = tuple(prefill_ends[qb] if op.causal else n_kv == kv_blocks for qb, n_kv in items)
     groups = core_groups(op.batch, heads_items, tuple(items), reach, op.heads // op.kv_heads, decode, fits, chip.cores)
-    played_blocks = sum(n_kv for sig, _w in groups for n_kv, _miss, _last in sig)
-    run = ceil_div(played_blocks, PLAYED_BLOCKS)  # blocks a step (1: every block its own)
-    blocks: dict[tuple[int, bool, bool], np.ndarray] = {}
-
-    def item_entries(n_kv: int, miss: bool, last: bool) -> np.ndarray:
-        """Entries of one item as rows of floats (`entry_rows`): a K/V block each, the Q block
-        with the first, the output last; an item that reaches the end of the KV cache moves only
-        the valid rows of its last block."""
-        if (n_kv, miss, last) not in blocks:
-            seq = entries(n_kv, cycles=math.ceil(step_cycles))  # whole cycles, as played, before any run sums them
-            seq["hbm_bytes" if miss else "l2_bytes"] = kv_block_bytes
-            if last:
-                seq["hbm_bytes" if miss else "l2_bytes"][-1] = last_block_bytes
-            seq["hbm_bytes"][0] += q_bytes
-            if splits == 1:
-                seq["store_bytes"][-1] = out_bytes
-            else:
-                seq["store_l2_bytes"][-1] = out_bytes / a * PARTIAL_BYTES
-            blocks[n_kv, miss, last] = entry_rows(seq)
-        return blocks[n_kv, miss, last]
-
-    def core_entries(sig: Signature) -> np.ndarray:
-        """A core's items in order, a block a step, or in steps of `run` consecutive blocks
-        (`program.coarse_steps`)."""
-        rows = np.concatenate([item_entries(*kind) for kind in sig])
-        return (rows if run == 1 else coarse_rows(rows, run)).view(ENTRY).ravel()
-
-    sequences = [core_entries(sig) for sig, _w in groups]
+    sigs = [sig for sig, _w in groups]
     weights = [w for _sig, w in groups]
+    per_core = [int(sig[0].sum()) for sig in sigs]  # a core's K/V blocks, one entry each before runs
+    run = ceil_div(sum(per_core), PLAYED_BLOCKS)  # blocks a step (1: every block its own)
     fit = max(1, int(chip.core.sram.capacity_bytes - q_bytes - out_bytes) // int(kv_block_bytes))
     family_stages = family_rule(chip).kv_stages(chip, kv_block_bytes) if decode else None
     stages = min(KV_STAGES if family_stages is None else family_stages, fit)
     label = f"flash attention bq{qrows} bk{bk} kv-splits {splits}"
     inflight = pipeline_bytes(stages, kv_block_bytes)
     warps = DECODE_WARPS if decode else 0
-    phases = [build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight, warps=warps)]
+    store = ("store_bytes", out_bytes) if splits == 1 else ("store_l2_bytes", out_bytes / a * PARTIAL_BYTES)
+    blocks = (kv_block_bytes, last_block_bytes, q_bytes, math.ceil(step_cycles), store)
+    if run == 1:  # every block a step: the entries of all cores at once
+        phase = columns_phase(item_columns(sigs, *blocks), per_core, weights, stages, label, inflight, warps)
+    else:  # each core's blocks summed `run` at a time (`coarse_rows`), a core at a time
+        rows = item_rows(*blocks)
+        sequences = [coarse_rows(rows(sig), run).view(ENTRY).ravel() for sig in sigs]
+        phase = build_phase(sequences, stages, label, weights=weights, inflight_bytes=inflight, warps=warps)
+    phases = [phase]
     if splits > 1:
         phases.append(combine_phase(chip, op.batch * op.heads, splits, dv, d, a))
     return phases, run

@@ -75,6 +75,38 @@ def build_phase(
     )
 
 
+def columns_phase(
+    columns: dict[str, np.ndarray],
+    counts: list[int],
+    weights: list[int],
+    stages: int,
+    label: str,
+    inflight_bytes: float = float("inf"),
+    warps: int = 0,
+) -> Phase:
+    """`build_phase` of distinct sequences given as one block of entries by column (each of
+    ENTRY_COLUMNS, float64): sequence i is the next `counts[i]` entries and stands for
+    `weights[i]` cores. The same numbers as building each sequence's ENTRY array and passing
+    them to `build_phase`, without a record array per sequence."""
+    kept = [i for i, n in enumerate(counts) if n > 0]
+    start = np.zeros(max(len(kept), 1) + 1, dtype=np.int64)
+    np.cumsum([counts[i] for i in kept], out=start[1 : len(kept) + 1])
+    return Phase(
+        core_start=start,
+        core_weight=np.array([weights[i] for i in kept] or [0], dtype=np.int64),
+        hbm_bytes=columns["hbm_bytes"],
+        l2_bytes=columns["l2_bytes"],
+        compute_cycles=np.ceil(columns["cycles"]).astype(np.int64),
+        store_bytes=columns["store_bytes"],
+        stages=max(1, int(stages)),
+        label=label,
+        store_l2_bytes=columns["store_l2_bytes"],
+        load_trips=columns["trips"],
+        inflight_bytes=inflight_bytes,
+        warps=warps,
+    )
+
+
 def coarse_steps(parts: tuple[np.ndarray, ...], run: int) -> np.ndarray:
     """A core's ENTRY steps (given as parts in order) played `run` at a time: each coarse step
     loads, computes and stores what its `run` steps do in all and stands for their loads

@@ -189,6 +189,7 @@ def simulate_phase(
     todo = np.arange(s_count)  # the sequences to take up at this event, `n_todo` of them
     n_todo = s_count
     changed = True  # whether the active flows or their caps changed since the rates were set
+    reshared = False  # whether the rates were set at this event and any may have changed
     while not asked(stop):
         n_again = 0
         n_stale = 0
@@ -264,12 +265,7 @@ def simulate_phase(
             hbm_util = hbm_load / p.hbm_bytes_per_cycle
             changed = False
             dirty = n_flows
-            if fair or fair_now:  # any rate may have changed: each flow's end again if its did
-                for i in range(n_flows):
-                    r = rate_f[act_flow[i]]
-                    if r != act_rate[i]:
-                        act_rate[i] = r
-                        act_end[i] = t + act_left[i] / r
+            reshared = fair or fair_now  # any rate may have changed: each flow's end again if its did (below)
             # else every rate is its cap, as it was, but for the stale flows' (below)
             fair = fair_now
         if trace and n_ev < n_events:
@@ -284,12 +280,26 @@ def simulate_phase(
             ev_read[n_ev] = read
             ev_write[n_ev] = write
             n_ev += 1
-        # next event: a compute ends, a load's data starts flowing, or a flow drains
+        # next event: a compute ends, a load's data starts flowing, or a flow drains. The stale
+        # flows' ends from their rates first; then, where rates were shared again, every other
+        # flow's whose rate changed, the earliest end taken in the same pass (a least value is
+        # the same in any order)
         for i in range(n_stale):
             at = slot[stale[i]]
             act_rate[at] = rate_f[stale[i]]
             act_end[at] = t + act_left[at] / act_rate[at]
-        t_next = min(seq_next[1], earliest(act_end, n_flows))
+        if reshared:
+            first_end = INF
+            for i in range(n_flows):
+                r = rate_f[act_flow[i]]
+                if r != act_rate[i]:
+                    act_rate[i] = r
+                    act_end[i] = t + act_left[i] / r
+                first_end = min(first_end, act_end[i])
+            reshared = False
+        else:
+            first_end = earliest(act_end, n_flows)
+        t_next = min(seq_next[1], first_end)
         if t_next >= INF:
             # nothing in flight: every remaining core is waiting on a zero-time transition
             t_next = t

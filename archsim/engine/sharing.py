@@ -27,26 +27,28 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
     """Max-min fair rates of the active flows (`flows[:count]` of the Shares `sh`, in flow order)
     by progressive filling: every flow's rate rises together from zero until it reaches its own
     cap or a pool it uses (HBM, L2) is full; flows so stopped keep their rate and the rest go on.
-    Returns the HBM bytes per cycle the rates use."""
+    Returns the HBM bytes per cycle the rates use.
+
+    Each round sums, in flow order, the pools' load at the rates so far and, over the flows not
+    yet stopped, the least headroom to a cap and the pools' use per unit of rate; then raises
+    those flows by the step the first limit allows and stops the ones that reached theirs. The
+    sums of the next round are taken in the same pass as this round's raise (a flow's terms read
+    only its own rate, set before them in the pass), and the first round's load is zero, every
+    rate being zero: one pass a round, the same additions of the same numbers in the same order."""
     rate, cap, use_h, use_l, weight, flows, frozen = sh.rate, sh.cap, sh.use_h, sh.use_l, sh.weight, sh.flows, sh.frozen
+    delta = INF
+    inc_h = 0.0
+    inc_l = 0.0
     for i in range(count):
         f = flows[i]
         rate[f] = 0.0
         frozen[f] = False
+        delta = min(delta, cap[f])
+        inc_h += weight[f] * use_h[f]
+        inc_l += weight[f] * use_l[f]
+    load_h = 0.0
+    load_l = 0.0
     while True:
-        delta = INF
-        inc_h = 0.0
-        inc_l = 0.0
-        load_h = 0.0
-        load_l = 0.0
-        for i in range(count):
-            f = flows[i]
-            load_h += weight[f] * rate[f] * use_h[f]
-            load_l += weight[f] * rate[f] * use_l[f]
-            if not frozen[f]:
-                delta = min(delta, cap[f] - rate[f])
-                inc_h += weight[f] * use_h[f]
-                inc_l += weight[f] * use_l[f]
         if delta >= INF:
             return load_h
         if inc_h > 0.0:
@@ -57,13 +59,24 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
         load_l += delta * inc_l
         full_h = load_h >= hbm_cap * (1.0 - 1e-12)
         full_l = load_l >= l2_cap * (1.0 - 1e-12)
+        step = delta
+        delta = INF
+        inc_h = 0.0
+        inc_l = 0.0
+        load_h = 0.0
+        load_l = 0.0
         for i in range(count):
             f = flows[i]
-            if frozen[f]:
-                continue
-            rate[f] += delta
-            if rate[f] >= cap[f] * (1.0 - 1e-12) or (full_h and use_h[f] > 0.0) or (full_l and use_l[f] > 0.0):
-                frozen[f] = True
+            if not frozen[f]:
+                rate[f] += step
+                if rate[f] >= cap[f] * (1.0 - 1e-12) or (full_h and use_h[f] > 0.0) or (full_l and use_l[f] > 0.0):
+                    frozen[f] = True
+            load_h += weight[f] * rate[f] * use_h[f]
+            load_l += weight[f] * rate[f] * use_l[f]
+            if not frozen[f]:
+                delta = min(delta, cap[f] - rate[f])
+                inc_h += weight[f] * use_h[f]
+                inc_l += weight[f] * use_l[f]
 
 
 @njit_inline
