@@ -324,12 +324,14 @@ def load_set(name: str) -> tuple[list[dict], CaseFile]:
     return data["cases"], CaseFile.from_meta(data.get("meta"))
 
 
-def also_fitted(chip: str, stride: int) -> list[tuple[str, list[dict], CaseFile]]:
-    """The chip's further sets as objective groups: each one's fitted kinds, every `stride`-th case."""
+def also_fitted(chip: str, stride: int, kinds: list[str] | None = None) -> list[tuple[str, list[dict], CaseFile]]:
+    """The chip's further sets as objective groups: each one's fitted kinds (of `kinds`, where
+    given), every `stride`-th case."""
     groups = []
-    for name, kinds in ALSO_FITTED.get(chip, ()):
+    for name, fitted in ALSO_FITTED.get(chip, ()):
         cases, meta = load_set(name)
-        groups.append((name, [c for c in cases if c["kind"] in kinds][::stride], meta))
+        chosen = [c for c in cases if c["kind"] in fitted and (not kinds or c["kind"] in kinds)]
+        groups.append((name, chosen[::stride], meta))
     return groups
 
 
@@ -442,7 +444,7 @@ def main() -> None:
         held_out, extra = False, []
     else:
         cases, meta = load_set(name)
-        extra = [] if args.kinds else also_fitted(args.chip, args.stride)
+        extra = also_fitted(args.chip, args.stride, args.kinds)
     fitting, unseen = split(cases, held_out)
     chosen = [c for c in fitting if not kinds or c["kind"] in kinds][:: args.stride]
     collectives = load_system(coll_name)[0] if coll_name else None
@@ -490,7 +492,9 @@ def main() -> None:
         chip = system
     report(
         "calibration",
-        objective_sets(chip, [("", fitting, meta), *(also_fitted(args.chip, 1) if extra else [])], collectives)[1],
+        objective_sets(
+            chip, [("", fitting, meta), *([] if args.cases else also_fitted(args.chip, 1, args.kinds))], collectives
+        )[1],
     )
     if unseen:
         report("held out", objective(chip, unseen, meta, collectives)[1])

@@ -109,8 +109,7 @@ def fit_shared(sets: ChipSets, kinds: list[str] | None, rounds: int, stride: int
     _, _, cases, meta = roles(sets, kinds)[0]
     fit_kinds = sets.fit_kinds or sorted({c["kind"] for c in cases} - {"allreduce"})
     chosen = [c for c in cases if c["kind"] in fit_kinds][::stride]
-    more = [(n, [c for c in cs if not kinds or c["kind"] in kinds], m) for n, cs, m in also_fitted(sets.chip, stride)]
-    groups = [("", chosen, meta), *more]
+    groups = [("", chosen, meta), *also_fitted(sets.chip, stride, kinds)]
     start = load_system(sets.chip)[0]
     system = fit(start, params, lambda s: objective_sets(s, groups, None), rounds) if chosen else start
     values = {p.path: p.get(system) for p in SHARED_CHIP}
