@@ -35,3 +35,20 @@ def h200():
 @pytest.fixture(scope="session")
 def llama8b():
     return load_workload(str(ROOT / "workloads" / "llama3_8b.yaml"))[0]
+
+
+# a two-layer model that keeps serving steps cheap
+TINY_YAML = """\
+name: tiny
+model: {layers: 2, hidden: 512, heads: 8, kv_heads: 2, head_dim: 64, ffn: 1024, vocab: 1000}
+dtypes: {weights: bf16, activations: bf16, kv_cache: bf16}
+scenario: {batch: 1, prompt_tokens: 128, output_tokens: 16}
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """The tiny workload's file (TINY_YAML), as a path string."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY_YAML)
+    return str(path)

@@ -9,13 +9,6 @@ import pytest
 
 from archsim.cli import main
 
-TINY_YAML = """\
-name: tiny
-model: {layers: 2, hidden: 512, heads: 8, kv_heads: 2, head_dim: 64, ffn: 1024, vocab: 1000}
-dtypes: {weights: bf16, activations: bf16, kv_cache: bf16}
-scenario: {batch: 1, prompt_tokens: 128, output_tokens: 16}
-"""
-
 
 @pytest.fixture
 def counted(monkeypatch):
@@ -39,10 +32,8 @@ def counted(monkeypatch):
     return calls
 
 
-def test_serve_quiet_prices_no_energy_and_builds_no_json(tmp_path, counted, capsys):
-    wl = tmp_path / "tiny.yaml"
-    wl.write_text(TINY_YAML)
-    args = ["serve", "--workload", str(wl), "--requests", "20", "--rate", "500"]
+def test_serve_quiet_prices_no_energy_and_builds_no_json(tmp_path, tiny, counted, capsys):
+    args = ["serve", "--workload", tiny, "--requests", "20", "--rate", "500"]
     assert main([*args, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "requests served / refused" in out and "energy per output token" not in out
@@ -55,10 +46,8 @@ def test_serve_quiet_prices_no_energy_and_builds_no_json(tmp_path, counted, caps
     assert json.loads((tmp_path / "s.json").read_text())["energy"]["energy_j"] > 0
 
 
-def test_run_quiet_builds_no_json_and_no_op_rows(tmp_path, counted, capsys):
-    wl = tmp_path / "tiny.yaml"
-    wl.write_text(TINY_YAML)
-    args = ["run", "--workload", str(wl), "--generate", "2"]
+def test_run_quiet_builds_no_json_and_no_op_rows(tmp_path, tiny, counted, capsys):
+    args = ["run", "--workload", tiny, "--generate", "2"]
     assert main([*args, "--quiet", "--interval", "90"]) == 0
     assert "time to first token" in capsys.readouterr().out
     assert counted["to_dict"] == counted["ops"] == 0

@@ -6,20 +6,6 @@ import pytest
 
 from archsim.cli import main
 
-TINY_YAML = """\
-name: tiny
-model: {layers: 2, hidden: 512, heads: 8, kv_heads: 2, head_dim: 64, ffn: 1024, vocab: 1000}
-dtypes: {weights: bf16, activations: bf16, kv_cache: bf16}
-scenario: {batch: 1, prompt_tokens: 128, output_tokens: 16}
-"""
-
-
-@pytest.fixture
-def tiny(tmp_path):
-    path = tmp_path / "tiny.yaml"
-    path.write_text(TINY_YAML)
-    return str(path)
-
 
 def serve_json(tmp_path, *args) -> dict:
     out = tmp_path / "serve.json"

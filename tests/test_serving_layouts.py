@@ -75,17 +75,6 @@ def serve_json(tmp_path, *args) -> dict:
     return json.loads(out.read_text())
 
 
-@pytest.fixture
-def tiny(tmp_path):
-    path = tmp_path / "tiny.yaml"
-    path.write_text(
-        "name: tiny\nmodel: {layers: 2, hidden: 512, heads: 8, kv_heads: 2, head_dim: 64, ffn: 1024, vocab: 1000}\n"
-        "dtypes: {weights: bf16, activations: bf16, kv_cache: bf16}\n"
-        "scenario: {batch: 1, prompt_tokens: 128, output_tokens: 16}\n"
-    )
-    return str(path)
-
-
 def test_offline_sends_every_request_at_once(tmp_path, tiny):
     data = serve_json(tmp_path, "--workload", tiny, "--requests", "400", "--offline", "--host", "none")
     assert data["requests"] == 400 and data["config"]["options"]["requests"]["rate_per_s"] is None

@@ -9,7 +9,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from test_serving import TINY
-from test_serving_cli import TINY_YAML
 
 from archsim.cli import main
 from archsim.errors import ConfigError
@@ -225,13 +224,6 @@ def test_a_context_past_the_token_limit_is_refused(tmp_path):
 
 
 # --- the command line ---
-
-
-@pytest.fixture
-def tiny(tmp_path):
-    path = tmp_path / "tiny.yaml"
-    path.write_text(TINY_YAML)
-    return str(path)
 
 
 def test_serve_generates_sessions_and_writes_their_metrics(tmp_path, tiny, capsys):

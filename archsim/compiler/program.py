@@ -58,12 +58,26 @@ def build_phase(
         whole = rows[0] if len(rows) == 1 else np.concatenate(rows)
         for i, column in enumerate(columns.values()):
             column[at : at + count] = whole[:, i]
+    return _phase(start, weight, columns, stages, label, new_kernel, inflight_bytes, warps)
+
+
+def _phase(
+    start: np.ndarray,
+    weight: np.ndarray,
+    columns: dict[str, np.ndarray],
+    stages: int,
+    label: str,
+    new_kernel: bool,
+    inflight_bytes: float,
+    warps: int,
+) -> Phase:
+    """The Phase of entries by column (each of ENTRY_COLUMNS), core i's at start[i]:start[i + 1]."""
     return Phase(
         core_start=start,
         core_weight=weight,
         hbm_bytes=columns["hbm_bytes"],
         l2_bytes=columns["l2_bytes"],
-        compute_cycles=np.ceil(columns.pop("cycles")).astype(np.int64),
+        compute_cycles=np.ceil(columns["cycles"]).astype(np.int64),
         store_bytes=columns["store_bytes"],
         stages=max(1, int(stages)),
         label=label,
@@ -91,20 +105,8 @@ def columns_phase(
     kept = [i for i, n in enumerate(counts) if n > 0]
     start = np.zeros(max(len(kept), 1) + 1, dtype=np.int64)
     np.cumsum([counts[i] for i in kept], out=start[1 : len(kept) + 1])
-    return Phase(
-        core_start=start,
-        core_weight=np.array([weights[i] for i in kept] or [0], dtype=np.int64),
-        hbm_bytes=columns["hbm_bytes"],
-        l2_bytes=columns["l2_bytes"],
-        compute_cycles=np.ceil(columns["cycles"]).astype(np.int64),
-        store_bytes=columns["store_bytes"],
-        stages=max(1, int(stages)),
-        label=label,
-        store_l2_bytes=columns["store_l2_bytes"],
-        load_trips=columns["trips"],
-        inflight_bytes=inflight_bytes,
-        warps=warps,
-    )
+    weight = np.array([weights[i] for i in kept] or [0], dtype=np.int64)
+    return _phase(start, weight, columns, stages, label, True, inflight_bytes, warps)
 
 
 def coarse_steps(parts: tuple[np.ndarray, ...], run: int) -> np.ndarray:
