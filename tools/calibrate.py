@@ -33,7 +33,6 @@ for the values the file holds now:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -319,9 +318,8 @@ ALSO_FITTED: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 
 
 def load_set(name: str) -> tuple[list[dict], CaseFile]:
-    """A shipped case set's cases and meta."""
-    data = json.loads((DATA / f"{name}.json").read_text())
-    return data["cases"], CaseFile.from_meta(data.get("meta"))
+    """A shipped case set's cases and meta, read as `archsim validate` reads it."""
+    return _case_file(name)
 
 
 def also_fitted(chip: str, stride: int, kinds: list[str] | None = None) -> list[tuple[str, list[dict], CaseFile]]:

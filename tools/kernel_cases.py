@@ -38,7 +38,18 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parents[1] / "archsim" / "data"
 SOURCE = DATA / "h200_llama3_8b_kernel_breakdown.json"
 OUT = DATA / "h200_kernels.json"
-MODEL = {"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 14336, "vocab": 128256}
+
+
+def _model() -> dict:
+    """The Llama-3-8B shape the breakdown's steps ran: the calibration set's model steps' `model`."""
+    cases = json.loads((DATA / "h200_calibration.json").read_text())["cases"]
+    shapes = {json.dumps(c["model"], sort_keys=True) for c in cases if c["kind"] == "model_step"}
+    if len(shapes) != 1:
+        raise SystemExit(f"the calibration set's model steps name {len(shapes)} models; expected one")
+    return json.loads(shapes.pop())
+
+
+MODEL = _model()
 REDUCE = "void cublasLt::splitKreduce_kernel"
 NORM = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel"
 SILU = "void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::silu_kernel"
