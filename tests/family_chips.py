@@ -48,6 +48,7 @@ RESOURCES: dict[str, tuple[tuple[str, ...], str]] = {
     "hbm_stacks": (("hbm", "stacks"), ""),
     "memory_bandwidth": (("memory", "bandwidth"), "B/s"),
     "noc_bandwidth": (("noc", "bandwidth"), "B/s"),
+    "die_link_bandwidth": (("die_link", "bandwidth"), "B/s"),
     "power_limit": (("power", "limit"), "W"),
 }
 # the factors a drawn chip's resources take (of its preset's); the systolic presets' unlimited

@@ -37,7 +37,7 @@ from archsim.config.fields import (
 from archsim.errors import quote
 from archsim.hardware import memory_models
 from archsim.hardware.chip import L2, HostLink, Noc, Overheads, Sram, VectorUnit
-from archsim.hardware.chiplet import Dies
+from archsim.hardware.chiplet import DieLink, Dies
 from archsim.hardware.power import Energies, Power
 
 # formats a matrix unit may take natively (archsim/dtypes.py: block-scaled MX and NVFP4 included)
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     OverheadsCfg: TypeAlias = Any
     HostLinkCfg: TypeAlias = Any
     DiesCfg: TypeAlias = Any
+    DieLinkCfg: TypeAlias = Any
 else:
     VectorCfg = section_model(VectorUnit, "VectorCfg")
     SramCfg = section_model(Sram, "SramCfg")
@@ -64,6 +65,7 @@ else:
     OverheadsCfg = section_model(Overheads, "OverheadsCfg")
     HostLinkCfg = section_model(HostLink, "HostLinkCfg")
     DiesCfg = section_model(Dies, "DiesCfg")
+    DieLinkCfg = section_model(DieLink, "DieLinkCfg")
 
 
 class ArrayCfg(Strict):
@@ -264,6 +266,11 @@ class HardwareCfg(Strict):
     dies: DiesCfg | None = Field(
         None, description="compute dies with an L2 each, before `l2` as a memory-side cache (none: one die)"
     )
+    die_link: DieLinkCfg | None = Field(
+        None,
+        description="dies with their share of the cores, `l2` and `hbm` each, joined by a link as one GPU"
+        " (none: one die)",
+    )
     overheads: OverheadsCfg = Field(description="fixed costs per kernel")
     power: PowerCfg | None = Field(None, description="how the chip draws power (none: it runs at its clock)")
     area: AreaCfg | None = Field(None, description="what its die is built of")
@@ -299,7 +306,7 @@ class HardwareCfg(Strict):
         """No host link, no area, and the memory section not given, stay out of the resolved config:
         files written before any existed keep their hash; so does a voltage curve's top equal to
         the clock, the default."""
-        omitted = ("host_link", "hbm", "memory", "area", "dies")
+        omitted = ("host_link", "hbm", "memory", "area", "dies", "die_link")
         d = {k: v for k, v in handler(self).items() if v is not None or k not in omitted}
         if d.get("family") == "gpu":  # the default, as if not given: earlier files keep their hash
             del d["family"]

@@ -43,7 +43,7 @@ from archsim.hardware import (
 )
 from archsim.hardware.area import AreaSpec, Node
 from archsim.hardware.chip import ChipFamily, HostLink, min_tile_bytes
-from archsim.hardware.chiplet import Dies
+from archsim.hardware.chiplet import DieLink, Dies
 from archsim.hardware.memory_models import MainMemory
 from archsim.hardware.params import from_section
 from archsim.hardware.power import Energies, Power, floor_power_w, streaming_floor_w
@@ -225,6 +225,8 @@ def _build_system(cfg: HardwareCfg, source: str) -> System:
         chip = replace(chip, power=_power(cfg.power, cfg.clock))
     if cfg.dies is not None:
         chip = replace(chip, dies=from_section(Dies, cfg.dies))
+    if cfg.die_link is not None:
+        chip = replace(chip, die_link=from_section(DieLink, cfg.die_link))
     if cfg.area is not None:
         chip = replace(chip, area=_area(cfg.area, cfg.memory.capacity if cfg.memory is not None else 0.0))
     link = None
@@ -343,6 +345,10 @@ def _check_system(system: System, doc: YamlDoc) -> None:
     if dies is not None and system.chip.cores % dies.count:
         why = f"{system.chip.cores} cores do not spread evenly over {dies.count} dies"
         raise ConfigError([doc.problem(("dies", "count"), why)])
+    link = system.chip.die_link
+    if link is not None and dies is not None:
+        why = "a chip's dies share a memory-side cache (`dies`) or each have their own memory (`die_link`), not both"
+        raise ConfigError([doc.problem(("die_link",), why)])
     if core.array.k_rate(DType.BF16) == 0:
         raise ConfigError([doc.problem(("cores", "matrix_units", "k_per_cycle"), "bf16 rate is required")])
     if system.chip.l2.capacity_bytes > system.chip.hbm.capacity_bytes:

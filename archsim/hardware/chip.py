@@ -13,7 +13,7 @@ from enum import Enum
 
 from archsim.dtypes import DType
 from archsim.hardware.area import Area, AreaSpec, die_area
-from archsim.hardware.chiplet import Dies
+from archsim.hardware.chiplet import DieLink, Dies
 from archsim.hardware.memory_models import MainMemory
 from archsim.hardware.params import param
 from archsim.hardware.power import Power
@@ -261,6 +261,7 @@ class Chip:
     power: Power | None = None  # how it draws power; None: it always runs at clock_hz
     family: ChipFamily = ChipFamily.GPU  # how its compiler maps work (archsim/compiler/families/)
     dies: Dies | None = None  # chiplets, each with its own L2 before `l2` (archsim/hardware/chiplet.py); None: one die
+    die_link: DieLink | None = None  # dies with their own L2 and HBM joined by a link (chiplet.py); None: one die
     area: AreaSpec | None = field(
         default=None, compare=False
     )  # what its die is built of (not timing: not in its identity)

@@ -11,7 +11,9 @@ A transfer's rate is bounded by Little's law, the bytes its core keeps in flight
 access latency, and by the memory channels it touches (its bytes land on channels
 `interleave_bytes` at a time, so a transfer of b bytes uses min(channels, ceil(b / interleave))
 of them). All transfers share the HBM and L2 pools (archsim/engine/kernels.py shares them max-min
-fairly). The event loop works in cycles: `memory_params` converts a chip's figures once per phase
+fairly). On a chip of dies joined by a link (`die_link`), the share of both pools' bytes homed on
+another die crosses it: the pools flow within what that share may take of the link, and the
+latencies add its crossing for that share (archsim/hardware/chiplet.py). The event loop works in cycles: `memory_params` converts a chip's figures once per phase
 into a `MemoryParams` record, and the `@njit` functions below are what the loop calls.
 """
 
@@ -21,7 +23,7 @@ import math
 from typing import NamedTuple
 
 from archsim.hardware.chip import Chip
-from archsim.hardware.chiplet import split_l2_bandwidth
+from archsim.hardware.chiplet import link_capped_bandwidth, numa_latency_s, split_l2_bandwidth
 from archsim.jit import njit
 from archsim.memo import memo
 
@@ -29,13 +31,33 @@ MAX_UTILISATION = 0.98  # of the HBM bandwidth, where the queueing delay stops g
 
 
 def hbm_bandwidth(chip: Chip, write_fraction: float) -> float:
-    """Achievable HBM bandwidth in bytes/s for a stream with that write fraction."""
-    return chip.hbm.peak_bandwidth_bytes_per_s * chip.hbm.efficiency(write_fraction)
+    """Achievable HBM bandwidth in bytes/s for a stream with that write fraction (on dies joined
+    by a link, within what its far share may take of the link: `over_die_link`)."""
+    return over_die_link(chip, chip.hbm.peak_bandwidth_bytes_per_s * chip.hbm.efficiency(write_fraction))
 
 
 def l2_bandwidth(chip: Chip) -> float:
-    """Bandwidth of L2 hits as seen by the cores: the L2 itself or the NoC, whichever is lower."""
-    return min(chip.l2.bandwidth_bytes_per_s, chip.noc.bandwidth_bytes_per_s)
+    """Bandwidth of L2 hits as seen by the cores: the L2 itself or the NoC, whichever is lower
+    (on dies joined by a link, within what its far share may take of the link: `over_die_link`)."""
+    return over_die_link(chip, min(chip.l2.bandwidth_bytes_per_s, chip.noc.bandwidth_bytes_per_s))
+
+
+def over_die_link(chip: Chip, bytes_per_s: float) -> float:
+    """A stream of `bytes_per_s` on a chip of dies joined by a link (`die_link`), its far share
+    crossing the link: `chiplet.link_capped_bandwidth`. Unchanged on one die."""
+    link = chip.die_link
+    if link is None:
+        return bytes_per_s
+    return link_capped_bandwidth(bytes_per_s, link.bandwidth_bytes_per_s, link.far_share)
+
+
+def across_dies_s(chip: Chip, near_latency_s: float) -> float:
+    """Mean latency of an access that takes `near_latency_s` on its own die, on a chip of dies
+    joined by a link: its far share waits the link's latency too (`chiplet.numa_latency_s`)."""
+    link = chip.die_link
+    if link is None:
+        return near_latency_s
+    return numa_latency_s(near_latency_s, link.latency_s, link.far_share)
 
 
 def l2_pool_bandwidth(chip: Chip, local_share: float) -> float:
@@ -48,13 +70,15 @@ def l2_pool_bandwidth(chip: Chip, local_share: float) -> float:
 
 
 def l2_latency_s(chip: Chip) -> float:
-    """L2 hit latency including the NoC hops to the slice."""
-    return chip.l2.latency_s + chip.noc.hops * chip.noc.hop_latency_s
+    """L2 hit latency including the NoC hops to the slice (and, on dies joined by a link, the
+    far share's crossing: `across_dies_s`)."""
+    return across_dies_s(chip, chip.l2.latency_s + chip.noc.hops * chip.noc.hop_latency_s)
 
 
 def hbm_latency_s(chip: Chip) -> float:
-    """Latency of an HBM access: through the NoC and L2 to memory."""
-    return chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s
+    """Latency of an HBM access: through the NoC and L2 to memory (and, on dies joined by a
+    link, the far share's crossing: `across_dies_s`)."""
+    return across_dies_s(chip, chip.hbm.latency_s + chip.noc.hops * chip.noc.hop_latency_s)
 
 
 class MemoryParams(NamedTuple):
@@ -120,7 +144,7 @@ def memory_params(
         hbm_latency=hbm_latency_s(chip) * clock,
         hbm_queue_latency=hbm.queue_latency_s * clock,
         l2_latency=l2_latency_s(chip) * clock,
-        hbm_bytes_per_cycle=hbm.peak_bandwidth_bytes_per_s * eff / clock,
+        hbm_bytes_per_cycle=over_die_link(chip, hbm.peak_bandwidth_bytes_per_s * eff) / clock,
         l2_bytes_per_cycle=l2_pool_bandwidth(chip, local_l2_share) / clock,
         channel_bytes_per_cycle=hbm.channel_bandwidth_bytes_per_s * eff / clock,
         interleave_bytes=float(hbm.interleave_bytes),
