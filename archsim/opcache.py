@@ -387,6 +387,27 @@ def timed_from_value(value: object, chip: Chip) -> tuple[OpTiming, EnergySplit, 
     return t, split, power_w
 
 
+def cost_value(time_s: float, energy: EnergySplit, power_w: float) -> list:
+    """An op's time, its energy by unit and its kernels' power (choose.timed.OpCost) as one JSON list."""
+    return [float(time_s), [float(getattr(energy, name)) for name in ENERGY_FIELDS], float(power_w)]
+
+
+def cost_from_value(value: object, chip: Chip) -> tuple[float, EnergySplit, float] | None:
+    """What `cost_value` wrote for an op on `chip`, or None (a miss, never an error) for an entry
+    of another shape or with an amount that is not a finite, non-negative number; with no power
+    model, any energy or power but zero is a miss."""
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    time_s, energy, power_w = value
+    if not isinstance(energy, list) or len(energy) != len(ENERGY_FIELDS):
+        return None
+    if not all(_amount(v) for v in [time_s, *energy, power_w]):
+        return None
+    if chip.power is None and (any(energy) or power_w):
+        return None
+    return float(time_s), EnergySplit(*energy), power_w
+
+
 def seconds_from_value(value: object) -> float | None:
     """A time in seconds kept as an entry (a list of ops' time on a system), or None for one that
     is not a finite, non-negative number."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from archsim import opcache
-from archsim.choose import TimedOp, simulate_collective, time_op
+from archsim.choose import OpCost, TimedOp, op_cost, simulate_collective, time_op
 from archsim.choose.fidelity import KV_GRID, Fidelity, at_fidelity, current, screening
 from archsim.engine.timing import OpTiming, TimeByCause
 from archsim.graph.builder import Step, build_step
@@ -177,6 +177,35 @@ def _disk_time_op(op: Op, chip: Chip, path: str, at: Fidelity) -> TimedOp:
     return timed
 
 
+def cached_op_cost(op: Op, chip: Chip) -> OpCost:
+    """`op_cost` of `op` on `chip` (the time, energy and kernel power of `cached_time_op`, the same
+    numbers), read from the on-disk op cache where an earlier process put it (and put there
+    otherwise)."""
+    cache = opcache.cache_for_chip(chip)
+    if cache is None:
+        return op_cost(op, chip)
+    return _disk_op_cost(op, chip, cache, current())
+
+
+@memo(maxsize=65536)
+def _disk_op_cost(op: Op, chip: Chip, cache: opcache.OpCache, at: Fidelity) -> OpCost:
+    key = opcache.ops_key((op,), "op_cost" if at is Fidelity.FULL else "op_cost|screen")
+    parts = opcache.cost_from_value(cache.get(key), chip)
+    if parts is not None:
+        return OpCost(*parts)
+    cost = op_cost(op, chip)
+    cache.put(key, opcache.cost_value(cost.time_s, cost.energy, cost.kernel_power_w))
+    return cost
+
+
+def sample_costs(ops: Sequence[Op], chip: Chip) -> list[OpCost] | None:
+    """Each op's `cached_op_cost`, or None where one is a collective (timed on the links, with
+    what it hides: `time_ops`)."""
+    if any(op.kind.is_collective for op in ops):
+        return None
+    return [cached_op_cost(op, chip) for op in ops]
+
+
 def op_timing(op: Op, chip: Chip) -> OpTiming:
     """The timing of `cached_time_op`."""
     return cached_time_op(op, chip).timing
@@ -256,8 +285,12 @@ def decode_ops_at(w: Workload, batch: int, kv_len: int, par: Parallelism | None)
 
 def _attention_time(w: Workload, system: System, batch: int, kv_len: int, par: Parallelism | None) -> float:
     """Decode attention of `batch` sequences at `kv_len`: the step model's decode-attention part
-    (the busiest chip's ops under `par`)."""
-    return ops_time_s(decode_ops_at(w, batch, kv_len, par), system)
+    (the busiest chip's ops under `par`), as `ops_time_s` sums it, from each op's time alone."""
+    ops = decode_ops_at(w, batch, kv_len, par)
+    costs = sample_costs(ops, system.chip)
+    if costs is None:
+        return ops_time_s(ops, system)
+    return sum(op.repeat * c.time_s for op, c in zip(ops, costs, strict=True)) - 0.0  # no collective hidden
 
 
 def attention_samples(kv_lens: np.ndarray, kv_stride: int) -> np.ndarray:
