@@ -33,8 +33,7 @@ from archsim.runner.generation import (
     attention_samples,
     cached_time_op,
     decode_ops_at,
-    sample_costs,
-    time_ops,
+    op_costs,
 )
 
 
@@ -204,17 +203,10 @@ def decode_energies(
     samples = attention_samples(kv_lens, kv_stride)
     attn_s, attn, peak = np.zeros(len(samples)), np.zeros((len(samples), len(ENERGY_PARTS))), 0.0
     for i, kv in enumerate(samples.tolist()):
-        ops = decode_ops_at(w, result.batch, int(kv), par)
-        costs = sample_costs(ops, system.chip)
-        if costs is not None:  # no collective: nothing hidden
-            attn_s[i] = sum(op.repeat * c.time_s for op, c in zip(ops, costs, strict=True)) - 0.0
-            attn[i] = _parts(energy_sum(((op.repeat, c.energy) for op, c in zip(ops, costs, strict=True)), system, 0.0))
-            peak = max([peak] + [c.kernel_power_w for c in costs])
-            continue
-        records, sample_hidden = time_ops(ops, system)
-        attn_s[i] = sum(r.time_s for r in records) - sample_hidden
-        attn[i] = _parts(records_energy(records, system, sample_hidden))
-        peak = max([peak] + [timed(r, system).kernel_power_w for r in records])
+        costs, sample_hidden = op_costs(decode_ops_at(w, result.batch, int(kv), par), system)
+        attn_s[i] = sum(op.repeat * c.time_s for op, c in costs) - sample_hidden
+        attn[i] = _parts(energy_sum(((op.repeat, c.energy) for op, c in costs), system, sample_hidden))
+        peak = max([peak] + [c.kernel_power_w for _op, c in costs])
     stage_s = fixed_s + np.interp(kv_lens, samples, attn_s)
     stage = fixed + np.column_stack([np.interp(kv_lens, samples, attn[:, j]) for j in range(attn.shape[1])])
     micro = first.pipeline.micro_batches if first.pipeline is not None else 1
