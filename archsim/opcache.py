@@ -9,10 +9,12 @@ the text of its source files, so that a changed model never reads what the old o
 and whether the kernels run compiled or as Python, so that neither reads what the other
 computed and the two can be compared). A value is a JSON number, or a list of them.
 
-Two kinds of entry: the time of a list of ops on a system (the serving step model's parts), and
+Three kinds of entry: the time of a list of ops on a system (the serving step model's parts),
 one op's timing and energy on a chip (`timed_value`, `timed_from_value`: every field of its
 `OpTiming` and `EnergySplit`, integers and floats as computed, so what is read back is equal to
-what was simulated, bit for bit).
+what was simulated, bit for bit), and one op's time, energy and kernel power alone
+(`cost_value`, `cost_from_value`: a step part's ops and a decode's attention samples, which need
+no more).
 
 Layout: DIR/<version digest>/<system digest>.jsonl (and chip-<chip digest>.jsonl for the
 timings of single ops), one `{"k": KEY, "v": VALUE}` a line, each
