@@ -9,10 +9,12 @@ the text of its source files, so that a changed model never reads what the old o
 and whether the kernels run compiled or as Python, so that neither reads what the other
 computed and the two can be compared). A value is a JSON number, or a list of them.
 
-Two kinds of entry: the time of a list of ops on a system (the serving step model's parts), and
+Three kinds of entry: the time of a list of ops on a system (the serving step model's parts),
 one op's timing and energy on a chip (`timed_value`, `timed_from_value`: every field of its
 `OpTiming` and `EnergySplit`, integers and floats as computed, so what is read back is equal to
-what was simulated, bit for bit).
+what was simulated, bit for bit), and one op's time, energy and kernel power alone
+(`cost_value`, `cost_from_value`: a step part's ops and a decode's attention samples, which need
+no more).
 
 Layout: DIR/<version digest>/<system digest>.jsonl (and chip-<chip digest>.jsonl for the
 timings of single ops), one `{"k": KEY, "v": VALUE}` a line, each
@@ -385,6 +387,27 @@ def timed_from_value(value: object, chip: Chip) -> tuple[OpTiming, EnergySplit, 
     if split.total_j != t.energy_j or (chip.power is None and (t.energy_j != 0 or power_w != 0)):
         return None
     return t, split, power_w
+
+
+def cost_value(time_s: float, energy: EnergySplit, power_w: float) -> list:
+    """An op's time, its energy by unit and its kernels' power (choose.timed.OpCost) as one JSON list."""
+    return [float(time_s), [float(getattr(energy, name)) for name in ENERGY_FIELDS], float(power_w)]
+
+
+def cost_from_value(value: object, chip: Chip) -> tuple[float, EnergySplit, float] | None:
+    """What `cost_value` wrote for an op on `chip`, or None (a miss, never an error) for an entry
+    of another shape or with an amount that is not a finite, non-negative number; with no power
+    model, any energy or power but zero is a miss."""
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    time_s, energy, power_w = value
+    if not isinstance(energy, list) or len(energy) != len(ENERGY_FIELDS):
+        return None
+    if not all(_amount(v) for v in [time_s, *energy, power_w]):
+        return None
+    if chip.power is None and (any(energy) or power_w):
+        return None
+    return float(time_s), EnergySplit(*energy), power_w
 
 
 def seconds_from_value(value: object) -> float | None:

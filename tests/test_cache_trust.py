@@ -115,6 +115,33 @@ def test_a_time_of_ops_must_be_a_finite_non_negative_number():
         assert opcache.seconds_from_value(bad) is None
 
 
+def test_an_op_cost_is_read_back_as_written_and_a_tampered_one_is_a_miss(h200):
+    """An op's time, energy and power (a decode attention sample's entry): read back equal; an
+    entry of another shape, a negative or non-finite amount, or energy where the chip has no
+    power model, is a miss."""
+    timed = time_op(GEMM, h200.chip)
+    value = opcache.cost_value(timed.timing.time_s, timed.energy, timed.kernel_power_w)
+    assert opcache.cost_from_value(json.loads(json.dumps(value)), h200.chip) == (
+        timed.timing.time_s,
+        timed.energy,
+        timed.kernel_power_w,
+    )
+    time_s, energy, power_w = value
+    for bad in (
+        [-time_s, energy, power_w],
+        [float("nan"), energy, power_w],
+        [time_s, energy[:-1], power_w],
+        [time_s, [*energy[:-1], -1.0], power_w],
+        [time_s, energy, float("inf")],
+        [time_s, energy, True],
+        [time_s, energy],
+        timed.timing.time_s,
+    ):
+        assert opcache.cost_from_value(bad, h200.chip) is None
+    assert opcache.cost_from_value(value, replace(h200.chip, power=None)) is None
+    assert opcache.cost_from_value([time_s, [0.0] * len(energy), 0.0], replace(h200.chip, power=None)) is not None
+
+
 # --- lines: NaN, cut short, given twice ------------------------------------------------------------
 
 
@@ -148,9 +175,13 @@ def test_a_planted_line_never_changes_a_run(cache_dir, h200):
     path = opcache.cache_for_chip(h200.chip).path
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     timings = [e for e in lines if isinstance(e["v"], list) and len(e["v"]) == 3]
-    assert timings
-    for e in timings:
+    whole = [e for e in timings if isinstance(e["v"][0], list)]  # an op's whole timing (time_op)
+    costs = [e for e in timings if not isinstance(e["v"][0], list)]  # its time, energy and power (op_cost)
+    assert whole and costs
+    for e in whole:
         e["v"][0][T["time_s"]] = -e["v"][0][T["time_s"]] - 1.0
+    for e in costs:
+        e["v"][0] = -e["v"][0] - 1.0
     path.write_text("".join(json.dumps(e) + "\n" for e in lines))
     _fresh()
     again = generation.run_generation(w, h200, kv_stride=1)
@@ -337,6 +368,9 @@ def test_bounds_of_a_timing_hold_for_every_op_a_run_times(cache_dir, h200):
     generation.run_generation(w, h200, kv_stride=1)
     values = opcache.parse_entries(opcache.cache_for_chip(h200.chip).path.read_bytes())
     timings = [v for v in values.values() if isinstance(v, list) and len(v) == 3 and isinstance(v[2], float)]
-    assert len(timings) > 5
-    assert all(opcache.timed_from_value(v, h200.chip) is not None for v in timings)
+    whole = [v for v in timings if isinstance(v[0], list)]  # time_op's
+    costs = [v for v in timings if not isinstance(v[0], list)]  # op_cost's: the decode attention's samples
+    assert len(whole) > 5 and len(costs) == 3  # a KV length each of the 3 decode steps
+    assert all(opcache.timed_from_value(v, h200.chip) is not None for v in whole)
+    assert all(opcache.cost_from_value(v, h200.chip) is not None for v in costs)
     assert Bound.COMPUTE.value == "compute"

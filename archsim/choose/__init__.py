@@ -18,17 +18,19 @@ from archsim.choose.collective import collective_energy, simulate_collective, ti
 from archsim.choose.conditions import Condition
 from archsim.choose.pick import choose, same_play
 from archsim.choose.tilings import cached_tilings
-from archsim.choose.timed import TimedOp, kernel_durations_s, op_energy, replay, simulate_op, time_op
+from archsim.choose.timed import OpCost, TimedOp, kernel_durations_s, op_cost, op_energy, replay, simulate_op, time_op
 from archsim.choose.writeback import dirty_evicted_bytes
 
 __all__ = [
     "Condition",
+    "OpCost",
     "TimedOp",
     "cached_tilings",
     "choose",
     "collective_energy",
     "dirty_evicted_bytes",
     "kernel_durations_s",
+    "op_cost",
     "op_energy",
     "play_held",
     "played_activity",

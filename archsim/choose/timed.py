@@ -59,15 +59,40 @@ def op_energy_split(
     return kernel.scaled(kernels) + floor, kernel.total_j / kernel_s if kernel_s > 0 else 0.0
 
 
-def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> TimedOp:
-    """Time and energy of one execution of `op` on `chip` measured under `condition` (`first`:
-    the first kernel of a timed region, which pays a lone launch or the host's cost), at the
-    fidelity simulations run at (fidelity.py)."""
-    return _time_op(op, chip, condition, first, fidelity.current())
+@dataclass(frozen=True)
+class OpCost:
+    """An op's time and energy by unit on one chip and its kernels' power: a TimedOp's without
+    the rest of its timing (what a decode's attention at every KV length needs)."""
+
+    time_s: float
+    energy: EnergySplit
+    kernel_power_w: float
 
 
-@memo(maxsize=65536)
-def _time_op(op: Op, chip: Chip, condition: Condition, first: bool, _at: fidelity.Fidelity) -> TimedOp:
+@dataclass(frozen=True)
+class _Played:
+    """An op's chosen program played under a condition: the choice, the program and its plays at
+    the clock its power held and at the chip's, its kernels, its fixed cost (seconds and whole
+    cycles of the chip's clock) and its played cycles counted at the chip's clock."""
+
+    choice: Choice
+    program: Program
+    played: ProgramResult
+    unheld: ProgramResult
+    kernels: int
+    overhead_s: float
+    overhead: int
+    played_cycles: int
+
+    def cost(self, chip: Chip) -> OpCost:
+        """Its time (its cycles at the chip's clock), energy and kernel power."""
+        c, k = self.choice, self.kernels
+        time_s = (self.played_cycles + self.overhead) / chip.clock_hz
+        energy, kernel_w = op_energy_split(chip, c.program, self.played, c.clock_hz, k, self.overhead_s)
+        return OpCost(time_s, energy, kernel_w)
+
+
+def _play(op: Op, chip: Chip, condition: Condition, first: bool) -> _Played:
     c = choose(op, chip)
     r, k = c.played, op.kernels
     unheld, program = c.unheld, c.program
@@ -79,13 +104,38 @@ def _time_op(op: Op, chip: Chip, condition: Condition, first: bool, _at: fidelit
     overhead_s += fixed_cost_s(chip, 0, Family.STREAM, condition, first)
     # cycles are counted at the chip's clock; a kernel the power limit slowed to c.clock_hz
     # takes proportionally more of them
+    played_cycles = round(k * r.cycles * (chip.clock_hz / c.clock_hz))
+    return _Played(c, program, r, unheld, k, overhead_s, round(overhead_s * chip.clock_hz), played_cycles)
+
+
+def time_op(op: Op, chip: Chip, condition: Condition = Condition.GRAPH, first: bool = True) -> TimedOp:
+    """Time and energy of one execution of `op` on `chip` measured under `condition` (`first`:
+    the first kernel of a timed region, which pays a lone launch or the host's cost), at the
+    fidelity simulations run at (fidelity.py)."""
+    return _time_op(op, chip, condition, first, fidelity.current())
+
+
+def op_cost(op: Op, chip: Chip) -> OpCost:
+    """`time_op(op, chip)`'s time, energy and kernel power, the same numbers, without the rest of
+    its timing (its time by cause and units' utilisations)."""
+    return _op_cost(op, chip, fidelity.current())
+
+
+@memo(maxsize=65536)
+def _op_cost(op: Op, chip: Chip, _at: fidelity.Fidelity) -> OpCost:
+    return _play(op, chip, Condition.GRAPH, True).cost(chip)
+
+
+@memo(maxsize=65536)
+def _time_op(op: Op, chip: Chip, condition: Condition, first: bool, _at: fidelity.Fidelity) -> TimedOp:
+    run = _play(op, chip, condition, first)
+    c, r, k, unheld, program = run.choice, run.played, run.kernels, run.unheld, run.program
     scale = chip.clock_hz / c.clock_hz
-    overhead = round(overhead_s * chip.clock_hz)
+    overhead, played_cycles = run.overhead, run.played_cycles
     compute, stall = round(k * r.compute_cycles * scale), round(k * r.stall_cycles * scale)
-    played_cycles = round(k * r.cycles * scale)
     total_cycles = played_cycles + overhead
-    time_s = total_cycles / chip.clock_hz
-    energy, kernel_w = op_energy_split(chip, c.program, r, c.clock_hz, k, overhead_s)
+    cost = run.cost(chip)
+    time_s, energy, kernel_w = cost.time_s, cost.energy, cost.kernel_power_w
     hbm_bytes, l2_bytes, flops = k * r.hbm_bytes, k * r.l2_bytes, k * c.program.flops
     moved = (hbm_bytes, l2_bytes, flops)
     causes = time_by_cause(unheld, k, played_cycles, overhead, chip.clock_hz)

@@ -342,10 +342,13 @@ class DecodeLayout:
     def phases(self, last_block_bytes: float) -> list[Phase]:
         """The kernels at a KV length whose last block holds `last_block_bytes`: the same numbers
         as compiling it anew (`_flash_phases`), as x + 0.0 is x and q + b is b + q."""
-        hbm, l2 = self.base.hbm_bytes.copy(), self.base.l2_bytes.copy()
+        base = self.base
+        hbm, l2 = base.hbm_bytes.copy(), base.l2_bytes.copy()
         hbm[self.last_hbm] += last_block_bytes
         l2[self.last_l2] += last_block_bytes
-        main = replace(self.base, hbm_bytes=hbm, l2_bytes=l2)
+        main = replace(base, hbm_bytes=hbm, l2_bytes=l2)
+        # what the cores and their weights alone give is the base's (worked out once a layout)
+        main.__dict__.update(active_cores=base.active_cores, entry_weights=base.entry_weights)
         return [main] if self.combine is None else [main, self.combine]
 
 

@@ -142,20 +142,21 @@ def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramRe
     """Play every phase of a program; totals over phases for the critical core and all cores."""
     cycles = compute = stall = active = 0
     busy = core_cycles = hbm = l2 = 0.0
-    by_cause = np.zeros(3)
+    latency = hbm_stall = l2_stall = 0.0  # the critical cores' stalls by cause, summed over phases
     results = []
     for phase in program.phases:
         r = play_phase(phase, chip, trace)
         results.append(r)
         if len(r.end_cycles) == 0:
             continue
-        crit = int(np.argmax(r.end_cycles))
-        w = phase.core_weight.astype(np.float64)
+        crit = int(r.end_cycles.argmax())
         cycles += int(r.total_cycles)
         compute += int(r.busy_cycles[crit])
         stall += int(r.stall_cycles[crit])
-        by_cause += r.stall_by_cause[:, crit]
-        busy += float(np.sum(r.busy_cycles * w))
+        latency += float(r.stall_by_cause[0, crit])
+        hbm_stall += float(r.stall_by_cause[1, crit])
+        l2_stall += float(r.stall_by_cause[2, crit])
+        busy += float((r.busy_cycles * phase.core_weight.astype(np.float64)).sum())
         core_cycles += chip.cores * r.total_cycles
         hbm += phase.hbm_traffic_bytes
         l2 += phase.l2_traffic_bytes
@@ -164,7 +165,6 @@ def play_program(program: Program, chip: Chip, trace: bool = False) -> ProgramRe
         # serial folds follow SCALE-Sim's accounting, which reports the index of the last cycle
         cycles -= 1
         compute -= 1
-    latency, hbm_stall, l2_stall = (float(x) for x in by_cause)
     return ProgramResult(
         cycles,
         compute,

@@ -14,7 +14,7 @@ watts, seconds, hertz.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +33,7 @@ from archsim.runner.generation import (
     attention_samples,
     cached_time_op,
     decode_ops_at,
-    time_ops,
+    op_costs,
 )
 
 
@@ -86,9 +86,15 @@ def timed(r: OpRecord, system: System) -> TimedOp:
 
 def records_energy(records: Sequence[OpRecord], system: System, hidden_s: float = 0.0) -> EnergySplit:
     """Energy of all executions of the ops (each `repeat` times), hidden collective time once."""
+    return energy_sum(((r.op.repeat, timed(r, system).energy) for r in records), system, hidden_s)
+
+
+def energy_sum(parts: Iterable[tuple[int, EnergySplit]], system: System, hidden_s: float = 0.0) -> EnergySplit:
+    """Energy of ops each run `repeat` times, as (repeat, one run's energy), and of the floor
+    less the hidden collective time (counted once: the ops' times overlap there)."""
     total = floor_split(system, -hidden_s)
-    for r in records:
-        total = total + timed(r, system).energy.scaled(r.op.repeat)
+    for repeat, energy in parts:
+        total = total + energy.scaled(repeat)
     return total
 
 
@@ -197,10 +203,10 @@ def decode_energies(
     samples = attention_samples(kv_lens, kv_stride)
     attn_s, attn, peak = np.zeros(len(samples)), np.zeros((len(samples), len(ENERGY_PARTS))), 0.0
     for i, kv in enumerate(samples.tolist()):
-        records, sample_hidden = time_ops(decode_ops_at(w, result.batch, int(kv), par), system)
-        attn_s[i] = sum(r.time_s for r in records) - sample_hidden
-        attn[i] = _parts(records_energy(records, system, sample_hidden))
-        peak = max([peak] + [timed(r, system).kernel_power_w for r in records])
+        costs, sample_hidden = op_costs(decode_ops_at(w, result.batch, int(kv), par), system)
+        attn_s[i] = sum(op.repeat * c.time_s for op, c in costs) - sample_hidden
+        attn[i] = _parts(energy_sum(((op.repeat, c.energy) for op, c in costs), system, sample_hidden))
+        peak = max([peak] + [c.kernel_power_w for _op, c in costs])
     stage_s = fixed_s + np.interp(kv_lens, samples, attn_s)
     stage = fixed + np.column_stack([np.interp(kv_lens, samples, attn[:, j]) for j in range(attn.shape[1])])
     micro = first.pipeline.micro_batches if first.pipeline is not None else 1

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from archsim import opcache
-from archsim.choose import TimedOp, simulate_collective, time_op
+from archsim.choose import OpCost, TimedOp, op_cost, simulate_collective, time_collective, time_op
 from archsim.choose.fidelity import KV_GRID, Fidelity, at_fidelity, current, screening
 from archsim.engine.timing import OpTiming, TimeByCause
 from archsim.graph.builder import Step, build_step
@@ -177,6 +178,27 @@ def _disk_time_op(op: Op, chip: Chip, path: str, at: Fidelity) -> TimedOp:
     return timed
 
 
+def cached_op_cost(op: Op, chip: Chip) -> OpCost:
+    """`op_cost` of `op` on `chip` (the time, energy and kernel power of `cached_time_op`, the same
+    numbers), read from the on-disk op cache where an earlier process put it (and put there
+    otherwise)."""
+    cache = opcache.cache_for_chip(chip)
+    if cache is None:
+        return op_cost(op, chip)
+    return _disk_op_cost(op, chip, cache, current())
+
+
+@memo(maxsize=65536)
+def _disk_op_cost(op: Op, chip: Chip, cache: opcache.OpCache, at: Fidelity) -> OpCost:
+    key = opcache.ops_key((op,), "op_cost" if at is Fidelity.FULL else "op_cost|screen")
+    parts = opcache.cost_from_value(cache.get(key), chip)
+    if parts is not None:
+        return OpCost(*parts)
+    cost = op_cost(op, chip)
+    cache.put(key, opcache.cost_value(cost.time_s, cost.energy, cost.kernel_power_w))
+    return cost
+
+
 def op_timing(op: Op, chip: Chip) -> OpTiming:
     """The timing of `cached_time_op`."""
     return cached_time_op(op, chip).timing
@@ -184,33 +206,62 @@ def op_timing(op: Op, chip: Chip) -> OpTiming:
 
 def time_ops(ops: Sequence[Op], system: System) -> tuple[tuple[OpRecord, ...], float]:
     """Every op timed on the system's chip, each collective on its links, and the collective time
-    hidden under compute: a collective right after the op that produces it is cut into the pieces
-    that best overlap that op (`best_chunks`, as the fabric's `chunk` allows). The one rule by
-    which a step's ops add up, for `archsim run` and serving alike."""
-    records: list[OpRecord] = []
+    hidden under compute (`scheduled`): the one rule by which a step's ops add up, for `archsim
+    run` and serving alike."""
+    records, hidden = scheduled(ops, system, op_timing, simulate_collective)
+    return tuple(OpRecord(op, timing) for op, timing in records), hidden
+
+
+def op_costs(ops: Sequence[Op], system: System) -> tuple[list[tuple[Op, OpCost]], float]:
+    """`time_ops` of the ops as each one's time, energy and kernel power alone (`cached_op_cost`,
+    `collective_cost`: the same numbers): what a step's time and energy need."""
+    return scheduled(ops, system, cached_op_cost, collective_cost)
+
+
+def collective_cost(op: Op, system: System) -> OpCost:
+    """A collective's time, energy and power on the system's links (`time_collective`)."""
+    t = time_collective(op, system)
+    return OpCost(t.timing.time_s, t.energy, t.kernel_power_w)
+
+
+class Timed(Protocol):
+    @property
+    def time_s(self) -> float: ...
+
+
+T = TypeVar("T", bound=Timed)
+
+
+def scheduled(
+    ops: Sequence[Op], system: System, on_chip: Callable[[Op, Chip], T], on_links: Callable[[Op, System], T]
+) -> tuple[list[tuple[Op, T]], float]:
+    """Every op timed on the system's chip (`on_chip`), each collective on its links
+    (`on_links`), and the collective time hidden under compute: a collective right after the op
+    that produces it is cut into the pieces that best overlap that op (`best_chunks`, as the
+    fabric's `chunk` allows)."""
+    records: list[tuple[Op, T]] = []
     hidden = 0.0
     for op in ops:
         if not op.kind.is_collective:
-            records.append(OpRecord(op, op_timing(op, system.chip)))
+            records.append((op, on_chip(op, system.chip)))
             continue
         producer = records[-1] if records and op.kind is not OpKind.SEND else None
-        if producer is not None and not producer.op.kind.is_collective:
+        if producer is not None and not producer[0].kind.is_collective:
 
             def pieces_s(c: int, op: Op = op) -> float:
                 return simulate_collective(replace(op, chunks=c), system).time_s
 
-            chunks, saved = best_chunks(
-                producer.timing.time_s, pieces_s, max_chunks(op, system_fabric(system).chunk_bytes)
-            )
+            chunks, saved = best_chunks(producer[1].time_s, pieces_s, max_chunks(op, system_fabric(system).chunk_bytes))
             op, hidden = replace(op, chunks=chunks), hidden + saved * op.repeat
-        records.append(OpRecord(op, simulate_collective(op, system)))
-    return tuple(records), hidden
+        records.append((op, on_links(op, system)))
+    return records, hidden
 
 
 def ops_time_s(ops: Sequence[Op], system: System) -> float:
-    """Time of all executions of `ops` (each `repeat` times), collective time hidden taken off."""
-    records, hidden = time_ops(ops, system)
-    return sum(r.time_s for r in records) - hidden
+    """Time of all executions of `ops` (each `repeat` times), collective time hidden taken off
+    (from each op's time alone: `op_costs`)."""
+    records, hidden = op_costs(ops, system)
+    return sum(op.repeat * c.time_s for op, c in records) - hidden
 
 
 def simulate_step(w: Workload, system: System, step: Step, parallelism: Parallelism | None = None) -> StepResult:

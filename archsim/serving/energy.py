@@ -29,8 +29,8 @@ from archsim.graph.model import Scenario, Workload
 from archsim.graph.parallel import Parallelism
 from archsim.hardware import System
 from archsim.hardware.power import floor_power_w, idle_power_w
-from archsim.runner.energy import records_energy
-from archsim.runner.generation import time_ops
+from archsim.runner.energy import energy_sum
+from archsim.runner.generation import op_costs
 from archsim.runner.steps import DECODE_BATCH_FACTOR, QUERY_FACTOR, bracket
 
 if TYPE_CHECKING:
@@ -43,8 +43,9 @@ LINE_KV = (1024, 4096)  # KV lengths (decode) or past tokens (prefill, less the 
 
 def _timed_j(ops: list[Op], system: System) -> tuple[float, float]:
     """(seconds, joules) of the ops on the system's busiest chip."""
-    records, hidden = time_ops(ops, system)
-    return sum(r.time_s for r in records) - hidden, records_energy(records, system, hidden).total_j
+    costs, hidden = op_costs(ops, system)
+    time_s = sum(op.repeat * c.time_s for op, c in costs) - hidden
+    return time_s, energy_sum(((op.repeat, c.energy) for op, c in costs), system, hidden).total_j
 
 
 class StepEnergyModel:
