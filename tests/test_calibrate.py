@@ -36,9 +36,9 @@ def test_a_case_file_of_ones_own_is_fitted(tmp_path):
     mine.write_text(
         json.dumps({"meta": shipped["meta"], "cases": [c for c in shipped["cases"] if c["kind"] == "gemm"][:3]})
     )
-    got = _calibrate("--cases", str(mine), "--rounds", "1", "--params", "chip.overheads.matrix_setup_s")
+    got = _calibrate("--cases", str(mine), "--rounds", "1", "--params", "chip.overheads.matrix_setup_cycles")
     assert got.returncode == 0, got.stderr
-    assert "chip.overheads.matrix_setup_s = " in got.stdout and "calibration: gemm " in got.stdout
+    assert "chip.overheads.matrix_setup_cycles = " in got.stdout and "calibration: gemm " in got.stdout
     # the H200's two tiny profiled vector kernels alone (a 4,096-element add of 1.07 us, SiLU and
     # multiply of 3.0 us) pull the fixed cost per kernel to about 0.46 us, under the 0.5 us its line
     # declares: printed, then refused (exit 3) naming what such a value stands in for
