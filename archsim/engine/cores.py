@@ -90,7 +90,7 @@ def post_computed(q, posted, t):
 
 
 @njit_inline
-def issue_load(q, entry, freed, slot, p, t, hbm_util, queued_util, stages):
+def issue_load(q, entry, freed, slot, p, t, hbm_util, stages):
     """A free DMA takes sequence q's next load (`entry`, its times `slot`) once its buffer is
     free (the entry `stages` before it computed: its times `freed`): its data starts flowing one
     access latency per trip after, at the HBM latency of `hbm_util` (the share of the HBM
@@ -113,7 +113,7 @@ def issue_load(q, entry, freed, slot, p, t, hbm_util, queued_util, stages):
     hf = entry["hbm"] / nbytes
     lat = load_latency(p, hf, hbm_util)
     q["loading"] = j
-    q["ready_at"] = max(np.ceil(slot_free + entry["trips"] * load_latency(p, hf, queued_util) - EPS), t)
+    q["ready_at"] = max(np.ceil(slot_free + entry["trips"] * lat - EPS), t)
     q["left_load"] = nbytes
     q["load_cap"] = load_rate_cap(p, entry["hbm"] / entry["trips"], hf, lat)
     q["load_hbm_share"] = hf

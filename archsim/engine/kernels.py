@@ -133,7 +133,6 @@ def simulate_phase(
     use_l[STORE_L2, :] = 1.0
     t = 0.0
     hbm_util = 0.0  # share of the HBM bandwidth the flows use between the last event and the next
-    queued_util = 0.0  # that of the flows still moving at this event: those that drained have left the queue
     done = 0
     for s in range(s_count):
         q = seqs[s]
@@ -213,9 +212,7 @@ def simulate_phase(
                 j = q["next_load"]
                 freed = times[ring_slot(s, base, max(j - stages, 0), ring, trace)]
                 here = times[min(ring_slot(s, base, j, ring, trace), last_slot)]
-                issued, nothing = issue_load(
-                    q, ents[min(base + j, last_entry)], freed, here, p, t, hbm_util, queued_util, stages
-                )
+                issued, nothing = issue_load(q, ents[min(base + j, last_entry)], freed, here, p, t, hbm_util, stages)
                 if issued:
                     cap[LOAD, s] = q["load_cap"]
                     use_h[LOAD, s] = q["load_hbm_share"]
@@ -267,7 +264,6 @@ def simulate_phase(
         if changed:
             hbm_load, fair_now = share(shares, n_flows, dirty, fair, p.hbm_bytes_per_cycle, p.l2_bytes_per_cycle)
             hbm_util = hbm_load / p.hbm_bytes_per_cycle
-            queued_util = hbm_util
             changed = False
             dirty = n_flows
             reshared = fair or fair_now  # any rate may have changed: each flow's end again if its did (below)
@@ -345,7 +341,7 @@ def simulate_phase(
                         taken[s] = True
                         todo[n_todo] = s
                         n_todo += 1
-            queued_util = max(0.0, hbm_util - gone / p.hbm_bytes_per_cycle)
+            hbm_util = max(0.0, hbm_util - gone / p.hbm_bytes_per_cycle)
         n_todo = tree_due(seq_next, leaves, t, todo, n_todo, taken, stack)
         for i in range(n_again):
             s = again[i]
