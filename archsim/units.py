@@ -2,7 +2,8 @@
 
 Metric prefixes (k, M, G, T, P) are powers of 1000 and binary prefixes (Ki, Mi, Gi, Ti) powers
 of 1024, as in IEC 80000-13. Every parsed value is returned in the canonical unit of its
-dimension: bytes, bytes/s, Hz, seconds, FLOP/s, joules, watts, volts, and square millimetres for
+dimension: bytes, bytes/s, Hz, seconds, clock cycles (`cycles`, of the clock of the unit that
+spends them), FLOP/s, joules, watts, volts, and square millimetres for
 areas (`mm2` or `mm²`, `um2`; an area per byte as `mm2/MiB`), the unit die sizes are quoted in. A value in the wrong dimension (`GB/s` where a
 capacity is due) is refused with a message that quotes it.
 """
@@ -41,6 +42,7 @@ class Dim(str, Enum):
     VOLTS = "V"
     AREA = "mm2"
     AREA_PER_BYTE = "mm2/B"
+    CYCLES = "cycles"
 
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -48,6 +50,7 @@ _PATTERN = re.compile(rf"^\s*{_NUMBER}\s*((?:[A-Za-zµ][A-Za-zµ/²2]*)?)\s*$")
 
 # unit suffix -> (dimension, scale of the bare unit)
 _BASE_UNITS: dict[str, tuple[Dim, float]] = {
+    "cycles": (Dim.CYCLES, 1.0),
     "B": (Dim.BYTES, 1.0),
     "B/s": (Dim.BYTES_PER_S, 1.0),
     "Hz": (Dim.HZ, 1.0),
@@ -156,6 +159,7 @@ def example(dim: Dim) -> str:
         Dim.VOLTS: "'0.9 V'",
         Dim.AREA: "'814 mm2'",
         Dim.AREA_PER_BYTE: "'0.7 mm2/MiB'",
+        Dim.CYCLES: "'3880 cycles'",
     }[dim]
 
 

@@ -58,12 +58,14 @@ BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
     },
     ("a100_calibration", "calibration"): {
         "allreduce": (32.0, 79.0),
-        "gemm": (6.0, 36.5),
+        # 5.6% -> 6.0% since a load issued as the loads before it drain waits no queue: the small
+        # GEMVs had been slowed by a queue of 98% their lockstep cores never formed
+        "gemm": (6.5, 36.5),
         "vector": (9.5, 100.5),
     },
     ("a100_calibration", "held out"): {
         "allreduce": (35.0, 109.0),
-        "gemm": (6.0, 28.5),
+        "gemm": (6.5, 28.5),
         "vector": (9.0, 100.5),
     },
 }

@@ -44,6 +44,8 @@ def _line_of(path: str, needle: str) -> int:
         ("dataflow: ws", "dataflow: diagonal", "cores.matrix_units.dataflow", "'ws', 'os' or 'is'"),
         ("  interleave: 256 B", "  interleve: 256 B", "hbm.interleve", "did you mean 'interleave'"),
         ("clock: 1.98 GHz", "clock: fast", "clock", "not a quantity"),
+        # a prologue is cycles of the clock the kernel runs at, never a fixed time
+        ("matrix_setup: 3881 cycles", "matrix_setup: 1.96 us", "overheads.matrix_setup", "s, but cycles is due"),
     ],
 )
 def test_hw_errors_are_located(tmp_path, old, new, key, fragment):

@@ -161,31 +161,6 @@ CHOOSER = (
 # its resources' factors, the resource doubled)}, each example found by the test and replayed
 NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float], str]]] = {
     (ChipFamily.GPU, False): {
-        "bound-gemv": (
-            "an A100 of 27 SMs at 60% of its clock with half its pins and bytes in flight moves 37.9% of"
-            " what memory feeds a GEMV: its SMs issue their loads in lockstep as the last ones drain, each"
-            " paying the queueing delay of HBM at 98% (the rates the last event set: 343 + 49 x 38 = 2,208"
-            " cycles) and then flowing at 32,896 B over it, 40% of HBM together, so HBM idles over a third of"
-            " the time (engine/kernels.py: the delay is charged while nothing queues); no unit holds half",
-            "a100",
-            {
-                "cores": 0.25,
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
-                "power_limit": 0.75,
-            },
-            "clock",
-        ),
-        "more-gemv": (
-            CHOOSER + " (an A100 of 27 SMs with twice its SRAM bandwidth: 49%, 8 candidates each)",
-            "a100",
-            {"cores": 0.25, "clock": 0.8, "matrix_units": 2.0, "inflight": 2.0, "hbm_data_rate": 0.75},
-            "sram_bandwidth",
-        ),
         "more-gemm": (
             CHOOSER + " (a B200 with twice its shared memory: 2.6%)",
             "b200",

@@ -84,6 +84,17 @@ def test_a_second_load_hides_its_latency_behind_the_first_transfer():
     assert r.stall_by_cause[:, 0].tolist() == [100.0, 150.0, 0.0]
 
 
+def test_a_load_issued_as_the_one_before_drains_sees_no_queue():
+    # queueing Lq = 100 cycles at half the bandwidth. Entry 0's data flows 100-200 at the whole
+    # 10 B/cycle (utilisation 1). The DMA takes entry 1 at 200, as entry 0's flow drains: no
+    # request is left ahead of it, so its latency is the unloaded 100 (counted from cycle 0, its
+    # buffer free), over by 200, not 100 + 49 x 100 = 5,000 (the utilisation before the drain,
+    # capped at 0.98). So as without queueing: entry 1 flows 200-300, computes 300-350
+    queued = ROUND._replace(hbm_queue_latency=100.0)
+    r = play_phase_on(_phase([1000.0, 1000.0], [0.0, 0.0], [50, 50], stages=2), queued)
+    assert r.total_cycles == 350 and r.stall_by_cause[:, 0].tolist() == [100.0, 150.0, 0.0]
+
+
 def test_time_by_cause_records_add_and_scale():
     a = TimeByCause(compute_s=1.0, hbm_bandwidth_s=2.0, fixed_s=0.5)
     b = TimeByCause(memory_latency_s=0.25, schedule_s=-0.5)

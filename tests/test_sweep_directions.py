@@ -184,8 +184,9 @@ def test_the_auto_front_is_the_full_fidelity_front_on_a_shipped_sweep(tmp_path):
     # stacks: about 162 tokens/s; 1.4 GHz: 267 tokens/s and a longer TTFT at the same cores)
     on_front = {(r["tensor_cores"], r["hbm_stacks"], r["clock_ghz"]) for r in fronts["full"]}
     assert on_front == {(2, 8, 2.0), (8, 8, 2.0)}
-    # the two 4-stack designs at 1.4 GHz are beaten by more than 2% on every objective: left screened
-    assert auto.refined == 6
+    # the four designs at 1.4 GHz, whose kernel prologues take their cycles at the lower clock, are
+    # beaten by more than 2% on every objective: left screened
+    assert auto.refined == 4
     summary = json.loads((tmp_path / "auto" / "summary.json").read_text())
     assert summary["objectives"]["tpot_ms"] == {"goal": "minimize", "unit": None}
     assert summary["last_run"]["refined"] == auto.refined

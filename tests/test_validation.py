@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from archsim.choose import Condition, kernel_durations_s, simulate_op
+from archsim.choose.conditions import prologue_s
 from archsim.config.loader import load_system
 from archsim.graph.ops import Op, OpKind, Scaling, VectorOp
 from archsim.hardware import DType
+from archsim.program import Family
 from archsim.runner.validation import CaseError, CaseFile, case_ops, predict_ms, truncate
 
 
@@ -53,7 +55,7 @@ def test_kernel_durations_add_up_to_the_kernel_timed_op(a100):
     assert len(split) == 2, "the split-K GEMM and its reduction"
     # each kernel carries its own overhead; the matrix prologue is the first kernel's alone
     o = chip.overheads
-    assert split[0] > o.kernel_s + o.matrix_setup_s and o.kernel_s < split[1] < split[0]
+    assert split[0] > o.kernel_s + prologue_s(chip, Family.GEMM) and o.kernel_s < split[1] < split[0]
 
 
 def test_a_kernel_timed_case_is_predicted_as_its_timer_reads_it(a100):

@@ -107,8 +107,8 @@ CHIP_PARAMS = [
     Param("chip.l2.flush_dirty", 0.05, 1.0),
     Param("chip.overheads.kernel_s", 0.1e-6, 5e-6),
     Param("chip.overheads.launch_s", 0.1e-6, 12e-6),
-    Param("chip.overheads.matrix_setup_s", 0.1e-6, 8e-6),
-    Param("chip.overheads.attention_setup_s", 0.1e-6, 12e-6),
+    Param("chip.overheads.matrix_setup_cycles", 100, 16000),
+    Param("chip.overheads.attention_setup_cycles", 100, 24000),
     Param("mac_scale", 0.3, 3.0),
 ]
 
@@ -181,11 +181,11 @@ MISSING = {  # every fitted chip parameter: its line and what a value beyond its
         "a launch hidden by the launches queued before it",
         "a host round trip: the host's launch-and-synchronise cost",
     ),
-    "chip.overheads.matrix_setup_s": Fitted(
-        "overheads.matrix_setup", Dim.SECONDS, "-", "a GEMM library's policy (split-K, stream-K, tile shape)"
+    "chip.overheads.matrix_setup_cycles": Fitted(
+        "overheads.matrix_setup", Dim.CYCLES, "-", "a GEMM library's policy (split-K, stream-K, tile shape)"
     ),
-    "chip.overheads.attention_setup_s": Fitted(
-        "overheads.attention_setup", Dim.SECONDS, "-", "an attention library's KV split or pipeline"
+    "chip.overheads.attention_setup_cycles": Fitted(
+        "overheads.attention_setup", Dim.CYCLES, "-", "an attention library's KV split or pipeline"
     ),
     "mac_scale": Fitted(
         "power.mac",

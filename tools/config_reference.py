@@ -37,6 +37,7 @@ _WORDS = {
     "Hertz": "Hz",
     "Seconds": "seconds (`250 ns`)",
     "SecondsOrZero": "seconds, or 0",
+    "CyclesOrZero": "clock cycles (`3881 cycles`), or 0",
     "Joules": "joules (`0.3 pJ`)",
     "JoulesOrZero": "joules, or 0",
     "JoulesPerByte": "joules/byte (`2 pJ/B`)",

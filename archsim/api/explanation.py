@@ -188,16 +188,12 @@ def levers(hardware: Hardware) -> list[tuple[str, float, dict[str, str]]]:
         clock["power.max_clock"] = f"{DOUBLED * chip.power.max_clock_hz!r} Hz"
         out.append(("the power limit", DOUBLED, {"power.limit": f"{DOUBLED * chip.power.limit_w!r} W"}))
     out.append(("the clock", DOUBLED, clock))
-    costs = {"kernel": o.kernel_s, "gap": o.gap_s, "launch": o.launch_s, "matrix_setup": o.matrix_setup_s}
-    costs["attention_setup"] = o.attention_setup_s
-    if any(costs.values()):
-        out.append(
-            (
-                "the fixed per-kernel costs",
-                HALVED,
-                {f"overheads.{k}": f"{HALVED * v!r} s" for k, v in costs.items() if v},
-            )
-        )
+    costs = {f"overheads.{k}": f"{HALVED * v!r} s" for k, v in (("kernel", o.kernel_s), ("gap", o.gap_s)) if v}
+    costs |= {f"overheads.{k}": f"{HALVED * v!r} s" for k, v in (("launch", o.launch_s),) if v}
+    prologues = (("matrix_setup", o.matrix_setup_cycles), ("attention_setup", o.attention_setup_cycles))
+    costs |= {f"overheads.{k}": f"{HALVED * v!r} cycles" for k, v in prologues if v}
+    if costs:
+        out.append(("the fixed per-kernel costs", HALVED, costs))
     return out
 
 

@@ -29,6 +29,7 @@ MAX_BANDWIDTH = (1e18, "1 EB/s")  # 40,000 times a wafer-scale chip's on-die ban
 MIN_LATENCY = (1e-15, "1 fs")  # a thousandth of a gate delay (the parity chips: 0.001 ps, "none")
 MAX_LATENCY = (1.0, "1 s")  # a memory or link latency, an overhead: a second is a unit mistake
 MAX_BITS_PER_S = (1e18, "1 Ebps")
+MAX_CYCLES = (1e8, "100,000,000 cycles")  # a fixed cost in cycles: 50 ms at 2 GHz is a unit mistake
 MAX_CORES = 2**20  # Cerebras WSE-3, the largest chip built, has 900,000 cores
 
 
@@ -66,6 +67,7 @@ Hertz = Annotated[float, _quantity(Dim.HZ, high=MAX_CLOCK)]
 ClockHz = Annotated[float, _quantity(Dim.HZ, low=MIN_CLOCK, high=MAX_CLOCK)]
 Seconds = Annotated[float, _quantity(Dim.SECONDS, low=MIN_LATENCY, high=MAX_LATENCY)]
 SecondsOrZero = Annotated[float, _quantity_or_zero(Dim.SECONDS, high=MAX_LATENCY)]
+CyclesOrZero = Annotated[float, _quantity_or_zero(Dim.CYCLES, high=MAX_CYCLES)]
 BitsPerS = Annotated[float, _quantity(Dim.BITS_PER_S, high=MAX_BITS_PER_S)]
 PinRate = Annotated[float, _quantity(Dim.BITS_PER_S, low=MIN_PIN_RATE, high=MAX_PIN_RATE)]
 # energies of one action (a MAC, a byte moved) are picojoules; a microjoule is a slipped prefix

@@ -15,8 +15,9 @@ indexed [kind, sequence]. Every active flow is capped by the memory model
 (archsim/hardware/memory.py: Little's law, the HBM channels a load touches), and HBM and L2 are
 shared between flows max-min fairly (progressive filling). Between events all rates are
 constant, so the timeline is exact for this fluid model. A load issued at an event sees the
-HBM latency of the utilisation the rates of the last event set (the queueing delay of a loaded
-controller). Event times are rounded up to whole cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
+HBM latency of the utilisation of the flows still moving then (the queueing delay of a loaded
+controller): the rates the last event set, less those of the flows that drained at this event,
+whose requests have left the queue. Event times are rounded up to whole cycles. Leaf kernels only: arrays, scalars and the MemoryParams record in, arrays out.
 
 What a sequence does at an event is a few small steps inlined into the loop (`finish_ended`,
 `post_computed`, `issue_load`, `start_compute`, `next_event`), each over the records of its
@@ -329,14 +330,18 @@ def simulate_phase(
         else:
             drained = move_flows(act_left, act_rate, act_end, act_drained, n_flows, dt, t_next)
         if drained:
+            gone = 0.0  # HBM bytes per cycle of the flows that drained: their queue has emptied
             for i in range(n_flows):
                 if act_drained[i]:
                     act_left[i] = 0.0
+                    f = act_flow[i]
+                    gone += wflow_f[f] * act_rate[i] * use_h_f[f]
                     s = act_seq[i]
                     if not taken[s]:
                         taken[s] = True
                         todo[n_todo] = s
                         n_todo += 1
+            hbm_util = max(0.0, hbm_util - gone / p.hbm_bytes_per_cycle)
         n_todo = tree_due(seq_next, leaves, t, todo, n_todo, taken, stack)
         for i in range(n_again):
             s = again[i]

@@ -208,7 +208,10 @@ class Noc:
 class Overheads:
     """Fixed costs per kernel: back to back (as in a CUDA graph), when launched alone, and the
     prologue a matrix-unit kernel runs before its first load (tensor-map descriptors, pipeline
-    barriers, shared-memory carve-out), which small elementwise kernels do not have."""
+    barriers, shared-memory carve-out), which small elementwise kernels do not have. The
+    prologues are instructions the cores run, so they are counted in cycles of the clock the
+    kernel runs at (a chip at a lower clock, or held lower by its power, takes longer over them);
+    the rest is the front end's and the host's, in seconds."""
 
     kernel_s: float = param(
         "kernel", "SecondsOrZero", "fixed part of every kernel's own duration (first blocks to last)", source="[CAL]"
@@ -221,15 +224,20 @@ class Overheads:
         source="[DQ]",
     )
     launch_s: float = param("launch", "SecondsOrZero", "extra cost of an op launched on its own", source="[CAL]")
-    matrix_setup_s: float = param(
+    matrix_setup_cycles: float = param(
         "matrix_setup",
-        "SecondsOrZero",
-        "prologue of a matrix-unit kernel before its first load (descriptors, barriers)",
+        "CyclesOrZero",
+        "prologue of a matrix-unit kernel before its first load (descriptors, barriers), in cycles of the "
+        "clock the kernel runs at",
         0.0,
         source="[CAL]",
     )
-    attention_setup_s: float = param(
-        "attention_setup", "SecondsOrZero", "prologue of a fused attention kernel", 0.0, source="[CAL]"
+    attention_setup_cycles: float = param(
+        "attention_setup",
+        "CyclesOrZero",
+        "prologue of a fused attention kernel, in cycles of the clock the kernel runs at",
+        0.0,
+        source="[CAL]",
     )
     host_s: float = param(
         "host", "SecondsOrZero", "the host's launch-and-synchronize round trip (0: not stated)", 0.0, source="[DQ]"
