@@ -174,3 +174,17 @@ def test_the_shortlist_keeps_the_leanest_tiling():
     assert len(tilings) == 5 and all((t.tm, t.tn) != (4096, 4096) for t in tilings[:4])
     assert (tilings[4].tm, tilings[4].tn, tilings[4].tk) == (4096, 4096, 512)
     assert loaded_bytes(np.array([1]), np.array([2]), np.array([(4096 * 512 * 2) * 2]))[0] == 16 << 20
+
+
+def test_a_shortlist_of_fewer_shapes_than_its_length_is_filled_with_the_next_best():
+    """SCALE-Sim's one 128 x 128 weight-stationary array with SRAM for anything: a 4096 x 1024 x
+    4096 GEMM's tilings all take the array's time, and the estimate's best 4 are one tile,
+    4096 x 128, at K steps 128, 256, 512 and 1,024: two shapes (pipelined, whole K). The next
+    best shape, 4096 x 256, fills the other two places (its K step of 128 and the whole K), and
+    the leanest, the whole output as one tile (A and B loaded once), comes last."""
+    from archsim.config.loader import load_system
+
+    ws = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "scalesim_ws_128x128.yaml"))[0].chip
+    op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+    shapes = [(t.tm, t.tn, t.tk) for t in shortlist(op, ws, 4)]
+    assert shapes == [(4096, 128, 128), (4096, 128, 1024), (4096, 256, 128), (4096, 256, 1024), (4096, 4096, 128)]

@@ -77,7 +77,10 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     going to less HBM traffic, counted with the L2 model the compiled phases use, and then to
     less compute. A K step of
     the whole K is ranked apart from the pipelined K steps of its tile shape (its one step has no
-    next step to load behind it), so that more SRAM, which makes it legal, keeps them. The engine plays the shortlist and keeps the fastest, as an autotuning kernel
+    next step to load behind it), so that more SRAM, which makes it legal, keeps them. Where the
+    head holds fewer than `count` tile shapes (its best are one shape's K steps), the next best
+    shapes fill it (`_scored`'s reserve), so the shortlist's length does not change with the chip.
+    The engine plays the shortlist and keeps the fastest, as an autotuning kernel
     library does. The ranking leaves HBM bandwidth out, so a faster memory never changes which
     tilings are tried; and the leanest tiling (the fewest bytes loaded), which a GEMM held by
     its memory traffic runs best as, is tried whatever the ranking, so a chip with more of a
@@ -89,7 +92,7 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     # K), so the shortlist spans different mappings. The rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
     # are in, later estimates cannot enter
     out: dict[tuple, Tiling] = {}
-    head, leanest = _scored(op, chip, count)
+    head, leanest, reserve = _scored(op, chip, count)
     start = 0
     while start < len(head) and len(out) < count:
         end = start
@@ -100,6 +103,10 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
         for t, _hbm, _compute in tied:
             out.setdefault(_shape_key(op, t), t)
         start = end
+    for _est, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
+        if len(out) >= count:
+            break
+        out.setdefault(_shape_key(op, t), _best_raster(op, lay, t)[0])
     kept = tuple(out.values())[:count]
     if leanest is not None and all(_shape_key(op, t) != _shape_key(op, leanest) for t in kept):
         kept += (_best_raster(op, lay, leanest)[0],)
@@ -117,16 +124,20 @@ def shortlist_head(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, 
     each with its best raster), found by the analytic estimate alone: arithmetic over the tile
     grid, no L2 walk, so the size check before a run can bound what the compiler will build for
     nothing."""
-    head, leanest = _scored(op, chip, count)
-    return tuple(t for _est, _compute, t in head) + ((leanest,) if leanest is not None else ())
+    head, leanest, reserve = _scored(op, chip, count)
+    return tuple(t for _est, _compute, t in (*head, *reserve)) + ((leanest,) if leanest is not None else ())
 
 
 @memo(maxsize=4096)
-def _scored(op: Op, chip: Chip, count: int) -> tuple[list[tuple[float, float, Tiling]], Tiling | None]:
+def _scored(
+    op: Op, chip: Chip, count: int
+) -> tuple[list[tuple[float, float, Tiling]], Tiling | None, list[tuple[float, float, Tiling]]]:
     """The best 3 x `count` tilings of every mapping by the analytic estimate, as (estimate,
-    compute seconds, tiling), best first; and the leanest tiling: of the tile shapes whose cores
+    compute seconds, tiling), best first; the leanest tiling: of the tile shapes whose cores
     load the fewest bytes in all (`loaded_bytes`: what the GEMM reads from HBM where no load
-    hits L2, and an upper bound on it where some do), the best by estimate of any mapping."""
+    hits L2, and an upper bound on it where some do), the best by estimate of any mapping; and a
+    reserve: each mapping's best `count` tile shapes (`_shape_key`: one K step each) not in the
+    head, best first, 3 x `count` at most."""
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
@@ -150,7 +161,8 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[tuple[float, float, Ti
     e = Estimate(op, chip, tiles, ksteps, cycles_per_step, moved_stage, rate, lat, stages, em, en)
     loaded = loaded_bytes(tiles, ksteps, moved_stage)
     leanest = loaded <= loaded.min() * (1 + LEANEST_REL)
-    scored, lean = [], []
+    shape = (tm * (int(tn.max()) + 1) + tn) * 2 + (tk >= k)  # one number per `_shape_key` of a mapping
+    scored, lean, spare = [], [], []
     for rule in MAPPINGS.values():
         for split in rule.splits(e):
             est, compute_s = rule.estimate(e, split)
@@ -159,12 +171,20 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[tuple[float, float, Ti
                 if np.isfinite(est[i]):
                     tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
                     scored.append((float(est[i]), float(compute_s[i]), tiling))
+            _shapes, first = np.unique(shape[order], return_index=True)  # each shape's best K step
+            for i in order[np.sort(first)][:count]:
+                if np.isfinite(est[i]):
+                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
+                    spare.append((float(est[i]), float(compute_s[i]), tiling))
             best_lean = order[leanest[order] & np.isfinite(est[order])][:1]
             lean += [(float(est[i]), float(compute_s[i]), Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split))
                      for i in best_lean]  # fmt: skip
     scored.sort(key=lambda x: (x[0], x[1]))
     lean.sort(key=lambda x: (x[0], x[1]))
-    return scored[: 3 * count], (lean[0][2] if lean else None)
+    head = scored[: 3 * count]
+    spare.sort(key=lambda x: (x[0], x[1]))
+    reserve = [x for x in spare if x not in head][: 3 * count]
+    return head, (lean[0][2] if lean else None), reserve
 
 
 LEANEST_REL = 1e-9  # loaded bytes within this of the least tie for the leanest (float rounding)
