@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from archsim.compiler.gemm import compile_gemm, shortlist
+from archsim.compiler.gemm import compile_gemm, loaded_bytes, shortlist
 from archsim.compiler.gemm_mapping import Estimate, GemmMappingRule, core_fill_drain_s
 from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling
 from archsim.compiler.mappings import MAPPINGS, mapping_rule
@@ -152,3 +152,39 @@ def test_the_estimate_adds_a_cores_fill_and_drain_once():
     assert wafer.core.max_inflight_bytes == 3072 * 8192 * 2
     assert estimate_us(1, 1100.0) == pytest.approx(3.0)
     assert estimate_us(8, 2200.0) == pytest.approx(17.0)
+
+
+def test_loaded_bytes_by_hand():
+    """4096 x 1024 x 4096 bf16 in 2048 x 4096 x 512 tiles: 2 tiles x 2 K steps x (2048 x 512 +
+    512 x 4096) x 2 B = 25,165,824 B; in 2048 x 2048 x 512 tiles: 4 x 2 x 4 MiB = 33,554,432 B."""
+    stage = np.array([(2048 * 512 + 512 * 4096) * 2, (2048 * 512 + 512 * 2048) * 2])
+    assert loaded_bytes(np.array([2, 4]), np.array([2, 2]), stage).tolist() == [25_165_824, 33_554_432]
+
+
+def test_the_shortlist_keeps_the_leanest_tiling():
+    """A TPU v6e's 4096 x 1024 x 4096 GEMM: the estimate's best 4 tile shapes are smaller than the
+    output, and the whole output as one 4096 x 4096 tile, which loads A and B once each (1 tile x
+    2 K steps x (4096 x 512 + 512 x 4096) x 2 B = 16 MiB: the least any tiling loads), is played
+    after them."""
+    from archsim.config.loader import load_system
+
+    v6e = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "tpu_v6e.yaml"))[0].chip
+    op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+    tilings = shortlist(op, v6e, 4)
+    assert len(tilings) == 5 and all((t.tm, t.tn) != (4096, 4096) for t in tilings[:4])
+    assert (tilings[4].tm, tilings[4].tn, tilings[4].tk) == (4096, 4096, 512)
+    assert loaded_bytes(np.array([1]), np.array([2]), np.array([(4096 * 512 * 2) * 2]))[0] == 16 << 20
+
+
+def test_a_shortlist_of_fewer_shapes_than_its_length_is_filled_with_the_next_best():
+    """SCALE-Sim's one 128 x 128 weight-stationary array with SRAM for anything: a 4096 x 1024 x
+    4096 GEMM's tilings all take the array's time, and the estimate's best 4 are one tile,
+    4096 x 128, at K steps 128, 256, 512 and 1,024: two shapes (pipelined, whole K). The next
+    best shape, 4096 x 256, fills the other two places (its K step of 128 and the whole K), and
+    the leanest, the whole output as one tile (A and B loaded once), comes last."""
+    from archsim.config.loader import load_system
+
+    ws = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "scalesim_ws_128x128.yaml"))[0].chip
+    op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+    shapes = [(t.tm, t.tn, t.tk) for t in shortlist(op, ws, 4)]
+    assert shapes == [(4096, 128, 128), (4096, 128, 1024), (4096, 256, 128), (4096, 256, 1024), (4096, 4096, 128)]

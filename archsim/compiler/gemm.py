@@ -6,9 +6,9 @@ A mapping is a `Tiling`: the tile (tm x tn output, tk per K step) and how items 
 or stream-K, each a file of archsim/compiler/mappings/ that this module calls through its
 registry. The tile shape is chosen as an autotuning kernel library would: every legal tiling of
 every mapping is costed with a quick analytic estimate (compute per wave, the per-core
-Little's-law bandwidth, L2 bandwidth), the best are costed for HBM traffic with the L2 model the
-compiled phases use (archsim/compiler/l2reuse.py), and the shortlist is compiled into Programs
-for the engine to play.
+Little's-law bandwidth, L2 bandwidth), the best, and the tiling that loads the fewest bytes, are
+costed for HBM traffic with the L2 model the compiled phases use (archsim/compiler/l2reuse.py),
+and the shortlist is compiled into Programs for the engine to play.
 """
 
 from __future__ import annotations
@@ -69,16 +69,22 @@ def candidate_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tili
 
 @memo(maxsize=4096)
 def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
-    """The `count` most promising tilings of the GEMM on the chip, best first.
+    """The `count` most promising tilings of the GEMM on the chip, best first, and after them
+    the leanest (`_scored`) where it is not among them.
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
     bandwidth, L2 bandwidth); the best 3 x `count` (`shortlist_head`) are then ranked with ties
     going to less HBM traffic, counted with the L2 model the compiled phases use, and then to
     less compute. A K step of
     the whole K is ranked apart from the pipelined K steps of its tile shape (its one step has no
-    next step to load behind it), so that more SRAM, which makes it legal, keeps them. The engine plays the shortlist and keeps the fastest, as an autotuning kernel
+    next step to load behind it), so that more SRAM, which makes it legal, keeps them. Where the
+    head holds fewer than `count` tile shapes (its best are one shape's K steps), the next best
+    shapes fill it (`_scored`'s reserve), so the shortlist's length does not change with the chip.
+    The engine plays the shortlist and keeps the fastest, as an autotuning kernel
     library does. The ranking leaves HBM bandwidth out, so a faster memory never changes which
-    tilings are tried (and so never makes the best of them slower).
+    tilings are tried; and the leanest tiling (the fewest bytes loaded), which a GEMM held by
+    its memory traffic runs best as, is tried whatever the ranking, so a chip with more of a
+    resource that speeds up other tilings' estimates still plays it.
     """
     lay = wave_layout(chip)
     # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute;
@@ -86,7 +92,7 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     # K), so the shortlist spans different mappings. The rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
     # are in, later estimates cannot enter
     out: dict[tuple, Tiling] = {}
-    head = _scored(op, chip, count)
+    head, leanest, reserve = _scored(op, chip, count)
     start = 0
     while start < len(head) and len(out) < count:
         end = start
@@ -95,22 +101,43 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
         tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
                       key=lambda x: (x[1], x[2]))  # fmt: skip
         for t, _hbm, _compute in tied:
-            out.setdefault((t.tm, t.tn, t.mapping, t.split, t.tk >= op.k), t)
+            out.setdefault(_shape_key(op, t), t)
         start = end
-    return tuple(out.values())[:count]
+    for _est, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
+        if len(out) >= count:
+            break
+        out.setdefault(_shape_key(op, t), _best_raster(op, lay, t)[0])
+    kept = tuple(out.values())[:count]
+    if leanest is not None and all(_shape_key(op, t) != _shape_key(op, leanest) for t in kept):
+        kept += (_best_raster(op, lay, leanest)[0],)
+    return kept
+
+
+def _shape_key(op: Op, t: Tiling) -> tuple:
+    """What the shortlist keeps one tiling of: its tile, mapping and slices, and whether its K
+    step is the whole K."""
+    return (t.tm, t.tn, t.mapping, t.split, t.tk >= op.k)
 
 
 def shortlist_head(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
-    """The tilings `shortlist` picks its `count` from (it returns some of these, each with its
-    best raster), found by the analytic estimate alone: arithmetic over the tile grid, no L2
-    walk, so the size check before a run can bound what the compiler will build for nothing."""
-    return tuple(t for _est, _compute, t in _scored(op, chip, count))
+    """The tilings `shortlist` picks its `count` from, and the leanest (it returns some of these,
+    each with its best raster), found by the analytic estimate alone: arithmetic over the tile
+    grid, no L2 walk, so the size check before a run can bound what the compiler will build for
+    nothing."""
+    head, leanest, reserve = _scored(op, chip, count)
+    return tuple(t for _est, _compute, t in (*head, *reserve)) + ((leanest,) if leanest is not None else ())
 
 
 @memo(maxsize=4096)
-def _scored(op: Op, chip: Chip, count: int) -> list[tuple[float, float, Tiling]]:
+def _scored(
+    op: Op, chip: Chip, count: int
+) -> tuple[list[tuple[float, float, Tiling]], Tiling | None, list[tuple[float, float, Tiling]]]:
     """The best 3 x `count` tilings of every mapping by the analytic estimate, as (estimate,
-    compute seconds, tiling), best first."""
+    compute seconds, tiling), best first; the leanest tiling: of the tile shapes whose cores
+    load the fewest bytes in all (`loaded_bytes`: what the GEMM reads from HBM where no load
+    hits L2, and an upper bound on it where some do), the best by estimate of any mapping; and a
+    reserve: each mapping's best `count` tile shapes (`_shape_key`: one K step each) not in the
+    head, best first, 3 x `count` at most."""
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
@@ -132,16 +159,47 @@ def _scored(op: Op, chip: Chip, count: int) -> list[tuple[float, float, Tiling]]
     lat = hbm_latency_s(chip)
     rate = np.minimum(core.max_inflight_bytes, (stages - 1).clip(1) * stage) / lat
     e = Estimate(op, chip, tiles, ksteps, cycles_per_step, moved_stage, rate, lat, stages, em, en)
-    scored = []
+    loaded = loaded_bytes(tiles, ksteps, moved_stage)
+    leanest = loaded <= loaded.min() * (1 + LEANEST_REL)
+    shape = (tm * (int(tn.max()) + 1) + tn) * 2 + (tk >= k)  # one number per `_shape_key` of a mapping
+    scored, lean, spare = [], [], []
     for rule in MAPPINGS.values():
         for split in rule.splits(e):
             est, compute_s = rule.estimate(e, split)
-            for i in np.lexsort((compute_s, est))[:count]:
+            order = np.lexsort((compute_s, est))
+            for i in order[:count]:
                 if np.isfinite(est[i]):
                     tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
                     scored.append((float(est[i]), float(compute_s[i]), tiling))
+            _shapes, first = np.unique(shape[order], return_index=True)  # each shape's best K step
+            for i in order[np.sort(first)][:count]:
+                if np.isfinite(est[i]):
+                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
+                    spare.append((float(est[i]), float(compute_s[i]), tiling))
+            best_lean = order[leanest[order] & np.isfinite(est[order])][:1]
+            lean += [(float(est[i]), float(compute_s[i]), Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split))
+                     for i in best_lean]  # fmt: skip
     scored.sort(key=lambda x: (x[0], x[1]))
-    return scored[: 3 * count]
+    lean.sort(key=lambda x: (x[0], x[1]))
+    head = scored[: 3 * count]
+    spare.sort(key=lambda x: (x[0], x[1]))
+    reserve = [x for x in spare if x not in head][: 3 * count]
+    return head, (lean[0][2] if lean else None), reserve
+
+
+LEANEST_REL = 1e-9  # loaded bytes within this of the least tie for the leanest (float rounding)
+
+
+def loaded_bytes(tiles: np.ndarray, ksteps: np.ndarray, moved_stage: np.ndarray) -> np.ndarray:
+    """Bytes the cores load in all under each tile shape: every tile's K steps, each its share of
+    an A block and a B block (`moved_stage`):
+
+        loaded = tiles x K steps x moved_stage
+
+    E.g. a 4096 x 1024 x 4096 bf16 GEMM in 2048 x 4096 x 512 tiles: 2 tiles x 2 steps x
+    (2048 x 512 + 512 x 4096) x 2 B = 25,165,824 B (A once, B twice); in 2048 x 2048 x 512
+    tiles, 4 x 2 x 4 MiB = 33,554,432 B (A and B twice each)."""
+    return tiles * ksteps * moved_stage
 
 
 @memo(maxsize=4096)
