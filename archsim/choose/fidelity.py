@@ -5,8 +5,8 @@ designs quickly:
 - a GEMM's tilings: only the compiler's first SCREEN_TILINGS of its shortlist are compiled and
   played (the shortlist is ranked best first by the compiler's own estimate; archsim.compiler.gemm).
   It is the longest shortlist, 8 and the leanest tiling after them, so every tiling is still
-  played: trusting the ranking to its first 4 put a decode-shaped GEMM 21% off on the A100 (the
-  best tiling 5th or later) and its first 2 a 128-token prefill step 5% off on the H200
+  played: trusting the ranking to its first 4 put a GEMM 24% off on the A100 (the best tiling
+  5th or later) and its first 2 a 128-token prefill step 6.5% off on the H200
   (docs/performance.md, "Screen fidelity");
 - the power-limited clock: the fixed point stops at its first replay when that play's power is
   within HOLD_TOLERANCE under the limit (clock.py `play_held`; full fidelity replays at least
