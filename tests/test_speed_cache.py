@@ -69,6 +69,37 @@ def test_a_later_run_reads_every_op_from_disk(cache_dir, h200, monkeypatch):
     assert later_energy.energy == first_energy.energy and later_energy.peak_power_w == first_energy.peak_power_w
 
 
+def test_lines_put_in_a_batch_are_the_lines_put_one_at_a_time(cache_dir, h200, monkeypatch):
+    """Inside `batched_writes` a put is read back at once and reaches the file at the block's
+    end, one write(2) for all: the same bytes as three puts one at a time. A file that would
+    pass MAX_FILE_BYTES takes the lines that keep it within the bound, in order, and no more:
+    each line here is {"k":"a","v":1.0} and a newline, 18 bytes, so a bound of 40 takes two."""
+    one_by_one = opcache.cache_for_chip(h200.chip)
+    for key, value in (("a", 1.0), ("b", [2.0, 3]), ("c", 4)):
+        one_by_one.put(key, value)
+    expected = one_by_one.path.read_bytes()
+    one_by_one.path.unlink()
+    opcache._open.cache_clear()
+    cache = opcache.cache_for_chip(h200.chip)
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(opcache.os, "write", lambda fd, data: writes.append(data) or real_write(fd, data))
+    with opcache.batched_writes():
+        for key, value in (("a", 1.0), ("b", [2.0, 3]), ("c", 4)):
+            cache.put(key, value)
+        assert cache.get("b") == [2.0, 3] and not cache.path.exists()
+    assert cache.path.read_bytes() == expected and len(writes) == 1
+    cache.path.unlink()
+    opcache._open.cache_clear()
+    monkeypatch.setattr(opcache, "MAX_FILE_BYTES", 40)
+    full = opcache.cache_for_chip(h200.chip)
+    with opcache.batched_writes():
+        for key in "abc":
+            full.put(key, 1.0)
+    assert full.path.read_bytes() == b'{"k":"a","v":1.0}\n{"k":"b","v":1.0}\n' and not full.writable
+    assert full.get("c") == 1.0  # kept in memory
+
+
 def test_the_cache_is_per_chip_and_per_engine(cache_dir, h200, monkeypatch):
     slower = replace(h200.chip, clock_hz=h200.chip.clock_hz / 2)
     assert opcache.cache_for_chip(slower).path != opcache.cache_for_chip(h200.chip).path

@@ -341,7 +341,7 @@ def run_generation(
     """Simulate the workload's scenario (on the chips `parallelism` spreads it over) at
     `fidelity` (archsim/choose/fidelity.py; None: the one simulations run at now); raises
     DoesNotFitError if it does not fit in memory, ParallelismError if the layout cannot be."""
-    with at_fidelity(current() if fidelity is None else fidelity) as at:
+    with at_fidelity(current() if fidelity is None else fidelity) as at, opcache.batched_writes():
         result = _run_generation(w, system, kv_stride, progress, parallelism)
     return result if at is Fidelity.FULL else replace(result, fidelity=at)
 
