@@ -10,6 +10,7 @@ from dataclasses import replace
 from archsim.choose.fidelity import HOLD_TOLERANCE
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.hardware import Chip
+from archsim.hashing import copy_with
 from archsim.hardware.power import Activity, held_clock_hz, power_w
 from archsim.program import Program
 
@@ -24,7 +25,7 @@ def at_clock(chip: Chip, clock_hz: float) -> Chip:
 def played_activity(program: Program, played: ProgramResult) -> Activity:
     """The program's actions with the bytes it moved when played (every byte to or from the
     cores passes the L2)."""
-    return replace(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
+    return copy_with(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
 
 
 def play_held(program: Program, chip: Chip, played: ProgramResult, screen: bool = False) -> tuple[float, ProgramResult]:
