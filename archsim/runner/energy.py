@@ -14,6 +14,7 @@ watts, seconds, hertz.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -177,9 +178,11 @@ class RunEnergy:
         return 1.0 / self.decode_j_per_token if self.decode_j_per_token > 0 else 0.0
 
 
+_joules = operator.attrgetter(*(f"{part}_j" for part in ENERGY_PARTS))  # an EnergySplit's, in ENERGY_PARTS order
+
+
 def _parts(split: EnergySplit) -> np.ndarray:
-    parts = split.parts()
-    return np.array([parts[k] for k in ENERGY_PARTS])
+    return np.array(_joules(split))
 
 
 def _as_split(values: np.ndarray) -> EnergySplit:
