@@ -56,6 +56,7 @@ from archsim.cache_folders import folder_problem, refusal, unsafe
 from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming
 from archsim.hardware import Chip, System
 from archsim.hardware.power import EnergySplit
+from archsim.kernel_sources import package_sources
 
 SOURCE_ROOT = Path(__file__).resolve().parent
 # A file is read whole into memory: a line is about 0.6 kB (one op's timing), so 64 MiB holds
@@ -108,9 +109,10 @@ def code_version() -> str:
 
     engine = "python" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else "jit"
     h = hashlib.sha256(f"{__version__}|{engine}".encode())
-    for path in sorted(SOURCE_ROOT.rglob("*.py")):
+    sources = package_sources()  # every *.py under SOURCE_ROOT, read once with the kernels' digest
+    for path in sorted(sources):
         h.update(str(path.relative_to(SOURCE_ROOT)).encode())
-        h.update(path.read_bytes())
+        h.update(sources[path])
     return f"{__version__}-{h.hexdigest()[:16]}"
 
 
