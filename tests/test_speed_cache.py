@@ -100,6 +100,26 @@ def test_lines_put_in_a_batch_are_the_lines_put_one_at_a_time(cache_dir, h200, m
     assert full.get("c") == 1.0  # kept in memory
 
 
+def test_an_op_cost_reader_reads_and_writes_the_chips_cache_as_each_call_does(cache_dir, h200, monkeypatch):
+    """`op_cost_reader` looks the chip's cache up once: what it gives is `cached_op_cost`'s, put
+    where `cached_op_cost` reads it (a fresh process simulates nothing again), and the cache off
+    it simulates."""
+    op = Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED)
+    read = generation.op_cost_reader(h200.chip)
+    first = read(op, h200.chip)
+    clear_all()
+    opcache._open.cache_clear()  # a fresh process: the file is read again
+
+    def no_simulation(op, chip, *args):
+        raise AssertionError("simulated an op the cache holds")
+
+    monkeypatch.setattr(generation, "op_cost", no_simulation)
+    assert generation.cached_op_cost(op, h200.chip) == first
+    opcache.set_enabled(False)
+    with pytest.raises(AssertionError, match="simulated"):
+        generation.op_cost_reader(h200.chip)(op, h200.chip)
+
+
 def test_the_cache_is_per_chip_and_per_engine(cache_dir, h200, monkeypatch):
     slower = replace(h200.chip, clock_hz=h200.chip.clock_hz / 2)
     assert opcache.cache_for_chip(slower).path != opcache.cache_for_chip(h200.chip).path
