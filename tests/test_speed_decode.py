@@ -11,9 +11,8 @@ from test_serving import TINY
 
 from archsim import opcache
 from archsim.compiler.attention import _decode_layout, compile_attention, core_groups
-from archsim.config.loader import load_workload
+from archsim.config.loader import load_workload, shipped_dir
 from archsim.graph.builder import Step
-from archsim.config.loader import shipped_dir
 from archsim.graph.mixed import (
     built_decode_attention_ops,
     decode_attention_ops,

@@ -10,8 +10,8 @@ from dataclasses import replace
 from archsim.choose.fidelity import HOLD_TOLERANCE
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.hardware import Chip
-from archsim.hashing import copy_with
 from archsim.hardware.power import Activity, held_clock_hz, power_w
+from archsim.hashing import copy_with
 from archsim.program import Program
 
 MAX_HELD_PLAYS = 8  # plays of a kernel on the way to the clock its power holds, at most (see play_held)
