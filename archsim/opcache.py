@@ -59,6 +59,7 @@ from archsim.hardware.power import EnergySplit
 from archsim.kernel_sources import package_sources
 
 SOURCE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = SOURCE_ROOT  # the package's own sources (SOURCE_ROOT may be pointed elsewhere)
 # A file is read whole into memory: a line is about 0.6 kB (one op's timing), so 64 MiB holds
 # some 100,000 op shapes, more than months of runs on one chip put there, and bounds what a file
 # planted or grown without end can take. A larger file is left alone (a miss for every key).
@@ -109,7 +110,10 @@ def code_version() -> str:
 
     engine = "python" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else "jit"
     h = hashlib.sha256(f"{__version__}|{engine}".encode())
-    sources = package_sources()  # every *.py under SOURCE_ROOT, read once with the kernels' digest
+    if SOURCE_ROOT == PACKAGE_ROOT:  # read once a process, with the kernels' digest
+        sources = package_sources()
+    else:
+        sources = {path: path.read_bytes() for path in SOURCE_ROOT.rglob("*.py")}
     for path in sorted(sources):
         h.update(str(path.relative_to(SOURCE_ROOT)).encode())
         h.update(sources[path])
