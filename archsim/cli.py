@@ -117,12 +117,13 @@ def _main(argv: list[str] | None) -> int:
 
 def console_main() -> int:
     """The `archsim` console script and `python -m archsim`: `main` in a process of its own."""
-    from archsim import jit
+    from archsim import commands, jit
     from archsim.config import memo
 
     _standard_fds_open()
     jit.for_command_line()
     memo.for_command_line()
+    commands.for_command_line()
     _CtrlC.watchdog = True
     return exit_now(main())
 

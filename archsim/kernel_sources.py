@@ -24,11 +24,21 @@ def kernel_sources_digest(root: Path | None = None) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _own_sources_digest() -> str:
-    return _sources_digest(Path(__file__).resolve().parent)
+    return _sources_digest(Path(__file__).resolve().parent, package_sources())
 
 
-def _sources_digest(root: Path) -> str:
-    texts = {p: p.read_text(encoding="utf-8") for p in root.rglob("*.py")}
+@functools.lru_cache(maxsize=1)
+def package_sources() -> dict[Path, bytes]:
+    """The bytes of every source file of this package, by path, read once a process: this
+    digest and the op cache's version (archsim/opcache.py) are both of them."""
+    return {p: p.read_bytes() for p in Path(__file__).resolve().parent.rglob("*.py")}
+
+
+def _sources_digest(root: Path, files: dict[Path, bytes] | None = None) -> str:
+    if files is None:
+        files = {p: p.read_bytes() for p in root.rglob("*.py")}
+    # as read_text gives them: UTF-8, every line ending a newline
+    texts = {p: b.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n") for p, b in files.items()}
     kernels = {p: text for p, text in texts.items() if "@njit" in text}
     sources = set(kernels)
     for text in kernels.values():
@@ -38,7 +48,7 @@ def _sources_digest(root: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(sources):
         h.update(path.relative_to(root).as_posix().encode())
-        h.update(path.read_bytes())
+        h.update(files[path] if path in files else path.read_bytes())
     return h.hexdigest()[:16]
 
 

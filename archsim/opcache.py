@@ -18,7 +18,8 @@ no more).
 
 Layout: DIR/<version digest>/<system digest>.jsonl (and chip-<chip digest>.jsonl for the
 timings of single ops), one `{"k": KEY, "v": VALUE}` a line, each
-appended by a single write(2) on a file opened O_APPEND. Writers of several processes (sweep
+appended by a single write(2) on a file opened O_APPEND (the lines of a `batched_writes`
+block by one write(2) at its end). Writers of several processes (sweep
 workers, two serves at once) thus add whole lines; a reader skips a line it cannot parse (a
 writer killed mid-line) and a key written twice holds the same value. DIR is $ARCHSIM_CACHE_DIR,
 else $XDG_CACHE_HOME/archsim, else ~/.cache/archsim. ARCHSIM_NO_CACHE=1, `set_enabled(False)`
@@ -45,6 +46,7 @@ import math
 import os
 import stat
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from functools import lru_cache
@@ -54,8 +56,10 @@ from archsim.cache_folders import folder_problem, refusal, unsafe
 from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming
 from archsim.hardware import Chip, System
 from archsim.hardware.power import EnergySplit
+from archsim.kernel_sources import package_sources
 
 SOURCE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = SOURCE_ROOT  # the package's own sources (SOURCE_ROOT may be pointed elsewhere)
 # A file is read whole into memory: a line is about 0.6 kB (one op's timing), so 64 MiB holds
 # some 100,000 op shapes, more than months of runs on one chip put there, and bounds what a file
 # planted or grown without end can take. A larger file is left alone (a miss for every key).
@@ -106,9 +110,13 @@ def code_version() -> str:
 
     engine = "python" if os.environ.get("NUMBA_DISABLE_JIT") == "1" else "jit"
     h = hashlib.sha256(f"{__version__}|{engine}".encode())
-    for path in sorted(SOURCE_ROOT.rglob("*.py")):
+    if SOURCE_ROOT == PACKAGE_ROOT:  # read once a process, with the kernels' digest
+        sources = package_sources()
+    else:
+        sources = {path: path.read_bytes() for path in SOURCE_ROOT.rglob("*.py")}
+    for path in sorted(sources):
         h.update(str(path.relative_to(SOURCE_ROOT)).encode())
-        h.update(path.read_bytes())
+        h.update(sources[path])
     return f"{__version__}-{h.hexdigest()[:16]}"
 
 
@@ -198,13 +206,23 @@ class OpCache:
         return self.values.get(key)
 
     def put(self, key: str, value) -> None:
-        """Record `value` (a JSON number or list) under `key`, appended as one line."""
+        """Record `value` (a JSON number or list) under `key`, appended as one line (at the end
+        of the `batched_writes` block it is put in, with the block's other lines)."""
         if key in self.values:
             return
         self.values[key] = value
         if not self.writable or key in self.clashing:
             return
         line = (json.dumps({"k": key, "v": value}, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        pending = getattr(_batch, "lines", None)
+        if pending is not None:
+            pending.setdefault(self, []).append(line)
+            return
+        self._append([line])
+
+    def _append(self, lines: list[bytes]) -> None:
+        """Append `lines` by one write(2), those that keep the file within MAX_FILE_BYTES (the
+        first that would not, and every line after it, are kept in memory only)."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
         try:
             try:
@@ -215,13 +233,43 @@ class OpCache:
                 fd = os.open(self.path, flags, 0o600)
             try:
                 st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_size + len(line) > MAX_FILE_BYTES:
-                    raise OSError("not a regular file, or full")
-                os.write(fd, line)
+                if not stat.S_ISREG(st.st_mode):
+                    raise OSError("not a regular file")
+                size, fit = st.st_size, 0
+                for line in lines:
+                    if size + len(line) > MAX_FILE_BYTES:
+                        break
+                    size, fit = size + len(line), fit + 1
+                if fit:
+                    os.write(fd, b"".join(lines[:fit]))
+                if fit < len(lines):
+                    raise OSError("full")
             finally:
                 os.close(fd)
         except (OSError, ValueError):
             self.writable = False  # a read-only or full disk: keep the values in memory
+
+
+_batch = threading.local()  # this thread's lines put inside `batched_writes`, by cache
+
+
+@contextlib.contextmanager
+def batched_writes():
+    """Within the block, the lines this thread puts are appended at its end, each cache's by one
+    write(2) (in the order they were put, the same lines a put at a time appends): a run's
+    thousand decode-attention samples open their file once, not a thousand times. Values put are
+    read back at once, from memory. A block inside another is part of it."""
+    if getattr(_batch, "lines", None) is not None:
+        yield
+        return
+    _batch.lines = {}
+    try:
+        yield
+    finally:
+        pending, _batch.lines = _batch.lines, None
+        for cache, lines in pending.items():
+            if cache.writable:
+                cache._append(lines)
 
 
 _refused: set[str] = set()  # folders refused in this process (kept for the tests' fresh starts)

@@ -152,3 +152,23 @@ def test_op_shows_a_progress_line_while_it_simulates(monkeypatch, capsys):
     monkeypatch.setattr(op, "progress", recorded)
     assert main(["op", "gemm", "--M", "64", "--K", "64", "--N", "64", "--hw", "scalesim_ws_32x32"]) == 0
     assert labels == ["simulating the gemm on SCALE-Sim 32x32 WS"]
+
+
+def test_a_run_freezes_what_starting_made_only_in_a_process_of_its_own(monkeypatch):
+    """`archsim run` in its own process (console_main) moves what starting made out of the
+    garbage collector's full passes once its inputs are loaded; the same command through
+    `main` in this process (a test's) freezes nothing, as this process goes on making and
+    dropping objects."""
+    import gc
+
+    from archsim import commands
+
+    gc.unfreeze()
+    main(["run", "--batch", "1", "--prompt", "16", "--generate", "2", "--quiet"])
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr(commands, "_own_process", [True])
+    try:
+        main(["run", "--batch", "1", "--prompt", "16", "--generate", "2", "--quiet"])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

@@ -69,6 +69,57 @@ def test_a_later_run_reads_every_op_from_disk(cache_dir, h200, monkeypatch):
     assert later_energy.energy == first_energy.energy and later_energy.peak_power_w == first_energy.peak_power_w
 
 
+def test_lines_put_in_a_batch_are_the_lines_put_one_at_a_time(cache_dir, h200, monkeypatch):
+    """Inside `batched_writes` a put is read back at once and reaches the file at the block's
+    end, one write(2) for all: the same bytes as three puts one at a time. A file that would
+    pass MAX_FILE_BYTES takes the lines that keep it within the bound, in order, and no more:
+    each line here is {"k":"a","v":1.0} and a newline, 18 bytes, so a bound of 40 takes two."""
+    one_by_one = opcache.cache_for_chip(h200.chip)
+    for key, value in (("a", 1.0), ("b", [2.0, 3]), ("c", 4)):
+        one_by_one.put(key, value)
+    expected = one_by_one.path.read_bytes()
+    one_by_one.path.unlink()
+    opcache._open.cache_clear()
+    cache = opcache.cache_for_chip(h200.chip)
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(opcache.os, "write", lambda fd, data: writes.append(data) or real_write(fd, data))
+    with opcache.batched_writes():
+        for key, value in (("a", 1.0), ("b", [2.0, 3]), ("c", 4)):
+            cache.put(key, value)
+        assert cache.get("b") == [2.0, 3] and not cache.path.exists()
+    assert cache.path.read_bytes() == expected and len(writes) == 1
+    cache.path.unlink()
+    opcache._open.cache_clear()
+    monkeypatch.setattr(opcache, "MAX_FILE_BYTES", 40)
+    full = opcache.cache_for_chip(h200.chip)
+    with opcache.batched_writes():
+        for key in "abc":
+            full.put(key, 1.0)
+    assert full.path.read_bytes() == b'{"k":"a","v":1.0}\n{"k":"b","v":1.0}\n' and not full.writable
+    assert full.get("c") == 1.0  # kept in memory
+
+
+def test_an_op_cost_reader_reads_and_writes_the_chips_cache_as_each_call_does(cache_dir, h200, monkeypatch):
+    """`op_cost_reader` looks the chip's cache up once: what it gives is `cached_op_cost`'s, put
+    where `cached_op_cost` reads it (a fresh process simulates nothing again), and the cache off
+    it simulates."""
+    op = Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED)
+    read = generation.op_cost_reader(h200.chip)
+    first = read(op, h200.chip)
+    clear_all()
+    opcache._open.cache_clear()  # a fresh process: the file is read again
+
+    def no_simulation(op, chip, *args):
+        raise AssertionError("simulated an op the cache holds")
+
+    monkeypatch.setattr(generation, "op_cost", no_simulation)
+    assert generation.cached_op_cost(op, h200.chip) == first
+    opcache.set_enabled(False)
+    with pytest.raises(AssertionError, match="simulated"):
+        generation.op_cost_reader(h200.chip)(op, h200.chip)
+
+
 def test_the_cache_is_per_chip_and_per_engine(cache_dir, h200, monkeypatch):
     slower = replace(h200.chip, clock_hz=h200.chip.clock_hz / 2)
     assert opcache.cache_for_chip(slower).path != opcache.cache_for_chip(h200.chip).path

@@ -11,12 +11,18 @@ from test_serving import TINY
 
 from archsim import opcache
 from archsim.compiler.attention import _decode_layout, compile_attention, core_groups
-from archsim.config.loader import load_workload
+from archsim.config.loader import load_workload, shipped_dir
 from archsim.graph.builder import Step
-from archsim.graph.mixed import decode_attention_ops, prefill_attention_ops, step_ops
+from archsim.graph.mixed import (
+    built_decode_attention_ops,
+    decode_attention_ops,
+    decode_attention_template,
+    prefill_attention_ops,
+    step_ops,
+)
 from archsim.graph.model import Fusion, Phase, Scenario
 from archsim.graph.ops import Op, Scaling
-from archsim.graph.parallel import Parallelism
+from archsim.graph.parallel import Parallelism, ParallelismError
 from archsim.runner.generation import run_generation, simulate_step
 
 
@@ -97,6 +103,39 @@ def test_a_steps_length_dependent_ops_are_built_without_its_ffn(name):
             ):
                 whole = [op for op in step_ops(wf, step, par) if op.scaling is Scaling.KV_LENGTH]
                 assert got == whole and got, (name, fusion, par, step)
+
+
+def test_decode_attention_from_its_template_is_the_graphs_to_the_field():
+    """Decode attention at each KV length is the template's ops with that length, where the
+    model has a template: field for field (names and repeats too) the ops the whole step graph
+    gives, for every shipped workload, eager and fused, on one chip and under TP and PP, at
+    lengths from 1 key on, on both sides of every window (Gemma 2's 4,096, gpt-oss's 128) and
+    of a top-k selection (DeepSeek-V3.2's 2,048)."""
+    lengths = [1, 2, 3, 127, 128, 129, 2047, 2048, 2049, 4095, 4096, 4097, 4098, 70000]
+    for path in sorted(shipped_dir("workloads").glob("*.yaml")):
+        w = load_workload(str(path))[0]
+        for fusion in Fusion:
+            wf = replace(w, fusion=fusion)
+            for par in [None, Parallelism(tp=2), Parallelism(pp=2)]:
+                try:
+                    built_decode_attention_ops(wf, 3, 1, par)
+                except ParallelismError:  # a layout the model cannot take: refused either way
+                    with pytest.raises(ParallelismError):
+                        decode_attention_ops(wf, 3, 1, par)
+                    continue
+                for kv in lengths:
+                    got = decode_attention_ops(wf, 3, kv, par)
+                    whole = built_decode_attention_ops(wf, 3, kv, par)
+                    assert [op.__getstate__() for op in got] == [op.__getstate__() for op in whole], (path.stem, kv)
+
+
+def test_only_window_free_attention_has_a_decode_template():
+    """Llama-3-8B's decode attention is one attention op over every key (a template); Gemma 2's
+    windowed layers see min(KV length, 4,096) keys and DeepSeek-V3's MLA absorbs the latent with
+    GEMMs that grow with the KV length: built from the graph at each length."""
+    assert decode_attention_template(load_workload("llama3_8b")[0], 64, None) is not None
+    assert decode_attention_template(load_workload("gemma2_9b")[0], 64, None) is None
+    assert decode_attention_template(load_workload("deepseek_v3")[0], 64, None) is None
 
 
 def test_a_run_times_every_decode_step_at_its_own_kv_length(h200):

@@ -11,6 +11,7 @@ from archsim.choose.fidelity import HOLD_TOLERANCE
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.hardware import Chip
 from archsim.hardware.power import Activity, held_clock_hz, power_w
+from archsim.hashing import copy_with
 from archsim.program import Program
 
 MAX_HELD_PLAYS = 8  # plays of a kernel on the way to the clock its power holds, at most (see play_held)
@@ -24,7 +25,7 @@ def at_clock(chip: Chip, clock_hz: float) -> Chip:
 def played_activity(program: Program, played: ProgramResult) -> Activity:
     """The program's actions with the bytes it moved when played (every byte to or from the
     cores passes the L2)."""
-    return replace(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
+    return copy_with(program.activity, l2_bytes=played.hbm_bytes + played.l2_bytes, hbm_bytes=played.hbm_bytes)
 
 
 def play_held(program: Program, chip: Chip, played: ProgramResult, screen: bool = False) -> tuple[float, ProgramResult]:

@@ -5,10 +5,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 
 from archsim.limits import MAX_COUNT
 
 COMMANDS = ("run", "explain", "op", "validate", "list", "compare", "serve", "sweep", "pareto", "scale")
+
+_own_process = [False]  # archsim's command line in a process of its own (cli.console_main)
+
+
+def for_command_line() -> None:
+    """This process is archsim's command line (`started` may freeze what starting made)."""
+    _own_process[0] = True
+
+
+def started() -> None:
+    """A command has its modules imported and its inputs loaded: in a process of its own, what
+    was made so far (modules, validated configurations) lives as long as the process, and is
+    moved out of the cyclic garbage collector's way (gc.freeze), whose full passes would walk it
+    all again while the simulation allocates. No value changes; in a process that calls `main`
+    (a test, a notebook) nothing is frozen."""
+    if _own_process[0]:
+        gc.freeze()
 
 
 def positive_int(flag: str, high: int = MAX_COUNT):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from archsim import limits
-from archsim.commands import UsageError, check_outputs, positive_int, require_plots, shown
+from archsim.commands import UsageError, check_outputs, positive_int, require_plots, shown, started
 from archsim.commands.intervals import add_interval_flag, check_interval, step_interval
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 
@@ -389,6 +389,7 @@ def run(args) -> int:
     check_interval(args)
     apply_cache_flag(args)
     hardware, workload = load_inputs(args, args.hw)
+    started()
     system, w = hardware.system, workload.workload
     multi = (args.tp, args.pp, args.ep) != (1, 1, 1)
     if multi and args.plots:

@@ -26,6 +26,8 @@ from archsim.graph.builder import Step, build_step
 from archsim.graph.model import Phase, Workload
 from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.graph.parallel import Parallelism, shard_step
+from archsim.hashing import copy_with, record_state
+from archsim.memo import memo
 
 STEP_SCALINGS = frozenset({Scaling.TOKENS, Scaling.SEQUENCES, Scaling.KV_LENGTH})  # the parts of a step
 
@@ -116,9 +118,42 @@ def prefill_attention_ops(
 
 
 def decode_attention_ops(w: Workload, batch: int, kv_len: int, par: Parallelism | None = None) -> list[Op]:
-    """Attention of `batch` decodes, each over `kv_len` keys (the new one included)."""
+    """Attention of `batch` decodes, each over `kv_len` keys (the new one included): the ops the
+    step graph gives, from `decode_attention_template` where the model has one (the same ops,
+    without building the step's other ops again at every KV length)."""
+    template = decode_attention_template(w, batch, par)
+    if template is None:
+        return built_decode_attention_ops(w, batch, kv_len, par)
+    return [copy_with(op, kv_len=kv_len) for op in template]
+
+
+def built_decode_attention_ops(w: Workload, batch: int, kv_len: int, par: Parallelism | None = None) -> list[Op]:
+    """`decode_attention_ops` from the whole step graph."""
     ops = step_ops(w, Step(Phase.DECODE, batch, 1, kv_len - 1, with_embedding_and_head=False, with_ffn=False), par)
     return part(ops, Scaling.KV_LENGTH)
+
+
+FAR_KV = 1 << 40  # a KV length past any sliding window or top-k selection a model may have
+
+
+@memo(maxsize=256)
+def decode_attention_template(w: Workload, batch: int, par: Parallelism | None) -> tuple[Op, ...] | None:
+    """The decode-attention ops of `batch` sequences at every KV length, when they are attention
+    ops over all the keys whatever the length: built at two lengths far past any window, every
+    op an attention op over exactly those keys, and nothing else different between the two. A
+    window (min(KV length, window) keys), a top-k selection or any other op that grows with the
+    KV length (an indexer's, MLA's absorbed GEMMs) gives None: such ops are built from the step
+    graph at each length."""
+    far = built_decode_attention_ops(w, batch, FAR_KV, par)
+    further = built_decode_attention_ops(w, batch, FAR_KV + 1, par)
+    if len(far) != len(further):
+        return None
+    for a, b in zip(far, further):
+        if a.kind is not OpKind.ATTENTION or a.kv_len != FAR_KV or b.kv_len != FAR_KV + 1:
+            return None
+        if record_state(copy_with(a, kv_len=FAR_KV + 1)) != record_state(b):
+            return None
+    return tuple(far)
 
 
 def mean_kv_len(kv_lens: tuple[int, ...] | list[int]) -> int:

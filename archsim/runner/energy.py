@@ -14,6 +14,7 @@ watts, seconds, hertz.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ from archsim.runner.generation import (
     attention_samples,
     cached_time_op,
     decode_ops_at,
+    op_cost_reader,
     op_costs,
 )
 
@@ -177,9 +179,11 @@ class RunEnergy:
         return 1.0 / self.decode_j_per_token if self.decode_j_per_token > 0 else 0.0
 
 
+_joules = operator.attrgetter(*(f"{part}_j" for part in ENERGY_PARTS))  # an EnergySplit's, in ENERGY_PARTS order
+
+
 def _parts(split: EnergySplit) -> np.ndarray:
-    parts = split.parts()
-    return np.array([parts[k] for k in ENERGY_PARTS])
+    return np.array(_joules(split))
 
 
 def _as_split(values: np.ndarray) -> EnergySplit:
@@ -202,8 +206,9 @@ def decode_energies(
     fixed = _parts(records_energy(rest, system, hidden))
     samples = attention_samples(kv_lens, kv_stride)
     attn_s, attn, peak = np.zeros(len(samples)), np.zeros((len(samples), len(ENERGY_PARTS))), 0.0
+    on_chip = op_cost_reader(system.chip)
     for i, kv in enumerate(samples.tolist()):
-        costs, sample_hidden = op_costs(decode_ops_at(w, result.batch, int(kv), par), system)
+        costs, sample_hidden = op_costs(decode_ops_at(w, result.batch, int(kv), par), system, on_chip)
         attn_s[i] = sum(op.repeat * c.time_s for op, c in costs) - sample_hidden
         attn[i] = _parts(energy_sum(((op.repeat, c.energy) for op, c in costs), system, sample_hidden))
         peak = max([peak] + [c.kernel_power_w for _op, c in costs])

@@ -188,6 +188,19 @@ def cached_op_cost(op: Op, chip: Chip) -> OpCost:
     return _disk_op_cost(op, chip, cache, current())
 
 
+def op_cost_reader(chip: Chip) -> Callable[[Op, Chip], OpCost]:
+    """`cached_op_cost` on `chip` with its cache and the fidelity looked up once, for a loop that
+    costs many ops on the chip (a decode's attention at every KV length): the same numbers."""
+    cache, at = opcache.cache_for_chip(chip), current()
+    if cache is None:
+        return op_cost
+
+    def read(op: Op, on: Chip) -> OpCost:
+        return _disk_op_cost(op, on, cache, at) if on is chip else cached_op_cost(op, on)
+
+    return read
+
+
 @memo(maxsize=65536)
 def _disk_op_cost(op: Op, chip: Chip, cache: opcache.OpCache, at: Fidelity) -> OpCost:
     key = opcache.ops_key((op,), "op_cost" if at is Fidelity.FULL else "op_cost|screen")
@@ -212,10 +225,13 @@ def time_ops(ops: Sequence[Op], system: System) -> tuple[tuple[OpRecord, ...], f
     return tuple(OpRecord(op, timing) for op, timing in records), hidden
 
 
-def op_costs(ops: Sequence[Op], system: System) -> tuple[list[tuple[Op, OpCost]], float]:
+def op_costs(
+    ops: Sequence[Op], system: System, on_chip: Callable[[Op, Chip], OpCost] = cached_op_cost
+) -> tuple[list[tuple[Op, OpCost]], float]:
     """`time_ops` of the ops as each one's time, energy and kernel power alone (`cached_op_cost`,
-    `collective_cost`: the same numbers): what a step's time and energy need."""
-    return scheduled(ops, system, cached_op_cost, collective_cost)
+    or `op_cost_reader`'s, and `collective_cost`: the same numbers): what a step's time and
+    energy need."""
+    return scheduled(ops, system, on_chip, collective_cost)
 
 
 def collective_cost(op: Op, system: System) -> OpCost:
@@ -257,10 +273,10 @@ def scheduled(
     return records, hidden
 
 
-def ops_time_s(ops: Sequence[Op], system: System) -> float:
+def ops_time_s(ops: Sequence[Op], system: System, on_chip: Callable[[Op, Chip], OpCost] = cached_op_cost) -> float:
     """Time of all executions of `ops` (each `repeat` times), collective time hidden taken off
     (from each op's time alone: `op_costs`)."""
-    records, hidden = op_costs(ops, system)
+    records, hidden = op_costs(ops, system, on_chip)
     return sum(op.repeat * c.time_s for op, c in records) - hidden
 
 
@@ -305,10 +321,17 @@ def decode_ops_at(w: Workload, batch: int, kv_len: int, par: Parallelism | None)
     return tuple(decode_attention_ops(w, batch, kv_len, par))
 
 
-def _attention_time(w: Workload, system: System, batch: int, kv_len: int, par: Parallelism | None) -> float:
+def _attention_time(
+    w: Workload,
+    system: System,
+    batch: int,
+    kv_len: int,
+    par: Parallelism | None,
+    on_chip: Callable[[Op, Chip], OpCost] = cached_op_cost,
+) -> float:
     """Decode attention of `batch` sequences at `kv_len`: the step model's decode-attention part
     (the busiest chip's ops under `par`)."""
-    return ops_time_s(decode_ops_at(w, batch, kv_len, par), system)
+    return ops_time_s(decode_ops_at(w, batch, kv_len, par), system, on_chip)
 
 
 def attention_samples(kv_lens: np.ndarray, kv_stride: int) -> np.ndarray:
@@ -341,7 +364,7 @@ def run_generation(
     """Simulate the workload's scenario (on the chips `parallelism` spreads it over) at
     `fidelity` (archsim/choose/fidelity.py; None: the one simulations run at now); raises
     DoesNotFitError if it does not fit in memory, ParallelismError if the layout cannot be."""
-    with at_fidelity(current() if fidelity is None else fidelity) as at:
+    with at_fidelity(current() if fidelity is None else fidelity) as at, opcache.batched_writes():
         result = _run_generation(w, system, kv_stride, progress, parallelism)
     return result if at is Fidelity.FULL else replace(result, fidelity=at)
 
@@ -372,9 +395,10 @@ def _run_generation(
     samples = attention_samples(kv_lens, kv_stride)
     attn = np.zeros(len(samples))
     interrupted = False
+    on_chip = op_cost_reader(system.chip)
     try:
         for i, kv in enumerate(samples):
-            attn[i] = _attention_time(w, system, s.batch, int(kv), par)
+            attn[i] = _attention_time(w, system, s.batch, int(kv), par, on_chip)
             if progress:
                 progress(i + 1, len(samples))
     except KeyboardInterrupt:
