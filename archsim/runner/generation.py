@@ -156,26 +156,48 @@ class RunResult:
         return self.batch / self.tpot_s if self.tpot_s else 0.0
 
 
+V = TypeVar("V")  # what an op-cache entry holds: a TimedOp or an OpCost
+
+
 def cached_time_op(op: Op, chip: Chip) -> TimedOp:
     """`time_op` of `op` on `chip` (its timing and energy), read from the on-disk op cache where
     an earlier process put it (and put there otherwise)."""
     cache = opcache.cache_for_chip(chip)
     if cache is None:
         return time_op(op, chip)
-    return _disk_time_op(op, chip, str(cache.path), current())
+    return _disk_time_op(op, chip, cache, current())
+
+
+def _through_cache(
+    cache: opcache.OpCache,
+    op: Op,
+    kind: str,
+    at: Fidelity,
+    read: Callable[[object], V | None],
+    compute: Callable[[], V],
+    write: Callable[[V], object],
+) -> V:
+    """The entry of `op` under `kind` (at fidelity `at`) in `cache` as `read` makes it of the
+    stored value, or else `compute()`, put there as `write` stores it."""
+    key = opcache.ops_key((op,), kind if at is Fidelity.FULL else f"{kind}|screen")
+    got = read(cache.get(key))
+    if got is not None:
+        return got
+    value = compute()
+    cache.put(key, write(value))
+    return value
 
 
 @memo(maxsize=65536)
-def _disk_time_op(op: Op, chip: Chip, path: str, at: Fidelity) -> TimedOp:
-    cache = opcache.cache_for_chip(chip)
-    assert cache is not None and str(cache.path) == path
-    key = opcache.ops_key((op,), "time_op" if at is Fidelity.FULL else "time_op|screen")
-    parts = opcache.timed_from_value(cache.get(key), chip)
-    if parts is not None:
-        return TimedOp(*parts)
-    timed = time_op(op, chip)
-    cache.put(key, opcache.timed_value(timed.timing, timed.energy, timed.kernel_power_w))
-    return timed
+def _disk_time_op(op: Op, chip: Chip, cache: opcache.OpCache, at: Fidelity) -> TimedOp:
+    def read(value: object) -> TimedOp | None:
+        parts = opcache.timed_from_value(value, chip)
+        return None if parts is None else TimedOp(*parts)
+
+    def write(t: TimedOp) -> object:
+        return opcache.timed_value(t.timing, t.energy, t.kernel_power_w)
+
+    return _through_cache(cache, op, "time_op", at, read, lambda: time_op(op, chip), write)
 
 
 def cached_op_cost(op: Op, chip: Chip) -> OpCost:
@@ -203,13 +225,14 @@ def op_cost_reader(chip: Chip) -> Callable[[Op, Chip], OpCost]:
 
 @memo(maxsize=65536)
 def _disk_op_cost(op: Op, chip: Chip, cache: opcache.OpCache, at: Fidelity) -> OpCost:
-    key = opcache.ops_key((op,), "op_cost" if at is Fidelity.FULL else "op_cost|screen")
-    parts = opcache.cost_from_value(cache.get(key), chip)
-    if parts is not None:
-        return OpCost(*parts)
-    cost = op_cost(op, chip)
-    cache.put(key, opcache.cost_value(cost.time_s, cost.energy, cost.kernel_power_w))
-    return cost
+    def read(value: object) -> OpCost | None:
+        parts = opcache.cost_from_value(value, chip)
+        return None if parts is None else OpCost(*parts)
+
+    def write(c: OpCost) -> object:
+        return opcache.cost_value(c.time_s, c.energy, c.kernel_power_w)
+
+    return _through_cache(cache, op, "op_cost", at, read, lambda: op_cost(op, chip), write)
 
 
 def op_timing(op: Op, chip: Chip) -> OpTiming:
