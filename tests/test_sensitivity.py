@@ -12,7 +12,7 @@ import pytest
 
 from archsim import api
 from archsim.cli import main
-from archsim.commands.intervals import own_sets
+from archsim.commands.intervals import parameter_swings
 from archsim.errors import ConfigError
 from archsim.runner import sensitivity, transfer
 
@@ -44,7 +44,7 @@ def test_a_gemv_of_hbm_bytes_over_bandwidth_swings_as_its_pin_rate_by_hand(tmp_p
     def gemv(h) -> dict[str, float]:
         return {"time_s": gemv_bytes / h.system.chip.hbm.peak_bandwidth_bytes_per_s}
 
-    swings, parts = sensitivity.parameter_swings(hw, gemv, own_sets, keys=lambda k: k == "hbm.data_rate")
+    swings, parts = parameter_swings(hw, gemv, keys=lambda k: k == "hbm.data_rate")
     assert [p["key"] for p in parts["parameters"]] == ["hbm.data_rate"]
     assert parts["parameters"][0]["range"] == ["4.8 Gbps", "8 Gbps"] and parts["parameters"][0]["tag"] == "EST"
     p = gemv(hw)["time_s"]
@@ -68,7 +68,7 @@ def test_a_kernels_fixed_cost_moves_the_simulated_op_by_its_range_by_hand(tmp_pa
     def time(h) -> dict[str, float]:
         return {"time_s": simulate_op(op, h.system.chip, Condition.GRAPH).time_s}
 
-    swings, _ = sensitivity.parameter_swings(hw, time, own_sets, keys=lambda k: k == "overheads.kernel")
+    swings, _ = parameter_swings(hw, time, keys=lambda k: k == "overheads.kernel")
     p = time(hw)["time_s"]
     up, down = sensitivity.swing(p, swings[0].low_s["time_s"], swings[0].high_s["time_s"])
     assert up == pytest.approx(1 - p / (p + 2.15e-6), rel=1e-9)
@@ -123,7 +123,7 @@ def test_a_chip_with_no_ranged_parameter_gets_the_transfer_interval(tmp_path):
 
 def test_own_fits_and_shared_constants_are_left_out_and_inherited_fits_count():
     def counted(name: str, given: frozenset[str] = frozenset()) -> tuple[set[str], dict[str, str]]:
-        _, parts = sensitivity.parameter_swings(api.load_system(name), lambda h: {}, own_sets, set(given))
+        _, parts = parameter_swings(api.load_system(name), lambda h: {}, given)
         return {p["key"] for p in parts["parameters"]}, {d["key"]: d["why"] for d in parts["left_out"]}
 
     # the H200's [CAL] values were fitted on its own sets: only its [EST] energies count
@@ -139,9 +139,7 @@ def test_own_fits_and_shared_constants_are_left_out_and_inherited_fits_count():
     keys, dropped = counted("h100", frozenset({"hbm.refresh_time"}))
     assert "hbm.refresh_time" not in keys and dropped["hbm.refresh_time"] == "set by --set"
     # the DGX A100's collective costs were fitted on its own all-reduce cases
-    _, parts = sensitivity.parameter_swings(
-        api.load_system("a100x8"), lambda h: {}, own_sets, keys=lambda k: k.startswith("interconnect.")
-    )
+    _, parts = parameter_swings(api.load_system("a100x8"), lambda h: {}, keys=lambda k: k.startswith("interconnect."))
     assert parts["parameters"] == [] and len(parts["left_out"]) == 10
 
 
@@ -173,7 +171,7 @@ def test_a_malformed_range_is_a_config_error_at_its_line(tmp_path, comment, mess
 def test_a_range_end_the_files_checks_refuse_is_located_at_the_range(tmp_path):
     path = chip_file(tmp_path, "overheads:\n  kernel: 1.85 us   # [EST: 0.5-4 GB]\n")
     with pytest.raises(ConfigError) as err:
-        sensitivity.parameter_swings(api.load_system(str(path)), lambda h: {}, own_sets)
+        parameter_swings(api.load_system(str(path)), lambda h: {})
     assert str(err.value).startswith(f"{path}:3: overheads.kernel: range end 0.5 GB: ")
 
 

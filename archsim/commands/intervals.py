@@ -49,21 +49,41 @@ def _ranges_text(record: dict) -> str:
     widest = max(params, key=lambda p: max(max(s.values()) for s in p["swing"].values()))
     swing = max(widest["swing"].values(), key=lambda s: max(s.values()))
     many = f"{len(params)} stated ranges" if len(params) > 1 else "1 stated range"
+    if not max(swing.values()):
+        return f"; {many}, none moving it"
     return f"; {many}, widest {widest['key']} +{100 * swing['up']:.1f}%/-{100 * swing['down']:.1f}%"
 
 
 def own_sets(file: str) -> set[str]:
-    """The shipped case sets measured on the chip or system of a shipped hardware file (its own
-    sets: what its [CAL] values were fitted on); none for any other file."""
+    """The case sets measured on the chip or system of a shipped hardware file (its own sets: what
+    its [CAL] values were fitted on), as the stored transfer result names them; none for any other
+    file."""
     from pathlib import Path
 
-    from archsim.commands.validate import SHIPPED
     from archsim.config.loader import shipped_dir
+    from archsim.runner import transfer
 
     path = Path(file).resolve()
-    if path.parent != shipped_dir("hw_configs").resolve():
+    result = transfer.stored()
+    if path.parent != shipped_dir("hw_configs").resolve() or result is None:
         return set()
-    return {name for name, s in SHIPPED.items() if path.stem in (s.chip, s.collectives)}
+    return transfer.measured_sets(result).get(path.stem, set())
+
+
+def parameter_swings(hardware, predict, given: frozenset[str] = frozenset(), keys=lambda key: True):
+    """sensitivity.parameter_swings on `hardware` with the shipped chips' own sets and the stored
+    transfer result's shared constants."""
+    from archsim.runner import sensitivity, transfer
+
+    sets: dict[str, set[str]] = {}
+
+    def own(file: str) -> set[str]:
+        if file not in sets:
+            sets[file] = own_sets(file)
+        return sets[file]
+
+    shared = sensitivity.shared_keys(transfer.stored())
+    return sensitivity.parameter_swings(hardware, predict, own, shared, set(given), keys)
 
 
 def given_keys(args) -> set[str]:
@@ -75,11 +95,11 @@ def swung_interval(args, hardware, kind: str, times_s: dict[str, float], predict
     """transfer.interval of `times_s` with the swings `predict` (hardware -> the same named times)
     shows over the ranges of the parameters that count on `hardware`; none computed where the
     kind has no stored transfer error."""
-    from archsim.runner import sensitivity, transfer
+    from archsim.runner import transfer
 
     if kind not in transfer.stored_bands(args.interval):
         return None
-    swings, parts = sensitivity.parameter_swings(hardware, predict, own_sets, given_keys(args))
+    swings, parts = parameter_swings(hardware, predict, frozenset(given_keys(args)))
     return transfer.interval(kind, args.interval, times_s, swings, parts)
 
 
@@ -161,9 +181,7 @@ def case_swings(args, hw: str, coll: str | None, cases: list, meta, results: lis
     ):
         if hardware is None or not these:
             continue
-        swings, parts[sensitivity.shown_path(hardware.source)] = sensitivity.parameter_swings(
-            hardware, times, own_sets, set(), keys
-        )
+        swings, parts[sensitivity.shown_path(hardware.source)] = parameter_swings(hardware, times, keys=keys)
         for s in swings:
             for cid, low in s.low_s.items():
                 if cid in base and cid in s.high_s:

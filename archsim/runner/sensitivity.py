@@ -273,19 +273,20 @@ def parameter_swings(
     hardware: Any,
     predict: Callable[[Any], dict[str, float]],
     own_sets: Callable[[str], set[str]],
-    given: set[str] = frozenset(),  # type: ignore[assignment]
+    shared: set[str],
+    given: set[str],
     keys: Callable[[str], bool] = lambda key: True,
 ) -> tuple[list[Swing], dict]:
     """The swings of `predict`'s times over the ranges of the parameters that count on `hardware`
     (an archsim.Hardware read from a file; those `keys` admits), and a record of the parts: each
-    counted parameter, each left out and why, and the tagged values that state no range."""
+    counted parameter, each left out and why, and the tagged values that state no range.
+    `own_sets` gives the sets measured on the chip of a file, `shared` the keys of the constants a
+    transfer result carries between chips (`shared_keys`), `given` the keys the user set."""
     from archsim.config.loader import read_config
-    from archsim.runner.transfer import stored
 
     if not Path(hardware.source).is_file():
         return [], {"parameters": [], "left_out": [], "unranged": []}
     ranged, unranged = stated(read_config(hardware.source, "hardware"))
-    shared = shared_keys(stored())
     counted, dropped = [], []
     for r in ranged:
         if not keys(r.key):

@@ -70,6 +70,16 @@ def summaries(result: dict, kinds: list[str] | None = None) -> list[dict]:
     return rows
 
 
+def measured_sets(result: dict) -> dict[str, set[str]]:
+    """Per chip or system a transfer result predicts, the case sets measured on it: its own."""
+    out: dict[str, set[str]] = {}
+    for d in result["directions"]:
+        for chip in (d["target"], d.get("target_collectives")):
+            if chip:
+                out.setdefault(chip, set()).update(d["sets"])
+    return out
+
+
 def quantile(values: list[float], a: float) -> float:
     """The a-quantile of `values`, linear between order statistics (numpy's default)."""
     xs = sorted(values)
