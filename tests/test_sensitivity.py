@@ -205,3 +205,12 @@ def test_a_single_estimate_is_unranged_and_a_word_after_a_range_is_no_unit(tmp_p
     assert "overheads.kernel" in unranged
     (requests,) = [r for r in ranged if r.key == "cores.dma.max_requests"]
     assert (requests.low, requests.high, requests.at(requests.high)) == ("32", "1024", 1024)
+
+
+def test_a_run_leaves_out_what_set_gives(tmp_path):
+    out = tmp_path / "run.json"
+    small = ["--batch", "1", "--prompt", "128", "--generate", "4", "--interval", "90", "--quiet"]
+    assert main(["run", *small, "--set", "hardware.power.energy.l2=6 pJ/B", "--json", str(out)]) == 0
+    record = json.loads(out.read_text())["interval"]
+    assert "power.energy.l2" not in {p["key"] for p in record["parameters"]}
+    assert {"key": "power.energy.l2", "tag": "EST", "why": "set by --set"} in record["left_out"]

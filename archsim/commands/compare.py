@@ -175,7 +175,7 @@ def run(args) -> int:
         rerun = screen_rerun(args, workload)
         for row, entry, (_, hardware, _) in zip(rows, data["chips"], chips, strict=True):
             if row.result is not None:
-                clause = step_interval(args.interval, row.result, entry, hardware, rerun)
+                clause = step_interval(args.interval, row.result, entry, hardware, rerun, args.set or ())
                 notes(args).print(f"{shown(row.hw)}: " + clause.removeprefix("; "))
     csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
     shown_rows = [

@@ -103,10 +103,10 @@ def swung_interval(args, hardware, kind: str, times_s: dict[str, float], predict
     return transfer.interval(kind, args.interval, times_s, swings, parts)
 
 
-def step_interval(level: float, result, data: dict, hardware=None, rerun=None) -> str:
+def step_interval(level: float, result, data: dict, hardware=None, rerun=None, settings=()) -> str:
     """A run's interval at `level` % (TTFT, TPOT and the whole run, from the stored transfer error
     of model steps and, with `hardware` and `rerun`, the swing of each parameter that counts on
-    it) into `data["interval"]`, and as a clause for a line."""
+    it but those its --set `settings` give) into `data["interval"]`, and as a clause for a line."""
     from archsim.runner.transfer import interval
     from archsim.units import format_seconds
 
@@ -114,7 +114,7 @@ def step_interval(level: float, result, data: dict, hardware=None, rerun=None) -
     if hardware is None or rerun is None:
         data["interval"] = record = interval("model_step", level, times)
     else:
-        args = argparse.Namespace(interval=level, set=[])
+        args = argparse.Namespace(interval=level, set=list(settings))
         data["interval"] = record = swung_interval(args, hardware, "model_step", times, scaled(rerun, hardware, times))
     return interval_text(record, "model_step", level, format_seconds)
 

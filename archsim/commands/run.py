@@ -419,7 +419,7 @@ def run(args) -> int:
     data = report.to_dict() if args.json or fmt == "json" else {}
     if args.interval is not None:
         rerun = screen_rerun(args, workload)
-        note.print(step_interval(args.interval, result, data, hardware, rerun).removeprefix("; "))
+        note.print(step_interval(args.interval, result, data, hardware, rerun, args.set or ()).removeprefix("; "))
     emit(args, out, tables, data=data, rows=report.ops() if fmt == "csv" else None)
     if not multi and system.chips > 1:
         note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")
