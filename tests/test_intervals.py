@@ -1,9 +1,11 @@
 """`--interval` on op, run and compare: the stored transfer error of the op's kind around each
-predicted time (archsim/runner/transfer.py, the one implementation validate uses too)."""
+predicted time (archsim/runner/transfer.py, the one implementation validate uses too), widened
+by the swings of the stated ranges that count on the chip (archsim/runner/sensitivity.py)."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -13,6 +15,15 @@ from archsim.runner import transfer
 
 def band(kind: str, level: float = 90.0) -> transfer.Band:
     return transfer.stored_bands(level)[kind]
+
+
+def swung(record: dict, name: str, t: float) -> list[float]:
+    """The interval a record's parts give a time t: q and each parameter's swing, root-sum-square."""
+    ups = [p["swing"][name]["up"] for p in record["parameters"]]
+    downs = [p["swing"][name]["down"] for p in record["parameters"]]
+    q_low, q_high = math.hypot(record["q"], *downs), math.hypot(record["q"], *ups)
+    assert record["q_low_high"][name] == pytest.approx([q_low, q_high])
+    return [t / (1 + q_low), t / (1 - q_high)]
 
 
 def test_an_interval_record_by_hand():
@@ -31,10 +42,13 @@ def test_op_carries_the_interval_of_its_kind(tmp_path):
     out = tmp_path / "op.json"
     assert main(["op", "gemm", "--M", "128", "--K", "4096", "--N", "4096", "--interval", "90", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    q, t = band("gemm").q, data["time_s"]
-    assert data["interval"]["kind"] == "gemm" and data["interval"]["time_s"] == pytest.approx(
-        [t / (1 + q), t / (1 - q)]
-    )
+    record, t = data["interval"], data["time_s"]
+    assert record["kind"] == "gemm" and record["q"] == band("gemm").q
+    # the H200's [EST] energies count (its [CAL] values were fitted on its own sets)
+    assert {p["key"] for p in record["parameters"]} == {
+        f"power.energy.{k}" for k in ("lane_op", "special_op", "l2", "hbm")
+    }
+    assert record["time_s"] == pytest.approx(swung(record, "time_s", t))
     # decode attention (one new token) takes the decode cases' band
     args = ["op", "attention", "--kv-len", "4096", "--interval", "80", "--json", str(out)]
     assert main(args) == 0
@@ -63,15 +77,14 @@ def test_run_and_compare_carry_the_model_step_interval(tmp_path):
     small = ["--batch", "1", "--prompt", "128", "--generate", "4"]
     assert main(["run", "--quiet", *small, "--interval", "90", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    q = band("model_step").q
+    assert data["interval"]["q"] == band("model_step").q
     for name in ("ttft_s", "tpot_s", "total_time_s"):
-        t = data[name]
-        assert data["interval"][name] == pytest.approx([t / (1 + q), t / (1 - q)])
+        assert data["interval"][name] == pytest.approx(swung(data["interval"], name, data[name]))
     cmp = tmp_path / "cmp.json"
     assert main(["compare", "h200", "a100", *small, "--interval", "90", "--quiet", "--json", str(cmp)]) == 0
     for chip in json.loads(cmp.read_text())["chips"]:
-        t = chip["tpot_s"]
-        assert chip["interval"]["tpot_s"] == pytest.approx([t / (1 + q), t / (1 - q)])
+        assert chip["interval"]["tpot_s"] == pytest.approx(swung(chip["interval"], "tpot_s", chip["tpot_s"]))
+        assert chip["interval"]["parameters"], "both chips state ranges that count on them"
 
 
 def test_pooled_coverage_by_hand():

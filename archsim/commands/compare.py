@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from archsim.commands import check_outputs, require_plots, shown
-from archsim.commands.intervals import add_interval_flag, check_interval, step_interval
+from archsim.commands.intervals import add_interval_flag, check_interval, screen_rerun, step_interval
 from archsim.commands.output import add_output_flags, console, emit, notes, progress
 from archsim.commands.run import add_parallel_flags, add_workload_flags
 
@@ -172,11 +172,11 @@ def run(args) -> int:
     title = f"{shown(w.model.name)}: batch {sc.batch}, prompt {sc.prompt_tokens}, generate {sc.output_tokens}{layout}"
     data = compare_dict(rows, workload.config)
     if args.interval is not None:
-        for row, entry in zip(rows, data["chips"], strict=True):
+        rerun = screen_rerun(args, workload)
+        for row, entry, (_, hardware, _) in zip(rows, data["chips"], chips, strict=True):
             if row.result is not None:
-                notes(args).print(
-                    f"{shown(row.hw)}: " + step_interval(args.interval, row.result, entry).removeprefix("; ")
-                )
+                clause = step_interval(args.interval, row.result, entry, hardware, rerun, args.set or ())
+                notes(args).print(f"{shown(row.hw)}: " + clause.removeprefix("; "))
     csv_rows = [{k: c.get(k) for k in (*CSV_FIELDS, "bound", "error")} for c in data["chips"]]
     shown_rows = [
         replace(row, hw=shown(row.hw), chip_name=shown(row.chip_name), given=shown(row.given)) for row in rows

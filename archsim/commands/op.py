@@ -135,7 +135,13 @@ def run_collective(args, system, hw_cfg) -> int:
         "busbw_bytes_per_s": t.bus_bandwidth_bytes_per_s,
         **_config(ResolvedConfig(hw_cfg, None, {"op": {"kind": args.kind, "bytes": args.bytes, "ranks": ranks}})),
     }
-    line += _with_interval(args, args.kind, t.time_s + wait_s, data, format_seconds)
+
+    def lone(s) -> float:  # the collective's time on a system: again at each range's end
+        return collective_time(system_fabric(s, ranks), Collective(args.kind), ranks, args.bytes).time_s + (
+            lone_wait_s(system_fabric(s, ranks), ranks) if args.standalone else 0.0
+        )
+
+    line += _with_interval(args, args.kind, t.time_s + wait_s, data, format_seconds, lone)
     emit(args, console(args), [line], data=data)
     if args.json:
         write_json(args.json, data)
@@ -149,14 +155,26 @@ def case_kind(op) -> str:
     return op.kind.value
 
 
-def _with_interval(args, kind: str, time_s: float, data: dict, unit) -> str:
-    """With --interval, the op's interval into `data` and as a clause for its line; else nothing."""
+def _with_interval(args, kind: str, time_s: float, data: dict, unit, predict) -> str:
+    """With --interval, the op's interval into `data` and as a clause for its line; else nothing.
+    `predict` gives the op's time on a System: again at each end of each stated range that counts."""
     if args.interval is None:
         return ""
-    from archsim.runner.transfer import interval
+    from archsim.commands.intervals import swung_interval
 
-    data["interval"] = record = interval(kind, args.interval, {"time_s": time_s})
+    def times(hardware) -> dict[str, float]:
+        return {"time_s": predict(hardware.system)}
+
+    data["interval"] = record = swung_interval(args, _hardware(args), kind, {"time_s": time_s}, times)
     return interval_text(record, kind, args.interval, unit)
+
+
+def _hardware(args):
+    """--hw with each --set hardware value, as an archsim.Hardware (whose values a range moves)."""
+    from archsim.api import load_system
+    from archsim.commands.run import set_values
+
+    return set_values(load_system(args.hw), args.set or [], "hardware")
 
 
 def load_hardware(args):
@@ -240,7 +258,10 @@ def run(args) -> int:
             f"(of {system.chip.clock_hz / 1e9:.2f})"
         )
     data = {"op": args.kind, **timing_dict(t), **_config(ResolvedConfig(hw_cfg, None, {"op": _op_options(op, args)}))}
-    line += _with_interval(args, case_kind(op), t.time_s, data, format_seconds)
+    condition = Condition.STANDALONE if args.standalone else Condition.GRAPH
+    line += _with_interval(
+        args, case_kind(op), t.time_s, data, format_seconds, lambda s: simulate_op(op, s.chip, condition).time_s
+    )
     emit(args, console(args), [line], data=data)
     if args.json:
         write_json(args.json, data)

@@ -6,7 +6,7 @@ import argparse
 
 from archsim import limits
 from archsim.commands import UsageError, check_outputs, positive_int, require_plots, shown, started
-from archsim.commands.intervals import add_interval_flag, check_interval, step_interval
+from archsim.commands.intervals import add_interval_flag, check_interval, screen_rerun, step_interval
 from archsim.commands.output import add_output_flags, console, emit, notes, progress, renamed
 
 DEFAULT_HW = "h200"
@@ -418,7 +418,8 @@ def run(args) -> int:
     # the JSON document and the per-op rows only where they are written or read
     data = report.to_dict() if args.json or fmt == "json" else {}
     if args.interval is not None:
-        note.print(step_interval(args.interval, result, data).removeprefix("; "))
+        rerun = screen_rerun(args, workload)
+        note.print(step_interval(args.interval, result, data, hardware, rerun, args.set or ()).removeprefix("; "))
     emit(args, out, tables, data=data, rows=report.ops() if fmt == "csv" else None)
     if not multi and system.chips > 1:
         note.print(f"note: one of the {system.chips} chips runs everything; --tp/--pp/--ep spread the model")

@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass
 
 from archsim.commands import UsageError, check_outputs, shown
-from archsim.commands.intervals import add_interval_flag, check_interval
+from archsim.commands.intervals import add_interval_flag, case_swings, check_interval
 from archsim.commands.output import add_output_flags, console, emit, progress
 from archsim.commands.run import DEFAULT_HW
 
@@ -258,7 +258,8 @@ def run(args) -> int:
     data["cases"] = rows
     data["errors"] = [{"id": i, "error": e} for i, e in errors]
     if args.interval:
-        tables.append(interval_table(args.interval, results, rows, held, data))
+        swings, data["interval_parameters"] = case_swings(args, hw, coll_name, cases, meta, results)
+        tables.append(interval_table(args.interval, results, rows, held, data, swings))
     emit(args, console(args), tables, data=data, rows=rows)
     if args.json:
         write_json(args.json, data)
@@ -293,6 +294,7 @@ def run_all(args) -> int:
     rows: list[dict] = []  # the table's rows, for --format csv
     failed = False
     held_out: dict[str, list] = {}  # per chip, the results of cases never fitted
+    swings: dict[str, dict] = {}  # with --interval, per chip and held-out case, each parameter's swing
     for name, s in SHIPPED.items():
         system = load_system(s.chip)[0]
         collectives = load_system(s.collectives)[0] if s.collectives else None
@@ -309,13 +311,18 @@ def run_all(args) -> int:
             parts["held out"] = [r for r in results if r.id in held]
         summaries = {role: summarise(rs, cases) for role, rs in parts.items()}
         held_out[s.chip] = held_out.get(s.chip, []) + parts.get("held out", parts.get("development", []))
+        if args.interval:
+            kept = {r.id for r in parts.get("held out", parts.get("development", []))}
+            per_case, files = case_swings(args, s.chip, s.collectives, cases, meta, results, kept)
+            swings.setdefault(s.chip, {}).update(per_case)
+            data.setdefault("interval_parameters", {}).update(files)
         data["sets"][name] = {"chip": s.chip, **summaries}
         for role, summary in summaries.items():
             for kind, v in summary.items():
                 chip = s.collectives if kind == "allreduce" and s.collectives else s.chip
                 table.add_row(chip, f"{name} ({role})", kind, str(v["n"]), *summary_cells(v))
                 rows.append({"chip": chip, "set": name, "role": role, "kind": kind} | v)
-    tables = [table, *transfer_tables(args, table, rows, data, held_out)]
+    tables = [table, *transfer_tables(args, table, rows, data, held_out, swings)]
     for chip, basis in BLIND.items():
         table.add_row(chip, f"blind: {basis}", "-", "-", "-", "-", "-")
     emit(args, console(args), tables, data=data, rows=rows)
@@ -324,10 +331,13 @@ def run_all(args) -> int:
     return 2 if failed else 0
 
 
-def transfer_tables(args, table, rows: list[dict], data: dict, held_out: dict[str, list]) -> list:
+def transfer_tables(
+    args, table, rows: list[dict], data: dict, held_out: dict[str, list], swings: dict[str, dict] | None = None
+) -> list:
     """`validate all`'s leave-one-chip-out rows, read from the stored transfer result (beside each
     chip's own rows), and with --interval a table of the intervals' coverage of each chip's
-    held-out cases."""
+    held-out cases (each case's parameters swinging as `swings[chip][case id]` gives; a stored
+    transfer prediction's as its own fit's)."""
     from rich.table import Table
 
     from archsim.runner import transfer
@@ -357,10 +367,10 @@ def transfer_tables(args, table, rows: list[dict], data: dict, held_out: dict[st
     )
     for col in ("chip", "kind", "q", "n", "own fit", "transfer"):
         cov.add_column(col, justify="left" if col in ("chip", "kind") else "right")
-    moved = transfer.transfer_coverage(result, bands)
+    moved = transfer.transfer_coverage(result, bands, swings)
     data["coverage"] = {}
     for chip, results in held_out.items():
-        data["coverage"][chip] = transfer.coverage(results, bands)
+        data["coverage"][chip] = transfer.coverage(results, bands, (swings or {}).get(chip))
         for kind, c in data["coverage"][chip].items():
             t = moved.get(chip, {}).get(kind)
             c |= {"q_pct": 100 * bands[kind].q, "transfer_coverage_pct": t and t["coverage_pct"]}
@@ -373,6 +383,7 @@ def transfer_tables(args, table, rows: list[dict], data: dict, held_out: dict[st
             }
             shown_t = f"{moved_all['coverage_pct']:.0f}% of {moved_all['n']}" if moved_all else "-"
             cov.add_row(chip, "all kinds", "", str(own["n"]), f"{own['coverage_pct']:.0f}%", shown_t)
+    cov.caption = ranges_caption(data.get("interval_parameters", {}))
     return [cov]
 
 
@@ -385,24 +396,42 @@ def pooled(by_kind: dict[str, dict]) -> dict | None:
     return {"n": n, "coverage_pct": sum(c["n"] * c["coverage_pct"] for c in by_kind.values()) / n}
 
 
-def interval_table(level: float, results: list, rows: list[dict], held: set[str], data: dict):
-    """Each case's interval at `level` % (into its JSON row) and the share of cases inside, per
-    kind (the held-out cases apart where the set has them)."""
+def interval_table(level: float, results: list, rows: list[dict], held: set[str], data: dict, swings: dict):
+    """Each case's interval at `level` % (into its JSON row, with the swing of each parameter that
+    moves it, up and down in percent) and the share of cases inside, per kind (the held-out cases
+    apart where the set has them)."""
     from rich.table import Table
 
-    from archsim.runner import transfer
+    from archsim.runner import sensitivity, transfer
 
     result = transfer.stored()
     bands = transfer.bands(result, level) if result else {}
     for r, row in zip(results, rows, strict=True):
-        band = bands.get(r.kind)
-        row["interval_ms"] = list(band.interval_ms(r.predicted_ms)) if band else None
+        band, moved = bands.get(r.kind), swings.get(r.id, {})
+        q_low, q_high = sensitivity.combined(band.q, moved.values()) if band else (0.0, 0.0)
+        low, high = sensitivity.bounds(r.predicted_ms, q_low, q_high)
+        row["interval_ms"] = [low, high] if band else None
+        swung = {k: [100 * up, 100 * down] for k, (up, down) in moved.items() if up or down}
+        if band and swung:
+            row["swing_pct"] = swung
     parts = {"all": results} | ({"held out": [r for r in results if r.id in held]} if held else {})
-    data["coverage"] = {part: transfer.coverage(rs, bands) for part, rs in parts.items()}
+    data["coverage"] = {part: transfer.coverage(rs, bands, swings) for part, rs in parts.items()}
     cov = Table(title=f"{level:g}% intervals (share of cases inside)", title_justify="left")
     for col in ("cases", "kind", "n", "coverage"):
         cov.add_column(col, justify="left" if col in ("cases", "kind") else "right")
     for part, by_kind in data["coverage"].items():
         for kind, c in by_kind.items():
             cov.add_row(part, kind, str(c["n"]), f"{c['coverage_pct']:.0f}%")
+    cov.caption = ranges_caption(data.get("interval_parameters", {}))
     return cov
+
+
+def ranges_caption(by_file: dict[str, dict]) -> str:
+    """Which stated ranges the intervals carry, per file (sensitivity.parameter_swings' records)."""
+    from pathlib import Path
+
+    said = []
+    for file, parts in by_file.items():
+        keys = [p["key"] for p in parts["parameters"]]
+        said.append(f"{Path(file).stem}: {', '.join(keys) if keys else 'none'}")
+    return "stated ranges propagated: " + "; ".join(said) if said else ""

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from archsim.memo import memo
 
 if TYPE_CHECKING:
+    from archsim.runner.sensitivity import Swing
     from archsim.runner.validation import CaseResult
 
 FILE = "transfer.json"
@@ -66,6 +68,16 @@ def summaries(result: dict, kinds: list[str] | None = None) -> list[dict]:
                         | {"own_mean_abs_error_pct": own["mean_abs_error_pct"]}
                     )
     return rows
+
+
+def measured_sets(result: dict) -> dict[str, set[str]]:
+    """Per chip or system a transfer result predicts, the case sets measured on it: its own."""
+    out: dict[str, set[str]] = {}
+    for d in result["directions"]:
+        for chip in (d["target"], d.get("target_collectives")):
+            if chip:
+                out.setdefault(chip, set()).update(d["sets"])
+    return out
 
 
 def quantile(values: list[float], a: float) -> float:
@@ -109,41 +121,74 @@ def stored_bands(level_pct: float) -> dict[str, Band]:
     return bands(result, level_pct) if result else {}
 
 
-def interval(kind: str, level_pct: float, times_s: dict[str, float]) -> dict | None:
+def interval(
+    kind: str, level_pct: float, times_s: dict[str, float], swings: Sequence[Swing] = (), parts: dict | None = None
+) -> dict | None:
     """The level's interval of each predicted time in `times_s` (name: seconds) of an op or step of
     `kind` (a case kind: gemm, attention_decode, vector, model_step, allreduce, ...), from the
-    stored transfer errors of that kind, as a record for JSON output: the band's q and case count,
-    and per time [low, high] in seconds (high null where the band has no upper end); None where
-    no stored transfer case has that kind."""
+    stored transfer errors of that kind and the `swings` of the parameters it rests on
+    (sensitivity.py), as a record for JSON output: the band's q and case count, per time [low,
+    high] in seconds (high null where the interval has no upper end), and where `parts` is given
+    (sensitivity.parameter_swings' record) each time's q_low and q_high and each parameter's
+    swing, up and down; None where no stored transfer case has that kind."""
+    from archsim.runner.sensitivity import bounds, combined, swing
+
     band = stored_bands(level_pct).get(kind)
     if band is None:
         return None
     out: dict = {"level_pct": level_pct, "kind": kind, "q": band.q, "n": band.n}
+    q_parts: dict[str, list[float]] = {}
     for name, t in times_s.items():
-        low, high = band.interval(t)
+        q_low, q_high = combined(band.q, (swing(t, s.low_s[name], s.high_s[name]) for s in swings))
+        low, high = bounds(t, q_low, q_high)
         out[name] = [low, high if math.isfinite(high) else None]
+        q_parts[name] = [q_low, q_high]
+    if parts is not None:
+        out["q_low_high"] = q_parts
+        out["parameters"] = [
+            p | {"swing": {n: dict(zip(("up", "down"), swing(t, s.low_s[n], s.high_s[n]), strict=True))
+                           for n, t in times_s.items()}}
+            for p, s in zip(parts["parameters"], swings, strict=True)
+        ]  # fmt: skip
+        out["left_out"], out["unranged"] = parts["left_out"], parts["unranged"]
     return out
 
 
-def transfer_coverage(result: dict, by_kind: dict[str, Band]) -> dict[str, dict[str, dict]]:
-    """Per target chip and kind: the stored held-out transfer predictions, and the share inside."""
-    inside: dict[str, dict[str, list[bool]]] = {}
+def inside(error_pct: float, band: Band, swings: Iterable[tuple[float, float]] = ()) -> bool:
+    """Whether a measured time lies in the interval of its prediction: with e = (p - m) / m,
+    -q_high <= e <= q_low (sensitivity.py; both q where no parameter swings)."""
+    from archsim.runner.sensitivity import combined
+
+    q_low, q_high = combined(band.q, swings)
+    return -q_high <= error_pct / 100.0 <= q_low
+
+
+def transfer_coverage(
+    result: dict, by_kind: dict[str, Band], swings: dict[str, dict[str, dict]] | None = None
+) -> dict[str, dict[str, dict]]:
+    """Per target chip and kind: the stored held-out transfer predictions, and the share inside
+    (each case's parameters swinging as `swings[chip][case id]` gives: {key: (up, down)})."""
+    found: dict[str, dict[str, list[bool]]] = {}
     for d in result["directions"]:
-        for _id, kind, role, error_pct in d["cases"]:
+        chip = (swings or {}).get(d["target"], {})
+        for cid, kind, role, error_pct in d["cases"]:
             if role != "calibration" and kind in by_kind:
-                inside.setdefault(d["target"], {}).setdefault(kind, []).append(abs(error_pct) / 100 <= by_kind[kind].q)
+                ok = inside(error_pct, by_kind[kind], chip.get(cid, {}).values())
+                found.setdefault(d["target"], {}).setdefault(kind, []).append(ok)
     return {
         chip: {k: {"n": len(v), "coverage_pct": 100.0 * sum(v) / len(v)} for k, v in sorted(kinds.items())}
-        for chip, kinds in inside.items()
+        for chip, kinds in found.items()
     }
 
 
-def coverage(results: list[CaseResult], by_kind: dict[str, Band]) -> dict[str, dict]:
+def coverage(
+    results: list[CaseResult], by_kind: dict[str, Band], swings: dict[str, dict] | None = None
+) -> dict[str, dict]:
     """Per kind with a band: the cases, and the share of them whose measured time lies in the
-    interval of their prediction (|error| <= q)."""
-    inside: dict[str, list[bool]] = {}
+    interval of their prediction (each case's parameters swinging as `swings[case id]` gives)."""
+    found: dict[str, list[bool]] = {}
     for r in results:
         band = by_kind.get(r.kind)
         if band is not None:
-            inside.setdefault(r.kind, []).append(abs(r.error_pct) / 100.0 <= band.q)
-    return {k: {"n": len(v), "coverage_pct": 100.0 * sum(v) / len(v)} for k, v in sorted(inside.items())}
+            found.setdefault(r.kind, []).append(inside(r.error_pct, band, (swings or {}).get(r.id, {}).values()))
+    return {k: {"n": len(v), "coverage_pct": 100.0 * sum(v) / len(v)} for k, v in sorted(found.items())}
