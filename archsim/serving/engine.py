@@ -106,12 +106,11 @@ def simulate_instance(
             books.first_scheduled[new] = t
         gpu0 = books.gpu_s
         if fast and _decodes_only(s, plan):
-            k, end = run_decodes(s, plan.ids, inst, t, arrivals.next_s(), books)
-            emit, tokens = plan.ids, len(plan.ids)
+            k, end, fin = run_decodes(s, plan.ids, inst, t, arrivals.next_s(), books)
+            tokens = len(plan.ids)
         else:
-            k, tokens = 1, int(plan.tokens.sum())
-            end, emit = run_step(s, plan, inst, t, books, accept, credit)
-        fin = emit[s.generated[emit] >= s.target[emit]]
+            k = 1
+            end, fin, tokens = run_step(s, plan, inst, t, books, accept, credit)
         if len(fin):
             books.finish[fin] = end
             for r in fin.tolist():

@@ -38,13 +38,6 @@ def hist_add(counts, stats, gap_s, weight):
 
 
 @njit_entry
-def hist_add_steps(counts: I64Array, stats: F64Array, ends_s: F64Array, k: int, weight: int):
-    """The gaps between the first `k` consecutive step ends, each `weight` times."""
-    for j in range(1, k):
-        hist_add(counts, stats, ends_s[j] - ends_s[j - 1], weight)
-
-
-@njit_entry
 def plan_running(
     order: I64Array,
     prompt: I64Array,
@@ -56,11 +49,13 @@ def plan_running(
     budget: int,
     verify: int,
     decodes_first: bool,
+    free: int,
 ):
     """The running requests' part of a step, in order (decodes first if asked), each its known
     tokens left to compute (a decode: 1, or a verify's `verify` capped by what it has left to
-    generate) within `budget`: (ids, tokens, blocks to grow each, total growth, budget left,
-    whether every one is a one-token decode)."""
+    generate) within `budget`: (ids, tokens, total blocks they grow by, budget left, whether
+    every one is a one-token decode). Where the `free` blocks cover the growth, each request's
+    blocks grow by its share (else none does: the caller preempts)."""
     n = len(order)
     ids = np.empty(n, np.int64)
     ntok = np.empty(n, np.int64)
@@ -93,14 +88,20 @@ def plan_running(
             budget -= k
             if not (is_decode and k == 1):
                 all_decodes = False
-    return ids[:m], ntok[:m], grow[:m], total, budget, all_decodes
+    if total <= free:
+        for i in range(m):
+            blocks[ids[i]] += grow[i]
+    return ids[:m], ntok[:m], total, budget, all_decodes
 
 
 @njit_entry
 def step_shape(ids: I64Array, ntok: I64Array, prompt: I64Array, generated: I64Array, computed: I64Array):
     """What a step computes: (decodes, their KV total and max with this step's tokens, their KV
-    before it, which entries are prefill chunks, how many one-token emissions it makes)."""
+    before it, which entries are prefill chunks and how many, how many one-token emissions it
+    makes, its tokens)."""
     decodes = 0
+    chunks = 0
+    tokens = 0
     total = 0
     longest = 0
     before = 0
@@ -108,6 +109,7 @@ def step_shape(ids: I64Array, ntok: I64Array, prompt: I64Array, generated: I64Ar
     chunk = np.zeros(len(ids), np.bool_)
     for i in range(len(ids)):
         r, k = ids[i], ntok[i]
+        tokens += k
         known = prompt[r] + generated[r]
         if generated[r] > 0 and computed[r] + 1 == known:
             decodes += 1
@@ -116,9 +118,10 @@ def step_shape(ids: I64Array, ntok: I64Array, prompt: I64Array, generated: I64Ar
             before += computed[r] + 1
         else:
             chunk[i] = True
+            chunks += 1
         if computed[r] + k == known:
             emits += 1
-    return decodes, total, longest, before, chunk, emits
+    return decodes, total, longest, before, chunk, chunks, emits, tokens
 
 
 @njit_entry
@@ -128,6 +131,7 @@ def apply_tokens(
     prompt: I64Array,
     generated: I64Array,
     computed: I64Array,
+    target: I64Array,
     first_token: F64Array,
     last_token: F64Array,
     end_s: float,
@@ -136,9 +140,11 @@ def apply_tokens(
 ):
     """Book a step ending at `end_s`: each request computes its tokens and, when all its known
     tokens are computed, emits one (its first token, or a gap since its last). Returns those
-    that emitted."""
+    that emitted and, of them, those that reached their `target` tokens (in step order)."""
     emit = np.empty(len(ids), np.int64)
+    fin = np.empty(len(ids), np.int64)
     m = 0
+    n = 0
     for i in range(len(ids)):
         r = ids[i]
         computed[r] += ntok[i]
@@ -151,7 +157,10 @@ def apply_tokens(
             last_token[r] = end_s
             emit[m] = r
             m += 1
-    return emit[:m]
+            if generated[r] >= target[r]:
+                fin[n] = r
+                n += 1
+    return emit[:m], fin[:n]
 
 
 @njit_entry
@@ -193,35 +202,46 @@ def decode_bounds(
 
 
 @njit_entry
-def apply_decodes(
+def book_decodes(
     ids: I64Array,
     k: int,
     computed: I64Array,
     generated: I64Array,
+    target: I64Array,
+    blocks: I64Array,
+    bs: int,
+    grows: bool,
     last_token: F64Array,
-    first_end_s: float,
+    ends_s: F64Array,
+    steps: int,
     end_s: float,
     counts: I64Array,
     stats: F64Array,
 ):
-    """Book k decode-only steps of `ids`, the first ending at `first_end_s`, the last at `end_s`:
-    each request's gap to its first token of the run and k more tokens each (the blocks they grow
-    into: `grow_blocks`)."""
+    """Book k decode-only steps of `ids`, ending at `ends_s[0]` (the first) to `end_s` (the
+    last): the gaps between the first `steps` step ends (`ends_s`, each for every request; none
+    where `steps` < 2), then each request's gap to its first token of the run and k more tokens
+    each, and where blocks `grows`, the blocks of `bs` tokens its computed tokens fill. Returns
+    the blocks taken in all and the requests that reached their `target` tokens (in `ids`
+    order)."""
+    b = len(ids)
+    for j in range(1, steps):
+        hist_add(counts, stats, ends_s[j] - ends_s[j - 1], b)
+    first_end_s = ends_s[0]
+    fin = np.empty(b, np.int64)
+    n = 0
+    taken = 0
     for r in ids:
         hist_add(counts, stats, first_end_s - last_token[r], 1)
         last_token[r] = end_s
         computed[r] += k
         generated[r] += k
-
-
-@njit_entry
-def grow_blocks(ids: I64Array, computed: I64Array, blocks: I64Array, bs: int):
-    """Grow each request of `ids` into the blocks of `bs` tokens its computed tokens fill; the
-    blocks taken in all."""
-    taken = 0
-    for r in ids:
-        g = -(-computed[r] // bs) - blocks[r]
-        if g > 0:
-            blocks[r] += g
-            taken += g
-    return taken
+        if grows:
+            g = -(-computed[r] // bs) - blocks[r]
+            if g > 0:
+                blocks[r] += g
+                taken += g
+        if generated[r] >= target[r]:
+            fin[n] = r
+            n += 1
+    return taken, fin[:n]

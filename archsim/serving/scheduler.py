@@ -155,17 +155,14 @@ def _running_with_preemption(
 def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
     from archsim.serving.kernels import plan_running
 
-    order = np.array(s.running, dtype=np.int64)
     decodes_first = cfg.policy is not Policy.VLLM
-    ids, ntok, grow, total, budget, all_decodes = plan_running(
-        order, s.prompt, s.generated, s.computed, s.blocks, s.target, s.bs, cfg.max_batched_tokens,
-        cfg.verify_tokens, decodes_first,
+    ids, ntok, total, budget, all_decodes = plan_running(
+        s.running_ids(), s.prompt, s.generated, s.computed, s.blocks, s.target, s.bs, cfg.max_batched_tokens,
+        cfg.verify_tokens, decodes_first, s.free,
     )  # fmt: skip
     budget = int(budget)
-    if total <= s.free:  # the common case: every running request fits
-        if total:
-            s.blocks[ids] += grow
-            s.take_grown(int(total))
+    if total <= s.free:  # the common case: every running request fits (the kernel grew their blocks)
+        s.take_grown(int(total))
     else:
         ordered = s.running
         if decodes_first:
