@@ -42,7 +42,7 @@ ENTRIES = {  # the entry kernels and the letters their annotations give (aot.ARG
     "archsim.serving.kernels.book_decodes": "IiIIIIibFFifIF",
     "archsim.serving.kernels.apply_tokens": "IIIIIIFFfIF",
     "archsim.serving.kernels.decode_bounds": "IIIIIiib",
-    "archsim.serving.kernels.plan_running": "IIIIIIiiibi",
+    "archsim.serving.kernels.plan_running": "IIIIIIiiibib",
     "archsim.serving.kernels.step_shape": "IIIII",
 }
 

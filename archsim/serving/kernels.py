@@ -50,12 +50,16 @@ def plan_running(
     verify: int,
     decodes_first: bool,
     free: int,
+    grows: bool,
 ):
     """The running requests' part of a step, in order (decodes first if asked), each its known
     tokens left to compute (a decode: 1, or a verify's `verify` capped by what it has left to
     generate) within `budget`: (ids, tokens, total blocks they grow by, budget left, whether
-    every one is a one-token decode). Where the `free` blocks cover the growth, each request's
-    blocks grow by its share (else none does: the caller preempts)."""
+    every one is a one-token decode, and the `decode_bounds` of a run of such steps from it).
+    Where the `free` blocks cover the growth, each request's blocks grow by its share, and where
+    every one decodes, the run's bounds are those of the blocks left free (`grows`: whether
+    blocks grow as tokens are decoded); else no block grows (the caller preempts) and the
+    bounds are -1."""
     n = len(order)
     ids = np.empty(n, np.int64)
     ntok = np.empty(n, np.int64)
@@ -88,10 +92,13 @@ def plan_running(
             budget -= k
             if not (is_decode and k == 1):
                 all_decodes = False
+    kmax, total_kv, max_kv = -1, -1, -1
     if total <= free:
         for i in range(m):
             blocks[ids[i]] += grow[i]
-    return ids[:m], ntok[:m], total, budget, all_decodes
+        if all_decodes and m:
+            kmax, total_kv, max_kv = run_bounds(ids, m, target, generated, computed, blocks, bs, free - total, grows)
+    return ids[:m], ntok[:m], total, budget, all_decodes, kmax, total_kv, max_kv
 
 
 @njit_entry
@@ -177,10 +184,17 @@ def decode_bounds(
     """For a run of decode-only steps of `ids` (the first step's blocks held): the most steps
     before a finish and, when blocks grow, the most the free blocks cover (after j steps a
     request with c computed holds ceil((c + j) / bs) blocks); its KV total and max in step 1."""
-    kmax = 1 << 62 if len(ids) else 0
+    return run_bounds(ids, len(ids), target, generated, computed, blocks, bs, free, grows)
+
+
+@njit
+def run_bounds(ids, n, target, generated, computed, blocks, bs, free, grows):
+    """`decode_bounds` of the first `n` of `ids`."""
+    kmax = 1 << 62 if n else 0
     total = 0
     longest = 0
-    for r in ids:
+    for i in range(n):
+        r = ids[i]
         kmax = min(kmax, target[r] - generated[r])
         total += computed[r] + 1
         longest = max(longest, computed[r] + 1)
@@ -189,7 +203,8 @@ def decode_bounds(
         while lo < hi:
             mid = lo + (hi - lo + 1) // 2
             need = 0
-            for r in ids:
+            for i in range(n):
+                r = ids[i]
                 g = -(-(computed[r] + mid) // bs) - blocks[r]
                 if g > 0:
                     need += g

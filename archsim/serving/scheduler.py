@@ -94,13 +94,16 @@ class SchedulerConfig:
 class Plan(NamedTuple):
     """One step: requests `ids` compute `tokens` tokens each (int64 arrays); the last `admitted`
     joined this step; `preempted`: some request was preempted while it was formed;
-    `all_decodes`: every one computes one token of a decode."""
+    `all_decodes`: every one computes one token of a decode; `run_bounds`: where the scheduler
+    worked them out, the bounds of a run of decode-only steps from it (`decode_bounds` in
+    archsim/serving/kernels.py, after the step's blocks are taken)."""
 
     ids: np.ndarray
     tokens: np.ndarray
     admitted: int
     preempted: bool
     all_decodes: bool = False
+    run_bounds: tuple[int, int, int] | None = None
 
 
 def schedule(s: InstanceState, cfg: SchedulerConfig) -> Plan:
@@ -156,11 +159,12 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
     from archsim.serving.kernels import plan_running
 
     decodes_first = cfg.policy is not Policy.VLLM
-    ids, ntok, total, budget, all_decodes = plan_running(
+    ids, ntok, total, budget, all_decodes, kmax, total_kv, max_kv = plan_running(
         s.running_ids(), s.prompt, s.generated, s.computed, s.blocks, s.target, s.bs, cfg.max_batched_tokens,
-        cfg.verify_tokens, decodes_first, s.free,
+        cfg.verify_tokens, decodes_first, s.free, not cfg.policy.reserves,
     )  # fmt: skip
     budget = int(budget)
+    bounds = (int(kmax), int(total_kv), int(max_kv)) if kmax >= 0 else None
     if total <= s.free:  # the common case: every running request fits (the kernel grew their blocks)
         s.take_grown(int(total))
     else:
@@ -175,7 +179,7 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
             return Plan(np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), 0, True)
         ids, ntok, all_decodes = np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), False
     if not s.waiting and not s.swapped:
-        return Plan(ids, ntok, 0, False, all_decodes)
+        return Plan(ids, ntok, 0, False, all_decodes, bounds)
     new_ids: list[int] = []
     new_tok: list[int] = []
     watermark = 0 if cfg.policy.reserves else int(cfg.watermark * s.pool_blocks)
@@ -213,7 +217,7 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
         ids = np.concatenate([ids, np.array(new_ids, dtype=np.int64)])
         ntok = np.concatenate([ntok, np.array(new_tok, dtype=np.int64)])
         all_decodes = False
-    return Plan(ids, ntok, len(new_ids) - swapped_in, False, all_decodes)
+    return Plan(ids, ntok, len(new_ids) - swapped_in, False, all_decodes, None if new_ids else bounds)
 
 
 def _schedule_whole_prompts(s: InstanceState, cfg: SchedulerConfig) -> Plan:

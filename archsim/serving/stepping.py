@@ -104,16 +104,24 @@ def _register(s: InstanceState, ids: np.ndarray) -> None:
 
 
 def run_decodes(
-    s: InstanceState, ids: np.ndarray, inst: Instance, t: float, next_arrival: float | None, books: Books
+    s: InstanceState,
+    ids: np.ndarray,
+    inst: Instance,
+    t: float,
+    next_arrival: float | None,
+    books: Books,
+    bounds: tuple[int, int, int] | None = None,
 ) -> tuple[int, float, np.ndarray]:
     """k >= 1 decode-only steps of every running request (all of them emit each step): up to
     the first finish, the last step the free blocks cover and the step in which the next request
-    arrives. Returns k, the end time and the requests done (generated their target); books the
-    blocks, tokens and gaps."""
+    arrives (`bounds`: the run's `decode_bounds`, where the scheduler worked them out). Returns
+    k, the end time and the requests done (generated their target); books the blocks, tokens
+    and gaps."""
     b, timer, host = len(ids), inst.timer, inst.host
     grows = not inst.reserves
-    kmax, total_kv, max_kv = decode_bounds(ids, s.target, s.generated, s.computed, s.blocks, s.bs, s.free, grows)
-    kmax, total_kv, max_kv = int(kmax), int(total_kv), int(max_kv)
+    if bounds is None:
+        bounds = decode_bounds(ids, s.target, s.generated, s.computed, s.blocks, s.bs, s.free, grows)
+    kmax, total_kv, max_kv = int(bounds[0]), int(bounds[1]), int(bounds[2])
     if next_arrival is not None and kmax > 1:  # no step is shorter than its non-attention part
         shortest = host.wall_s(timer.decode_fixed_s(b), b, b)
         kmax = min(kmax, int((next_arrival - t) / shortest) + 2)
