@@ -10,6 +10,7 @@ import pytest
 
 from archsim.serving import kernels
 from archsim.serving.histogram import GapHistogram
+from archsim.serving.scheduler import Policy, SchedulerConfig, scheduler_knobs
 from archsim.serving.state import InstanceState
 
 
@@ -17,14 +18,17 @@ def ints(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
-def _book(kernel):
-    """Requests 0 and 1 decode k = 3 steps ending at 1.0, 1.5 and 2.5 s (blocks of 8 tokens)."""
+# blocks of 16 tokens, a budget of 8,192 tokens, decodes of 1 token, in order, blocks growing
+KNOBS = scheduler_knobs(SchedulerConfig(Policy.VLLM, 8192, block_size=16), 16)
+
+
+def _book(kernel, bs: int = 8):
+    """Requests 0 and 1 decode k = 3 steps ending at 1.0, 1.5 and 2.5 s (blocks of `bs` tokens)."""
     computed, generated, target, blocks = ints(10, 20), ints(2, 5), ints(5, 9), ints(1, 2)
     last = np.array([0.5, 0.8])
     hist = GapHistogram()
     ends = np.array([1.0, 1.5, 2.5])
-    taken, fin = kernel(ints(0, 1), 3, computed, generated, target, blocks, 8, True, last, ends, 3, 2.5,
-                        hist.counts, hist.stats)  # fmt: skip
+    taken, fin = kernel(ints(0, 1), computed, generated, target, blocks, bs, last, ends, hist.counts, hist.stats)
     return int(taken), fin.tolist(), computed.tolist(), generated.tolist(), blocks.tolist(), last.tolist(), hist
 
 
@@ -44,6 +48,13 @@ def test_a_decode_run_books_its_gaps_tokens_blocks_and_finishes(python):
     assert hist.min_s == 1.0 - 0.8 and hist.max_s == 1.0
 
 
+@pytest.mark.parametrize("python", [False, True])
+def test_a_decode_run_under_reserved_blocks_grows_none(python):
+    kernel = kernels.book_decodes.py_func if python else kernels.book_decodes
+    taken, fin, computed, generated, blocks, _, _ = _book(kernel, bs=0)
+    assert blocks == [1, 2] and taken == 0 and computed == [13, 23] and generated == [5, 8] and fin == [0]
+
+
 def test_a_decode_run_compiled_books_what_its_python_books():
     compiled, python = _book(kernels.book_decodes), _book(kernels.book_decodes.py_func)
     assert compiled[:-1] == python[:-1]
@@ -56,12 +67,13 @@ def _plan(kernel, free: int):
     each one token from its target of 4, 9 and 6 generated (3, 5 and 3 so far)."""
     prompt, generated, computed = ints(13, 12, 28), ints(3, 5, 3), ints(15, 16, 30)
     blocks, target = ints(1, 1, 2), ints(4, 9, 6)
-    out = kernel(ints(0, 1, 2), prompt, generated, computed, blocks, target, 16, 8192, 1, False, free, True)
+    out = kernel(ints(0, 1, 2), prompt, generated, computed, blocks, target, KNOBS, free)
     return [x.tolist() if isinstance(x, np.ndarray) else int(x) for x in out], blocks.tolist()
 
 
 @pytest.mark.parametrize("python", [False, True])
 def test_the_scheduler_pass_grows_blocks_where_free_ones_cover_them_and_bounds_the_decode_run(python):
+    assert KNOBS.tolist() == [16, 8192, 1, 0, 1]
     kernel = kernels.plan_running.py_func if python else kernels.plan_running
     # each decodes 1 token: 16, 17 and 31 tokens need 1, 2 and 2 blocks: request 1 grows by 1
     (ids, ntok, total, budget, all_decodes, kmax, total_kv, max_kv), blocks = _plan(kernel, free=5)
@@ -82,7 +94,7 @@ def test_the_run_bounds_are_those_decode_bounds_gives_after_the_blocks_grew():
     blocks = -(-computed // 16)  # each holds its KV: ceil(100 / 16) = 7 blocks
     for free in (0, 3, 9, 40):
         b = blocks.copy()
-        out = kernels.plan_running(np.arange(n), prompt, generated, computed, b, target, 16, 8192, 1, False, free, True)
+        out = kernels.plan_running(np.arange(n), prompt, generated, computed, b, target, KNOBS, free)
         total = int(out[2])
         expected = kernels.decode_bounds(np.arange(n), target, generated, computed, b, 16, free - total, True)
         assert total == 0 and tuple(int(x) for x in out[5:]) == tuple(int(x) for x in expected)
@@ -107,19 +119,19 @@ def test_the_running_ids_follow_the_list():
 
 
 @pytest.mark.parametrize("python", [False, True])
-def test_a_step_counts_its_tokens_chunks_and_finishes(python):
+def test_a_step_counts_its_tokens_and_chunks(python):
     shape = kernels.step_shape.py_func if python else kernels.step_shape
     book = kernels.apply_tokens.py_func if python else kernels.apply_tokens
     # request 0 decodes (10 + 2 known, 11 computed); request 1 prefills 6 of its 8-token prompt;
     # request 2 finishes its prompt's last 4 tokens and emits its first token
-    prompt, generated, computed, target = ints(10, 8, 4), ints(2, 0, 0), ints(11, 0, 0), ints(3, 5, 1)
+    prompt, generated, computed = ints(10, 8, 4), ints(2, 0, 0), ints(11, 0, 0)
     ids, ntok = ints(0, 1, 2), ints(1, 6, 4)
     decodes, total, longest, before, chunk, chunks, emits, tokens = shape(ids, ntok, prompt, generated, computed)
     assert (decodes, total, longest, before) == (1, 12, 12, 12)
     assert chunk.tolist() == [False, True, True] and chunks == 2 and emits == 2 and tokens == 11
     hist = GapHistogram()
     first, last = np.full(3, math.nan), np.array([0.5, math.nan, math.nan])
-    emit, fin = book(ids, ntok, prompt, generated, computed, target, first, last, 2.0, hist.counts, hist.stats)
-    # 0 emits its 3rd token (its target: done), 2 its first (its target of 1: done); 1 emits none
-    assert emit.tolist() == [0, 2] and fin.tolist() == [0, 2] and generated.tolist() == [3, 0, 1]
+    emit = book(ids, ntok, prompt, generated, computed, first, last, 2.0, hist.counts, hist.stats)
+    # 0 emits its 3rd token, 2 its first; 1 emits none
+    assert emit.tolist() == [0, 2] and generated.tolist() == [3, 0, 1]
     assert hist.count == 1 and hist.sum_s == 1.5 and np.isnan(first[0]) and first[2] == 2.0

@@ -37,6 +37,9 @@ def hist_add(counts, stats, gap_s, weight):
         stats[3] = gap_s
 
 
+KNOB_BLOCK, KNOB_BUDGET, KNOB_VERIFY, KNOB_DECODES_FIRST, KNOB_GROWS = range(5)  # `plan_running`'s knobs
+
+
 @njit_entry
 def plan_running(
     order: I64Array,
@@ -45,21 +48,21 @@ def plan_running(
     computed: I64Array,
     blocks: I64Array,
     target: I64Array,
-    bs: int,
-    budget: int,
-    verify: int,
-    decodes_first: bool,
+    knobs: I64Array,
     free: int,
-    grows: bool,
 ):
     """The running requests' part of a step, in order (decodes first if asked), each its known
     tokens left to compute (a decode: 1, or a verify's `verify` capped by what it has left to
-    generate) within `budget`: (ids, tokens, total blocks they grow by, budget left, whether
-    every one is a one-token decode, and the `decode_bounds` of a run of such steps from it).
-    Where the `free` blocks cover the growth, each request's blocks grow by its share, and where
-    every one decodes, the run's bounds are those of the blocks left free (`grows`: whether
-    blocks grow as tokens are decoded); else no block grows (the caller preempts) and the
+    generate) within the step's token budget: (ids, tokens, total blocks they grow by, budget
+    left, whether every one is a one-token decode, and the `decode_bounds` of a run of such
+    steps from it). `knobs` is the scheduler's record, one int each: the block size, the token
+    budget, the tokens a decode verifies, whether decodes go first, and whether blocks grow as
+    tokens are decoded (the policy reserves none ahead). Where the `free` blocks cover the
+    growth, each request's blocks grow by its share, and where every one decodes, the run's
+    bounds are those of the blocks left free; else no block grows (the caller preempts) and the
     bounds are -1."""
+    bs, budget, verify = knobs[KNOB_BLOCK], knobs[KNOB_BUDGET], knobs[KNOB_VERIFY]
+    decodes_first, grows = knobs[KNOB_DECODES_FIRST] != 0, knobs[KNOB_GROWS] != 0
     n = len(order)
     ids = np.empty(n, np.int64)
     ntok = np.empty(n, np.int64)
@@ -138,7 +141,6 @@ def apply_tokens(
     prompt: I64Array,
     generated: I64Array,
     computed: I64Array,
-    target: I64Array,
     first_token: F64Array,
     last_token: F64Array,
     end_s: float,
@@ -147,11 +149,9 @@ def apply_tokens(
 ):
     """Book a step ending at `end_s`: each request computes its tokens and, when all its known
     tokens are computed, emits one (its first token, or a gap since its last). Returns those
-    that emitted and, of them, those that reached their `target` tokens (in step order)."""
+    that emitted."""
     emit = np.empty(len(ids), np.int64)
-    fin = np.empty(len(ids), np.int64)
     m = 0
-    n = 0
     for i in range(len(ids)):
         r = ids[i]
         computed[r] += ntok[i]
@@ -164,10 +164,7 @@ def apply_tokens(
             last_token[r] = end_s
             emit[m] = r
             m += 1
-            if generated[r] >= target[r]:
-                fin[n] = r
-                n += 1
-    return emit[:m], fin[:n]
+    return emit[:m]
 
 
 @njit_entry
@@ -219,30 +216,25 @@ def run_bounds(ids, n, target, generated, computed, blocks, bs, free, grows):
 @njit_entry
 def book_decodes(
     ids: I64Array,
-    k: int,
     computed: I64Array,
     generated: I64Array,
     target: I64Array,
     blocks: I64Array,
     bs: int,
-    grows: bool,
     last_token: F64Array,
     ends_s: F64Array,
-    steps: int,
-    end_s: float,
     counts: I64Array,
     stats: F64Array,
 ):
-    """Book k decode-only steps of `ids`, ending at `ends_s[0]` (the first) to `end_s` (the
-    last): the gaps between the first `steps` step ends (`ends_s`, each for every request; none
-    where `steps` < 2), then each request's gap to its first token of the run and k more tokens
-    each, and where blocks `grows`, the blocks of `bs` tokens its computed tokens fill. Returns
-    the blocks taken in all and the requests that reached their `target` tokens (in `ids`
-    order)."""
-    b = len(ids)
-    for j in range(1, steps):
+    """Book k = len(ends_s) decode-only steps of `ids` ending at `ends_s`: the gaps between the
+    step ends (each for every request), then each request's gap to its first token of the run
+    and k more tokens each, and where `bs` > 0 (the block size; 0 where the policy reserved the
+    blocks ahead) the blocks of `bs` tokens its computed tokens fill. Returns the blocks taken
+    in all and the requests that reached their `target` tokens (in `ids` order)."""
+    b, k = len(ids), len(ends_s)
+    for j in range(1, k):
         hist_add(counts, stats, ends_s[j] - ends_s[j - 1], b)
-    first_end_s = ends_s[0]
+    first_end_s, end_s = ends_s[0], ends_s[k - 1]
     fin = np.empty(b, np.int64)
     n = 0
     taken = 0
@@ -251,7 +243,7 @@ def book_decodes(
         last_token[r] = end_s
         computed[r] += k
         generated[r] += k
-        if grows:
+        if bs > 0:
             g = -(-computed[r] // bs) - blocks[r]
             if g > 0:
                 blocks[r] += g

@@ -155,14 +155,29 @@ def _running_with_preemption(
     return ids, ntok, budget, bool(gone)
 
 
+_knobs: dict[tuple[SchedulerConfig, int], np.ndarray] = {}
+
+
+def scheduler_knobs(cfg: SchedulerConfig, block_size: int) -> np.ndarray:
+    """The record `plan_running` reads the scheduler's settings from (archsim/serving/kernels.py
+    KNOB_*), made once per configuration: not to be written."""
+    knobs = _knobs.get((cfg, block_size))
+    if knobs is None:
+        if len(_knobs) >= 64:
+            _knobs.clear()
+        decodes_first = cfg.policy is not Policy.VLLM
+        settings = (block_size, cfg.max_batched_tokens, cfg.verify_tokens, decodes_first, not cfg.policy.reserves)
+        knobs = _knobs[cfg, block_size] = np.array(settings, dtype=np.int64)
+    return knobs
+
+
 def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
     from archsim.serving.kernels import plan_running
 
-    decodes_first = cfg.policy is not Policy.VLLM
     ids, ntok, total, budget, all_decodes, kmax, total_kv, max_kv = plan_running(
-        s.running_ids(), s.prompt, s.generated, s.computed, s.blocks, s.target, s.bs, cfg.max_batched_tokens,
-        cfg.verify_tokens, decodes_first, s.free, not cfg.policy.reserves,
-    )  # fmt: skip
+        s.running_ids(), s.prompt, s.generated, s.computed, s.blocks, s.target, scheduler_knobs(cfg, s.bs), s.free
+    )
+    decodes_first = cfg.policy is not Policy.VLLM
     budget = int(budget)
     bounds = (int(kmax), int(total_kv), int(max_kv)) if kmax >= 0 else None
     if total <= s.free:  # the common case: every running request fits (the kernel grew their blocks)

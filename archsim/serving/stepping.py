@@ -40,10 +40,10 @@ def run_step(
     wall = inst.host.wall_s(gpu, len(ids), int(emits))
     end = t + wall
     hist = books.itl
-    _, fin = apply_tokens(
-        ids, ntok, s.prompt, s.generated, s.computed, s.target, books.first_token, books.last_token, end,
-        hist.counts, hist.stats,
-    )  # fmt: skip
+    emit = apply_tokens(
+        ids, ntok, s.prompt, s.generated, s.computed, books.first_token, books.last_token, end, hist.counts, hist.stats
+    )
+    fin = emit[s.generated[emit] >= s.target[emit]]
     _register(s, ids)
     books.stepped(wall, gpu, int(emits))
     books.computed += int(tokens)
@@ -146,7 +146,7 @@ def run_decodes(
         end, gpu_total = float(ends_arr[k - 1]), float(gpu_series[:k].sum())
         wall_total = float(walls[:k].sum())
     taken, fin = book_decodes(
-        ids, k, s.computed, s.generated, s.target, s.blocks, s.bs, grows, books.last_token, ends_arr, k, end,
+        ids, s.computed, s.generated, s.target, s.blocks, s.bs if grows else 0, books.last_token, ends_arr[:k],
         hist.counts, hist.stats,
     )  # fmt: skip
     s.take_grown(int(taken))
