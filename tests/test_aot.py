@@ -39,12 +39,10 @@ ENTRIES = {  # the entry kernels and the letters their annotations give (aot.ARG
     "archsim.engine.kernels.simulate_phase": "IIGIiPbI",
     "archsim.compiler.l2reuse._walk_waves": "IIIIIIiiFI",
     "archsim.compiler.program.deal_cores": "FiI",
-    "archsim.serving.kernels.apply_decodes": "IiIIFffIF",
-    "archsim.serving.kernels.grow_blocks": "IIIi",
+    "archsim.serving.kernels.book_decodes": "IIIIIiFFIF",
     "archsim.serving.kernels.apply_tokens": "IIIIIFFfIF",
     "archsim.serving.kernels.decode_bounds": "IIIIIiib",
-    "archsim.serving.kernels.hist_add_steps": "IFFii",
-    "archsim.serving.kernels.plan_running": "IIIIIIiiib",
+    "archsim.serving.kernels.plan_running": "IIIIIIIi",
     "archsim.serving.kernels.step_shape": "IIIII",
 }
 

@@ -18,7 +18,12 @@ INF = 1.0e300
 # `cap` in bytes per cycle, the HBM (`use_h`) and L2 (`use_l`) bytes it moves per byte, the
 # identical cores it stands for (`weight`); `flows` the active ones in flow order (the first
 # `count`); `frozen` the fair share's scratch, one place per flow; `demand` [2, flows] the HBM
-# and L2 demand at the caps summed in flow order up to each place (kept between calls: `share`)
+# and L2 demand at the caps summed in flow order up to each place (kept between calls: `share`).
+# The functions below read each array through the record where they index it (`sh.rate[f]`), not
+# through a local name bound once: a name bound to an array holds a reference that Numba counts
+# when it is bound and when it is dropped, at every call (about 7% of the event loop's time, the
+# pair being apart across loops), while a field read and indexed at once takes a reference it
+# drops in the same step, a pair the compiler's reference-count pruning removes
 Shares = namedtuple("Shares", ["rate", "cap", "use_h", "use_l", "weight", "flows", "frozen", "demand"])
 
 
@@ -35,17 +40,16 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
     sums of the next round are taken in the same pass as this round's raise (a flow's terms read
     only its own rate, set before them in the pass), and the first round's load is zero, every
     rate being zero: one pass a round, the same additions of the same numbers in the same order."""
-    rate, cap, use_h, use_l, weight, flows, frozen = sh.rate, sh.cap, sh.use_h, sh.use_l, sh.weight, sh.flows, sh.frozen
     delta = INF
     inc_h = 0.0
     inc_l = 0.0
     for i in range(count):
-        f = flows[i]
-        rate[f] = 0.0
-        frozen[f] = False
-        delta = min(delta, cap[f])
-        inc_h += weight[f] * use_h[f]
-        inc_l += weight[f] * use_l[f]
+        f = sh.flows[i]
+        sh.rate[f] = 0.0
+        sh.frozen[f] = False
+        delta = min(delta, sh.cap[f])
+        inc_h += sh.weight[f] * sh.use_h[f]
+        inc_l += sh.weight[f] * sh.use_l[f]
     load_h = 0.0
     load_l = 0.0
     while True:
@@ -66,17 +70,21 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
         load_h = 0.0
         load_l = 0.0
         for i in range(count):
-            f = flows[i]
-            if not frozen[f]:
-                rate[f] += step
-                if rate[f] >= cap[f] * (1.0 - 1e-12) or (full_h and use_h[f] > 0.0) or (full_l and use_l[f] > 0.0):
-                    frozen[f] = True
-            load_h += weight[f] * rate[f] * use_h[f]
-            load_l += weight[f] * rate[f] * use_l[f]
-            if not frozen[f]:
-                delta = min(delta, cap[f] - rate[f])
-                inc_h += weight[f] * use_h[f]
-                inc_l += weight[f] * use_l[f]
+            f = sh.flows[i]
+            if not sh.frozen[f]:
+                sh.rate[f] += step
+                if (
+                    sh.rate[f] >= sh.cap[f] * (1.0 - 1e-12)
+                    or (full_h and sh.use_h[f] > 0.0)
+                    or (full_l and sh.use_l[f] > 0.0)
+                ):
+                    sh.frozen[f] = True
+            load_h += sh.weight[f] * sh.rate[f] * sh.use_h[f]
+            load_l += sh.weight[f] * sh.rate[f] * sh.use_l[f]
+            if not sh.frozen[f]:
+                delta = min(delta, sh.cap[f] - sh.rate[f])
+                inc_h += sh.weight[f] * sh.use_h[f]
+                inc_l += sh.weight[f] * sh.use_l[f]
 
 
 @njit_inline
@@ -127,17 +135,16 @@ def share(sh, count, dirty, was_fair, hbm_cap, l2_cap):
     `dirty` on (the first whose flow or cap changed since) are summed again: the same additions
     of the same numbers. The caps are set as the rates from `dirty` on, or all of them after
     rates were last shared fairly (`was_fair`)."""
-    rate, cap, use_h, use_l, weight, flows, demand = sh.rate, sh.cap, sh.use_h, sh.use_l, sh.weight, sh.flows, sh.demand
-    demand_h = demand[0, dirty - 1] if dirty > 0 else 0.0
-    demand_l = demand[1, dirty - 1] if dirty > 0 else 0.0
+    demand_h = sh.demand[0, dirty - 1] if dirty > 0 else 0.0
+    demand_l = sh.demand[1, dirty - 1] if dirty > 0 else 0.0
     for i in range(dirty, count):
-        f = flows[i]
-        demand_h += weight[f] * cap[f] * use_h[f]
-        demand_l += weight[f] * cap[f] * use_l[f]
-        demand[0, i] = demand_h
-        demand[1, i] = demand_l
+        f = sh.flows[i]
+        demand_h += sh.weight[f] * sh.cap[f] * sh.use_h[f]
+        demand_l += sh.weight[f] * sh.cap[f] * sh.use_l[f]
+        sh.demand[0, i] = demand_h
+        sh.demand[1, i] = demand_l
     if demand_h <= hbm_cap and demand_l <= l2_cap:
         for i in range(0 if was_fair else dirty, count):
-            rate[flows[i]] = cap[flows[i]]
+            sh.rate[sh.flows[i]] = sh.cap[sh.flows[i]]
         return demand_h, False
     return _fair_share(sh, count, hbm_cap, l2_cap), True

@@ -168,6 +168,7 @@ class StepModel:
         self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._tables: dict[int, tuple[int, array]] = {}
         self._fixed: dict[int, float] = {}
+        self._batch_pairs: dict[int, tuple[int, int, float]] = {}  # `_decode_pair`'s grid batches of a batch
 
     # --- parts, interpolated on their grids ---
     def _interp1(self, memo: _Memo, n: int, res: int) -> float:
@@ -246,11 +247,15 @@ class StepModel:
 
     def _decode_pair(self, batch: int, lo: int, hi: int):
         """The tables of the grid batches around `batch` and the weight of the upper one."""
-        b0, b1 = bracket(batch, self.batch_res, knots=True)
+        pair = self._batch_pairs.get(batch)
+        if pair is None:
+            b0, b1 = bracket(batch, self.batch_res, knots=True)
+            pair = self._batch_pairs[batch] = (b0, b1, (batch - b0) / (b1 - b0) if b1 != b0 else 0.0)
+        b0, b1, f = pair
         t0 = self._dense(b0, lo, hi)
         if b1 == b0:
             return t0, t0, 0.0
-        return t0, self._dense(b1, lo, hi), (batch - b0) / (b1 - b0)
+        return t0, self._dense(b1, lo, hi), f
 
     def decode_attention_s(self, batch: int, kv_len: int) -> float:
         """Attention of `batch` decodes at `kv_len`: linear in the KV length between grid points,

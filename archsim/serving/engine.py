@@ -106,18 +106,21 @@ def simulate_instance(
             books.first_scheduled[new] = t
         gpu0 = books.gpu_s
         if fast and _decodes_only(s, plan):
-            k, end = run_decodes(s, plan.ids, inst, t, arrivals.next_s(), books)
-            emit, tokens = plan.ids, len(plan.ids)
+            k, end, fin = run_decodes(s, plan.ids, inst, t, arrivals.next_s(), books, plan.run_bounds)
+            tokens = len(plan.ids)
         else:
-            k, tokens = 1, int(plan.tokens.sum())
-            end, emit = run_step(s, plan, inst, t, books, accept, credit)
-        fin = emit[s.generated[emit] >= s.target[emit]]
+            k = 1
+            end, fin, tokens = run_step(s, plan, inst, t, books, accept, credit)
         if len(fin):
             books.finish[fin] = end
-            for r in fin.tolist():
+            done_ids = fin.tolist()
+            for r in done_ids:
                 s.release(r)
-            gone = set(fin.tolist())
-            s.running = [r for r in s.running if r not in gone]
+            if len(done_ids) == 1:
+                s.running.remove(done_ids[0])
+            else:
+                gone = set(done_ids)
+                s.running = [r for r in s.running if r not in gone]
             arrivals.finished(fin, end)
         books.sample(t, end, k, len(plan.ids), tokens, s, done, books.gpu_s - gpu0)
         done += len(fin)

@@ -37,11 +37,7 @@ def hist_add(counts, stats, gap_s, weight):
         stats[3] = gap_s
 
 
-@njit_entry
-def hist_add_steps(counts: I64Array, stats: F64Array, ends_s: F64Array, k: int, weight: int):
-    """The gaps between the first `k` consecutive step ends, each `weight` times."""
-    for j in range(1, k):
-        hist_add(counts, stats, ends_s[j] - ends_s[j - 1], weight)
+KNOB_BLOCK, KNOB_BUDGET, KNOB_VERIFY, KNOB_DECODES_FIRST, KNOB_GROWS = range(5)  # `plan_running`'s knobs
 
 
 @njit_entry
@@ -52,15 +48,21 @@ def plan_running(
     computed: I64Array,
     blocks: I64Array,
     target: I64Array,
-    bs: int,
-    budget: int,
-    verify: int,
-    decodes_first: bool,
+    knobs: I64Array,
+    free: int,
 ):
     """The running requests' part of a step, in order (decodes first if asked), each its known
     tokens left to compute (a decode: 1, or a verify's `verify` capped by what it has left to
-    generate) within `budget`: (ids, tokens, blocks to grow each, total growth, budget left,
-    whether every one is a one-token decode)."""
+    generate) within the step's token budget: (ids, tokens, total blocks they grow by, budget
+    left, whether every one is a one-token decode, and the `decode_bounds` of a run of such
+    steps from it). `knobs` is the scheduler's record, one int each: the block size, the token
+    budget, the tokens a decode verifies, whether decodes go first, and whether blocks grow as
+    tokens are decoded (the policy reserves none ahead). Where the `free` blocks cover the
+    growth, each request's blocks grow by its share, and where every one decodes, the run's
+    bounds are those of the blocks left free; else no block grows (the caller preempts) and the
+    bounds are -1."""
+    bs, budget, verify = knobs[KNOB_BLOCK], knobs[KNOB_BUDGET], knobs[KNOB_VERIFY]
+    decodes_first, grows = knobs[KNOB_DECODES_FIRST] != 0, knobs[KNOB_GROWS] != 0
     n = len(order)
     ids = np.empty(n, np.int64)
     ntok = np.empty(n, np.int64)
@@ -93,14 +95,23 @@ def plan_running(
             budget -= k
             if not (is_decode and k == 1):
                 all_decodes = False
-    return ids[:m], ntok[:m], grow[:m], total, budget, all_decodes
+    kmax, total_kv, max_kv = -1, -1, -1
+    if total <= free:
+        for i in range(m):
+            blocks[ids[i]] += grow[i]
+        if all_decodes and m:
+            kmax, total_kv, max_kv = run_bounds(ids, m, target, generated, computed, blocks, bs, free - total, grows)
+    return ids[:m], ntok[:m], total, budget, all_decodes, kmax, total_kv, max_kv
 
 
 @njit_entry
 def step_shape(ids: I64Array, ntok: I64Array, prompt: I64Array, generated: I64Array, computed: I64Array):
     """What a step computes: (decodes, their KV total and max with this step's tokens, their KV
-    before it, which entries are prefill chunks, how many one-token emissions it makes)."""
+    before it, which entries are prefill chunks and how many, how many one-token emissions it
+    makes, its tokens)."""
     decodes = 0
+    chunks = 0
+    tokens = 0
     total = 0
     longest = 0
     before = 0
@@ -108,6 +119,7 @@ def step_shape(ids: I64Array, ntok: I64Array, prompt: I64Array, generated: I64Ar
     chunk = np.zeros(len(ids), np.bool_)
     for i in range(len(ids)):
         r, k = ids[i], ntok[i]
+        tokens += k
         known = prompt[r] + generated[r]
         if generated[r] > 0 and computed[r] + 1 == known:
             decodes += 1
@@ -116,9 +128,10 @@ def step_shape(ids: I64Array, ntok: I64Array, prompt: I64Array, generated: I64Ar
             before += computed[r] + 1
         else:
             chunk[i] = True
+            chunks += 1
         if computed[r] + k == known:
             emits += 1
-    return decodes, total, longest, before, chunk, emits
+    return decodes, total, longest, before, chunk, chunks, emits, tokens
 
 
 @njit_entry
@@ -168,10 +181,17 @@ def decode_bounds(
     """For a run of decode-only steps of `ids` (the first step's blocks held): the most steps
     before a finish and, when blocks grow, the most the free blocks cover (after j steps a
     request with c computed holds ceil((c + j) / bs) blocks); its KV total and max in step 1."""
-    kmax = 1 << 62 if len(ids) else 0
+    return run_bounds(ids, len(ids), target, generated, computed, blocks, bs, free, grows)
+
+
+@njit
+def run_bounds(ids, n, target, generated, computed, blocks, bs, free, grows):
+    """`decode_bounds` of the first `n` of `ids`."""
+    kmax = 1 << 62 if n else 0
     total = 0
     longest = 0
-    for r in ids:
+    for i in range(n):
+        r = ids[i]
         kmax = min(kmax, target[r] - generated[r])
         total += computed[r] + 1
         longest = max(longest, computed[r] + 1)
@@ -180,7 +200,8 @@ def decode_bounds(
         while lo < hi:
             mid = lo + (hi - lo + 1) // 2
             need = 0
-            for r in ids:
+            for i in range(n):
+                r = ids[i]
                 g = -(-(computed[r] + mid) // bs) - blocks[r]
                 if g > 0:
                     need += g
@@ -193,35 +214,41 @@ def decode_bounds(
 
 
 @njit_entry
-def apply_decodes(
+def book_decodes(
     ids: I64Array,
-    k: int,
     computed: I64Array,
     generated: I64Array,
+    target: I64Array,
+    blocks: I64Array,
+    bs: int,
     last_token: F64Array,
-    first_end_s: float,
-    end_s: float,
+    ends_s: F64Array,
     counts: I64Array,
     stats: F64Array,
 ):
-    """Book k decode-only steps of `ids`, the first ending at `first_end_s`, the last at `end_s`:
-    each request's gap to its first token of the run and k more tokens each (the blocks they grow
-    into: `grow_blocks`)."""
+    """Book k = len(ends_s) decode-only steps of `ids` ending at `ends_s`: the gaps between the
+    step ends (each for every request), then each request's gap to its first token of the run
+    and k more tokens each, and where `bs` > 0 (the block size; 0 where the policy reserved the
+    blocks ahead) the blocks of `bs` tokens its computed tokens fill. Returns the blocks taken
+    in all and the requests that reached their `target` tokens (in `ids` order)."""
+    b, k = len(ids), len(ends_s)
+    for j in range(1, k):
+        hist_add(counts, stats, ends_s[j] - ends_s[j - 1], b)
+    first_end_s, end_s = ends_s[0], ends_s[k - 1]
+    fin = np.empty(b, np.int64)
+    n = 0
+    taken = 0
     for r in ids:
         hist_add(counts, stats, first_end_s - last_token[r], 1)
         last_token[r] = end_s
         computed[r] += k
         generated[r] += k
-
-
-@njit_entry
-def grow_blocks(ids: I64Array, computed: I64Array, blocks: I64Array, bs: int):
-    """Grow each request of `ids` into the blocks of `bs` tokens its computed tokens fill; the
-    blocks taken in all."""
-    taken = 0
-    for r in ids:
-        g = -(-computed[r] // bs) - blocks[r]
-        if g > 0:
-            blocks[r] += g
-            taken += g
-    return taken
+        if bs > 0:
+            g = -(-computed[r] // bs) - blocks[r]
+            if g > 0:
+                blocks[r] += g
+                taken += g
+        if generated[r] >= target[r]:
+            fin[n] = r
+            n += 1
+    return taken, fin[:n]

@@ -94,13 +94,16 @@ class SchedulerConfig:
 class Plan(NamedTuple):
     """One step: requests `ids` compute `tokens` tokens each (int64 arrays); the last `admitted`
     joined this step; `preempted`: some request was preempted while it was formed;
-    `all_decodes`: every one computes one token of a decode."""
+    `all_decodes`: every one computes one token of a decode; `run_bounds`: where the scheduler
+    worked them out, the bounds of a run of decode-only steps from it (`decode_bounds` in
+    archsim/serving/kernels.py, after the step's blocks are taken)."""
 
     ids: np.ndarray
     tokens: np.ndarray
     admitted: int
     preempted: bool
     all_decodes: bool = False
+    run_bounds: tuple[int, int, int] | None = None
 
 
 def schedule(s: InstanceState, cfg: SchedulerConfig) -> Plan:
@@ -152,20 +155,33 @@ def _running_with_preemption(
     return ids, ntok, budget, bool(gone)
 
 
+_knobs: dict[tuple[SchedulerConfig, int], np.ndarray] = {}
+
+
+def scheduler_knobs(cfg: SchedulerConfig, block_size: int) -> np.ndarray:
+    """The record `plan_running` reads the scheduler's settings from (archsim/serving/kernels.py
+    KNOB_*), made once per configuration: not to be written."""
+    knobs = _knobs.get((cfg, block_size))
+    if knobs is None:
+        if len(_knobs) >= 64:
+            _knobs.clear()
+        decodes_first = cfg.policy is not Policy.VLLM
+        settings = (block_size, cfg.max_batched_tokens, cfg.verify_tokens, decodes_first, not cfg.policy.reserves)
+        knobs = _knobs[cfg, block_size] = np.array(settings, dtype=np.int64)
+    return knobs
+
+
 def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
     from archsim.serving.kernels import plan_running
 
-    order = np.array(s.running, dtype=np.int64)
+    ids, ntok, total, budget, all_decodes, kmax, total_kv, max_kv = plan_running(
+        s.running_ids(), s.prompt, s.generated, s.computed, s.blocks, s.target, scheduler_knobs(cfg, s.bs), s.free
+    )
     decodes_first = cfg.policy is not Policy.VLLM
-    ids, ntok, grow, total, budget, all_decodes = plan_running(
-        order, s.prompt, s.generated, s.computed, s.blocks, s.target, s.bs, cfg.max_batched_tokens,
-        cfg.verify_tokens, decodes_first,
-    )  # fmt: skip
     budget = int(budget)
-    if total <= s.free:  # the common case: every running request fits
-        if total:
-            s.blocks[ids] += grow
-            s.take_grown(int(total))
+    bounds = (int(kmax), int(total_kv), int(max_kv)) if kmax >= 0 else None
+    if total <= s.free:  # the common case: every running request fits (the kernel grew their blocks)
+        s.take_grown(int(total))
     else:
         ordered = s.running
         if decodes_first:
@@ -178,7 +194,7 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
             return Plan(np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), 0, True)
         ids, ntok, all_decodes = np.array(id_list, dtype=np.int64), np.array(tok_list, dtype=np.int64), False
     if not s.waiting and not s.swapped:
-        return Plan(ids, ntok, 0, False, all_decodes)
+        return Plan(ids, ntok, 0, False, all_decodes, bounds)
     new_ids: list[int] = []
     new_tok: list[int] = []
     watermark = 0 if cfg.policy.reserves else int(cfg.watermark * s.pool_blocks)
@@ -216,7 +232,7 @@ def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
         ids = np.concatenate([ids, np.array(new_ids, dtype=np.int64)])
         ntok = np.concatenate([ntok, np.array(new_tok, dtype=np.int64)])
         all_decodes = False
-    return Plan(ids, ntok, len(new_ids) - swapped_in, False, all_decodes)
+    return Plan(ids, ntok, len(new_ids) - swapped_in, False, all_decodes, None if new_ids else bounds)
 
 
 def _schedule_whole_prompts(s: InstanceState, cfg: SchedulerConfig) -> Plan:

@@ -55,6 +55,7 @@ class InstanceState:
         self.swap_free = swap_blocks
         self.swapped_blocks: dict[int, int] = {}
         self.running: list[int] = []
+        self._running_as: tuple[list[int], np.ndarray] = ([], np.zeros(0, dtype=np.int64))  # `running_ids`
         self.waiting: deque[int] = deque()
         self.swapped: deque[int] = deque()
         self.recomputed_tokens = 0
@@ -62,6 +63,16 @@ class InstanceState:
         self.offload_hit_tokens = 0  # and in the host tier, fetched back
         self.swaps_out = self.swaps_in = 0
         self.step_transfer_bytes = 0.0  # host-link bytes per chip of the step being formed
+
+    def running_ids(self) -> np.ndarray:
+        """The running requests as an int64 array (not to be written), made again only when
+        the list differs from the one it was last made of (a step mostly keeps the same)."""
+        was, ids = self._running_as
+        if self.running != was:
+            was = list(self.running)
+            ids = np.array(was, dtype=np.int64)
+            self._running_as = (was, ids)
+        return ids
 
     def need(self, r: int) -> int:
         return int(self.prompt[r] + self.generated[r] - self.computed[r])

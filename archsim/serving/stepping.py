@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from archsim.serving.instance import Books, Instance
-from archsim.serving.kernels import apply_decodes, apply_tokens, decode_bounds, grow_blocks, hist_add_steps, step_shape
+from archsim.serving.kernels import apply_tokens, book_decodes, decode_bounds, step_shape
 from archsim.serving.scheduler import Plan
 from archsim.serving.speculative import expected_tokens, proposal_s
 from archsim.serving.state import InstanceState
@@ -20,11 +20,13 @@ SCALAR_RUN = 24  # decode runs up to this many steps are timed step by step, lon
 
 def run_step(
     s: InstanceState, plan: Plan, inst: Instance, t: float, books: Books, accept: list[float], credit: list[float]
-) -> tuple[float, np.ndarray]:
-    """One step of the plan: its end time and the requests that emitted tokens."""
+) -> tuple[float, np.ndarray, int]:
+    """One step of the plan: its end time, the requests that are done with it (emitted their
+    target's last token) and the tokens it computed."""
     ids, ntok = plan.ids, plan.tokens
-    decodes, total_kv, max_kv, draft_kv, chunk, emits = step_shape(ids, ntok, s.prompt, s.generated, s.computed)
-    chunks = list(zip(ntok[chunk].tolist(), s.computed[ids[chunk]].tolist())) if chunk.any() else []
+    shape = step_shape(ids, ntok, s.prompt, s.generated, s.computed)
+    decodes, total_kv, max_kv, draft_kv, chunk, n_chunks, emits, tokens = shape
+    chunks = list(zip(ntok[chunk].tolist(), s.computed[ids[chunk]].tolist())) if n_chunks else []
     spec = inst.spec
     verify = spec.verify_tokens if spec is not None and decodes else 1
     gpu = inst.timer.step_s(decodes, int(total_kv), int(max_kv), chunks, verify)
@@ -33,17 +35,19 @@ def run_step(
     gpu += inst.transfer_s(s.step_transfer_bytes)
     s.step_transfer_bytes = 0.0
     if spec is not None:
-        return _run_verify_step(s, plan, inst, t, books, gpu, accept, credit)
+        end, emit = _run_verify_step(s, plan, inst, t, books, gpu, accept, credit)
+        return end, emit[s.generated[emit] >= s.target[emit]], int(tokens)
     wall = inst.host.wall_s(gpu, len(ids), int(emits))
     end = t + wall
     hist = books.itl
     emit = apply_tokens(
         ids, ntok, s.prompt, s.generated, s.computed, books.first_token, books.last_token, end, hist.counts, hist.stats
     )
+    fin = emit[s.generated[emit] >= s.target[emit]]
     _register(s, ids)
     books.stepped(wall, gpu, int(emits))
-    books.computed += int(ntok.sum())
-    return end, emit
+    books.computed += int(tokens)
+    return end, fin, int(tokens)
 
 
 def _run_verify_step(
@@ -100,15 +104,24 @@ def _register(s: InstanceState, ids: np.ndarray) -> None:
 
 
 def run_decodes(
-    s: InstanceState, ids: np.ndarray, inst: Instance, t: float, next_arrival: float | None, books: Books
-) -> tuple[int, float]:
+    s: InstanceState,
+    ids: np.ndarray,
+    inst: Instance,
+    t: float,
+    next_arrival: float | None,
+    books: Books,
+    bounds: tuple[int, int, int] | None = None,
+) -> tuple[int, float, np.ndarray]:
     """k >= 1 decode-only steps of every running request (all of them emit each step): up to
     the first finish, the last step the free blocks cover and the step in which the next request
-    arrives. Returns k and the end time; books the blocks, tokens and gaps."""
+    arrives (`bounds`: the run's `decode_bounds`, where the scheduler worked them out). Returns
+    k, the end time and the requests done (generated their target); books the blocks, tokens
+    and gaps."""
     b, timer, host = len(ids), inst.timer, inst.host
     grows = not inst.reserves
-    kmax, total_kv, max_kv = decode_bounds(ids, s.target, s.generated, s.computed, s.blocks, s.bs, s.free, grows)
-    kmax, total_kv, max_kv = int(kmax), int(total_kv), int(max_kv)
+    if bounds is None:
+        bounds = decode_bounds(ids, s.target, s.generated, s.computed, s.blocks, s.bs, s.free, grows)
+    kmax, total_kv, max_kv = int(bounds[0]), int(bounds[1]), int(bounds[2])
     if next_arrival is not None and kmax > 1:  # no step is shorter than its non-attention part
         shortest = host.wall_s(timer.decode_fixed_s(b), b, b)
         kmax = min(kmax, int((next_arrival - t) / shortest) + 2)
@@ -124,24 +137,23 @@ def run_decodes(
             ends.append(end)
             if next_arrival is not None and end >= next_arrival:
                 break
-        k, first_end = len(ends), ends[0]
-        if k > 1:
-            hist_add_steps(hist.counts, hist.stats, np.array(ends), k, b)
+        k, ends_arr = len(ends), np.array(ends)
     else:
         gpu_series = timer.decode_run_s(b, total_kv, max_kv, kmax)
         walls = host.wall_series_s(gpu_series, b, b)
         ends_arr = t + np.cumsum(walls)
         k = kmax if next_arrival is None else min(kmax, int(np.searchsorted(ends_arr, next_arrival, "left")) + 1)
-        end, gpu_total, first_end = float(ends_arr[k - 1]), float(gpu_series[:k].sum()), float(ends_arr[0])
+        end, gpu_total = float(ends_arr[k - 1]), float(gpu_series[:k].sum())
         wall_total = float(walls[:k].sum())
-        hist_add_steps(hist.counts, hist.stats, ends_arr, k, b)
-    apply_decodes(ids, k, s.computed, s.generated, books.last_token, first_end, end, hist.counts, hist.stats)
-    taken = grow_blocks(ids, s.computed, s.blocks, s.bs) if grows else 0
+    taken, fin = book_decodes(
+        ids, s.computed, s.generated, s.target, s.blocks, s.bs if grows else 0, books.last_token, ends_arr[:k],
+        hist.counts, hist.stats,
+    )  # fmt: skip
     s.take_grown(int(taken))
     _register(s, ids)
     books.stepped(wall_total, gpu_total, b, k)
     books.computed += k * b
-    return k, end
+    return k, end, fin
 
 
 def run_static(s: InstanceState, inst: Instance, t: float, books: Books, done: int) -> tuple[float, int, int]:
