@@ -327,3 +327,21 @@ def test_more_of_raises_one_resource_and_keeps_the_rest():
     faster = more_of("h200", params, "clock", 2.0)
     assert faster.clock_hz == 2 * base.clock_hz and faster.power.max_clock_hz == faster.clock_hz
     assert more_of("lpu", (), "hbm_stacks", 2.0) is None
+
+
+def test_the_count_tool_checks_every_property_on_every_draw(capsys):
+    """tools/family_counts.py on 3 systolic chips: one line for the family (3 draws, none
+    broken: the systolic arrays hold every property) and the total; --draws 0 is a usage error."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "family_counts.py"
+    spec = importlib.util.spec_from_file_location("family_counts", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main(["--draws", "3", "--family", "systolic"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["systolic: 3 draws; broken: none", "in all: 0"]
+    with pytest.raises(SystemExit) as stop:
+        tool.main(["--draws", "0"])
+    assert stop.value.code == 2
