@@ -46,8 +46,7 @@ BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
     ("h200_kernels", "calibration"): {
         "attention_decode": (1.0, 1.5),
         "attention_prefill": (9.0, 9.0),
-        # worst 6.7% -> 7.2% (mean 3.9% -> 3.8%) since estimates within 5% tie and go to fewer bytes
-        "gemm": (4.5, 7.5),
+        "gemm": (4.5, 7.0),
         "vector": (53.5, 131.5),
     },
     ("h200_holdout", "development"): {
@@ -61,8 +60,7 @@ BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
         "allreduce": (32.0, 79.0),
         # 5.6% -> 6.0% since a load issued as the loads before it drain waits no queue: the small
         # GEMVs had been slowed by a queue of 98% their lockstep cores never formed
-        # worst 36.2% -> 38.3% (mean 5.9% -> 5.8%) since estimates within 5% tie (compiler/gemm.py)
-        "gemm": (6.5, 38.5),
+        "gemm": (6.5, 36.5),
         "vector": (9.5, 100.5),
     },
     ("a100_calibration", "held out"): {

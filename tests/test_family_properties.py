@@ -163,34 +163,52 @@ CHOOSER = (
 NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float], str]]] = {
     (ChipFamily.GPU, False): {
         "more-gemm": (
-            CHOOSER + " (an MI300X at 60% of its clock with half its arrays, bytes in flight and HBM:"
-            " twice its shared memory makes 128 x 512 x 32 stream-K tiles legal, which load fewer bytes"
-            " and tie with the 128 x 256 x 32 it played, 90.62 us against 90.40 in the estimate, and the"
-            " engine plays them in 101.2 us against 97.7: 3.5%)",
-            "mi300x",
-            {
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
-                "hbm_stacks": 0.5,
-                "power_limit": 0.75,
-            },
+            CHOOSER + " (a B200 with twice its shared memory, its clock held by its power: 128 x 512 x 256"
+            " stream-K tiles, legal with the SRAM, tie with 128 x 512 x 128 in the estimate and compute"
+            " less, 15.50 us against 15.73, and the shortlist keeps one K step a tile shape; held at 62%"
+            " of the clock they run in 36.34 us, the 128-deep steps at 59% in 35.37: 2.7%)",
+            "b200",
+            {"sram_capacity": 2.0, "hbm_data_rate": 0.5, "hbm_stacks": 2.0, "power_limit": 0.75},
             "sram_capacity",
         ),
     },
     (ChipFamily.TPU, False): {
         "more-gemm": (
-            CHOOSER + " (a TPU v6e of two TensorCores at 60% of its clock with one stack at half its data"
-            " rate: HBM holds the GEMM, which the estimate leaves out, 35.5 us against the engine's 164;"
-            " at twice the clock 2048 x 4096 x 512 tiles, played in 163.6 us, fall out of the shortlist"
-            " for 2048 x 2048 ones, which load 17% more and play in 179.1 us; the leanest, 4096 x 4096"
-            " stream-K, plays in 167.9: 2.6%)",
-            "tpu_v6e",
+            CHOOSER + " (a TPU v5e of one TensorCore at 60% of its clock with half its arrays and one stack"
+            " at half its data rate, at twice its bytes in flight: its tilings' estimates lie within 0.2%"
+            " of each other, 585-587 us, all compute, while the engine plays them in 647-762 us as their"
+            " HBM traffic differs; the 1024 x 2048 x 1,024 tiles it played in 646.6 us, 4th, are left off"
+            " for 2048 x 2048 x 1,024, 686.3 us: 6.1%)",
+            "tpu_v5e",
             {
-                "cores": 2.0,
                 "clock": 0.6,
+                "matrix_units": 0.5,
+                "sram_capacity": 0.5,
+                "l2_capacity": 0.25,
+                "hbm_data_rate": 0.5,
+                "hbm_stacks": 0.5,
+                "power_limit": 0.75,
+            },
+            "inflight",
+        ),
+        "more-gemv": (
+            CHOOSER + " (a TPU v6e's GEMV on twice its TensorCores: its tilings tie in the estimate,"
+            " which leaves HBM out, at 41.95-41.98 us, and go by compute; the 1 x 512 x 4,096 tiles it"
+            " played in 58.2 us are left off for 1 x 8,192 x 1,024 stream-K, 61.6 us: 5.9%)",
+            "tpu_v6e",
+            {"sram_capacity": 0.5, "hbm_data_rate": 1.5, "power_limit": 0.75},
+            "cores",
+        ),
+    },
+    (ChipFamily.TRAINIUM, False): {
+        "more-gemm": (
+            CHOOSER + " (Trainium2 with one array per core at twice its clock, its GEMM held by HBM: the"
+            " 128 x 4,096 x 512 tiles it played in 132.2 us, 75.5 MB from HBM, fall to 5th in the"
+            " estimate, which leaves HBM out, behind 512 x 512 tiles, 83.9 MB, 136.4 us: 3.2%)",
+            "trainium2",
+            {
+                "clock": 0.6,
+                "matrix_units": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
                 "hbm_data_rate": 0.5,
@@ -198,57 +216,26 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "power_limit": 0.75,
             },
             "clock",
-        ),
-        "bound-gemm": (
-            "a TPU v6e of two TensorCores at 60% of its clock with one stack (its HBM 76% of the GEMM's"
-            " feed) runs a large GEMM at 35.5% of peak, under half of that roof: each core computes one"
-            " 2048 x 4096 output tile, whose 16 MiB are written after its last compute (the estimate"
-            " 35.5 us, the engine 85.1 us), and a two-core chip has no next tile to hide that drain"
-            " behind; the estimate charges the drain at one core's store rate, not the cores' together"
-            " through HBM (the dataflow chip's bound-gemm below)",
-            "tpu_v6e",
-            {
-                "cores": 2.0,
-                "clock": 0.6,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 1.5,
-                "hbm_stacks": 0.5,
-                "power_limit": 0.75,
-            },
-            "clock",
-        ),
-        "more-gemv": (
-            CHOOSER + " (a TPU v5e at 60% of its clock with twice its stacks: its GEMV's tilings tie within"
-            " 3.5%, 150.4-155.7 us, on the same bytes, and go to the shortest K step; twice its VMEM"
-            " makes 1 x 8,192 x 4,096 legal, which fills the tie's shortlist and leaves off the 512-deep"
-            " steps it played in 155.9 us for 256-deep ones, 157.8 us: 1.2%)",
-            "tpu_v5e",
-            {"clock": 0.6, "l2_capacity": 0.25, "hbm_stacks": 2.0, "power_limit": 0.75},
-            "sram_capacity",
         ),
     },
     (ChipFamily.DATAFLOW, False): {
         "more-gemm": (
-            CHOOSER + " (the 2-stack dataflow chip with half its cores, arrays and SRAM at 60% of its"
-            " clock, one stack at half its data rate: HBM holds the GEMM, which the estimate leaves"
-            " out, 124 us against the engine's 150-190; at twice the clock the estimates halve and the"
-            " 1024 x 1024 x 256 tiles, played in 147.4 us, tie behind shorter K steps that play in"
-            " 153.6-155.8: 1.1%)",
+            CHOOSER + " (a quarter of the 2-stack dataflow chip at 60% of its clock with half its HBM data"
+            " rate, at twice its bytes in flight: its tilings' estimates lie within 0.2% of each other,"
+            " 121.95-122.16 us, while the engine plays them in 127-137 us; the 512 x 128 x 128 tiles it"
+            " played in 127.5 us fall to 5th behind 128 x 256, 256 x 128, 256 x 256 and 128 x 512, and"
+            " 256 x 128 x 128 runs in 130.9 us: 2.7%)",
             "dataflow_2stack",
             {
-                "cores": 0.5,
+                "cores": 0.25,
                 "clock": 0.6,
-                "matrix_units": 0.5,
                 "sram_capacity": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
                 "hbm_data_rate": 0.5,
-                "hbm_stacks": 0.5,
                 "power_limit": 0.75,
             },
-            "clock",
+            "inflight",
         ),
         "bound-gemm": (
             "the 2-stack dataflow chip with twice its cores at 60% of its clock, twice its stacks and half"
@@ -267,6 +254,23 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
                 "power_limit": 0.75,
             },
             "clock",
+        ),
+        "more-gemv": (
+            CHOOSER + " (the 2-stack dataflow chip's GEMV with twice its SRAM: its tilings tie in the"
+            " estimate, which leaves HBM out, at 16.78-16.79 us; the 512-deep K steps the SRAM makes"
+            " legal, whose last step's compute the engine plays after their loads, displace the"
+            " 256-deep ones: 43.75 us to 44.68, 2.1%)",
+            "dataflow_2stack",
+            {
+                "cores": 2.0,
+                "clock": 0.6,
+                "matrix_units": 0.5,
+                "sram_capacity": 0.5,
+                "l2_capacity": 0.25,
+                "hbm_stacks": 2.0,
+                "power_limit": 4.0,
+            },
+            "sram_capacity",
         ),
     },
 }

@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import archsim.compiler.gemm as gemm
-from archsim.compiler.gemm import TIE_REL, compile_gemm, loaded_bytes, shortlist, tie_groups
+from archsim.compiler.gemm import compile_gemm, loaded_bytes, shortlist
 from archsim.compiler.gemm_mapping import Estimate, GemmMappingRule, core_fill_drain_s
 from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling
 from archsim.compiler.mappings import MAPPINGS, mapping_rule
@@ -80,9 +79,8 @@ def test_a_whole_k_step_is_ranked_apart_from_the_pipelined_steps_of_its_shape():
     its stacks; raised to the full 24 MiB, a 1 x 512 tile's whole K of 8192 fits twice (a stage
     of 8192 x 2 + 8192 x 512 x 2 = 8,404,992 B; 2 x that = 16.8 MB <= 25,165,824) and ranks first
     of its shape (one step per item: the least compute), but its one step has no K step of its
-    own to load behind, so the shortlist keeps a pipelined K step of the shape too (tk = 128, the
-    shortest last step of its tie) as it did on 12 MiB; twice the SBUF is no slower (2.2% slower
-    before)."""
+    own to load behind, so the shortlist keeps a pipelined K step of the shape too (tk = 512)
+    as it did on 12 MiB; twice the SBUF is no slower (2.2% slower before)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -95,7 +93,7 @@ def test_a_whole_k_step_is_ranked_apart_from_the_pipelined_steps_of_its_shape():
     assert more is not None and more.core.sram.capacity_bytes == 25_165_824
     op = Op(OpKind.GEMM, m=1, k=8192, n=8192, scaling=Scaling.FIXED)
     ks = {t.tk for t in shortlist(op, more, 8) if (t.tn, t.mapping) == (512, GemmMapping.DATA_PARALLEL)}
-    assert ks == {128, 8192}
+    assert ks == {512, 8192}
     assert simulate_op(op, more).time_s <= simulate_op(op, base).time_s * 1.01
 
 
@@ -163,67 +161,30 @@ def test_loaded_bytes_by_hand():
     assert loaded_bytes(np.array([2, 4]), np.array([2, 2]), stage).tolist() == [25_165_824, 33_554_432]
 
 
-def test_the_shortlist_keeps_the_leanest_tiling(monkeypatch):
-    """A TPU v6e's 4096 x 1024 x 4096 GEMM: the whole output as one 4096 x 4096 tile loads A and B
-    once each (1 tile x 2 K steps x (4096 x 512 + 512 x 4096) x 2 B = 16 MiB: the least any
-    tiling loads). Its estimate is within TIE_REL of the best, so it leads the shortlist; exact
-    ties only, the best 4 are smaller tiles and it is played after them as the leanest."""
+def test_the_shortlist_keeps_the_leanest_tiling():
+    """A TPU v6e's 4096 x 1024 x 4096 GEMM: the estimate's best 4 tile shapes are smaller than the
+    output, and the whole output as one 4096 x 4096 tile, which loads A and B once each (1 tile x
+    2 K steps x (4096 x 512 + 512 x 4096) x 2 B = 16 MiB: the least any tiling loads), is played
+    after them."""
     from archsim.config.loader import load_system
 
     v6e = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "tpu_v6e.yaml"))[0].chip
     op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
     tilings = shortlist(op, v6e, 4)
-    assert len(tilings) == 4 and (tilings[0].tm, tilings[0].tn, tilings[0].tk) == (4096, 4096, 512)
-    clear_all()
-    monkeypatch.setattr(gemm, "TIE_REL", 0.0)
-    tilings = shortlist(op, v6e, 4)
-    clear_all()
     assert len(tilings) == 5 and all((t.tm, t.tn) != (4096, 4096) for t in tilings[:4])
     assert (tilings[4].tm, tilings[4].tn, tilings[4].tk) == (4096, 4096, 512)
     assert loaded_bytes(np.array([1]), np.array([2]), np.array([(4096 * 512 * 2) * 2]))[0] == 16 << 20
 
 
-def test_an_array_bound_gemm_shortlists_the_tilings_that_load_least():
+def test_a_shortlist_of_fewer_shapes_than_its_length_is_filled_with_the_next_best():
     """SCALE-Sim's one 128 x 128 weight-stationary array with SRAM for anything: a 4096 x 1024 x
-    4096 GEMM's tilings all take the array's time (one tie), and those that load the fewest
-    bytes lead, each shape with its shortest K step and its whole K: the whole output as one
-    4096 x 4096 tile (A and B loaded once), then 4096 x 512 (B once, A 8 times). Ranked by the
-    estimate alone its best 4 were one tile, 4096 x 128, at K steps 128 to 1,024."""
+    4096 GEMM's tilings all take the array's time, and the estimate's best 4 are one tile,
+    4096 x 128, at K steps 128, 256, 512 and 1,024: two shapes (pipelined, whole K). The next
+    best shape, 4096 x 256, fills the other two places (its K step of 128 and the whole K), and
+    the leanest, the whole output as one tile (A and B loaded once), comes last."""
     from archsim.config.loader import load_system
 
     ws = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "scalesim_ws_128x128.yaml"))[0].chip
     op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
     shapes = [(t.tm, t.tn, t.tk) for t in shortlist(op, ws, 4)]
-    assert shapes == [(4096, 4096, 128), (4096, 4096, 1024), (4096, 512, 128), (4096, 512, 1024)]
-
-
-def test_estimates_within_tie_rel_are_one_tie():
-    """Ties are formed best first, each from its best estimate: with TIE_REL 5%, 100 and 104 are
-    tie 0 (104 <= 105); 106 starts tie 1 and takes 110 (<= 106 x 1.05 = 111.3); 112 starts tie 2;
-    a mapping that does not apply (inf) is its own last tie. Input order does not matter."""
-    assert TIE_REL == 0.05
-    est = np.array([110.0, 100.0, np.inf, 104.0, 112.0, 106.0])
-    assert tie_groups(est).tolist() == [1, 0, 3, 0, 2, 1]
-
-
-def test_a_tie_goes_to_the_tiling_that_loads_less(monkeypatch):
-    """The TPU v6e's 4096 x 1024 x 4096 GEMM, its estimates within 5% of each other: the shortlist
-    with ties leads with the tile shapes that load the fewest bytes (`loaded_bytes`), while
-    ranked by the estimate alone (ties only where equal) it leads with its best estimate; the
-    same tilings are legal either way."""
-    from archsim.config.loader import load_system
-
-    v6e = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "tpu_v6e.yaml"))[0].chip
-    op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
-
-    def loads(t: Tiling) -> int:
-        tiles, ksteps = -(-op.m // t.tm) * -(-op.n // t.tn), -(-op.k // t.tk)
-        return int(loaded_bytes(np.array([tiles]), np.array([ksteps]), np.array([(t.tm * t.tk + t.tk * t.tn) * 2]))[0])
-
-    tied = shortlist(op, v6e, 4)[:4]
-    clear_all()
-    monkeypatch.setattr(gemm, "TIE_REL", 0.0)
-    exact = shortlist(op, v6e, 4)[:4]
-    clear_all()
-    assert max(loads(t) for t in tied) <= min(loads(t) for t in exact)
-    assert tied != exact
+    assert shapes == [(4096, 128, 128), (4096, 128, 1024), (4096, 256, 128), (4096, 256, 1024), (4096, 4096, 128)]

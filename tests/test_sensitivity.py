@@ -57,14 +57,13 @@ def test_a_gemv_of_hbm_bytes_over_bandwidth_swings_as_its_pin_rate_by_hand(tmp_p
 
 
 def test_a_kernels_fixed_cost_moves_the_simulated_op_by_its_range_by_hand(tmp_path):
-    # the fixed cost per kernel adds to an op's time: at 0.5 and 4 us around 1.85 us a one-kernel
-    # rmsnorm's time p moves by -1.35 and +2.15 us, so up = 1 - p / (p + 2.15 us), down = p / (p -
-    # 1.35 us) - 1 (a GEMM's shortlist may change with it: split-K's reduction kernel costs one)
+    # the fixed cost per kernel adds to an op's time: at 0.5 and 4 us around 1.85 us the GEMV's
+    # time p moves by -1.35 and +2.15 us, so up = 1 - p / (p + 2.15 us), down = p / (p - 1.35 us) - 1
     from archsim.choose import Condition, simulate_op
     from archsim.graph.single_op import build_op
 
     path = chip_file(tmp_path, "overheads:\n  kernel: 1.85 us   # a guess [EST: 0.5-4 us]\n")
-    hw, op = api.load_system(str(path)), build_op("rmsnorm", M=64, N=8192)
+    hw, op = api.load_system(str(path)), build_op("gemm", M=1, K=8192, N=8192)
 
     def time(h) -> dict[str, float]:
         return {"time_s": simulate_op(op, h.system.chip, Condition.GRAPH).time_s}

@@ -203,11 +203,11 @@ def test_a_command_line_process_loads_only_what_its_command_uses():
 
 
 def test_a_small_op_runs_its_kernels_as_python_to_the_same_cycles():
-    """A 32 x 4096 x 4096 GEMM's kernels take fewer elements than jit.INTERPRETED_ELEMENTS: the
+    """A 64 x 4096 x 4096 GEMM's kernels take fewer elements than jit.INTERPRETED_ELEMENTS: the
     process never loads Numba (0.4-0.5 s of its start-up), and its cycles, stalls and bytes are
     those of a process that had Numba loaded before its first kernel call."""
-    python_doc, python_loaded = _start_up("cli", 32)
-    numba_doc, numba_loaded = _start_up("cli", 32, numba=True)
+    python_doc, python_loaded = _start_up("cli", 64)
+    numba_doc, numba_loaded = _start_up("cli", 64, numba=True)
     assert python_loaded == [] and numba_loaded == ["numba"]
     assert python_doc == numba_doc and python_doc["cycles"] > 0
 

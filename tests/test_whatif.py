@@ -140,7 +140,7 @@ def test_a_design_at_the_top_voltage_at_a_lower_clock_draws_more_there(h200):
 
 
 def test_a_power_limit_what_if_moves_a_dense_gemm_clock_as_the_curve_says(h200):
-    """The dense GEMM is compute-bound: it plays N ~ 2.13e6 cycles at any clock, so it runs
+    """The dense GEMM is compute-bound: it plays N ~ 2.09e6 cycles at any clock, so it runs
     T = N / f and draws P(f) = P_static + f / N x ((P_idle N / f_top + E_core) v(f)^2 + E_hbm),
     with E_core its MACs' and L2 bytes' energy at 1.0 V (8192^3 x 1.79 pJ = 0.984 J, and 8.76 GB
     x 5 pJ = 0.044 J), E_hbm its 1.32 GB at 3.9 pJ/bit (0.041 J) and v(f) the curve's
@@ -151,7 +151,7 @@ def test_a_power_limit_what_if_moves_a_dense_gemm_clock_as_the_curve_says(h200):
     clock plays no part: set to 1.5 GHz, the limits hold the GEMM at the same clocks."""
     p = h200.power
     mac_j, l2_j, hbm_j = BIG_GEMM.m * BIG_GEMM.k * BIG_GEMM.n * 1.79e-12, 8.76e9 * 5e-12, 1.32e9 * 8 * 3.9e-12
-    n = 2.13e6
+    n = 2.09e6
 
     def curve_w(f: float) -> float:
         v = (0.7 + 0.3 * (f - 0.345e9) / 1.635e9) / 1.0

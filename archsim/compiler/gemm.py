@@ -74,8 +74,8 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
     bandwidth, L2 bandwidth); the best 3 x `count` (`shortlist_head`) are then ranked with ties
-    (estimates within TIE_REL: `tie_groups`) going to less HBM traffic, counted with the L2 model
-    the compiled phases use, and then as `_ranked` orders them. A K step of
+    going to less HBM traffic, counted with the L2 model the compiled phases use, and then to
+    less compute. A K step of
     the whole K is ranked apart from the pipelined K steps of its tile shape (its one step has no
     next step to load behind it), so that more SRAM, which makes it legal, keeps them. Where the
     head holds fewer than `count` tile shapes (its best are one shape's K steps), the next best
@@ -87,20 +87,22 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     resource that speeds up other tilings' estimates still plays it.
     """
     lay = wave_layout(chip)
-    # ranked by estimate, ties to less HBM traffic under the best raster, then as `_ranked`
-    # orders them; one K step per tile shape and mapping (and one of the whole K), so the
-    # shortlist spans different mappings. The rasters of a tiling are costed only when its tie
-    # comes up: once `count` tile shapes are in, later ties cannot enter
+    # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute;
+    # one K step per tile shape and mapping (and one of the whole
+    # K), so the shortlist spans different mappings. The rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
+    # are in, later estimates cannot enter
     out: dict[tuple, Tiling] = {}
     head, leanest, reserve = _scored(op, chip, count)
-    group = tie_groups(np.array([est for est, _compute, _t in head]))
-    for g in range(int(group.max()) + 1 if head else 0):  # a tie's tilings by HBM bytes, then as ranked
-        if len(out) >= count:
-            break
-        tied = sorted((_best_raster(op, lay, t) + (j,) for j, (_est, _compute, t) in enumerate(head) if group[j] == g),
+    start = 0
+    while start < len(head) and len(out) < count:
+        end = start
+        while end < len(head) and head[end][0] == head[start][0]:
+            end += 1
+        tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
                       key=lambda x: (x[1], x[2]))  # fmt: skip
-        for t, _hbm, _j in tied:
+        for t, _hbm, _compute in tied:
             out.setdefault(_shape_key(op, t), t)
+        start = end
     for _est, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
         if len(out) >= count:
             break
@@ -159,64 +161,32 @@ def _scored(
     e = Estimate(op, chip, tiles, ksteps, cycles_per_step, moved_stage, rate, lat, stages, em, en)
     loaded = loaded_bytes(tiles, ksteps, moved_stage)
     leanest = loaded <= loaded.min() * (1 + LEANEST_REL)
-    step_s = cycles_per_step / chip.clock_hz  # the last K step's compute, after its loads
     shape = (tm * (int(tn.max()) + 1) + tn) * 2 + (tk >= k)  # one number per `_shape_key` of a mapping
     scored, lean, spare = [], [], []
     for rule in MAPPINGS.values():
         for split in rule.splits(e):
             est, compute_s = rule.estimate(e, split)
-            order = np.lexsort((compute_s, step_s, loaded, tie_groups(est)))
-            order = order[np.isfinite(est[order])]
-            rows = [
-                (float(est[i]), float(loaded[i]), float(step_s[i]), float(compute_s[i]),
-                 Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split))
-                for i in range(len(est))
-            ]  # fmt: skip
-            scored += [rows[i] for i in order[:count]]
+            order = np.lexsort((compute_s, est))
+            for i in order[:count]:
+                if np.isfinite(est[i]):
+                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
+                    scored.append((float(est[i]), float(compute_s[i]), tiling))
             _shapes, first = np.unique(shape[order], return_index=True)  # each shape's best K step
-            spare += [rows[i] for i in order[np.sort(first)][:count]]
-            lean += [rows[i] for i in order[leanest[order]][:1]]
-    head = _ranked(scored)[: 3 * count]
-    reserve = [x for x in _ranked(spare) if x not in head][: 3 * count]
-    lean = _ranked(lean)
+            for i in order[np.sort(first)][:count]:
+                if np.isfinite(est[i]):
+                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
+                    spare.append((float(est[i]), float(compute_s[i]), tiling))
+            best_lean = order[leanest[order] & np.isfinite(est[order])][:1]
+            lean += [(float(est[i]), float(compute_s[i]), Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split))
+                     for i in best_lean]  # fmt: skip
+    scored.sort(key=lambda x: (x[0], x[1]))
+    lean.sort(key=lambda x: (x[0], x[1]))
+    head = scored[: 3 * count]
+    spare.sort(key=lambda x: (x[0], x[1]))
+    reserve = [x for x in spare if x not in head][: 3 * count]
     return head, (lean[0][2] if lean else None), reserve
 
 
-def _ranked(rows: list[tuple]) -> list[tuple[float, float, Tiling]]:
-    """(estimate, loaded bytes, last step's compute, compute, tiling) rows as (estimate,
-    compute, tiling), best first: by `tie_groups` of their estimates, then the fewest bytes
-    loaded, the shortest last step, the least compute."""
-    if not rows:
-        return []
-    group = tie_groups(np.array([r[0] for r in rows]))
-    ranked = sorted(range(len(rows)), key=lambda j: (group[j], *rows[j][1:4]))
-    return [(rows[j][0], rows[j][3], rows[j][4]) for j in ranked]
-
-
-def tie_groups(est: np.ndarray) -> np.ndarray:
-    """The tie each estimate falls in, numbered best first: the best estimate and all within
-    TIE_REL of it are tie 0, the best of the rest and all within TIE_REL of it tie 1, and so on
-    (inf, a mapping that does not apply, its own last). E.g. [100, 104, 106, 110] with TIE_REL
-    0.05 -> [0, 0, 1, 1]: 106 is past 105, and 110 within 106 x 1.05 = 111.3."""
-    order = np.argsort(est, kind="stable")
-    ranked = est[order]
-    group = np.empty(len(est), dtype=np.int64)
-    g = start = 0
-    while start < len(ranked):
-        end = max(start + 1, int(np.searchsorted(ranked, ranked[start] * (1 + TIE_REL), side="right")))
-        group[order[start:end]] = g
-        g, start = g + 1, end
-    return group
-
-
-# Estimates within TIE_REL of each other are ties: the estimate leaves out HBM bandwidth, the L2
-# walk and the engine's queueing, and on the generated chips of tests/test_family_properties.py
-# it lies 8-60% under the engine's plays, so it cannot order tilings this close. Ties go to the
-# fewest bytes loaded, the shortest last K step (its compute comes after its loads, exposed),
-# the least compute. Draws of 300 chips per family breaking an invariant (mostly twice a
-# resource reordering the shortlist): 22 with exact ties only, 17 at 0.5%, 15 at 1%, 11 at 2%,
-# 10 at 3%, 7 at 5%; the calibrated chips' GEMMs as close or closer (docs/MODEL.md).
-TIE_REL = 0.05
 LEANEST_REL = 1e-9  # loaded bytes within this of the least tie for the leanest (float rounding)
 
 
