@@ -113,7 +113,7 @@ def test_the_interval_record_names_its_parts():
 
 def test_a_chip_with_no_ranged_parameter_gets_the_transfer_interval(tmp_path):
     out = tmp_path / "op.json"
-    assert main(["op", "gemm", "--hw", "tpu_v5e", "--M", "128", "--K", "4096", "--N", "4096", "--interval", "90",
+    assert main(["op", "gemm", "--hw", "scalesim_ws_128x128", "--M", "128", "--K", "4096", "--N", "4096", "--interval", "90",
                  "--json", str(out)]) == 0  # fmt: skip
     data = json.loads(out.read_text())
     q, t = transfer.stored_bands(90.0)["gemm"].q, data["time_s"]
@@ -214,3 +214,12 @@ def test_a_run_leaves_out_what_set_gives(tmp_path):
     record = json.loads(out.read_text())["interval"]
     assert "power.energy.l2" not in {p["key"] for p in record["parameters"]}
     assert {"key": "power.energy.l2", "tag": "EST", "why": "set by --set"} in record["left_out"]
+
+
+def test_a_range_in_a_unit_with_a_digit_keeps_its_unit(tmp_path):
+    """An area range in mm2 (the unit ends in a digit) reads as 60 mm2 to 160 mm2, not as bare
+    numbers, which the file's checks would refuse for want of a unit."""
+    path = chip_file(tmp_path, "area:\n  core_logic: 83 mm2   # [EST: 60-160 mm2]\n")
+    ranged, _ = sensitivity.stated(api.load_system(str(path))._doc)
+    (r,) = [r for r in ranged if r.key == "area.core_logic"]
+    assert (r.low, r.high, r.tag) == ("60 mm2", "160 mm2", "EST")

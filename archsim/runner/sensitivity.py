@@ -44,7 +44,7 @@ from archsim.errors import ConfigError, Problem
 from archsim.units import Dim, parse_quantity
 
 _NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-_UNIT = r"[A-Za-zµ][A-Za-zµ/]*"
+_UNIT = r"[A-Za-zµ][A-Za-zµ/0-9]*"
 RANGE = re.compile(rf"(?:\brange\s+|\[EST:\s*)({_NUM})\s*(?:-|–|to)\s*({_NUM})(?:\s*({_UNIT}))?")
 TRIED = re.compile(rf"\brange\s+[-+]?\.?\d|\[EST:\s*{_NUM}\s*(?:-|–|to)")  # a range begun: it must be whole
 SET = r"[a-z0-9]+_[a-z0-9_]+"  # a case set's name: h200_calibration, h200_kernels
