@@ -6,7 +6,10 @@ The bounds are the figures README reports, rounded up by about half a point: the
 the README's accuracy table, and only down unless a change says why. A100 all-reduce cases under
 1 MiB scatter by up to 6x between neighbouring sizes (the measurement's own noise), hence their
 loose worst-case bounds; they rose when the wait for the last rank became its own term and the
-protocol costs were held to their stated ranges (their transfer fell from 57.4% to 44.9%). The A100's timer reports whole microseconds, so a vector kernel near
+protocol costs were held to their stated ranges (their transfer fell from 57.4% to 44.9%), and
+the calibration cases' mean again (31.7% -> 37.6%) when a100x8 took NCCL's published latency
+constants in place of fitted ones, its fit left only the LL128 and Simple efficiencies: held
+out 34.4% -> 26.0%, transfer 44.9% -> 37.6% (held out 34.9% -> 26.0%). The A100's timer reports whole microseconds, so a vector kernel near
 one reads one or the other: measured 1 us and predicted at 2.0x us, +100%, is its worst, on both
 sides of the split.
 The H200's measured latencies and L2 bandwidth (MODEL.md section 8) raised its prefill attention
@@ -57,14 +60,14 @@ BOUNDS = {  # (set, cases): {kind: (mean, worst) absolute error in %}
         "vector": (9.5, 21.0),
     },
     ("a100_calibration", "calibration"): {
-        "allreduce": (32.0, 79.0),
+        "allreduce": (38.0, 79.0),
         # 5.6% -> 6.0% since a load issued as the loads before it drain waits no queue: the small
         # GEMVs had been slowed by a queue of 98% their lockstep cores never formed
         "gemm": (6.5, 36.5),
         "vector": (9.5, 100.5),
     },
     ("a100_calibration", "held out"): {
-        "allreduce": (35.0, 109.0),
+        "allreduce": (26.5, 74.5),
         "gemm": (6.5, 28.5),
         "vector": (9.0, 100.5),
     },

@@ -30,6 +30,21 @@ def test_a_bad_case_file_is_named_with_what_is_wrong(tmp_path):
     assert "Traceback" not in got.stderr
 
 
+def test_the_dgx_a100_fits_only_its_bulk_protocols_efficiencies():
+    # NCCL's latency constants are published (h200x8's too): only LL128's and Simple's payload
+    # efficiencies move, and the file's values are where the fit ends
+    got = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "calibrate.py"), "--chip", "a100x8", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert got.returncode == 0, got.stderr
+    fitted = [line.split()[0] for line in got.stdout.splitlines() if line.startswith("  ")]
+    assert fitted == ["protocol.ll128.efficiency", "protocol.simple.efficiency"]
+    assert "(was 0.487)" in got.stdout and "(was 0.408)" in got.stdout
+
+
 def test_a_case_file_of_ones_own_is_fitted(tmp_path):
     shipped = json.loads((ROOT / "archsim" / "data" / "h200_calibration.json").read_text())
     mine = tmp_path / "mine.json"
@@ -91,6 +106,10 @@ def test_the_transfer_tool_fits_one_chip_and_predicts_the_other(tmp_path):
     assert ways["a100_pcie", "h200"]["shared"]["fitted_on"] == [] and ways["a100_pcie", "h200"]["shared"]["moved"] == []
     # the A100's all-reduce is predicted with the H200 system's (published, unfitted) collective costs
     assert ways["h200", "a100_pcie"]["shared"]["collectives"] == "h200x8"
+    # ... its latency constants only: the payload efficiency is the system's own, the A100's fitted
+    # on its own set and named as such
+    assert not [k for k in ways["h200", "a100_pcie"]["shared"]["values"] if k.endswith(".efficiency")]
+    assert "interconnect.protocols.ll128.efficiency" in ways["h200", "a100_pcie"]["own_fitted"]
     roles = ways["h200", "a100_pcie"]["sets"]["a100_calibration"]
     assert set(roles) == {"calibration", "held out"} and set(roles["held out"]["transfer"]) == {"allreduce"}
     assert set(ways["a100_pcie", "h200"]["sets"]) == {"h200_calibration", "h200_holdout"}
@@ -178,15 +197,16 @@ def test_validate_all_shows_transfer_beside_each_chips_own_fit(tmp_path):
 # is not an improvement. Targets: transfer both ways GEMM <= 8%, vector <= 12%, attention <= 12%,
 # all-reduce <= 20%, each within 1.5x of that chip's own fit. As measured (own fit -> transfer):
 # A100 PCIe from the H200: GEMM 5.6 -> 5.6%, vector 9.2 -> 9.2%, all-reduce on a100x8 with
-# h200x8's NCCL constants 31.7 -> 44.9% (1.4x; before the wait for the last rank was its own term,
-# 29.1 -> 57.4%); H200 from the A100 PCIe: GEMM 4.5 -> 4.4%, vector 8.2 -> 7.8%, attention decode
+# h200x8's NCCL latency constants 37.6 -> 37.6% (both state NCCL's published ones; the payload
+# efficiency is each system's own; when every protocol cost was fitted, 31.7 -> 44.9%, and before
+# the wait for the last rank was its own term, 29.1 -> 57.4%); H200 from the A100 PCIe: GEMM 4.5 -> 4.4%, vector 8.2 -> 7.8%, attention decode
 # 3.5 -> 3.3%, prefill 3.3 -> 3.4%, copy 2.8 -> 3.9%, model step 3.5 -> 4.4%; its per-kernel
 # durations: GEMM 3.9 -> 3.7%, attention 0.6 -> 0.5% and 8.4 -> 8.8%, the tiny vector kernels 53
 # -> 57% (not fitted: MODEL.md section 6). Before the H200 was fitted on its per-kernel durations
 # too (its matrix prologue 0.1 us, all of its L2 dirty after a flush), GEMM transfer was 8.8% to
 # the A100 and 7.7% to the H200; at its former fitted latencies, 9.4% and 8.9%.
 TRANSFER_BOUNDS = {  # (source, target): {target set: {kind: mean absolute error in %}}
-    ("h200", "a100_pcie"): {"a100_calibration": {"gemm": 6.0, "vector": 9.5, "allreduce": 45.5}},
+    ("h200", "a100_pcie"): {"a100_calibration": {"gemm": 6.0, "vector": 9.5, "allreduce": 38.0}},
     ("a100_pcie", "h200"): {
         "h200_calibration": {
             "attention_decode": 4.5,

@@ -210,6 +210,22 @@ def test_h200x8_rings_follow_measured_allreduce_times(nbytes):
     assert t == pytest.approx(H20_US[nbytes], rel=0.21)
 
 
+def test_a100x8_takes_nccls_published_latencies_and_rings():
+    # NCCL's tuning constants are the library's, one set on every NVIDIA system: the DGX A100 states
+    # the h200x8's overheads, steps and hop, and, a node's trees being chains, runs rings only
+    a100, h200 = system_fabric(load_system("a100x8")[0]), system_fabric(H200X8)
+    assert a100.link_latency_s == h200.link_latency_s == pytest.approx(0.6 * US)
+    for p in h200.protocols:
+        q = next(q for q in a100.protocols if q.name == p.name)
+        assert (q.overhead_s, q.step_s) == (p.overhead_s, p.step_s), p.name
+    assert a100.algorithms == (Algorithm.RING,)
+    # 2 KiB on 2 ranks by LL: 6.6 us + 2 x (2 - 1) x (0.6 + 0) us = 7.8 us of latency, and the
+    # buffer once over Ampere's llMaxBw, 0.292 x 12 x 25 GB/s = 87.6 GB/s: 2048 / 87.6e9 = 23.4 ns
+    t = collective_time(a100, Collective.ALL_REDUCE, 2, 2048)
+    assert (t.algorithm, t.protocol) == (Algorithm.RING, "ll")
+    assert t.latency_s == pytest.approx(7.8 * US) and t.transfer_s == pytest.approx(23.38e-9, rel=1e-3)
+
+
 def test_h200x8_small_allreduce_is_latency_bound():
     f = system_fabric(H200X8, 8)
     tiny, small = (collective_time(f, Collective.ALL_REDUCE, 8, b) for b in (8, 16 << 10))

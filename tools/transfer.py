@@ -4,7 +4,8 @@
 
 Shared are the software constants no chip's datasheet gives (`SHARED_CHIP`: the fixed cost of a
 kernel, of a lone launch, of a matrix or attention kernel's prologue) and the collective library's
-costs (`SHARED_COLLECTIVES`: NCCL's per-protocol overhead, step and payload efficiency, the hop);
+costs (`SHARED_COLLECTIVES`: NCCL's per-protocol overhead and step, the hop; the payload efficiency
+of each protocol is the system's own, the rate its NVLink generation sustains);
 the code's constants are shared by construction. For each direction the source chip's shared
 constants are fitted on its own fitting cases (its file's values as the start; one its cases do
 not move stays at its file's value), then the target chip is predicted with them and with its own
@@ -35,6 +36,7 @@ from calibrate import (
     DATA,
     HELD_OUT_MOD,
     NCCL_PARAMS,
+    ROOT,
     Param,
     also_fitted,
     chip_lines,
@@ -128,6 +130,20 @@ def own_fitted(chip: str) -> list[str]:
     return [key for key, comment in chip_lines(chip).items() if "[CAL]" in comment and key not in shared_keys]
 
 
+def own_fitted_collectives(system: str) -> list[str]:
+    """`interconnect.protocols.<name>.<key>` of every protocol value the system's file tags [CAL]
+    (its payload efficiencies, fitted on its own all-reduce cases)."""
+    protocol, found = "", []
+    for line in (ROOT / "hw_configs" / f"{system}.yaml").read_text().splitlines():
+        m = re.match(r"^    ([A-Za-z_0-9]+):", line)
+        if m:
+            protocol = m.group(1)
+        m = re.match(r"^      ([A-Za-z_0-9]+):.*\[CAL\]", line)
+        if m and protocol:
+            found.append(f"interconnect.protocols.{protocol}.{m.group(1)}")
+    return found
+
+
 def run_cases(system: System, cases: list[dict], meta: CaseFile, collectives: System | None) -> list[CaseResult]:
     clear_all()
     results, errors = validate_cases(cases, system, meta, collectives)
@@ -183,7 +199,8 @@ def transfer(rounds: int, stride: int, kinds: list[str] | None, only: list[str] 
                 "target": target,
                 "target_collectives": CHIPS[target].collectives,
                 "shared": shared,
-                "own_fitted": own_fitted(target),
+                "own_fitted": own_fitted(target)
+                + (own_fitted_collectives(CHIPS[target].collectives) if CHIPS[target].collectives else []),
                 **predicted,
             }
         )
