@@ -87,8 +87,9 @@ def legal_tiling(op: Op, chip: Chip, t: Tiling) -> bool:
     return (t.raster, t.group) in rasters(*grid)
 
 
-# the moves of a tiling search: each tile edge and the K step doubled or halved (tm, tn, tk
-# factors), and the same tile under another mapping (mapping, K slices)
+# the moves of a tiling search: each tile edge and the K step doubled or halved, and the tile's
+# aspect doubled one way and halved the other (tm, tn, tk factors); the same tile under another
+# mapping (mapping, K slices)
 EDGE_MOVES = ((2, 1, 1), (1, 2, 1), (1, 1, 2), (0.5, 1, 1), (1, 0.5, 1), (1, 1, 0.5), (2, 0.5, 1), (0.5, 2, 1))
 MAPPING_MOVES = ((GemmMapping.DATA_PARALLEL, 1), (GemmMapping.STREAM_K, 1), (GemmMapping.SPLIT_K, 2))
 
@@ -97,8 +98,8 @@ def neighbours(op: Op, chip: Chip, t: Tiling) -> list[Tiling]:
     """The legal tilings one move from `t` (`EDGE_MOVES`, `MAPPING_MOVES`), each under the
     raster that reads the least from HBM (`best_raster`), in move order. E.g. 256 x 256 x 128
     data-parallel tiles of a 4096 x 1024 x 4096 GEMM: 512 x 256, 256 x 512 and 256 x 256 x 256,
-    128 x 256, 256 x 128 and 256 x 256 x 64 where the menu holds them, and stream-K and two-way
-    split-K 256 x 256 x 128 where the mapping applies."""
+    128 x 256, 256 x 128, 256 x 256 x 64, 512 x 128 and 128 x 512 where the menu holds them, and
+    stream-K and two-way split-K 256 x 256 x 128 where the mapping applies."""
     moved = [replace(t, tm=int(t.tm * a), tn=int(t.tn * b), tk=int(t.tk * c)) for a, b, c in EDGE_MOVES]
     moved += [replace(t, mapping=m, split=s) for m, s in MAPPING_MOVES if (m, s) != (t.mapping, t.split)]
     out = []
