@@ -158,6 +158,11 @@ CHOOSER = (
     " estimate ties them or misses what the engine plays, twice a resource can reorder the shortlist"
     " and leave off the tiling it picked"
 )
+SEARCH = (
+    "; a TPU's or Trainium's compiler then searches the tilings around the fastest played"
+    " (choose/pick.py: _search, a tile edge or K step doubled or halved, another mapping), which"
+    " finds a tiling the shortlist left off only where faster ones lead to it"
+)
 # what a family's mapping does not hold yet: (family, SRAM-only) -> {"property-op": (why, preset,
 # its resources' factors, the resource doubled)}, each example found by the test and replayed
 NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float], str]]] = {
@@ -173,28 +178,11 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
         ),
     },
     (ChipFamily.TPU, False): {
-        "more-gemm": (
-            CHOOSER + " (a TPU v5e of one TensorCore at 60% of its clock with half its arrays and one stack"
-            " at half its data rate, at twice its bytes in flight: its tilings' estimates lie within 0.2%"
-            " of each other, 585-587 us, all compute, while the engine plays them in 647-762 us as their"
-            " HBM traffic differs; the 1024 x 2048 x 1,024 tiles it played in 646.6 us, 4th, are left off"
-            " for 2048 x 2048 x 1,024, 686.3 us: 6.1%)",
-            "tpu_v5e",
-            {
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "sram_capacity": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
-                "hbm_stacks": 0.5,
-                "power_limit": 0.75,
-            },
-            "inflight",
-        ),
         "more-gemv": (
-            CHOOSER + " (a TPU v6e's GEMV on twice its TensorCores: its tilings tie in the estimate,"
-            " which leaves HBM out, at 41.95-41.98 us, and go by compute; the 1 x 512 x 4,096 tiles it"
-            " played in 58.2 us are left off for 1 x 8,192 x 1,024 stream-K, 61.6 us: 5.9%)",
+            CHOOSER + SEARCH + " (a TPU v6e's GEMV on twice its TensorCores: 8 of its tilings play in 61.6 us and"
+            " 1 x 8,192 x 1,024 and its mappings fill the shortlist; the search finds none of their"
+            " neighbours faster, while the 1 x 512 x 2,048 tiles it ran in 57.6 us play in 57.5:"
+            " 59.2 us, 2.9%)",
             "tpu_v6e",
             {"sram_capacity": 0.5, "hbm_data_rate": 1.5, "power_limit": 0.75},
             "cores",
@@ -202,9 +190,10 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.TRAINIUM, False): {
         "more-gemm": (
-            CHOOSER + " (Trainium2 with one array per core at twice its clock, its GEMM held by HBM: the"
-            " 128 x 4,096 x 512 tiles it played in 132.2 us, 75.5 MB from HBM, fall to 5th in the"
-            " estimate, which leaves HBM out, behind 512 x 512 tiles, 83.9 MB, 136.4 us: 3.2%)",
+            CHOOSER + SEARCH + " (Trainium2 with one array per core at twice its clock, its GEMM held by HBM: the"
+            " 128 x 4,096 tiles it ran in 127.0 us, 75.5 MB from HBM, fall out of the shortlist, which"
+            " leaves HBM out, for 512 x 512 tiles, 83.9 MB, and the search from those, through tiles"
+            " each slower, reaches 512 x 512 x 128 at 134.3 us; 128 x 4,096 x 128 plays in 122.3: 5.8%)",
             "trainium2",
             {
                 "clock": 0.6,
@@ -220,57 +209,44 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.DATAFLOW, False): {
         "more-gemm": (
-            CHOOSER + " (a quarter of the 2-stack dataflow chip at 60% of its clock with half its HBM data"
-            " rate, at twice its bytes in flight: its tilings' estimates lie within 0.2% of each other,"
-            " 121.95-122.16 us, while the engine plays them in 127-137 us; the 512 x 128 x 128 tiles it"
-            " played in 127.5 us fall to 5th behind 128 x 256, 256 x 128, 256 x 256 and 128 x 512, and"
-            " 256 x 128 x 128 runs in 130.9 us: 2.7%)",
+            "a mapping deals a GEMM's tiles over every core: twice the cores can take a tiling's two"
+            " waves to one, whose outputs drain through HBM after the last compute with no loads of a"
+            " next wave beside them, and the mapper does not leave cores idle to keep the two waves"
+            " (the 2-stack dataflow chip with half its cores, SRAM, bytes in flight and HBM data rate"
+            " at 80% of its clock: 2048 x 512 tiles in two waves, 74.4 us; on twice the cores one"
+            " wave, 76.8 us, and the best two-wave tiling, 512 x 1024, 77.4 us: 3.2%)",
             "dataflow_2stack",
             {
-                "cores": 0.25,
-                "clock": 0.6,
+                "cores": 0.5,
                 "sram_capacity": 0.5,
+                "clock": 0.8,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
                 "hbm_data_rate": 0.5,
                 "power_limit": 0.75,
             },
-            "inflight",
+            "cores",
         ),
         "bound-gemm": (
-            "the 2-stack dataflow chip with twice its cores at 60% of its clock, twice its stacks and half"
-            " its SRAM runs a large GEMM at 49.0% of peak as one 512 x 1024 tile a core, its 1 MiB output"
-            " written after its last compute: the 32 cores' outputs drain through HBM together (10.2 us,"
-            " 33% of the time), the estimate's drain at one core's store rate (1 MiB in flight over 510"
-            " ns: 0.5 us), so 512 x 512 x 128 tiles (two a core, the first's output written under the"
-            " second's compute: 53.1%) rank after them and are not played",
+            "a GEMM whose tiles fill one wave loads its operands before its first computes and"
+            " drains its outputs after its last, each at HBM's rate, around its compute; a tiling of"
+            " more waves overlaps them but re-reads more (the 2-stack dataflow chip with twice its"
+            " cores and stacks, 1.5 times its HBM data rate, half its SRAM and bytes in flight, at"
+            " 80% of its clock: 32 tiles of 512 x 1024 on 32 cores, 16.8 MB of operands in 3.4 us"
+            " at 4.9 TB/s, 11.6 us of compute, 33.5 MB of outputs in 6.8 us: 23.9 us, 47.5% of"
+            " peak with its arrays computing 48% of the time)",
             "dataflow_2stack",
             {
                 "cores": 2.0,
-                "clock": 0.6,
+                "clock": 0.8,
                 "sram_capacity": 0.5,
+                "inflight": 0.5,
                 "l2_capacity": 0.25,
+                "hbm_data_rate": 1.5,
                 "hbm_stacks": 2.0,
                 "power_limit": 0.75,
             },
             "clock",
-        ),
-        "more-gemv": (
-            CHOOSER + " (the 2-stack dataflow chip's GEMV with twice its SRAM: its tilings tie in the"
-            " estimate, which leaves HBM out, at 16.78-16.79 us; the 512-deep K steps the SRAM makes"
-            " legal, whose last step's compute the engine plays after their loads, displace the"
-            " 256-deep ones: 43.75 us to 44.68, 2.1%)",
-            "dataflow_2stack",
-            {
-                "cores": 2.0,
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "sram_capacity": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_stacks": 2.0,
-                "power_limit": 4.0,
-            },
-            "sram_capacity",
         ),
     },
 }

@@ -19,8 +19,11 @@ import numpy as np
 from archsim.choose import fidelity
 from archsim.choose.clock import play_held
 from archsim.choose.conditions import Condition, fixed_cost_s
-from archsim.choose.tilings import cached_tilings
+from archsim.choose.tilings import cached_tilings, neighbours
 from archsim.compiler.compile import compile_candidates
+from archsim.compiler.families import family_rule
+from archsim.compiler.gemm import compile_gemm
+from archsim.compiler.gemm_phases import Tiling
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.graph.ops import Op, OpKind
 from archsim.hardware import Chip
@@ -143,4 +146,52 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
         if best is None or total_s < best[0]:
             best = (total_s, program, held, clock, played)
     assert best is not None, "every op compiles to at least one program"
-    return Choice(best[1], best[2], len(candidates), best[3], best[4])
+    played_count = len(candidates)
+    if tilings is not None and family_rule(chip).searches_tilings():
+        start = tilings[next(i for i, p in enumerate(candidates) if p is best[1])]
+        best, searched = _search(op, chip, {_move_key(t) for t in tilings}, start, best, screen)
+        played_count += searched
+    return Choice(best[1], best[2], played_count, best[3], best[4])
+
+
+_Best = tuple[
+    float, Program, ProgramResult, float, ProgramResult
+]  # (time, program, held play, clock, play at the chip's clock)
+SEARCH_MOVES = 4  # moves a tiling search makes at most (each from the fastest tiling yet)
+
+
+def _search(op: Op, chip: Chip, seen: set[tuple], start: Tiling, best: _Best, screen: bool) -> tuple[_Best, int]:
+    """The fastest tiling of a search from `start`, the fastest of the shortlist (whose tilings
+    `seen` holds, by `_move_key`), as a compiler that compiles for one chip tunes it
+    (`FamilyRule.searches_tilings`); and how many tilings it played. Every neighbour of the
+    fastest yet (`tilings.neighbours`) not yet tried is played, held at the clock its power
+    allows where it is faster unheld than the best (a lower clock never makes a kernel faster),
+    and the search moves to the fastest of them where it beats the best, at most SEARCH_MOVES
+    times."""
+    played = 0
+    current = start
+    for _ in range(SEARCH_MOVES):
+        moved_to = None
+        for n in neighbours(op, chip, current):
+            if _move_key(n) in seen:
+                continue
+            seen.add(_move_key(n))
+            program = compile_gemm(op, chip, n)
+            at_max = play_program(program, chip)
+            played += 1
+            if program_time_s(program, at_max, chip) >= best[0]:
+                continue
+            clock, held = play_held(program, chip, at_max, screen)
+            total_s = program_time_s(program, held, chip, clock)
+            if total_s < best[0]:
+                best, moved_to = (total_s, program, held, clock, at_max), n
+        if moved_to is None:
+            break
+        current = moved_to
+    return best, played
+
+
+def _move_key(t: Tiling) -> tuple:
+    """What makes two tilings the same point of a search: tile, K step, mapping and slices
+    (each is played under its best raster)."""
+    return (t.tm, t.tn, t.tk, t.mapping, t.split)

@@ -8,9 +8,10 @@ and the chip as the compiler forms them (`legal_tiling`): any other list is a mi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from archsim import opcache
-from archsim.compiler.gemm import shortlist, shortlist_size, tile_menu
+from archsim.compiler.gemm import best_raster, shortlist, shortlist_size, tile_menu
 from archsim.compiler.gemm_phases import GemmMapping, Tiling, operand_shares, wave_layout
 from archsim.compiler.l2reuse import Raster, rasters
 from archsim.compiler.mappings.split_k import SPLITS
@@ -84,3 +85,28 @@ def legal_tiling(op: Op, chip: Chip, t: Tiling) -> bool:
     c = lay.multicast
     grid = ceil_div(m, t.tm) // (c if sb < 1 else 1), ceil_div(n, t.tn) // (c if sa < 1 else 1)
     return (t.raster, t.group) in rasters(*grid)
+
+
+# the moves of a tiling search: each tile edge and the K step doubled or halved, and the tile's
+# aspect doubled one way and halved the other (tm, tn, tk factors); the same tile under another
+# mapping (mapping, K slices)
+EDGE_MOVES = ((2, 1, 1), (1, 2, 1), (1, 1, 2), (0.5, 1, 1), (1, 0.5, 1), (1, 1, 0.5), (2, 0.5, 1), (0.5, 2, 1))
+MAPPING_MOVES = ((GemmMapping.DATA_PARALLEL, 1), (GemmMapping.STREAM_K, 1), (GemmMapping.SPLIT_K, 2))
+
+
+def neighbours(op: Op, chip: Chip, t: Tiling) -> list[Tiling]:
+    """The legal tilings one move from `t` (`EDGE_MOVES`, `MAPPING_MOVES`), each under the
+    raster that reads the least from HBM (`best_raster`), in move order. E.g. 256 x 256 x 128
+    data-parallel tiles of a 4096 x 1024 x 4096 GEMM: 512 x 256, 256 x 512 and 256 x 256 x 256,
+    128 x 256, 256 x 128, 256 x 256 x 64, 512 x 128 and 128 x 512 where the menu holds them, and
+    stream-K and two-way split-K 256 x 256 x 128 where the mapping applies."""
+    moved = [replace(t, tm=int(t.tm * a), tn=int(t.tn * b), tk=int(t.tk * c)) for a, b, c in EDGE_MOVES]
+    moved += [replace(t, mapping=m, split=s) for m, s in MAPPING_MOVES if (m, s) != (t.mapping, t.split)]
+    out = []
+    for n in moved:
+        if min(n.tm, n.tn, n.tk) < 1:
+            continue
+        n = best_raster(op, chip, n)[0]
+        if legal_tiling(op, chip, n):
+            out.append(n)
+    return out

@@ -51,6 +51,14 @@ class FamilyRule:
         (`systolic.fold_install_cycles`), or 0 for a row a cycle, the array's own load path."""
         return 0.0
 
+    def searches_tilings(self) -> bool:
+        """Whether the family's compiler, which compiles ahead of time for one chip, searches
+        the tilings around the best its cost model and timing found (`archsim.choose`'s
+        neighbourhood search: a tile edge or K step doubled or halved, another mapping) until
+        none is faster; False: a kernel library's heuristic list, timed as it is (cuBLASLt's
+        and hipBLASLt's algorithm heuristics, the GPU family's)."""
+        return False
+
     def chains_folds(self, chip: Chip) -> bool:
         """Whether the compiler's schedule runs a kernel's folds back to back on each array,
         across tile steps, without draining it between them (a static schedule), so that the

@@ -26,7 +26,8 @@ hemispheres); the architecture papers' MXM install cycles and weight buffers wer
 a checkable copy, so that the install double-buffers is taken from the static schedule's design,
 not a measured figure. At the bottom of the range the GEMV would stream at 23% of 80 TB/s. GEMM
 tiles and decode attention as the kernel library's (the static schedule's own tiling is not
-published).
+published), its tilings searched around the autotuner's fastest (`searches_tilings`,
+archsim/choose/pick.py) as a compiler that schedules every cycle ahead of time can afford to.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class Dataflow(FamilyRule):
         return stream_install_bytes_per_cycle(chip)
 
     def chains_folds(self, chip: Chip) -> bool:
+        return True
+
+    def searches_tilings(self) -> bool:
         return True
 
     def gemm_tiles(self, op: Op, chip: Chip) -> TileGrid | None:

@@ -8,7 +8,11 @@ and B are re-read from HBM, up to what VMEM holds. XLA's TPU tiling likewise has
 menu. So the menu here is every power-of-two multiple of the MXU edge up to the dimension, and
 the dimension itself (`mxu_menu`), each legal where two stages of its A and B blocks and its
 fp32 accumulator fit the core's VMEM (`vmem_fits`); no cap at a GPU library's 512. The
-autotuner of archsim/compiler/gemm.py ranks them as it ranks a GPU's.
+autotuner of archsim/compiler/gemm.py ranks them as it ranks a GPU's, and the search of
+archsim/choose/pick.py tunes around the fastest (`searches_tilings`): XLA's TPU backend picks a
+kernel's tile sizes by its cost model, and its autotuner times candidates around that choice
+(Kaufman et al., "A Learned Performance Model for Tensor Processing Units", MLSys 2021, on
+tile-size selection); a Pallas kernel's block sizes are tuned as parameters.
 
 Decode attention. The ragged paged attention kernel (Jiang et al., "Ragged Paged Attention",
 arXiv:2604.15464; jax/experimental/pallas/ops/tpu/ragged_paged_attention.py) copies a sequence's
@@ -135,6 +139,9 @@ class Tpu(FamilyRule):
 
     def kv_stages(self, chip: Chip, block_bytes: float) -> int | None:
         return kv_stages(chip, block_bytes)
+
+    def searches_tilings(self) -> bool:
+        return True
 
     def decode_item(self, shape: Op, chip: Chip, score_ops: tuple[int, int]) -> tuple[int, int, int, float] | None:
         return grouped_decode_item(shape, chip, score_ops, KV_BLOCK, SUBLANES)

@@ -4,6 +4,9 @@ engines and an SBUF/PSUM scratchpad, mapped as NKI kernels map them.
 GEMM tiles: the kernel library's menu (archsim/compiler/gemm.py), which already holds NKI's
 matmul blocks (a stationary tile of at most 128 x 128 and a moving tile of at most 512 columns,
 accumulated in PSUM: NKI ISA, `nki.isa.nc_matmul`); a large GEMM reaches 98.7% of peak with it.
+The Neuron compiler compiles ahead of time for the chip (it is built on XLA) and NKI kernels'
+tilings are tuned by timing them (AWS's nki-autotune), so the tilings around the autotuner's
+fastest are searched (`searches_tilings`, archsim/choose/pick.py).
 
 Decode attention: an item is a sequence's KV head. The GQA group's query heads are the
 stationary operand (contraction on the 128 partitions, the group on the free axis, at most 128)
@@ -36,6 +39,9 @@ class Trainium(FamilyRule):
 
     def kv_stages(self, chip: Chip, block_bytes: float) -> int | None:
         return kv_stages(chip, block_bytes)
+
+    def searches_tilings(self) -> bool:
+        return True
 
 
 RULE = Trainium()

@@ -36,6 +36,10 @@ class Wafer(Dataflow):
         all busy (tiles of whole resident weights leave most of the wafer idle)."""
         return None
 
+    def searches_tilings(self) -> bool:
+        """A kernel library's tiles, timed as the library lists them."""
+        return False
+
     def chains_folds(self, chip: Chip) -> bool:
         """Each cluster's tiles are a kernel library's, filling and draining per step [EST]."""
         return False
