@@ -182,6 +182,26 @@ def test_a_tilings_neighbours_are_one_move_away_and_legal():
     ]
 
 
+def test_a_search_may_deal_a_gemm_over_fewer_cores():
+    """On the 2-stack dataflow chip (16 cores) a tiling's neighbours include it dealt over 8
+    cores, and one on 8 cores returns to 16 (every core: `grid` 0) or goes to 4; a grid of every
+    core or more is no tiling, and its kernel runs on the cores it names: 16 tiles of 1024 x
+    1024 of a 4096 x 1024 x 4096 GEMM on 8 cores, 2 a core."""
+    from archsim.choose.tilings import legal_tiling, neighbours
+    from archsim.compiler.gemm import compile_gemm
+    from archsim.compiler.gemm_phases import Tiling
+
+    c = chip("dataflow_2stack")
+    op = Op(OpKind.GEMM, DType.BF16, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+    t = Tiling(1024, 1024, 128)
+    assert [n.grid for n in neighbours(op, c, t)].count(8) == 1
+    assert {n.grid for n in neighbours(op, c, replace(t, grid=8))} >= {0, 4}
+    assert not legal_tiling(op, c, replace(t, grid=16)) and legal_tiling(op, c, replace(t, grid=8))
+    phase = compile_gemm(op, c, replace(t, grid=8)).phases[0]
+    assert phase.label.endswith("on 8 cores")
+    assert int(phase.core_weight.sum()) == 8
+
+
 @pytest.mark.parametrize(("name", "searches"), [("tpu_v6e", True), ("trainium2", True), ("dataflow_2stack", True),
                                                ("h200", False), ("wafer", False)])  # fmt: skip
 def test_a_compiler_for_one_chip_searches_around_the_shortlists_fastest(name, searches):

@@ -159,9 +159,9 @@ CHOOSER = (
     " and leave off the tiling it picked"
 )
 SEARCH = (
-    "; a TPU's or Trainium's compiler then searches the tilings around the fastest played"
-    " (choose/pick.py: _search, a tile edge or K step doubled or halved, another mapping), which"
-    " finds a tiling the shortlist left off only where faster ones lead to it"
+    "; a TPU's, Trainium's or dataflow chip's compiler then searches the tilings around each it"
+    " played (choose/pick.py: _search, a tile edge or K step doubled or halved, another mapping,"
+    " half the cores), which finds a tiling the shortlist left off only where faster ones lead to it"
 )
 # what a family's mapping does not hold yet: (family, SRAM-only) -> {"property-op": (why, preset,
 # its resources' factors, the resource doubled)}, each example found by the test and replayed
@@ -209,20 +209,20 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
     },
     (ChipFamily.DATAFLOW, False): {
         "more-gemm": (
-            "a mapping deals a GEMM's tiles over every core: twice the cores can take a tiling's two"
-            " waves to one, whose outputs drain through HBM after the last compute with no loads of a"
-            " next wave beside them, and the mapper does not leave cores idle to keep the two waves"
-            " (the 2-stack dataflow chip with half its cores, SRAM, bytes in flight and HBM data rate"
-            " at 80% of its clock: 2048 x 512 tiles in two waves, 74.4 us; on twice the cores one"
-            " wave, 76.8 us, and the best two-wave tiling, 512 x 1024, 77.4 us: 3.2%)",
+            CHOOSER + SEARCH + " (the 2-stack dataflow chip with one array a core, half its SRAM and bytes in flight,"
+            " a quarter of its L2 and one HBM stack, at 80% of its clock: on 16 cores 512 x 1024 x"
+            " 256 tiles, 84.3 us, HBM 73% busy; on twice the cores the shortlist's 512 x 512,"
+            " 256 x 1024, 1024 x 256 and stream-K 1024 x 1024 lead the search to 2048 x 256 x 128,"
+            " 87.3 us, while the tiling the 16 cores ran, dealt over 16 of the 32, is several moves"
+            " from each: 3.5%)",
             "dataflow_2stack",
             {
-                "cores": 0.5,
-                "sram_capacity": 0.5,
                 "clock": 0.8,
+                "matrix_units": 0.5,
+                "sram_capacity": 0.5,
                 "inflight": 0.5,
                 "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
+                "hbm_stacks": 0.5,
                 "power_limit": 0.75,
             },
             "cores",

@@ -116,6 +116,11 @@ def choice_bytes(c: Choice) -> int:
     return CHOICE_OVERHEAD_BYTES + sum(arrays)
 
 
+# a choice as `_choose` weighs it: (time, program, its play at the clock held, that clock, its
+# play at the chip's clock)
+_Best = tuple[float, Program, ProgramResult, float, ProgramResult]
+
+
 @memo_bytes(CHOICES_BYTES, choice_bytes)
 def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
     if op.kind.is_collective:
@@ -135,7 +140,7 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
         played = play_program(p, chip) if twin == i else at_max[twin][3]
         at_max.append((program_time_s(p, played, chip), i, p, played, twin))
     at_max.sort(key=lambda x: (x[0], x[1]))
-    best: tuple[float, Program, ProgramResult, float, ProgramResult] | None = None
+    best: _Best | None = None
     for fast_s, i, program, played, twin in at_max:
         if best is not None and fast_s >= best[0]:
             break
@@ -148,26 +153,28 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
     assert best is not None, "every op compiles to at least one program"
     played_count = len(candidates)
     if tilings is not None and family_rule(chip).searches_tilings():
-        start = tilings[next(i for i, p in enumerate(candidates) if p is best[1])]
-        best, searched = _search(op, chip, {_move_key(t) for t in tilings}, start, best, screen)
-        played_count += searched
+        first = next(i for i, p in enumerate(candidates) if p is best[1])
+        starts = [first] + [i for _s, i, _p, _pl, twin in at_max if twin == i and i != first]
+        seen = {_move_key(t) for t in tilings}
+        for i in starts:  # the fastest first, then the rest of the shortlist, fastest unheld first
+            best, searched = _search(op, chip, seen, tilings[i], best, screen)
+            played_count += searched
     return Choice(best[1], best[2], played_count, best[3], best[4])
 
 
-_Best = tuple[
-    float, Program, ProgramResult, float, ProgramResult
-]  # (time, program, held play, clock, play at the chip's clock)
-SEARCH_MOVES = 4  # moves a tiling search makes at most (each from the fastest tiling yet)
+SEARCH_MOVES = 4  # moves a tiling search makes from its start at most
 
 
 def _search(op: Op, chip: Chip, seen: set[tuple], start: Tiling, best: _Best, screen: bool) -> tuple[_Best, int]:
-    """The fastest tiling of a search from `start`, the fastest of the shortlist (whose tilings
-    `seen` holds, by `_move_key`), as a compiler that compiles for one chip tunes it
-    (`FamilyRule.searches_tilings`); and how many tilings it played. Every neighbour of the
-    fastest yet (`tilings.neighbours`) not yet tried is played, held at the clock its power
+    """The fastest tiling yet (`best`) after a search from `start`, one of the shortlist, as a
+    compiler that compiles for one chip tunes it (`FamilyRule.searches_tilings`); and how many
+    tilings it played. Every neighbour of the tiling it stands on (`tilings.neighbours`) not yet
+    played (`seen`, by `_move_key`, which it adds to) is played, held at the clock its power
     allows where it is faster unheld than the best (a lower clock never makes a kernel faster),
     and the search moves to the fastest of them where it beats the best, at most SEARCH_MOVES
-    times."""
+    times. The compiler searches from each shortlisted tiling in turn, the fastest first: a
+    search from one alone stops in the first basin, and the estimate that ranked them leaves HBM
+    out."""
     played = 0
     current = start
     for _ in range(SEARCH_MOVES):
@@ -192,6 +199,6 @@ def _search(op: Op, chip: Chip, seen: set[tuple], start: Tiling, best: _Best, sc
 
 
 def _move_key(t: Tiling) -> tuple:
-    """What makes two tilings the same point of a search: tile, K step, mapping and slices
-    (each is played under its best raster)."""
-    return (t.tm, t.tn, t.tk, t.mapping, t.split)
+    """What makes two tilings the same point of a search: tile, K step, mapping, slices and the
+    cores dealt over (each is played under its best raster)."""
+    return (t.tm, t.tn, t.tk, t.mapping, t.split, t.grid)

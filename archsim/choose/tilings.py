@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from archsim import opcache
 from archsim.compiler.gemm import best_raster, shortlist, shortlist_size, tile_menu
-from archsim.compiler.gemm_phases import GemmMapping, Tiling, operand_shares, wave_layout
+from archsim.compiler.gemm_phases import GemmMapping, Tiling, operand_shares, tiling_layout
 from archsim.compiler.l2reuse import Raster, rasters
 from archsim.compiler.mappings.split_k import SPLITS
 from archsim.graph.ops import Op
@@ -78,9 +78,11 @@ def legal_tiling(op: Op, chip: Chip, t: Tiling) -> bool:
     if t.mapping is GemmMapping.SPLIT_K:
         if t.split not in SPLITS or t.split > ceil_div(k, t.tk):
             return False
-    elif t.split != 1 or (t.mapping is GemmMapping.STREAM_K and tiles % chip.cores == 0):
+    elif t.split != 1 or (t.mapping is GemmMapping.STREAM_K and tiles % (t.grid or chip.cores) == 0):
         return False
-    lay = wave_layout(chip)
+    if not 0 <= t.grid < chip.cores:
+        return False
+    lay = tiling_layout(chip, t)
     sa, sb = operand_shares(op, lay, t.tm, t.tn)
     c = lay.multicast
     grid = ceil_div(m, t.tm) // (c if sb < 1 else 1), ceil_div(n, t.tn) // (c if sa < 1 else 1)
@@ -102,6 +104,9 @@ def neighbours(op: Op, chip: Chip, t: Tiling) -> list[Tiling]:
     stream-K and two-way split-K 256 x 256 x 128 where the mapping applies."""
     moved = [replace(t, tm=int(t.tm * a), tn=int(t.tn * b), tk=int(t.tk * c)) for a, b, c in EDGE_MOVES]
     moved += [replace(t, mapping=m, split=s) for m, s in MAPPING_MOVES if (m, s) != (t.mapping, t.split)]
+    cores = t.grid or chip.cores  # half the cores, or back to twice as many (every core at most)
+    moved += [replace(t, grid=cores // 2)] if cores >= 2 else []
+    moved += [replace(t, grid=0 if 2 * t.grid >= chip.cores else 2 * t.grid)] if t.grid else []
     out = []
     for n in moved:
         if min(n.tm, n.tn, n.tk) < 1:

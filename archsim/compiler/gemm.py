@@ -28,6 +28,7 @@ from archsim.compiler.gemm_phases import (
     operand_shares,
     partials_fit,
     stage_bytes,
+    tiling_layout,
     wave_layout,
     work_items,
 )
@@ -231,7 +232,7 @@ def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
     """The tiling with the raster that reads the least from HBM (the first of equals, row-major
     first), and those bytes: a raster changes only which loads hit L2. Where tiles launch in
     clusters, the raster orders the clusters."""
-    return _best_raster(op, wave_layout(chip), t)
+    return _best_raster(op, tiling_layout(chip, t), t)
 
 
 @memo(maxsize=16384)
@@ -276,7 +277,7 @@ def _schedule(op: Op, lay: WaveLayout, t: Tiling) -> tuple[dict[str, np.ndarray]
 def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     """HBM bytes of the GEMM under `t`: operands after L2 reuse (l2reuse.py), the output, and
     the fp32 partials of a split-K GEMM written and read back where they do not fit in L2."""
-    return _tiling_hbm_bytes(op, wave_layout(chip), t)
+    return _tiling_hbm_bytes(op, tiling_layout(chip, t), t)
 
 
 @memo(maxsize=16384)

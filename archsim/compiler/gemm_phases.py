@@ -50,6 +50,7 @@ class Tiling:
     split: int = 1  # K slices per tile (SPLIT_K)
     raster: Raster = Raster.ROW
     group: int = 1  # row blocks per group of a GROUPED raster
+    grid: int = 0  # cores its items are dealt over (a compiler's placement on fewer); 0: every core
 
     @property
     def shape_label(self) -> str:
@@ -58,8 +59,10 @@ class Tiling:
 
     @property
     def order_label(self) -> str:
-        """The raster as a kernel's label names it: "row", "grouped8"."""
-        return f"{self.raster.value}{self.group if self.raster is Raster.GROUPED else ''}"
+        """The raster as a kernel's label names it: "row", "grouped8"; and the cores where
+        its items are dealt over fewer than the chip's: "row on 8 cores"."""
+        grid = f" on {self.grid} cores" if self.grid else ""
+        return f"{self.raster.value}{self.group if self.raster is Raster.GROUPED else ''}{grid}"
 
 
 def pipeline_bytes(stages: int, stage_bytes: float) -> float:
@@ -96,6 +99,13 @@ def wave_layout(chip: Chip) -> WaveLayout:
     return WaveLayout(
         chip.cores, chip.noc.multicast, chip.l2.capacity_bytes, chip.l2.partitions, d.count, d.l2_capacity_bytes
     )
+
+
+def tiling_layout(chip: Chip, t: Tiling) -> WaveLayout:
+    """The wave layout `t`'s items are dealt on: the chip's, over `t.grid` of its cores where it
+    names fewer."""
+    lay = wave_layout(chip)
+    return replace(lay, cores=t.grid) if t.grid else lay
 
 
 def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, float]:
@@ -288,7 +298,7 @@ def gemm_phase(
 ) -> Phase:
     """The GEMM kernel's phase, named `label`: its first `limit_items` items (all by default),
     dealt to the cores in plain waves of one item per core (`install`, `chained`: as `phase_on`'s)."""
-    plan = kept_plan((op, wave_layout(chip), t, label, limit_items), _gemm_plan)
+    plan = kept_plan((op, tiling_layout(chip, t), t, label, limit_items), _gemm_plan)
     return phase_on(plan, op, chip, t, install, chained)
 
 

@@ -20,7 +20,7 @@ from archsim.compiler.gemm_phases import (
     operand_shares,
     phase_on,
     plain_waves,
-    wave_layout,
+    tiling_layout,
     work_items,
 )
 from archsim.compiler.l2reuse import wave_hbm_fractions
@@ -70,7 +70,7 @@ class StreamK(GemmMappingRule):
 
     def phases(self, op: Op, chip: Chip, t: Tiling) -> list[Phase]:
         """The data-parallel tiles as a plain kernel (if any), then the tail's."""
-        plan = kept_plan((op, wave_layout(chip), t), self._tail_plan)
+        plan = kept_plan((op, tiling_layout(chip, t), t), self._tail_plan)
         head = [self.plain_phase(op, chip, t, limit_items=plan.dp_items)] if plan.dp_items else []
         rule = family_rule(chip)
         return [*head, phase_on(plan, op, chip, t, rule.weight_install_bytes_per_cycle(chip), rule.chains_folds(chip))]
