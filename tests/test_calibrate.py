@@ -54,19 +54,15 @@ def test_a_case_file_of_ones_own_is_fitted(tmp_path):
     got = _calibrate("--cases", str(mine), "--rounds", "1", "--params", "chip.overheads.matrix_setup_cycles")
     assert got.returncode == 0, got.stderr
     assert "chip.overheads.matrix_setup_cycles = " in got.stdout and "calibration: gemm " in got.stdout
-    # the H200's two tiny profiled vector kernels alone (a 4,096-element add of 1.07 us, SiLU and
-    # multiply of 3.0 us) pull the fixed cost per kernel to about 0.46 us, under the 0.5 us its line
-    # declares: printed, then refused (exit 3) naming what such a value stands in for
+    # a 4,096-element add measured at 0.4 us, under what its one L2 round trip and the fixed cost
+    # per kernel at the bottom of its range (0.5 us) allow, pulls that cost under 0.5 us: printed,
+    # then refused (exit 3) naming what such a value stands in for. (The H200's own tiny profiled
+    # kernels, a 1.07 us add and a 3.0 us SiLU and multiply, their blocks spread over cores as
+    # PyTorch's are, pull it to about 0.9 us, within the range.)
     kernels = json.loads((ROOT / "archsim" / "data" / "h200_kernels.json").read_text())
+    add = [dict(c, measured_ms=0.0004) for c in kernels["cases"] if c["id"].endswith("b1.add")]
     tiny = tmp_path / "tiny.json"
-    tiny.write_text(
-        json.dumps(
-            {
-                "meta": kernels["meta"],
-                "cases": [c for c in kernels["cases"] if c["id"].endswith(("b1.add", "b1.silu_mul"))],
-            }
-        )
-    )
+    tiny.write_text(json.dumps({"meta": kernels["meta"], "cases": add}))
     low = _calibrate("--cases", str(tiny), "--rounds", "1", "--params", "chip.overheads.kernel_s")
     assert low.returncode == 3 and "chip.overheads.kernel_s = " in low.stdout
     assert "is under its physical range 5e-07-4e-06: missing kernels overlapping their neighbours" in low.stderr
@@ -202,7 +198,8 @@ def test_validate_all_shows_transfer_beside_each_chips_own_fit(tmp_path):
 # the wait for the last rank was its own term, 29.1 -> 57.4%); H200 from the A100 PCIe: GEMM 4.5 -> 4.4%, vector 8.2 -> 7.8%, attention decode
 # 3.5 -> 3.3%, prefill 3.3 -> 3.4%, copy 2.8 -> 3.9%, model step 3.5 -> 4.4%; its per-kernel
 # durations: GEMM 3.9 -> 3.7%, attention 0.6 -> 0.5% and 8.4 -> 8.8%, the tiny vector kernels 53
-# -> 57% (not fitted: MODEL.md section 6). Before the H200 was fitted on its per-kernel durations
+# -> 57% (not fitted: MODEL.md section 6). With a small vectorised op's blocks dealt over cores as
+# PyTorch's are: H200 vector 6.3 -> 6.0%, model step 3.2 -> 3.5%, the tiny kernels 37.8 -> 42.3%. Before the H200 was fitted on its per-kernel durations
 # too (its matrix prologue 0.1 us, all of its L2 dirty after a flush), GEMM transfer was 8.8% to
 # the A100 and 7.7% to the H200; at its former fitted latencies, 9.4% and 8.9%.
 TRANSFER_BOUNDS = {  # (source, target): {target set: {kind: mean absolute error in %}}
@@ -213,10 +210,10 @@ TRANSFER_BOUNDS = {  # (source, target): {target set: {kind: mean absolute error
             "attention_prefill": 4.0,
             "copy": 4.5,
             "gemm": 5.0,
-            "model_step": 5.0,
-            "vector": 8.5,
+            "model_step": 4.0,
+            "vector": 6.5,
         },
-        "h200_kernels": {"attention_decode": 1.5, "attention_prefill": 9.5, "gemm": 4.5, "vector": 58.0},
+        "h200_kernels": {"attention_decode": 1.5, "attention_prefill": 9.5, "gemm": 4.5, "vector": 43.0},
     },
 }
 

@@ -159,3 +159,21 @@ def test_a_standalone_gemv_pays_the_write_back_of_the_flush(h200):
         streaming = graph.time_s - chip.overheads.kernel_s - prologue_s(chip, Family.GEMM) - chip.overheads.gap_s
         added = alone.time_s - graph.time_s - launch
         assert 0.7 * extra / graph.hbm_bytes < added / streaming < 1.3 * extra / graph.hbm_bytes
+
+
+def test_a_small_elementwise_kernel_spreads_its_blocks_over_cores(h200):
+    """PyTorch's vectorised elementwise kernel gives a thread block 128 threads of one 16-byte
+    vector per input: a bf16 add of 1 x 4096 reads 2 x 8,192 B = 16,384 B in blocks of
+    128 x 16 x 2 = 4,096 B, so 4 blocks on 4 cores (not one core, as a 16 KiB chunk would); a
+    SiLU of 1 x 14336 reads 28,672 B in blocks of 2,048 B: 14 cores, as the H200 profile shows
+    (14 blocks). A strided view keeps its own block (512 elements)."""
+    from archsim.compiler.streaming import vector_block_bytes
+
+    assert vector_block_bytes(2) == 4096 and vector_block_bytes(1) == 2048
+    chip = h200.chip
+    assert simulate_op(_vec(VectorOp.ADD, 1, 4096), chip).active_cores == 4
+    assert simulate_op(_vec(VectorOp.SILU, 1, 14336), chip).active_cores == 14
+    # 2 x 2 x 2048 = 8,192 B of a strided add in blocks of 512 elements x 4 B = 2,048 B: 4 cores
+    assert simulate_op(_vec(VectorOp.ADD, 1, 2048, strided=True), chip).active_cores == 4
+    # more blocks than cores: every core takes work
+    assert simulate_op(_vec(VectorOp.ADD, 64, 4096), chip).active_cores == chip.cores

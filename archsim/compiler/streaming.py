@@ -47,6 +47,12 @@ from archsim.program import Phase, Program, entries
 from archsim.units import ceil_div
 
 MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (one thread block's worth)
+# a vectorised elementwise kernel's thread block reads, per input operand, one 16-byte vector per
+# thread of its 128 (PyTorch's vectorized_elementwise_kernel: num_threads() 128, a vector of 8
+# bf16 or 4 fp32 elements, aten/src/ATen/native/cuda/CUDALoops.cuh), so a small tensor spreads
+# over as many cores as it has blocks (vector_block_bytes)
+VECTOR_BLOCK_THREADS = 128
+VECTOR_LOAD_BYTES = 16
 PER_ROW_THREADS = 1024  # threads of a per-token kernel's block: min(row length, 1024) in vLLM's kernels
 ROTARY_THREADS = 512  # rotary_embedding's block: min(q heads x rot_dim / 2, 512) threads, one (x, y) pair each
 # rotary_embedding's instructions per pair and step: the head and offset of the pair by integer
@@ -166,6 +172,13 @@ def _access(
     return dict(kw, min_chunk_bytes=STRIDED_BLOCK_ELEMENTS * read), float(STRIDED_INDEX_OPS * (reads + writes))
 
 
+def vector_block_bytes(reads: int) -> float:
+    """Input bytes one thread block of a vectorised elementwise kernel takes, the smallest chunk a
+    core is dealt: VECTOR_BLOCK_THREADS x VECTOR_LOAD_BYTES x reads (a bf16 add, two operands:
+    128 x 16 x 2 = 4,096 B, 1,024 elements; a SiLU, one: 2,048 B)."""
+    return float(VECTOR_BLOCK_THREADS * VECTOR_LOAD_BYTES * reads)
+
+
 def compile_vector(op: Op, chip: Chip) -> Program:
     """Elementwise / row-wise op streamed through the vector units.
 
@@ -179,6 +192,8 @@ def compile_vector(op: Op, chip: Chip) -> Program:
         phase, activity = per_token_phase(op, chip)
         return Program((phase,), op.flops(), op.min_bytes(), False, activity)
     access, index_ops = _access(op, chip, elements, c.reads * a, c.writes * a, c.reads, c.writes)
+    if not op.strided:
+        access["min_chunk_bytes"] = vector_block_bytes(c.reads)
     stream = Stream(
         elements,
         c.reads * a,
