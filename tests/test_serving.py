@@ -149,6 +149,11 @@ def test_decode_tables_simulate_only_the_kv_grid_points_around_the_lengths_asked
     step = grid.decode_fixed_s(1) + np.interp(301.0, [256.0, 384.0], [v[256], v[384]])
     assert grid.decode_steps_s(1, 301, 301, 1)[0] == step
     assert len(grid._decode.values) == 5
+    # and below them: 70 lies between 64 and 96, the table's room grown down
+    assert grid.decode_attention_s(1, 70) == np.interp(70.0, [64.0, 96.0], [grid._decode(1, 64), v[96]])
+    assert len(grid._decode.values) == 6 and grid.decode_attention_s(1, 127) == np.interp(
+        127.0, [96.0, 128.0], [v[96], v[128]]
+    )
 
 
 def _alone(prompt, output, n=3):
