@@ -135,6 +135,27 @@ def test_exact_timer_is_the_mixed_step_definition(h200):
     np.testing.assert_allclose(grid.decode_steps_s(3, 3 * 40 + 30, 70, 50), one, rtol=1e-12)
 
 
+def test_decode_tables_simulate_only_the_kv_grid_points_around_the_lengths_asked(h200):
+    grid = StepModel(TINY, h200)  # 2 KV points per doubling: ..., 64, 96, 128, 192, 256, 384, ...
+    assert grid.decode_attention_s(1, 127) > 0.0  # 127 lies between 96 and 128
+    assert set(grid._decode.values) == {(1, 96), (1, 128)}  # not 192, which 128-143 would need
+    grid.decode_steps_s(1, 300, 300, 4)  # KV 300-303 (batch and longest decode): 256 and 384
+    # the lengths held stay one span, 96-384: 192 between is simulated too, once
+    assert set(grid._decode.values) == {(1, k) for k in (96, 128, 192, 256, 384)}
+    # each value as the line through its two grid points gives it (np.interp, as before)
+    v = {k: grid._decode(1, k) for k in (96, 128, 192, 256, 384)}
+    assert grid.decode_attention_s(1, 127) == np.interp(127.0, [96.0, 128.0], [v[96], v[128]])
+    assert grid.decode_attention_s(1, 200) == np.interp(200.0, [192.0, 256.0], [v[192], v[256]])
+    step = grid.decode_fixed_s(1) + np.interp(301.0, [256.0, 384.0], [v[256], v[384]])
+    assert grid.decode_steps_s(1, 301, 301, 1)[0] == step
+    assert len(grid._decode.values) == 5
+    # and below them: 70 lies between 64 and 96, the table's room grown down
+    assert grid.decode_attention_s(1, 70) == np.interp(70.0, [64.0, 96.0], [grid._decode(1, 64), v[96]])
+    assert len(grid._decode.values) == 6 and grid.decode_attention_s(1, 127) == np.interp(
+        127.0, [96.0, 128.0], [v[96], v[128]]
+    )
+
+
 def _alone(prompt, output, n=3):
     """`n` requests far apart: each runs alone."""
     return make_requests([100.0 * i for i in range(n)], [prompt] * n, [output] * n)

@@ -58,6 +58,7 @@ DEFAULT_RESOLUTION = 2
 QUERY_FACTOR = 2  # finer grid over a chunk's query tokens than over the step's tokens
 DECODE_BATCH_FACTOR = 4  # and finer still over the decode batch
 Chunks = Sequence[tuple[int, int]]  # prefill chunks: (new tokens, past tokens)
+DecodeTable = tuple[int, array, int, int]  # `StepModel._dense`'s: first KV length, values, lengths held
 
 
 def mixed_step_time_s(w: Workload, system: System, batch: MixedBatch) -> float:
@@ -165,8 +166,7 @@ class StepModel:
         self._chunk_cache: dict[tuple[int, int], float] = {}
         self._tokens_at: dict[int, float] = {}  # interpolated values, as asked for
         self._head_at: dict[int, float] = {}
-        self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._tables: dict[int, tuple[int, array]] = {}
+        self._tables: dict[int, DecodeTable] = {}
         self._fixed: dict[int, float] = {}
         self._batch_pairs: dict[int, tuple[int, int, float]] = {}  # `_decode_pair`'s grid batches of a batch
 
@@ -217,33 +217,44 @@ class StepModel:
         lo = at(x0)
         return lo if fx == 0.0 else lo + (at(x1) - lo) * fx
 
-    def _decode_column(self, batch: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Grid KV lengths and decode attention times of `batch` decodes, covering [lo, hi]."""
-        col = self._columns.get(batch)
-        if col is None or lo < col[0][0] or hi > col[0][-1]:
-            if col is not None:
-                lo, hi = min(lo, int(col[0][0])), max(hi, int(col[0][-1]))
-            ks = grid_points(lo, hi, self.kv_res)
-            col = self._columns[batch] = (
-                np.array(ks, dtype=np.float64),
-                np.array([self._decode(batch, k) for k in ks]),
-            )
-        return col
-
-    def _dense(self, batch: int, lo: int, hi: int) -> tuple[int, array]:
-        """Decode attention of `batch` (a grid batch) decodes at every KV length from the table's
-        first to at least [lo, hi]: (first KV length, values), linear between KV grid points.
-        A side the table must grow on grows by half its span again (fewer rebuilds)."""
+    def _dense(self, batch: int, lo: int, hi: int) -> DecodeTable:
+        """Decode attention of `batch` (a grid batch) decodes at every KV length of a table that
+        holds at least [lo, hi]: (first KV length, values, first and last KV length held)."""
         table = self._tables.get(batch)
-        if table is None or lo < table[0] or hi >= table[0] + len(table[1]):
-            if table is not None:
-                first, last = table[0], table[0] + len(table[1]) - 1
-                span = last - first
-                lo = first if lo >= first else max(1, min(lo, first - span // 2))
-                hi = last if hi <= last else max(hi, last + span // 2)
-            ks, vs = self._decode_column(batch, lo, hi + 16)
-            table = self._tables[batch] = (lo, array("d", np.interp(np.arange(lo, hi + 17), ks, vs).tobytes()))
+        if table is None or lo < table[2] or hi > table[3]:
+            table = self._tables[batch] = self._extended(batch, table, lo, hi)
         return table
+
+    def _extended(self, batch: int, table: DecodeTable | None, lo: int, hi: int) -> DecodeTable:
+        """`table` (None: none yet) made to hold [lo, hi] as well: the values from the KV grid
+        point at or below the lowest KV length held to the one at or above the highest, linear
+        between them (`np.interp`: a value reads only the two grid points around it). Only the
+        grid points of the lengths newly held are simulated; where the lengths held grow past the
+        table's room, the room grows on that side by half its span again (fewer copies)."""
+        if table is not None:
+            lo, hi = min(lo, table[2]), max(hi, table[3])
+        ks = grid_points(lo, hi, self.kv_res)
+        lo, hi = ks[0], ks[-1]
+        if table is None:
+            first, values, parts = lo, array("d", bytes(8 * (hi - lo + 1))), [ks]
+        else:
+            first, values, held = table[0], table[1], (table[2], table[3])
+            last = first + len(values) - 1
+            if lo < first or hi > last:
+                span = last - first
+                start = first if lo >= first else max(0, min(lo, first - span // 2))
+                end = last if hi <= last else max(hi, last + span // 2)
+                grown = array("d", bytes(8 * (end - start + 1)))
+                grown[held[0] - start : held[1] - start + 1] = values[held[0] - first : held[1] - first + 1]
+                first, values = start, grown
+            # the new lengths: below those held and above them (a grid point at both ends of each)
+            parts = [[k for k in ks if k <= held[0]], [k for k in ks if k >= held[1]]]
+        for part in parts:
+            if len(part) > 1 or table is None:
+                vs = np.array([self._decode(batch, k) for k in part])
+                ys = np.interp(np.arange(part[0], part[-1] + 1), np.array(part, dtype=np.float64), vs)
+                values[part[0] - first : part[-1] - first + 1] = array("d", ys.tobytes())
+        return first, values, lo, hi
 
     def _decode_pair(self, batch: int, lo: int, hi: int):
         """The tables of the grid batches around `batch` and the weight of the upper one."""
@@ -260,7 +271,7 @@ class StepModel:
     def decode_attention_s(self, batch: int, kv_len: int) -> float:
         """Attention of `batch` decodes at `kv_len`: linear in the KV length between grid points,
         and in the batch between grid batches."""
-        (l0, v0), (l1, v1), f = self._decode_pair(batch, kv_len, kv_len)
+        (l0, v0, _, _), (l1, v1, _, _), f = self._decode_pair(batch, kv_len, kv_len)
         a = v0[kv_len - l0]
         return a if f == 0.0 else a + (v1[kv_len - l1] - a) * f
 
@@ -281,7 +292,7 @@ class StepModel:
     def decode_attention_series_s(self, batch: int, kv_lens: np.ndarray) -> np.ndarray:
         """decode_attention_s at each of the consecutive KV lengths `kv_lens`."""
         lo, hi = int(kv_lens[0]), int(kv_lens[-1])
-        (l0, v0), (l1, v1), f = self._decode_pair(batch, lo, hi)
+        (l0, v0, _, _), (l1, v1, _, _), f = self._decode_pair(batch, lo, hi)
         a = np.frombuffer(v0)[lo - l0 : hi - l0 + 1]
         return a if f == 0.0 else a + (np.frombuffer(v1)[lo - l1 : hi - l1 + 1] - a) * f
 
@@ -291,8 +302,8 @@ class StepModel:
         m = min(batch, self.stages)
         b = -(-batch // m)
         mean = -(-total_kv // batch)
-        (l0, v0), (l1, v1), f = self._decode_pair(b, mean, mean + steps)
-        lo_l, vl = self._dense(1, max_kv, max_kv + steps)
+        (l0, v0, _, _), (l1, v1, _, _), f = self._decode_pair(b, mean, mean + steps)
+        lo_l, vl, _, _ = self._dense(1, max_kv, max_kv + steps)
         fixed, i0, i1, il = self.decode_fixed_s(b), mean - l0, mean - l1, max_kv - lo_l
         out = []
         for j in range(steps):

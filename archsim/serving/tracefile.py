@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import datetime
 import difflib
+import functools
 import re
 from array import array
 from collections.abc import Iterable, Iterator
@@ -31,6 +32,7 @@ STOP_AFTER_PROBLEMS = 1000  # bad lines read before giving up on a file
 MAX_LINE_CHARS = 1 << 16  # a trace line is a few dozen characters
 _SECONDS = re.compile(r"^[+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 _WHOLE = re.compile(r"^[+]?\d{1,12}$")
+_EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 _STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?$")
 
 
@@ -216,6 +218,16 @@ def _tokens(value: object) -> int | None:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
+def _days_since_1970(year: str, month: str, day: str) -> int | None:
+    """Days from 1970-01-01 to the date (its digits as written), None if there is no such date:
+    once per date (a trace's stamps share a few)."""
+    try:
+        return datetime.date(int(year), int(month), int(day)).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        return None
+
+
 def timestamp_ns(text: str) -> int | None:
     """A wall-clock stamp ('2023-11-16 18:15:46.6805900', optionally with a UTC offset) as whole
     nanoseconds since 1970 (a Python int: any year from 1 to 9999, no wrap-around); None if it is
@@ -223,12 +235,11 @@ def timestamp_ns(text: str) -> int | None:
     m = _STAMP.match(text.strip())
     if not m:
         return None
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6))
     if hour > 23 or minute > 59 or second > 59:
         return None
-    try:
-        days = datetime.date(year, month, day).toordinal() - datetime.date(1970, 1, 1).toordinal()
-    except ValueError:
+    days = _days_since_1970(m.group(1), m.group(2), m.group(3))
+    if days is None:
         return None
     offset_s = 0
     zone = m.group(8)
