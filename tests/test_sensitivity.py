@@ -224,3 +224,38 @@ def test_a_range_in_a_unit_with_a_digit_keeps_its_unit(tmp_path):
     ranged, _ = sensitivity.stated(api.load_system(str(path))._doc)
     (r,) = [r for r in ranged if r.key == "area.core_logic"]
     assert (r.low, r.high, r.tag) == ("60 mm2", "160 mm2", "EST")
+
+
+# what the SRAM-only chips leave without a range: a shape, a peak's split, a unitless mapping a
+# range cannot scale, a voltage curve whose two ends one range would scale together (only their
+# ratio moves a time or an energy), the die's area
+MODELLING_CHOICES = {
+    "cores.matrix_units.k_per_cycle", "cores.matrix_units.rows", "memory.banks", "power.voltage",
+    "interconnect.topology", "area.node", "area.link_phy", "area.uncore",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("chip", ["lpu", "wafer"])
+def test_the_sram_only_chips_gemv_intervals_carry_their_stated_ranges(tmp_path, chip):
+    out = tmp_path / "op.json"
+    gemv = ["op", "gemm", "--hw", chip, "--M", "1", "--K", "8192", "--N", "8192", "--interval", "90"]
+    assert main([*gemv, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    record, p = data["interval"], data["time_s"]
+    assert set(record["unranged"]) <= MODELLING_CHOICES, "every estimate that can move a time states its range"
+    swings = {q["key"]: q["swing"]["time_s"] for q in record["parameters"]}
+    q_high = record["q_low_high"]["time_s"][1]
+    assert q_high > record["q"] and record["time_s"][1] > p / (1 - record["q"]), "wider than the transfer error"
+    if chip == "lpu":
+        # the MXM installs the 8192 x 8192 x 2 B = 134,217,728 B of weights at 88,889 B a cycle
+        # (1,510 cycles, 1.68 us at 900 MHz) or at the range's 20,480 B (6,554 cycles, 7.28 us):
+        # p = 2.47 us gains 5.60 us, up = 1 - 2.47 / 8.07 = 0.694; the top end is the file's own
+        install = swings["cores.sram.bandwidth"]
+        assert install["up"] == pytest.approx(0.694, abs=0.01) and install["down"] == 0.0
+        assert max(swings, key=lambda k: swings[k]["up"]) == "cores.sram.bandwidth"
+    else:
+        # the clock's range 0.9-1.1 GHz tops at the file's clock: at 0.9 GHz a time counted in
+        # cycles grows by 1.1 / 0.9, up = 1 - 0.9 / 1.1 = 0.182, less where latencies in ns don't
+        clock = swings["clock"]
+        assert 0.15 < clock["up"] <= 1 - 0.9 / 1.1 + 1e-12 and clock["down"] == 0.0
+        assert max(swings, key=lambda k: swings[k]["up"]) == "clock"
