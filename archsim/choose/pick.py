@@ -20,6 +20,7 @@ from archsim.choose import fidelity
 from archsim.choose.clock import play_held
 from archsim.choose.conditions import Condition, fixed_cost_s
 from archsim.choose.tilings import cached_tilings, neighbours
+from archsim.compiler.chip_family import SearchMove
 from archsim.compiler.compile import compile_candidates
 from archsim.compiler.families import family_rule
 from archsim.compiler.gemm import compile_gemm
@@ -152,12 +153,13 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
             best = (total_s, program, held, clock, played)
     assert best is not None, "every op compiles to at least one program"
     played_count = len(candidates)
-    if tilings is not None and family_rule(chip).searches_tilings():
+    moves = family_rule(chip).search_moves()
+    if tilings is not None and moves:
         first = next(i for i, p in enumerate(candidates) if p is best[1])
         starts = [first] + [i for _s, i, _p, _pl, twin in at_max if twin == i and i != first]
         seen = {_move_key(t) for t in tilings}
         for i in starts:  # the fastest first, then the rest of the shortlist, fastest unheld first
-            best, searched = _search(op, chip, seen, tilings[i], best, screen)
+            best, searched = _search(op, chip, moves, seen, tilings[i], best, screen)
             played_count += searched
     return Choice(best[1], best[2], played_count, best[3], best[4])
 
@@ -165,9 +167,11 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
 SEARCH_MOVES = 4  # moves a tiling search makes from its start at most
 
 
-def _search(op: Op, chip: Chip, seen: set[tuple], start: Tiling, best: _Best, screen: bool) -> tuple[_Best, int]:
+def _search(
+    op: Op, chip: Chip, moves: frozenset[SearchMove], seen: set[tuple], start: Tiling, best: _Best, screen: bool
+) -> tuple[_Best, int]:
     """The fastest tiling yet (`best`) after a search from `start`, one of the shortlist, as a
-    compiler that compiles for one chip tunes it (`FamilyRule.searches_tilings`); and how many
+    compiler that compiles for one chip tunes it (`moves`: `FamilyRule.search_moves`); and how many
     tilings it played. Every neighbour of the tiling it stands on (`tilings.neighbours`) not yet
     played (`seen`, by `_move_key`, which it adds to) is played, held at the clock its power
     allows where it is faster unheld than the best (a lower clock never makes a kernel faster),
@@ -179,7 +183,7 @@ def _search(op: Op, chip: Chip, seen: set[tuple], start: Tiling, best: _Best, sc
     current = start
     for _ in range(SEARCH_MOVES):
         moved_to = None
-        for n in neighbours(op, chip, current):
+        for n in neighbours(op, chip, current, moves):
             if _move_key(n) in seen:
                 continue
             seen.add(_move_key(n))

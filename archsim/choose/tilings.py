@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from archsim import opcache
+from archsim.compiler.chip_family import EVERY_MOVE, SearchMove
 from archsim.compiler.gemm import best_raster, shortlist, shortlist_size, tile_menu
 from archsim.compiler.gemm_phases import GemmMapping, Tiling, operand_shares, tiling_layout
 from archsim.compiler.l2reuse import Raster, rasters
@@ -89,24 +90,29 @@ def legal_tiling(op: Op, chip: Chip, t: Tiling) -> bool:
     return (t.raster, t.group) in rasters(*grid)
 
 
-# the moves of a tiling search: each tile edge and the K step doubled or halved, and the tile's
-# aspect doubled one way and halved the other (tm, tn, tk factors); the same tile under another
-# mapping (mapping, K slices)
-EDGE_MOVES = ((2, 1, 1), (1, 2, 1), (1, 1, 2), (0.5, 1, 1), (1, 0.5, 1), (1, 1, 0.5), (2, 0.5, 1), (0.5, 2, 1))
+# the moves of a tiling search (compiler/chip_family.py `SearchMove`): each tile edge doubled or
+# halved and the tile's aspect doubled one way and halved the other, the K step doubled or halved
+# (tm, tn, tk factors); the same tile under another mapping (mapping, K slices)
+TILE_MOVES = ((2, 1, 1), (1, 2, 1), (0.5, 1, 1), (1, 0.5, 1), (2, 0.5, 1), (0.5, 2, 1))
+K_MOVES = ((1, 1, 2), (1, 1, 0.5))
 MAPPING_MOVES = ((GemmMapping.DATA_PARALLEL, 1), (GemmMapping.STREAM_K, 1), (GemmMapping.SPLIT_K, 2))
 
 
-def neighbours(op: Op, chip: Chip, t: Tiling) -> list[Tiling]:
-    """The legal tilings one move from `t` (`EDGE_MOVES`, `MAPPING_MOVES`), each under the
-    raster that reads the least from HBM (`best_raster`), in move order. E.g. 256 x 256 x 128
-    data-parallel tiles of a 4096 x 1024 x 4096 GEMM: 512 x 256, 256 x 512 and 256 x 256 x 256,
-    128 x 256, 256 x 128, 256 x 256 x 64, 512 x 128 and 128 x 512 where the menu holds them, and
-    stream-K and two-way split-K 256 x 256 x 128 where the mapping applies."""
-    moved = [replace(t, tm=int(t.tm * a), tn=int(t.tn * b), tk=int(t.tk * c)) for a, b, c in EDGE_MOVES]
-    moved += [replace(t, mapping=m, split=s) for m, s in MAPPING_MOVES if (m, s) != (t.mapping, t.split)]
+def neighbours(op: Op, chip: Chip, t: Tiling, moves: frozenset[SearchMove] = EVERY_MOVE) -> list[Tiling]:
+    """The legal tilings one of `moves` from `t` (`TILE_MOVES`, `K_MOVES`, `MAPPING_MOVES`, and
+    half or twice the cores), each under the raster that reads the least from HBM
+    (`best_raster`), in move order. E.g. 256 x 256 x 128 data-parallel tiles of a 4096 x 1024 x
+    4096 GEMM: 512 x 256, 256 x 512, 128 x 256, 256 x 128, 512 x 128 and 128 x 512 where the
+    menu holds them, 256 x 256 x 256 and x 64, stream-K and two-way split-K 256 x 256 x 128
+    where the mapping applies, and the tiles dealt over half the cores."""
+    steps = (TILE_MOVES if SearchMove.TILE in moves else ()) + (K_MOVES if SearchMove.K_STEP in moves else ())
+    moved = [replace(t, tm=int(t.tm * a), tn=int(t.tn * b), tk=int(t.tk * c)) for a, b, c in steps]
+    if SearchMove.MAPPING in moves:
+        moved += [replace(t, mapping=m, split=s) for m, s in MAPPING_MOVES if (m, s) != (t.mapping, t.split)]
     cores = t.grid or chip.cores  # half the cores, or back to twice as many (every core at most)
-    moved += [replace(t, grid=cores // 2)] if cores >= 2 else []
-    moved += [replace(t, grid=0 if 2 * t.grid >= chip.cores else 2 * t.grid)] if t.grid else []
+    if SearchMove.CORES in moves:
+        moved += [replace(t, grid=cores // 2)] if cores >= 2 else []
+        moved += [replace(t, grid=0 if 2 * t.grid >= chip.cores else 2 * t.grid)] if t.grid else []
     out = []
     for n in moved:
         if min(n.tm, n.tn, n.tk) < 1:

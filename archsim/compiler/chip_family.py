@@ -7,6 +7,7 @@ family's.
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections.abc import Iterable
 
@@ -16,6 +17,19 @@ from archsim.graph.ops import Op
 from archsim.hardware import Chip, ChipFamily
 
 TileGrid = tuple[np.ndarray, np.ndarray, np.ndarray]  # legal (tm, tn, tk) of a GEMM, one per row
+
+
+class SearchMove(enum.Enum):
+    """A move of the tiling search around a GEMM's shortlist (archsim/choose/tilings.py
+    `neighbours`)."""
+
+    TILE = "tile"  # a tile edge doubled or halved, or its aspect doubled one way and halved the other
+    K_STEP = "k"  # the K step doubled or halved
+    MAPPING = "mapping"  # the same tile under another mapping
+    CORES = "cores"  # its items dealt over half the cores, or back to twice as many
+
+
+EVERY_MOVE = frozenset(SearchMove)
 
 
 def tile_grid(tms: Iterable[int], tns: Iterable[int], tks: Iterable[int]) -> TileGrid:
@@ -51,13 +65,12 @@ class FamilyRule:
         (`systolic.fold_install_cycles`), or 0 for a row a cycle, the array's own load path."""
         return 0.0
 
-    def searches_tilings(self) -> bool:
-        """Whether the family's compiler, which compiles ahead of time for one chip, searches
-        the tilings around the best its cost model and timing found (`archsim.choose`'s
-        neighbourhood search: a tile edge or K step doubled or halved, another mapping) until
-        none is faster; False: a kernel library's heuristic list, timed as it is (cuBLASLt's
-        and hipBLASLt's algorithm heuristics, the GPU family's)."""
-        return False
+    def search_moves(self) -> frozenset[SearchMove]:
+        """The moves of the search around a GEMM's shortlisted tilings (archsim/choose/pick.py
+        `_search`): none for a kernel library, whose heuristic list is timed as it is (cuBLASLt's
+        and hipBLASLt's, the GPU family's); `EVERY_MOVE` for a compiler that compiles ahead of
+        time for one chip and tunes its tiling by timing candidates around its cost model's."""
+        return frozenset()
 
     def chains_folds(self, chip: Chip) -> bool:
         """Whether the compiler's schedule runs a kernel's folds back to back on each array,

@@ -26,7 +26,7 @@ hemispheres); the architecture papers' MXM install cycles and weight buffers wer
 a checkable copy, so that the install double-buffers is taken from the static schedule's design,
 not a measured figure. At the bottom of the range the GEMV would stream at 23% of 80 TB/s. GEMM
 tiles and decode attention as the kernel library's (the static schedule's own tiling is not
-published), its tilings searched around the autotuner's fastest (`searches_tilings`,
+published), its tilings searched around the autotuner's fastest (`search_moves`,
 archsim/choose/pick.py) as a compiler that schedules every cycle ahead of time can afford to.
 """
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from archsim.compiler.chip_family import FamilyRule, TileGrid, tile_grid
+from archsim.compiler.chip_family import EVERY_MOVE, FamilyRule, SearchMove, TileGrid, tile_grid
 from archsim.compiler.program import PARTIAL_BYTES
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, ChipFamily
@@ -87,8 +87,8 @@ class Dataflow(FamilyRule):
     def chains_folds(self, chip: Chip) -> bool:
         return True
 
-    def searches_tilings(self) -> bool:
-        return True
+    def search_moves(self) -> frozenset[SearchMove]:
+        return EVERY_MOVE
 
     def gemm_tiles(self, op: Op, chip: Chip) -> TileGrid | None:
         from archsim.compiler.families.tpu import mxu_menu, vmem_fits

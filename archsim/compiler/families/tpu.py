@@ -9,7 +9,7 @@ menu. So the menu here is every power-of-two multiple of the MXU edge up to the 
 the dimension itself (`mxu_menu`), each legal where two stages of its A and B blocks and its
 fp32 accumulator fit the core's VMEM (`vmem_fits`); no cap at a GPU library's 512. The
 autotuner of archsim/compiler/gemm.py ranks them as it ranks a GPU's, and the search of
-archsim/choose/pick.py tunes around the fastest (`searches_tilings`): XLA's TPU backend picks a
+archsim/choose/pick.py tunes around the fastest (`search_moves`): XLA's TPU backend picks a
 kernel's tile sizes by its cost model, and its autotuner times candidates around that choice
 (Kaufman et al., "A Learned Performance Model for Tensor Processing Units", MLSys 2021, on
 tile-size selection); a Pallas kernel's block sizes are tuned as parameters.
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 
-from archsim.compiler.chip_family import FamilyRule, TileGrid, tile_grid
+from archsim.compiler.chip_family import EVERY_MOVE, FamilyRule, SearchMove, TileGrid, tile_grid
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.gemm_phases import stage_bytes
 from archsim.compiler.program import PARTIAL_BYTES
@@ -140,8 +140,8 @@ class Tpu(FamilyRule):
     def kv_stages(self, chip: Chip, block_bytes: float) -> int | None:
         return kv_stages(chip, block_bytes)
 
-    def searches_tilings(self) -> bool:
-        return True
+    def search_moves(self) -> frozenset[SearchMove]:
+        return EVERY_MOVE
 
     def decode_item(self, shape: Op, chip: Chip, score_ops: tuple[int, int]) -> tuple[int, int, int, float] | None:
         return grouped_decode_item(shape, chip, score_ops, KV_BLOCK, SUBLANES)

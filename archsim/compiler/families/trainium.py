@@ -6,7 +6,7 @@ matmul blocks (a stationary tile of at most 128 x 128 and a moving tile of at mo
 accumulated in PSUM: NKI ISA, `nki.isa.nc_matmul`); a large GEMM reaches 98.7% of peak with it.
 The Neuron compiler compiles ahead of time for the chip (it is built on XLA) and NKI kernels'
 tilings are tuned by timing them (AWS's nki-autotune), so the tilings around the autotuner's
-fastest are searched (`searches_tilings`, archsim/choose/pick.py).
+fastest are searched (`search_moves`, archsim/choose/pick.py).
 
 Decode attention: an item is a sequence's KV head. The GQA group's query heads are the
 stationary operand (contraction on the 128 partitions, the group on the free axis, at most 128)
@@ -23,7 +23,7 @@ pipelining is the kernel's.
 
 from __future__ import annotations
 
-from archsim.compiler.chip_family import FamilyRule
+from archsim.compiler.chip_family import EVERY_MOVE, FamilyRule, SearchMove
 from archsim.compiler.families.tpu import grouped_decode_item, kv_stages
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, ChipFamily
@@ -40,8 +40,8 @@ class Trainium(FamilyRule):
     def kv_stages(self, chip: Chip, block_bytes: float) -> int | None:
         return kv_stages(chip, block_bytes)
 
-    def searches_tilings(self) -> bool:
-        return True
+    def search_moves(self) -> frozenset[SearchMove]:
+        return EVERY_MOVE
 
 
 RULE = Trainium()

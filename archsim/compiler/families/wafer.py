@@ -19,7 +19,7 @@ training mode and is not modelled.
 
 from __future__ import annotations
 
-from archsim.compiler.chip_family import TileGrid
+from archsim.compiler.chip_family import SearchMove, TileGrid
 from archsim.compiler.families.dataflow import Dataflow
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, ChipFamily
@@ -36,9 +36,9 @@ class Wafer(Dataflow):
         all busy (tiles of whole resident weights leave most of the wafer idle)."""
         return None
 
-    def searches_tilings(self) -> bool:
+    def search_moves(self) -> frozenset[SearchMove]:
         """A kernel library's tiles, timed as the library lists them."""
-        return False
+        return frozenset()
 
     def chains_folds(self, chip: Chip) -> bool:
         """Each cluster's tiles are a kernel library's, filling and draining per step [EST]."""
