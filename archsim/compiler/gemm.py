@@ -99,15 +99,18 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
         end = start
         while end < len(head) and head[end][0] == head[start][0]:
             end += 1
-        tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
-                      key=lambda x: (x[1], x[2]))  # fmt: skip
+        # a tiling whose shape is already in cannot enter, nor change the order of the rest of
+        # its ties (the sort is stable): its rasters are not walked
+        fresh = [(compute, t) for _est, compute, t in head[start:end] if _shape_key(op, t) not in out]
+        tied = sorted(((*_best_raster(op, lay, t), compute) for compute, t in fresh), key=lambda x: (x[1], x[2]))
         for t, _hbm, _compute in tied:
             out.setdefault(_shape_key(op, t), t)
         start = end
     for _est, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
         if len(out) >= count:
             break
-        out.setdefault(_shape_key(op, t), _best_raster(op, lay, t)[0])
+        if _shape_key(op, t) not in out:
+            out[_shape_key(op, t)] = _best_raster(op, lay, t)[0]
     kept = tuple(out.values())[:count]
     if leanest is not None and all(_shape_key(op, t) != _shape_key(op, leanest) for t in kept):
         kept += (_best_raster(op, lay, leanest)[0],)
@@ -280,10 +283,19 @@ def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     return _tiling_hbm_bytes(op, tiling_layout(chip, t), t)
 
 
-@memo(maxsize=16384)
 def _tiling_hbm_bytes(op: Op, lay: WaveLayout, t: Tiling) -> float:
     """`tiling_hbm_bytes`, worked out once per op, layout and tiling (the tilings of a sweep's
-    chips recur, their rasters each costed by a walk over the waves)."""
+    chips recur, their rasters each costed by a walk over the waves). A tiling of one K slice
+    reads the same under every K step (its items span the whole K, whatever the step), so its
+    K steps share one walk."""
+    if t.split == 1 and t.tk != 1:
+        t = Tiling(t.tm, t.tn, 1, t.mapping, t.split, t.raster, t.group, t.grid)
+    return _walked_hbm_bytes(op, lay, t)
+
+
+@memo(maxsize=16384)
+def _walked_hbm_bytes(op: Op, lay: WaveLayout, t: Tiling) -> float:
+    """`_tiling_hbm_bytes` of a tiling (of one K slice: under a K step of 1)."""
     items, wave, _dp = _schedule(op, lay, t)
     a, b = op.dtype.bytes, op.b_dtype.bytes
     total = operand_hbm_bytes(items, wave, a, b, lay.reuse_capacity_bytes, operand_shares(op, lay, t.tm, t.tn))
