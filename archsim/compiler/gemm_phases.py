@@ -113,8 +113,13 @@ def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, fl
     transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
     tiles of one column share the B block (of one row, the A block): the larger of the two
     that the grid lets c tiles share is moved once per cluster (`grid_shares` of one shape)."""
-    sa, sb = grid_shares(op, lay, np.array([tm]), np.array([tn]))
-    return float(sa[0]), float(sb[0])
+    c = lay.multicast
+    if c <= 1 or lay.cores < c:
+        return 1.0, 1.0
+    # `grid_shares`'s arithmetic on one shape, without its arrays (called per tiling and raster)
+    share_b = ceil_div(op.m, tm) % c == 0 and tn * op.b_dtype.bytes >= tm * op.dtype.bytes
+    share_a = ceil_div(op.n, tn) % c == 0 and not share_b
+    return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
 
 
 def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
