@@ -166,29 +166,34 @@ def _scored(
     loaded = loaded_bytes(tiles, ksteps, moved_stage)
     leanest = loaded <= loaded.min() * (1 + LEANEST_REL)
     shape = (tm * (int(tn.max()) + 1) + tn) * 2 + (tk >= k)  # one number per `_shape_key` of a mapping
-    scored, lean, spare = [], [], []
+    # each candidate as (estimate, compute seconds, its Tiling's fields), read off the arrays a
+    # mapping at a time; a Tiling is built only for those returned
+    scored: list[tuple[float, float, tuple]] = []
+    lean: list[tuple[float, float, tuple]] = []
+    spare: list[tuple[float, float, tuple]] = []
     for rule in MAPPINGS.values():
         for split in rule.splits(e):
             est, compute_s = rule.estimate(e, split)
             order = np.lexsort((compute_s, est))
-            for i in order[:count]:
-                if np.isfinite(est[i]):
-                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
-                    scored.append((float(est[i]), float(compute_s[i]), tiling))
+            finite = np.isfinite(est)
             _shapes, first = np.unique(shape[order], return_index=True)  # each shape's best K step
-            for i in order[np.sort(first)][:count]:
-                if np.isfinite(est[i]):
-                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
-                    spare.append((float(est[i]), float(compute_s[i]), tiling))
-            best_lean = order[leanest[order] & np.isfinite(est[order])][:1]
-            lean += [(float(est[i]), float(compute_s[i]), Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split))
-                     for i in best_lean]  # fmt: skip
+            best_lean = order[leanest[order] & finite[order]][:1]
+            for into, picked in ((scored, order[:count]), (spare, order[np.sort(first)][:count]), (lean, best_lean)):
+                picked = picked[finite[picked]]
+                fields = zip(tm[picked].tolist(), tn[picked].tolist(), tk[picked].tolist(), strict=True)
+                into += [(x, c, (*f, rule.mapping, split)) for x, c, f in
+                         zip(est[picked].tolist(), compute_s[picked].tolist(), fields, strict=True)]  # fmt: skip
     scored.sort(key=lambda x: (x[0], x[1]))
     lean.sort(key=lambda x: (x[0], x[1]))
     head = scored[: 3 * count]
     spare.sort(key=lambda x: (x[0], x[1]))
-    reserve = [x for x in spare if x not in head][: 3 * count]
-    return head, (lean[0][2] if lean else None), reserve
+    reserve = [x for x in spare if x not in head][: 3 * count]  # a Tiling is equal where its fields are
+    return _tilings(head), (Tiling(*lean[0][2]) if lean else None), _tilings(reserve)
+
+
+def _tilings(scored: list[tuple[float, float, tuple]]) -> list[tuple[float, float, Tiling]]:
+    """(estimate, compute seconds, fields) as (estimate, compute seconds, Tiling)."""
+    return [(x, c, Tiling(*f)) for x, c, f in scored]
 
 
 LEANEST_REL = 1e-9  # loaded bytes within this of the least tie for the leanest (float rounding)
