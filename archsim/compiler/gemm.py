@@ -248,10 +248,11 @@ def _best_raster(op: Op, lay: WaveLayout, t: Tiling) -> tuple[Tiling, float]:
     sa, sb = operand_shares(op, lay, t.tm, t.tn)
     c = lay.multicast
     grid = ceil_div(op.m, t.tm) // (c if sb < 1 else 1), ceil_div(op.n, t.tn) // (c if sa < 1 else 1)
-    options = [replace(t, raster=r, group=g) for r, g in rasters(*grid)]
-    scored = [(_tiling_hbm_bytes(op, lay, o), i) for i, o in enumerate(options)]
-    hbm, i = min(scored)
-    return options[i], hbm
+    options = rasters(*grid)
+    tk = 1 if t.split == 1 else t.tk  # as `_tiling_hbm_bytes` walks it
+    walked = (Tiling(t.tm, t.tn, tk, t.mapping, t.split, r, g, t.grid) for r, g in options)
+    hbm, i = min((_walked_hbm_bytes(op, lay, w), i) for i, w in enumerate(walked))
+    return replace(t, raster=options[i][0], group=options[i][1]), hbm
 
 
 def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
