@@ -205,3 +205,19 @@ def test_stream_k_joins_the_cores_alike_runs_as_join_alike_does():
     assert weights == [3, 1, 1]
     signed = entries(4, cycles=[0.0, 1.0, -0.0, 1.0])
     assert alike_runs(signed, 2) == ([(0, 2), (2, 4)], [1, 1])
+
+
+def test_cores_running_the_same_kinds_of_items_are_one_sequence():
+    """Nine items of kinds 0 1 0 1 | 2 1 2 1 | 0 dealt to 4 cores: core 0 runs kinds [0, 2, 0],
+    cores 1 and 3 [1, 1], core 2 [0, 2] (the start of core 0's, but one item shorter: another
+    sequence). Three sequences in order of first appearance, run by 1, 2 and 1 cores, as
+    `join_alike` finds them."""
+    from archsim.compiler.gemm_phases import core_kinds, join_alike
+
+    kind_of = np.array([0, 1, 0, 1, 2, 1, 2, 1, 0])
+    sigs, weights = core_kinds(kind_of, 4)
+    assert [s.tolist() for s in sigs] == [[0, 2, 0], [1, 1], [0, 2]] and weights == [1, 2, 1]
+    runs, counts = join_alike([np.ascontiguousarray(kind_of[c::4]) for c in range(4)], [1] * 4)
+    assert [r.tolist() for r in runs] == [s.tolist() for s in sigs] and counts == weights
+    few, one_each = core_kinds(np.array([3, 3]), 4)  # fewer items than cores: one a core
+    assert [s.tolist() for s in few] == [[3]] and one_each == [2]
