@@ -188,3 +188,36 @@ def test_a_shortlist_of_fewer_shapes_than_its_length_is_filled_with_the_next_bes
     op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
     shapes = [(t.tm, t.tn, t.tk) for t in shortlist(op, ws, 4)]
     assert shapes == [(4096, 128, 128), (4096, 128, 1024), (4096, 256, 128), (4096, 256, 1024), (4096, 4096, 128)]
+
+
+def test_stream_k_joins_the_cores_alike_runs_as_join_alike_does():
+    """Nine iterations, two a core: runs A (0-1), B (2-3), A (4-5), A (6-7) and the last core's
+    single iteration C (8). Kinds in order of first appearance: A at 0-2 run by 3 cores, B at
+    2-4 by 1, C at 8-9 by 1. A run with -0.0 where another has 0.0 differs (bytes, not values)."""
+    from archsim.compiler.gemm_phases import join_alike
+    from archsim.compiler.mappings.stream_k import alike_runs
+    from archsim.program import entries
+
+    flat = entries(9, hbm_bytes=[1, 2, 3, 4, 1, 2, 1, 2, 5])
+    assert alike_runs(flat, 2) == ([(0, 2), (2, 4), (8, 9)], [3, 1, 1])
+    runs, weights = join_alike([flat[c * 2 : c * 2 + 2] for c in range(5)], [1] * 5)
+    assert [r.tobytes() for r in runs] == [flat[lo:hi].tobytes() for lo, hi in alike_runs(flat, 2)[0]]
+    assert weights == [3, 1, 1]
+    signed = entries(4, cycles=[0.0, 1.0, -0.0, 1.0])
+    assert alike_runs(signed, 2) == ([(0, 2), (2, 4)], [1, 1])
+
+
+def test_cores_running_the_same_kinds_of_items_are_one_sequence():
+    """Nine items of kinds 0 1 0 1 | 2 1 2 1 | 0 dealt to 4 cores: core 0 runs kinds [0, 2, 0],
+    cores 1 and 3 [1, 1], core 2 [0, 2] (the start of core 0's, but one item shorter: another
+    sequence). Three sequences in order of first appearance, run by 1, 2 and 1 cores, as
+    `join_alike` finds them."""
+    from archsim.compiler.gemm_phases import core_kinds, join_alike
+
+    kind_of = np.array([0, 1, 0, 1, 2, 1, 2, 1, 0])
+    sigs, weights = core_kinds(kind_of, 4)
+    assert [s.tolist() for s in sigs] == [[0, 2, 0], [1, 1], [0, 2]] and weights == [1, 2, 1]
+    runs, counts = join_alike([np.ascontiguousarray(kind_of[c::4]) for c in range(4)], [1] * 4)
+    assert [r.tolist() for r in runs] == [s.tolist() for s in sigs] and counts == weights
+    few, one_each = core_kinds(np.array([3, 3]), 4)  # fewer items than cores: one a core
+    assert [s.tolist() for s in few] == [[3]] and one_each == [2]

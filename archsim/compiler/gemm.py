@@ -99,15 +99,18 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
         end = start
         while end < len(head) and head[end][0] == head[start][0]:
             end += 1
-        tied = sorted(((*_best_raster(op, lay, t), compute) for _est, compute, t in head[start:end]),
-                      key=lambda x: (x[1], x[2]))  # fmt: skip
+        # a tiling whose shape is already in cannot enter, nor change the order of the rest of
+        # its ties (the sort is stable): its rasters are not walked
+        fresh = [(compute, t) for _est, compute, t in head[start:end] if _shape_key(op, t) not in out]
+        tied = sorted(((*_best_raster(op, lay, t), compute) for compute, t in fresh), key=lambda x: (x[1], x[2]))
         for t, _hbm, _compute in tied:
             out.setdefault(_shape_key(op, t), t)
         start = end
     for _est, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
         if len(out) >= count:
             break
-        out.setdefault(_shape_key(op, t), _best_raster(op, lay, t)[0])
+        if _shape_key(op, t) not in out:
+            out[_shape_key(op, t)] = _best_raster(op, lay, t)[0]
     kept = tuple(out.values())[:count]
     if leanest is not None and all(_shape_key(op, t) != _shape_key(op, leanest) for t in kept):
         kept += (_best_raster(op, lay, leanest)[0],)
@@ -163,29 +166,34 @@ def _scored(
     loaded = loaded_bytes(tiles, ksteps, moved_stage)
     leanest = loaded <= loaded.min() * (1 + LEANEST_REL)
     shape = (tm * (int(tn.max()) + 1) + tn) * 2 + (tk >= k)  # one number per `_shape_key` of a mapping
-    scored, lean, spare = [], [], []
+    # each candidate as (estimate, compute seconds, its Tiling's fields), read off the arrays a
+    # mapping at a time; a Tiling is built only for those returned
+    scored: list[tuple[float, float, tuple]] = []
+    lean: list[tuple[float, float, tuple]] = []
+    spare: list[tuple[float, float, tuple]] = []
     for rule in MAPPINGS.values():
         for split in rule.splits(e):
             est, compute_s = rule.estimate(e, split)
             order = np.lexsort((compute_s, est))
-            for i in order[:count]:
-                if np.isfinite(est[i]):
-                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
-                    scored.append((float(est[i]), float(compute_s[i]), tiling))
+            finite = np.isfinite(est)
             _shapes, first = np.unique(shape[order], return_index=True)  # each shape's best K step
-            for i in order[np.sort(first)][:count]:
-                if np.isfinite(est[i]):
-                    tiling = Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split)
-                    spare.append((float(est[i]), float(compute_s[i]), tiling))
-            best_lean = order[leanest[order] & np.isfinite(est[order])][:1]
-            lean += [(float(est[i]), float(compute_s[i]), Tiling(int(tm[i]), int(tn[i]), int(tk[i]), rule.mapping, split))
-                     for i in best_lean]  # fmt: skip
+            best_lean = order[leanest[order] & finite[order]][:1]
+            for into, picked in ((scored, order[:count]), (spare, order[np.sort(first)][:count]), (lean, best_lean)):
+                picked = picked[finite[picked]]
+                fields = zip(tm[picked].tolist(), tn[picked].tolist(), tk[picked].tolist(), strict=True)
+                into += [(x, c, (*f, rule.mapping, split)) for x, c, f in
+                         zip(est[picked].tolist(), compute_s[picked].tolist(), fields, strict=True)]  # fmt: skip
     scored.sort(key=lambda x: (x[0], x[1]))
     lean.sort(key=lambda x: (x[0], x[1]))
     head = scored[: 3 * count]
     spare.sort(key=lambda x: (x[0], x[1]))
-    reserve = [x for x in spare if x not in head][: 3 * count]
-    return head, (lean[0][2] if lean else None), reserve
+    reserve = [x for x in spare if x not in head][: 3 * count]  # a Tiling is equal where its fields are
+    return _tilings(head), (Tiling(*lean[0][2]) if lean else None), _tilings(reserve)
+
+
+def _tilings(scored: list[tuple[float, float, tuple]]) -> list[tuple[float, float, Tiling]]:
+    """(estimate, compute seconds, fields) as (estimate, compute seconds, Tiling)."""
+    return [(x, c, Tiling(*f)) for x, c, f in scored]
 
 
 LEANEST_REL = 1e-9  # loaded bytes within this of the least tie for the leanest (float rounding)
@@ -240,10 +248,11 @@ def _best_raster(op: Op, lay: WaveLayout, t: Tiling) -> tuple[Tiling, float]:
     sa, sb = operand_shares(op, lay, t.tm, t.tn)
     c = lay.multicast
     grid = ceil_div(op.m, t.tm) // (c if sb < 1 else 1), ceil_div(op.n, t.tn) // (c if sa < 1 else 1)
-    options = [replace(t, raster=r, group=g) for r, g in rasters(*grid)]
-    scored = [(_tiling_hbm_bytes(op, lay, o), i) for i, o in enumerate(options)]
-    hbm, i = min(scored)
-    return options[i], hbm
+    options = rasters(*grid)
+    tk = 1 if t.split == 1 else t.tk  # as `_tiling_hbm_bytes` walks it
+    walked = (Tiling(t.tm, t.tn, tk, t.mapping, t.split, r, g, t.grid) for r, g in options)
+    hbm, i = min((_walked_hbm_bytes(op, lay, w), i) for i, w in enumerate(walked))
+    return replace(t, raster=options[i][0], group=options[i][1]), hbm
 
 
 def compile_gemm(op: Op, chip: Chip, tiling: Tiling) -> Program:
@@ -280,10 +289,19 @@ def tiling_hbm_bytes(op: Op, chip: Chip, t: Tiling) -> float:
     return _tiling_hbm_bytes(op, tiling_layout(chip, t), t)
 
 
-@memo(maxsize=16384)
 def _tiling_hbm_bytes(op: Op, lay: WaveLayout, t: Tiling) -> float:
     """`tiling_hbm_bytes`, worked out once per op, layout and tiling (the tilings of a sweep's
-    chips recur, their rasters each costed by a walk over the waves)."""
+    chips recur, their rasters each costed by a walk over the waves). A tiling of one K slice
+    reads the same under every K step (its items span the whole K, whatever the step), so its
+    K steps share one walk."""
+    if t.split == 1 and t.tk != 1:
+        t = Tiling(t.tm, t.tn, 1, t.mapping, t.split, t.raster, t.group, t.grid)
+    return _walked_hbm_bytes(op, lay, t)
+
+
+@memo(maxsize=16384)
+def _walked_hbm_bytes(op: Op, lay: WaveLayout, t: Tiling) -> float:
+    """`_tiling_hbm_bytes` of a tiling (of one K slice: under a K step of 1)."""
     items, wave, _dp = _schedule(op, lay, t)
     a, b = op.dtype.bytes, op.b_dtype.bytes
     total = operand_hbm_bytes(items, wave, a, b, lay.reuse_capacity_bytes, operand_shares(op, lay, t.tm, t.tn))

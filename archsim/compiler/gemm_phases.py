@@ -113,8 +113,13 @@ def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, fl
     transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
     tiles of one column share the B block (of one row, the A block): the larger of the two
     that the grid lets c tiles share is moved once per cluster (`grid_shares` of one shape)."""
-    sa, sb = grid_shares(op, lay, np.array([tm]), np.array([tn]))
-    return float(sa[0]), float(sb[0])
+    c = lay.multicast
+    if c <= 1 or lay.cores < c:
+        return 1.0, 1.0
+    # `grid_shares`'s arithmetic on one shape, without its arrays (called per tiling and raster)
+    share_b = ceil_div(op.m, tm) % c == 0 and tn * op.b_dtype.bytes >= tm * op.dtype.bytes
+    share_a = ceil_div(op.n, tn) % c == 0 and not share_b
+    return (1.0 / c if share_a else 1.0), (1.0 / c if share_b else 1.0)
 
 
 def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -332,8 +337,7 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int 
         seq["store_l2_bytes" if partials_in_l2 else "store_bytes"][-1] = em * en * out_bytes
         blocks.append(seq)
     # core c runs items c, c + cores, ...: cores with the same kinds in the same order are one sequence
-    used = min(cores, len(kind_of))
-    sigs, weights = join_alike([np.ascontiguousarray(kind_of[c::cores]) for c in range(used)], [1] * used)
+    sigs, weights = core_kinds(kind_of, cores)
     # joined as rows of floats: a record array's concatenation promotes its fields for each part
     rows = [entry_rows(block) for block in blocks]
     sequences = [np.concatenate([rows[k] for k in sig]).view(ENTRY).ravel() for sig in sigs]
@@ -343,6 +347,22 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int 
         off_die = die_fabric_fractions(items, wave, a, b, lay.dies, lay.die_l2_capacity_bytes, shares, wave_frac)
         phase = replace(phase, local_l2_share=local_l2_share(items, wave, a, b, shares, wave_frac, off_die))
     return PhasePlan(phase, tuple(shapes))
+
+
+def core_kinds(kind_of: np.ndarray, cores: int) -> tuple[list[np.ndarray], list[int]]:
+    """The kinds of items each core runs in order (core c items c, c + cores, ...), each such
+    sequence once, in order of first appearance, with the cores that run it: `join_alike` of the
+    cores' sequences, read as the columns of the items laid out a wave a row (a core's missing
+    last item is -1, no kind's number, so sequences of different lengths differ)."""
+    used = min(cores, len(kind_of))
+    waves = ceil_div(len(kind_of), cores)
+    laid = np.full(waves * cores, -1, dtype=np.int64)
+    laid[: len(kind_of)] = kind_of
+    data, size = np.ascontiguousarray(laid.reshape(waves, cores).T[:used]).tobytes(), waves * 8
+    kinds: dict[bytes, list[int]] = {}
+    for c in range(used):
+        kinds.setdefault(data[c * size : (c + 1) * size], [c, 0])[1] += 1
+    return [np.ascontiguousarray(kind_of[c::cores]) for c, _n in kinds.values()], [n for _c, n in kinds.values()]
 
 
 def partials_fit(op: Op, l2_capacity_bytes: int, split: int) -> bool:

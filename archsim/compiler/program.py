@@ -97,6 +97,7 @@ def columns_phase(
     label: str,
     inflight_bytes: float = float("inf"),
     warps: int = 0,
+    new_kernel: bool = True,
 ) -> Phase:
     """`build_phase` of distinct sequences given as one block of entries by column (each of
     ENTRY_COLUMNS, float64): sequence i is the next `counts[i]` entries and stands for
@@ -106,7 +107,7 @@ def columns_phase(
     start = np.zeros(max(len(kept), 1) + 1, dtype=np.int64)
     np.cumsum([counts[i] for i in kept], out=start[1 : len(kept) + 1])
     weight = np.array([weights[i] for i in kept] or [0], dtype=np.int64)
-    return _phase(start, weight, columns, stages, label, True, inflight_bytes, warps)
+    return _phase(start, weight, columns, stages, label, new_kernel, inflight_bytes, warps)
 
 
 def coarse_steps(parts: tuple[np.ndarray, ...], run: int) -> np.ndarray:

@@ -15,7 +15,6 @@ from archsim.compiler.gemm_phases import (
     PhasePlan,
     Tiling,
     WaveLayout,
-    join_alike,
     kept_plan,
     operand_shares,
     phase_on,
@@ -24,11 +23,11 @@ from archsim.compiler.gemm_phases import (
     work_items,
 )
 from archsim.compiler.l2reuse import wave_hbm_fractions
-from archsim.compiler.program import PARTIAL_BYTES, build_phase
+from archsim.compiler.program import PARTIAL_BYTES, columns_phase
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.memory import l2_latency_s
-from archsim.program import entries
+from archsim.program import ENTRY_COLUMNS, entries
 from archsim.units import ceil_div
 
 
@@ -111,11 +110,26 @@ class StreamK(GemmMappingRule):
         cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
         flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
         # cores whose runs of iterations are alike (the same step shapes) are one weighted sequence
-        used = min(cores, ceil_div(sk_iters, per))
-        runs, weights = join_alike([flat[c * per : min(sk_iters, (c + 1) * per)] for c in range(used)], [1] * used)
-        phase = build_phase(runs, 1, self.label(t), new_kernel=dp_tiles == 0, weights=weights)
+        bounds, weights = alike_runs(flat, per)
+        picked = np.concatenate([np.arange(lo, hi) for lo, hi in bounds])
+        columns = {name: flat[name][picked] for name in ENTRY_COLUMNS}
+        counts = [hi - lo for lo, hi in bounds]
+        phase = columns_phase(columns, counts, weights, 1, self.label(t), new_kernel=dp_tiles == 0)
         shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
-        return PhasePlan(phase, shapes, tuple(run.copy() for run in runs), tuple(weights), dp_tiles)
+        runs = tuple(flat[lo:hi].copy() for lo, hi in bounds)
+        return PhasePlan(phase, shapes, runs, tuple(weights), dp_tiles)
+
+
+def alike_runs(flat: np.ndarray, per: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """Where in `flat` (one run of `per` entries a core, the last core's maybe shorter) each
+    distinct run lies, (first, end), in order of first appearance, and how many cores run it:
+    `join_alike` of the runs, each compared by its bytes in one copy of the whole."""
+    data, size = np.ascontiguousarray(flat).tobytes(), per * flat.itemsize
+    kinds: dict[bytes, list[int]] = {}
+    for at in range(0, len(data), size):
+        kinds.setdefault(data[at : at + size], [at // size, 0])[1] += 1
+    count = len(flat)
+    return [(c * per, min(count, (c + 1) * per)) for c, _n in kinds.values()], [n for _c, n in kinds.values()]
 
 
 RULE = StreamK()
