@@ -109,8 +109,8 @@ def neighbours(op: Op, chip: Chip, t: Tiling, moves: frozenset[SearchMove] = EVE
     moved = [replace(t, tm=int(t.tm * a), tn=int(t.tn * b), tk=int(t.tk * c)) for a, b, c in steps]
     if SearchMove.MAPPING in moves:
         moved += [replace(t, mapping=m, split=s) for m, s in MAPPING_MOVES if (m, s) != (t.mapping, t.split)]
-    cores = t.grid or chip.cores  # half the cores, or back to twice as many (every core at most)
-    if SearchMove.CORES in moves:
+    if SearchMove.CORES in moves:  # half the cores, or back to twice as many (every core at most)
+        cores = t.grid or chip.cores
         moved += [replace(t, grid=cores // 2)] if cores >= 2 else []
         moved += [replace(t, grid=0 if 2 * t.grid >= chip.cores else 2 * t.grid)] if t.grid else []
     out = []

@@ -32,7 +32,7 @@ from archsim.compiler.gemm_phases import (
     wave_layout,
     work_items,
 )
-from archsim.compiler.l2reuse import operand_hbm_bytes, rasters
+from archsim.compiler.l2reuse import Raster, operand_hbm_bytes, rasters
 from archsim.compiler.mappings import MAPPINGS, mapping_rule
 from archsim.compiler.program import PARTIAL_BYTES
 from archsim.compiler.tiles import compute_dtype, matmul_cycles
@@ -249,9 +249,7 @@ def _best_raster(op: Op, lay: WaveLayout, t: Tiling) -> tuple[Tiling, float]:
     c = lay.multicast
     grid = ceil_div(op.m, t.tm) // (c if sb < 1 else 1), ceil_div(op.n, t.tn) // (c if sa < 1 else 1)
     options = rasters(*grid)
-    tk = 1 if t.split == 1 else t.tk  # as `_tiling_hbm_bytes` walks it
-    walked = (Tiling(t.tm, t.tn, tk, t.mapping, t.split, r, g, t.grid) for r, g in options)
-    hbm, i = min((_walked_hbm_bytes(op, lay, w), i) for i, w in enumerate(walked))
+    hbm, i = min((_walked_hbm_bytes(op, lay, _walked_tiling(t, r, g)), i) for i, (r, g) in enumerate(options))
     return replace(t, raster=options[i][0], group=options[i][1]), hbm
 
 
@@ -294,9 +292,13 @@ def _tiling_hbm_bytes(op: Op, lay: WaveLayout, t: Tiling) -> float:
     chips recur, their rasters each costed by a walk over the waves). A tiling of one K slice
     reads the same under every K step (its items span the whole K, whatever the step), so its
     K steps share one walk."""
-    if t.split == 1 and t.tk != 1:
-        t = Tiling(t.tm, t.tn, 1, t.mapping, t.split, t.raster, t.group, t.grid)
-    return _walked_hbm_bytes(op, lay, t)
+    return _walked_hbm_bytes(op, lay, _walked_tiling(t, t.raster, t.group))
+
+
+def _walked_tiling(t: Tiling, raster: Raster, group: int) -> Tiling:
+    """The tiling `_walked_hbm_bytes` walks for `t` under `raster` (`group` row blocks a group):
+    of one K slice, under a K step of 1, which all its K steps share."""
+    return Tiling(t.tm, t.tn, 1 if t.split == 1 else t.tk, t.mapping, t.split, raster, group, t.grid)
 
 
 @memo(maxsize=16384)

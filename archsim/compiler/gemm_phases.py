@@ -260,6 +260,16 @@ def join_alike(runs: list[np.ndarray], weights) -> tuple[list[np.ndarray], list[
     return [g[0] for g in groups.values()], [g[1] for g in groups.values()]
 
 
+def alike_slices(data: bytes, size: int) -> tuple[list[int], list[int]]:
+    """`join_alike` of the consecutive `size`-byte slices of `data` (the last maybe shorter),
+    compared in the one copy: the index of each distinct slice's first, in order of first
+    appearance, and how many slices are alike it."""
+    kinds: dict[bytes, list[int]] = {}
+    for at in range(0, len(data), size):
+        kinds.setdefault(data[at : at + size], [at // size, 0])[1] += 1
+    return [first for first, _n in kinds.values()], [n for _first, n in kinds.values()]
+
+
 PLAN_BUDGET_BYTES = 128 << 20  # arrays of the plans kept, the most recently used (a sweep's few hundred fit)
 _plans: OrderedDict[tuple, tuple[PhasePlan, int]] = OrderedDict()
 _plan_bytes = [0]
@@ -358,11 +368,8 @@ def core_kinds(kind_of: np.ndarray, cores: int) -> tuple[list[np.ndarray], list[
     waves = ceil_div(len(kind_of), cores)
     laid = np.full(waves * cores, -1, dtype=np.int64)
     laid[: len(kind_of)] = kind_of
-    data, size = np.ascontiguousarray(laid.reshape(waves, cores).T[:used]).tobytes(), waves * 8
-    kinds: dict[bytes, list[int]] = {}
-    for c in range(used):
-        kinds.setdefault(data[c * size : (c + 1) * size], [c, 0])[1] += 1
-    return [np.ascontiguousarray(kind_of[c::cores]) for c, _n in kinds.values()], [n for _c, n in kinds.values()]
+    firsts, counts = alike_slices(np.ascontiguousarray(laid.reshape(waves, cores).T[:used]).tobytes(), waves * 8)
+    return [np.ascontiguousarray(kind_of[c::cores]) for c in firsts], counts
 
 
 def partials_fit(op: Op, l2_capacity_bytes: int, split: int) -> bool:

@@ -15,6 +15,7 @@ from archsim.compiler.gemm_phases import (
     PhasePlan,
     Tiling,
     WaveLayout,
+    alike_slices,
     kept_plan,
     operand_shares,
     phase_on,
@@ -124,12 +125,8 @@ def alike_runs(flat: np.ndarray, per: int) -> tuple[list[tuple[int, int]], list[
     """Where in `flat` (one run of `per` entries a core, the last core's maybe shorter) each
     distinct run lies, (first, end), in order of first appearance, and how many cores run it:
     `join_alike` of the runs, each compared by its bytes in one copy of the whole."""
-    data, size = np.ascontiguousarray(flat).tobytes(), per * flat.itemsize
-    kinds: dict[bytes, list[int]] = {}
-    for at in range(0, len(data), size):
-        kinds.setdefault(data[at : at + size], [at // size, 0])[1] += 1
-    count = len(flat)
-    return [(c * per, min(count, (c + 1) * per)) for c, _n in kinds.values()], [n for _c, n in kinds.values()]
+    firsts, counts = alike_slices(np.ascontiguousarray(flat).tobytes(), per * flat.itemsize)
+    return [(c * per, min(len(flat), (c + 1) * per)) for c in firsts], counts
 
 
 RULE = StreamK()
