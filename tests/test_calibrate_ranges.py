@@ -109,3 +109,20 @@ def test_check_refuses_a_file_whose_value_leaves_its_range_and_a_sourced_value_i
     named = _calibrate("--chip", "a100_pcie", "--params", "chip.overheads.launch_s")
     assert named.returncode == 2
     assert named.stderr.strip() == "chip.overheads.launch_s: given from a source in its chip file, never fitted"
+
+
+def test_a_systems_protocol_efficiencies_are_checked_against_their_ranges():
+    # a100x8.yaml's LL128 and Simple payload efficiencies are [CAL], "range 0.3-0.95", nested three
+    # deep (interconnect.protocols.<name>.efficiency): each read by its whole path
+    lines = calibrate.chip_lines("a100x8")
+    assert "range 0.3-0.95" in lines["interconnect.protocols.simple.efficiency"]
+    ranges = calibrate.fitted_ranges("a100x8", calibrate.NCCL_EFFICIENCIES)
+    assert ranges == {"protocol.ll128.efficiency": (0.3, 0.95), "protocol.simple.efficiency": (0.3, 0.95)}
+    base = load_system("a100x8")[0]
+    assert calibrate.unphysical(base, base, ranges) == []
+    simple = next(p for p in calibrate.NCCL_EFFICIENCIES if p.path == "protocol.simple.efficiency")
+    # Simple at 25% of the line rate: a fit slowing every large all-reduce for a cost it lacks
+    (line,) = calibrate.unphysical(simple.put(base, 0.25), base, ranges)
+    assert line.startswith("protocol.simple.efficiency = 0.25 is under its physical range 0.3-0.95: missing a per-")
+    got = _calibrate("--chip", "a100x8", "--check")
+    assert got.returncode == 0 and "a100x8: every fitted value within its declared range (2)" in got.stdout

@@ -188,6 +188,15 @@ MISSING = {  # every fitted chip parameter: its line and what a value beyond its
     "chip.overheads.attention_setup_cycles": Fitted(
         "overheads.attention_setup", Dim.CYCLES, "-", "an attention library's KV split or pipeline"
     ),
+    **{
+        f"protocol.{name}.efficiency": Fitted(
+            f"interconnect.protocols.{name}.efficiency",
+            None,
+            "a per-collective cost beyond the protocol's constants: the wait for the last rank, a host round trip",
+            "a path faster than a ring of the links: in-switch reduction (NVLS) or a tree",
+        )
+        for name in ("ll128", "simple")
+    },
     "mac_scale": Fitted(
         "power.mac",
         Dim.JOULES,
@@ -200,16 +209,23 @@ RANGE = re.compile(r"range\s+([-+0-9.eE]+)\s*(?:-|–|to)\s*([-+0-9.eE]+)\s*([A-
 
 def chip_lines(chip: str) -> dict[str, str]:
     """The comment of every valued line of hw_configs/<chip>.yaml by `section.key` (its section
-    the file's top-level one: `cores.max_requests`, `hbm.latency`)."""
-    section, found = "", {}
+    the file's top-level one: `cores.max_requests`, `hbm.latency`), and of a line nested deeper
+    also by its whole path (`interconnect.protocols.ll128.efficiency`), where `section.key`
+    would name the first of several."""
+    found: dict[str, str] = {}
+    path: list[tuple[int, str]] = []  # (indent, key) of the lines enclosing this one
     for line in (ROOT / "hw_configs" / f"{chip}.yaml").read_text().splitlines():
         m = re.match(r"^(\s*)([A-Za-z_0-9]+):", line)
         if not m:
             continue
-        if not m.group(1):
-            section = m.group(2)
-        key = m.group(2) if not m.group(1) else f"{section}.{m.group(2)}"
-        found.setdefault(key, line.split("#", 1)[1] if "#" in line else "")
+        indent, key = len(m.group(1)), m.group(2)
+        path = [(i, k) for i, k in path if i < indent]
+        comment = line.split("#", 1)[1] if "#" in line else ""
+        names = [k for _i, k in path] + [key]
+        found.setdefault(key if len(names) == 1 else f"{names[0]}.{key}", comment)
+        if len(names) > 2:
+            found.setdefault(".".join(names), comment)
+        path.append((indent, key))
     return found
 
 
@@ -474,7 +490,7 @@ def main() -> None:
         params = named
     sourced = set(measured(args.chip, params)) | set(unstated(args.chip, params))
     params = [p for p in params if p.path not in sourced]
-    ranges = fitted_ranges(args.chip, params) if args.chip != coll_name else {}
+    ranges = fitted_ranges(args.chip, params)
     if args.check:
         refuse_unphysical(system, system, ranges)
         print(f"{args.chip}: every fitted value within its declared range ({len(ranges)})")
