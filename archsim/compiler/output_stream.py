@@ -24,7 +24,7 @@ step), cycles as a step shape's index (`gemm_phases.PhasePlan`). Units: bytes, c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -34,8 +34,19 @@ from archsim.hardware import Chip
 from archsim.program import entries
 from archsim.units import ceil_div
 
-if TYPE_CHECKING:  # gemm_phases builds on this module
-    from archsim.compiler.gemm_phases import Tiling
+
+class Tile(Protocol):
+    """A tiling's tile as this module reads it (a `gemm_phases.Tiling`, which builds on this
+    module): tm x tn outputs, tk of K a step, K in `split` slices."""
+
+    @property
+    def tm(self) -> int: ...
+    @property
+    def tn(self) -> int: ...
+    @property
+    def tk(self) -> int: ...
+    @property
+    def split(self) -> int: ...
 
 
 def item_k(op: Op, tk: int, split: int) -> int:
@@ -43,7 +54,7 @@ def item_k(op: Op, tk: int, split: int) -> int:
     return min(op.k, ceil_div(ceil_div(op.k, tk), split) * tk)
 
 
-def output_block_cols(op: Op, chip: Chip, t: Tiling, install: float) -> int:
+def output_block_cols(op: Op, chip: Chip, t: Tile, install: float) -> int:
     """Columns of a tile's output the core's arrays finish together over the whole of K: the
     narrowest block of an array's width times a power of two, up to its arrays side by side
     (units x cols), whose steps take no longer than the tile's whole step on the arrays (their
@@ -74,7 +85,7 @@ def output_block_cols(op: Op, chip: Chip, t: Tiling, install: float) -> int:
     return 0
 
 
-def streamed_stages(op: Op, t: Tiling, cols: int, capacity_bytes: int) -> int:
+def streamed_stages(op: Op, t: Tile, cols: int, capacity_bytes: int) -> int:
     """SRAM buffers of a streamed tile's B steps: what two A panels leave, in blocks' B steps
     (tk x cols), at most a tile's entries (a core prefetches into one next panel, no further).
 
