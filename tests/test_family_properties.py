@@ -226,27 +226,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             },
             "cores",
         ),
-        "bound-gemm": (
-            "a GEMM whose tiles fill one wave loads its operands before its first computes and"
-            " drains its outputs after its last, each at HBM's rate, around its compute; a tiling of"
-            " more waves overlaps them but re-reads more (the 2-stack dataflow chip with twice its"
-            " cores and stacks, 1.5 times its HBM data rate, half its SRAM and bytes in flight, at"
-            " 80% of its clock: 32 tiles of 512 x 1024 on 32 cores, 16.8 MB of operands in 3.4 us"
-            " at 4.9 TB/s, 11.6 us of compute, 33.5 MB of outputs in 6.8 us: 23.9 us, 47.5% of"
-            " peak with its arrays computing 48% of the time)",
-            "dataflow_2stack",
-            {
-                "cores": 2.0,
-                "clock": 0.8,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 1.5,
-                "hbm_stacks": 2.0,
-                "power_limit": 0.75,
-            },
-            "clock",
-        ),
     },
 }
 CASES = [(f, False) for f in BASES] + [(f, True) for f in SRAM_ONLY]

@@ -17,6 +17,7 @@ import numpy as np
 
 from archsim.compiler.families import family_rule
 from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling, gemm_phase, plain_waves
+from archsim.compiler.output_stream import drained_cols
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.memory import l2_bandwidth
@@ -79,7 +80,7 @@ class Estimate:
         core_s = waves * (per_item * step_s + lat)
         if core_extra_s is not None:
             core_s = core_s + core_extra_s
-        out_bytes = self.em * self.en * self.op.c_dtype.bytes
+        out_bytes = self.em * drained_cols(self.en, chip, family_rule(chip).chains_folds(chip)) * self.op.c_dtype.bytes
         fill_s, drain_s = core_fill_drain_s(self.moved_stage, self.rate, lat, out_bytes, chip.core.max_inflight_bytes)
         l2_s = items * item_bytes / l2_bandwidth(chip)
         return np.maximum(np.maximum(compute_s + fill_s, core_s) + drain_s, l2_s), compute_s

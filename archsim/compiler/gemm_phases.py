@@ -18,6 +18,7 @@ import numpy as np
 
 from archsim.compiler.die_reuse import die_fabric_fractions, local_l2_share
 from archsim.compiler.l2reuse import Raster, cluster_order, wave_hbm_fractions
+from archsim.compiler.output_stream import output_block_cols, streamed_item, streamed_stages
 from archsim.compiler.program import PARTIAL_BYTES, build_phase
 from archsim.compiler.streaming import Stream, streaming_phase
 from archsim.compiler.tiles import step_cycles
@@ -202,6 +203,7 @@ class PhasePlan:
     runs: tuple[np.ndarray, ...] = ()
     weights: tuple[int, ...] = ()
     dp_items: int = 0  # stream-K: the items before its tail, run data-parallel by a phase of their own
+    block_cols: int = 0  # its tiles' outputs stream out in blocks of this many columns (`streamed_item`); 0: not
 
 
 def phase_on(plan: PhasePlan, op: Op, chip: Chip, t: Tiling, install: float = 0.0, chained: bool = False) -> Phase:
@@ -232,6 +234,9 @@ def _phase_on(plan: PhasePlan, op: Op, t: Tiling, core: Core, table: np.ndarray)
     """`phase_on` with each step shape's cycles in `table`."""
     stage = stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
     stages = core.sram.capacity_bytes // stage
+    if plan.block_cols:  # the A panels apart, buffers of one block's B step (`streamed_stages`)
+        stage = stage_bytes(t.tm, plan.block_cols, t.tk, op.dtype.bytes, op.b_dtype.bytes)
+        stages = streamed_stages(op, t, plan.block_cols, core.sram.capacity_bytes)
     phase = plan.phase
     if plan.runs and len(set(table.tolist())) < len(table):  # sequences may now be alike: join them
         runs = [run.copy() for run in plan.runs]
@@ -312,13 +317,16 @@ def gemm_phase(
     chained: bool = False,
 ) -> Phase:
     """The GEMM kernel's phase, named `label`: its first `limit_items` items (all by default),
-    dealt to the cores in plain waves of one item per core (`install`, `chained`: as `phase_on`'s)."""
-    plan = kept_plan((op, tiling_layout(chip, t), t, label, limit_items), _gemm_plan)
+    dealt to the cores in plain waves of one item per core (`install`, `chained`: as `phase_on`'s;
+    a `chained` schedule streams each tile's outputs out a block at a time, `output_block_cols`)."""
+    cols = output_block_cols(op, chip, t, install) if chained else 0
+    plan = kept_plan((op, tiling_layout(chip, t), t, label, limit_items, cols), _gemm_plan)
     return phase_on(plan, op, chip, t, install, chained)
 
 
-def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int | None) -> PhasePlan:
-    """The GEMM kernel's phase as the wave layout decides it (see `PhasePlan`)."""
+def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int | None, cols: int = 0) -> PhasePlan:
+    """The GEMM kernel's phase as the wave layout decides it (see `PhasePlan`); `cols` > 0: each
+    tile's outputs streamed out in blocks of that many columns (`streamed_item`)."""
     a, b = op.dtype.bytes, op.b_dtype.bytes
     items = work_items(op, lay, t)
     wave = plain_waves(len(items["kl"]), lay.cores)
@@ -339,6 +347,11 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int 
     blocks = []
     for idx in first:
         em, en, kl, f = int(em_[idx]), int(en_[idx]), int(kl_[idx]), float(fracs[frac_id[idx]])
+        if en > cols > 0:
+            out = "store_l2_bytes" if partials_in_l2 else "store_bytes"
+            moved_ab = (a * sa, b * sb)
+            blocks.append(streamed_item(em, en, k_steps(kl, t.tk), cols, moved_ab, f, (out, out_bytes), shapes))
+            continue
         ks = k_steps(kl, t.tk)
         moved = ks * (em * a * sa + en * b * sb)
         seq = entries(len(ks), hbm_bytes=moved * f, l2_bytes=moved * (1.0 - f))
@@ -356,7 +369,7 @@ def _gemm_plan(op: Op, lay: WaveLayout, t: Tiling, label: str, limit_items: int 
         shares = (sa, sb)
         off_die = die_fabric_fractions(items, wave, a, b, lay.dies, lay.die_l2_capacity_bytes, shares, wave_frac)
         phase = replace(phase, local_l2_share=local_l2_share(items, wave, a, b, shares, wave_frac, off_die))
-    return PhasePlan(phase, tuple(shapes))
+    return PhasePlan(phase, tuple(shapes), block_cols=cols)
 
 
 def core_kinds(kind_of: np.ndarray, cores: int) -> tuple[list[np.ndarray], list[int]]:
