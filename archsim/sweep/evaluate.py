@@ -37,12 +37,17 @@ class Evaluation:
     fidelity: str = "full"  # what each point is simulated at (archsim/choose/fidelity.py): full or screen
 
     @property
+    def reads(self) -> frozenset[str]:
+        """Every name the constraints and objectives read."""
+        exprs = (*self.constraints, *self.run_constraints, *(o.expr for o in self.objectives))
+        return frozenset(n for e in exprs for n in e.names)
+
+    @property
     def reads_energy(self) -> bool:
         """Whether an objective or a constraint checked after the run reads what only the run's
         energy gives (`energy_j`, `power_w`, `energy.by_unit.hbm_j`, ...): where none does, the
         energy is not worked out (archsim/runner/energy.py, about 2% of a point's time)."""
-        names = {n for e in (*self.run_constraints, *(o.expr for o in self.objectives)) for n in e.names}
-        return any(missing_section(n) == "power" for n in names - FACT_NAMES)
+        return any(missing_section(n) == "power" for n in self.reads - FACT_NAMES)
 
     @classmethod
     def of(cls, spec: SweepSpec, fidelity: str = "full") -> Evaluation:
@@ -101,7 +106,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         return row
     system, w = task.design.system, task.design.workload
     try:
-        env: dict[str, Value] = {**design_facts(system, w), **task.known_values()}
+        env: dict[str, Value] = {**design_facts(system, w, ev.reads), **task.known_values()}
         if why := missing(ev.constraints, env):
             return {**row, "error": why}
         unmet = unmet_constraint(ev.constraints, env)
