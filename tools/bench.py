@@ -1,7 +1,7 @@
 """Simulator speed on this machine, in CPU seconds (user + system) and peak memory: on a shared
 machine the wall time stretches with the load, the CPU time much less.
 
-    python3 tools/bench.py [--profile-lines 15] [--long]
+    python3 tools/bench.py [--profile-lines 15] [--long] [--sweeps]
 
 (a) an M=K=N=8192 GEMM on scalesim_ws_128x128 (simulated cycles per CPU-second);
 (b) `archsim run` of Llama-3-8B on the H200, batch 64, prompt 2048, 1024 generated tokens:
@@ -18,8 +18,12 @@ machine the wall time stretches with the load, the CPU time much less.
 (e) with --long: Llama-3-8B at batch 8, prompt 2048 and 32768 (one generated token), whole
     process; the target is the long prompt at most 3x the short one, peaking under 400 MB;
 (f) a cProfile of (b)'s simulation;
-(g) a sweep of 48 H200-like designs (h200_halton_1000's first 48) in one process, from an empty
-    op cache, at each fidelity (`archsim sweep --fidelity`: full, screen, auto), whole process.
+(g) a sweep of 48 H200-like designs (h200_halton_1000's first 48, every one simulated) in one
+    process, from an empty op cache, at each fidelity (`archsim sweep --fidelity`: full, screen,
+    auto), whole process;
+(h) the shipped h200_variants sweep (288 designs, 96 of them ruled out before simulating) the
+    same way at full and screen fidelity: CPU a point of the spec (the target: 40 ms), whole
+    process and the points' own (summary.json), and a simulated point's.
 
 Every whole-process case runs with its own empty op-result cache unless it says otherwise, so
 it measures simulation, not the cache.
@@ -95,6 +99,27 @@ def bench_sweep_fidelity(env: dict[str, str], points: int = 48) -> None:
             print(f"(g)   {1000 * cpu / points:.0f} ms CPU a point, whole process", flush=True)
 
 
+def bench_variants_sweep(env: dict[str, str]) -> None:
+    """(h): CPU seconds a point of the shipped h200_variants sweep, in one process (--workers 1)
+    from an empty op cache, at full and screen fidelity."""
+    import json
+
+    root = Path(__file__).resolve().parents[1]
+    spec = root / "hw_configs" / "sweeps" / "h200_variants.yaml"
+    for fidelity in ("full", "screen"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "out"
+            args = ["sweep", str(spec), "--out", str(out), "--workers", "1", "--quiet", "--fidelity", fidelity]
+            cpu = report(f"(h) the h200_variants sweep, {fidelity} fidelity", args, env)
+            summary = json.loads((out / "summary.json").read_text())
+        n, ok, points_cpu = summary["points_done"], summary["points_ok"], summary["last_run"]["cpu_s"]
+        print(
+            f"(h)   {1000 * cpu / n:.0f} ms CPU a point whole process, {1000 * points_cpu / n:.0f} ms the points' "
+            f"own ({n} points); {1000 * points_cpu / ok:.0f} ms a simulated point ({ok})",
+            flush=True,
+        )
+
+
 def bench_gemm() -> None:
     from archsim import jit
     from archsim.choose import simulate_op
@@ -148,8 +173,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="archsim speed benchmark")
     ap.add_argument("--profile-lines", type=int, default=15)
     ap.add_argument("--long", action="store_true", help="also the 32,768-token prompt (about a minute)")
+    ap.add_argument("--sweeps", action="store_true", help="only the sweeps, (g) and (h)")
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    if args.sweeps:
+        with tempfile.TemporaryDirectory() as numba_cache:
+            env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache}
+            process_cost(["run", "--prompt", "32", "--generate", "2", "--quiet", "--no-cache"], env)  # kernels cached
+            bench_sweep_fidelity(env)
+            bench_variants_sweep(env)
+        return
     # whole processes first, while this one is small: a child's peak RSS counts what it was forked from
     with tempfile.TemporaryDirectory() as numba_cache, tempfile.TemporaryDirectory() as op_cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache}
@@ -173,6 +206,7 @@ def main() -> None:
         report("(d) the same, op cache filled", RUN_70B, filled, fresh_cache=False)
         report("(d) the same, op cache empty, screen fidelity", [*RUN_70B, "--fidelity", "screen"], env, memo=memo)
         bench_sweep_fidelity(env)
+        bench_variants_sweep(env)
         if args.long:
             short = ["run", "--batch", "8", "--prompt", "2048", "--generate", "1", "--quiet"]
             long = ["run", "--batch", "8", "--prompt", "32768", "--generate", "1", "--quiet"]

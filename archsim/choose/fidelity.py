@@ -10,11 +10,15 @@ designs quickly:
   (docs/performance.md, "Screen fidelity");
 - the power-limited clock: the fixed point stops at its first replay when that play's power is
   within HOLD_TOLERANCE under the limit (clock.py `play_held`; full fidelity replays at least
-  twice), and otherwise goes on as at full fidelity;
+  twice), and otherwise goes on as at full fidelity. It takes no play over the limit, however
+  close (a kernel's time moves in steps with its clock: one 0.35% over put an A100 GEMM 3.1%
+  off), and no clock estimated without a replay (8.6% off; docs/performance.md);
 - decode attention: at the KV lengths on each side of every KV_GRID boundary (a multiple of every
   K/V block edge a flash kernel offers, archsim/compiler/attention.py), and linearly between them
   (archsim/runner/generation.py `attention_samples`): between two boundaries the block count, and
   so the kernels' items, stay the same and only the last block's valid rows grow.
+
+tools/screen_check.py measures screen against full on every shipped validate set and sweep.
 
 The fidelity is a process-wide setting read by the memoised functions as part of their key
 (`current()`), so results of the two never mix; screen results are kept in the on-disk op cache

@@ -36,6 +36,19 @@ class Evaluation:
     use_cache: bool = True  # the on-disk op cache (archsim/opcache.py), as the sweep's process has it
     fidelity: str = "full"  # what each point is simulated at (archsim/choose/fidelity.py): full or screen
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """Every name the constraints and objectives read."""
+        exprs = (*self.constraints, *self.run_constraints, *(o.expr for o in self.objectives))
+        return frozenset(n for e in exprs for n in e.names)
+
+    @property
+    def reads_energy(self) -> bool:
+        """Whether an objective or a constraint checked after the run reads what only the run's
+        energy gives (`energy_j`, `power_w`, `energy.by_unit.hbm_j`, ...): where none does, the
+        energy is not worked out (archsim/runner/energy.py, about 2% of a point's time)."""
+        return any(missing_section(n) == "power" for n in self.reads - FACT_NAMES)
+
     @classmethod
     def of(cls, spec: SweepSpec, fidelity: str = "full") -> Evaluation:
         from archsim import opcache
@@ -93,7 +106,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         return row
     system, w = task.design.system, task.design.workload
     try:
-        env: dict[str, Value] = {**design_facts(system, w), **task.known_values()}
+        env: dict[str, Value] = {**design_facts(system, w, ev.reads), **task.known_values()}
         if why := missing(ev.constraints, env):
             return {**row, "error": why}
         unmet = unmet_constraint(ev.constraints, env)
@@ -105,7 +118,8 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         result = run_generation(w, system, kv_stride=ev.kv_stride, fidelity=ev.fidelity)
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt
-        env.update(run_metrics(result, system, run_energy(result, w, system, ev.kv_stride)))
+        energy = run_energy(result, w, system, ev.kv_stride) if ev.reads_energy else None
+        env.update(run_metrics(result, system, energy))
         if why := missing(ev.run_constraints + tuple(o.expr for o in ev.objectives), env):
             return {**row, "error": why}
         objectives = {}

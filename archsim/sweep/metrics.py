@@ -64,9 +64,10 @@ def missing_section(name: str) -> str | None:
     return None
 
 
-def design_facts(system: System, w: Workload) -> dict[str, float | int | bool]:
+def design_facts(system: System, w: Workload, wanted: frozenset[str] | None = None) -> dict[str, float | int | bool]:
     """What the chip and workload are, before any simulation (the area and power facts only
-    where the chip file has those sections)."""
+    where the chip file has those sections); `largest_batch`, a search over batches, only where
+    `wanted` (the names a sweep's expressions read; None: every fact) holds it."""
     from archsim.hardware.chip import system_area
 
     chip, core = system.chip, system.chip.core
@@ -78,7 +79,6 @@ def design_facts(system: System, w: Workload) -> dict[str, float | int | bool]:
         "kv_cache_bytes": fp.kv_cache_bytes,
         "activations_bytes": fp.activations_bytes,
         "hbm_capacity_bytes": fp.capacity_bytes,
-        "largest_batch": largest_batch(w, system),
         "hbm_peak_bytes_per_s": chip.hbm.peak_bandwidth_bytes_per_s,
         "macs_per_cycle": chip.cores * core.macs_per_cycle(DType.BF16),
         "peak_bf16_flops_per_s": chip.peak_flops(DType.BF16),
@@ -86,6 +86,8 @@ def design_facts(system: System, w: Workload) -> dict[str, float | int | bool]:
         "sram_total_bytes": chip.cores * core.sram.capacity_bytes,
         "l2_bytes": chip.l2.capacity_bytes,
     }
+    if wanted is None or "largest_batch" in wanted:
+        facts["largest_batch"] = largest_batch(w, system)
     area = system_area(system)
     if area is not None:
         facts.update({"area_mm2": area.die_mm2, "fits_reticle": area.fits_reticle, "dies": area.dies})
