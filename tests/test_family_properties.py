@@ -158,11 +158,6 @@ CHOOSER = (
     " estimate ties them or misses what the engine plays, twice a resource can reorder the shortlist"
     " and leave off the tiling it picked"
 )
-SEARCH = (
-    "; a TPU's, Trainium's or dataflow chip's compiler then searches the tilings around each it"
-    " played (choose/pick.py: _search, a tile edge or K step doubled or halved, another mapping,"
-    " half the cores), which finds a tiling the shortlist left off only where faster ones lead to it"
-)
 # what a family's mapping does not hold yet: (family, SRAM-only) -> {"property-op": (why, preset,
 # its resources' factors, the resource doubled)}, each example found by the test and replayed
 NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float], str]]] = {
@@ -179,56 +174,6 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             "b200",
             {"sram_capacity": 2.0, "hbm_data_rate": 0.5, "hbm_stacks": 2.0, "power_limit": 0.75},
             "sram_capacity",
-        ),
-    },
-    (ChipFamily.TPU, False): {
-        "more-gemv": (
-            CHOOSER + SEARCH + " (a TPU v6e's GEMV on twice its TensorCores: 1 x 8,192 x 1,024 and its mappings fill"
-            " the shortlist at 61.6 us and the search from them stops at stream-K 1 x 8,192 x 512,"
-            " 59.2 us, while the 1 x 512 x 2,048 tiles it ran in 57.6 us play in 57.5: 2.9%)",
-            "tpu_v6e",
-            {"sram_capacity": 0.5, "hbm_data_rate": 1.5, "power_limit": 0.75},
-            "cores",
-        ),
-    },
-    (ChipFamily.TRAINIUM, False): {
-        "more-gemm": (
-            CHOOSER + SEARCH + " (Trainium2 with one array per core at twice its clock, its GEMM held by HBM: the"
-            " 128 x 4,096 tiles it ran in 127.0 us, 75.5 MB from HBM, fall out of the shortlist, which"
-            " leaves HBM out, for 512 x 512 tiles, 83.9 MB, and the search from those, through tiles"
-            " each slower, reaches 512 x 512 x 128 at 134.3 us; 128 x 4,096 x 128 plays in 122.3: 5.8%)",
-            "trainium2",
-            {
-                "clock": 0.6,
-                "matrix_units": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_data_rate": 0.5,
-                "hbm_stacks": 0.5,
-                "power_limit": 0.75,
-            },
-            "clock",
-        ),
-    },
-    (ChipFamily.DATAFLOW, False): {
-        "more-gemm": (
-            CHOOSER + SEARCH + " (the 2-stack dataflow chip with one array a core, half its SRAM and bytes in flight,"
-            " a quarter of its L2 and one HBM stack, at 80% of its clock: on 16 cores 512 x 1024 x"
-            " 256 tiles, 84.3 us, HBM 73% busy; on twice the cores the shortlist's 512 x 512,"
-            " 256 x 1024, 1024 x 256 and stream-K 1024 x 1024 lead the search to 2048 x 256 x 128,"
-            " 87.3 us, while the tiling the 16 cores ran, dealt over 16 of the 32, is several moves"
-            " from each: 3.5%)",
-            "dataflow_2stack",
-            {
-                "clock": 0.8,
-                "matrix_units": 0.5,
-                "sram_capacity": 0.5,
-                "inflight": 0.5,
-                "l2_capacity": 0.25,
-                "hbm_stacks": 0.5,
-                "power_limit": 0.75,
-            },
-            "cores",
         ),
     },
 }

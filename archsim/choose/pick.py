@@ -12,7 +12,7 @@ run's long-prompt attention programs are megabytes each, and each op's timing is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from archsim.compiler.gemm_phases import Tiling
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.graph.ops import Op, OpKind
 from archsim.hardware import Chip
+from archsim.hardware.memory import hbm_latency_s
 from archsim.memo import memo_bytes
 from archsim.program import Phase, Program
 
@@ -155,42 +156,129 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
     played_count = len(candidates)
     moves = family_rule(chip).search_moves()
     if tilings is not None and moves:
-        first = next(i for i, p in enumerate(candidates) if p is best[1])
-        starts = [first] + [i for _s, i, _p, _pl, twin in at_max if twin == i and i != first]
-        seen = {_move_key(t) for t in tilings}
-        for i in starts:  # the fastest first, then the rest of the shortlist, fastest unheld first
-            best, searched = _search(op, chip, moves, seen, tilings[i], best, screen)
-            played_count += searched
+        best, searched = _tune(op, chip, moves, tilings, at_max, best, screen)
+        played_count += searched
     return Choice(best[1], best[2], played_count, best[3], best[4])
 
 
 SEARCH_MOVES = 4  # moves a tiling search makes from its start at most
+# searches after the shortlist's, each from the fastest tiling played that none stood on: a search
+# stops where no neighbour beats the best, though one as fast may lead on to a faster tiling
+SEARCH_RESTARTS = 2
+
+
+def _tune(
+    op: Op,
+    chip: Chip,
+    moves: frozenset[SearchMove],
+    tilings: list[Tiling],
+    at_max: list[tuple[float, int, Program, ProgramResult, int]],
+    best: _Best,
+    screen: bool,
+) -> tuple[_Best, int]:
+    """The fastest tiling yet after the searches a compiler that compiles for one chip tunes a
+    GEMM's tiling with (`moves`: `FamilyRule.search_moves`), and how many tilings they played:
+    from each shortlisted tiling (`tilings`, played as `at_max`: time, index, program, play, the
+    index of the one it plays as), the fastest first; then SEARCH_RESTARTS times from the
+    fastest played that no search stood on; then from the fastest of each deal (the cores its
+    items are dealt over, `Tiling.grid`; those the searches reach included, the fastest deal
+    first) that none stood on, where the deal could beat the best (`deal_floor_s`)."""
+    first = next(i for _s, i, p, _pl, _tw in at_max if p is best[1])
+    starts = [tilings[first]] + [tilings[i] for _s, i, _p, _pl, twin in at_max if twin == i and i != first]
+    # a shortlisted tiling that plays as one before it (`same_play`) is not searched from
+    twins = {_move_key(tilings[i]) for _s, i, _p, _pl, twin in at_max if twin != i}
+    times = {_move_key(tilings[i]): (fast_s, tilings[i]) for fast_s, i, *_ in at_max}
+    played = _Played(times, twins, op.m == op.n and op.dtype is op.b_dtype)
+    count = 0
+    for start in starts:
+        best, searched = _search(op, chip, moves, played, start, best, screen)
+        count += searched
+    for _ in range(SEARCH_RESTARTS):
+        restart = played.fastest_unsearched()
+        if restart is None:
+            break
+        best, searched = _search(op, chip, moves, played, restart, best, screen)
+        count += searched
+    done: set[int] = set()
+    while fresh := [g for g in played.deals() if g not in done]:
+        done.add(fresh[0])
+        restart = played.fastest_unsearched(fresh[0])
+        if restart is not None and deal_floor_s(op, chip, fresh[0]) < best[0]:
+            best, searched = _search(op, chip, moves, played, restart, best, screen)
+            count += searched
+    return best, count
+
+
+@dataclass
+class _Played:
+    """The tilings a GEMM's search has played: each's time at the chip's clock (unheld), by
+    `_move_key`, in the order played; the keys of those a search stood on (`_search`); and
+    whether the GEMM is square of one operand type (`mirrored`), where a tiling and its
+    transpose play alike (`same_play`) and a search from one is the other's mirrored."""
+
+    times: dict[tuple, tuple[float, Tiling]]
+    searched: set[tuple]
+    mirrored: bool = False
+
+    def stand_on(self, t: Tiling) -> None:
+        """Mark `t` searched from, and its transpose where the GEMM is `mirrored`."""
+        self.searched.add(_move_key(t))
+        if self.mirrored:
+            self.searched.add(_move_key(replace(t, tm=t.tn, tn=t.tm)))
+
+    def deals(self) -> list[int]:
+        """The core counts played (`Tiling.grid`), the fastest's first."""
+        order = sorted(self.times.values(), key=lambda x: x[0])
+        return list(dict.fromkeys(t.grid for _s, t in order))
+
+    def fastest_unsearched(self, grid: int | None = None) -> Tiling | None:
+        """The fastest tiling played (unheld; the first played of equals) that no search stood
+        on, of those dealt over `grid` cores where given, or None where every one was."""
+        rest = [(s, t) for key, (s, t) in self.times.items() if key not in self.searched and grid in (None, t.grid)]
+        return min(rest, key=lambda x: x[0])[1] if rest else None
+
+
+def deal_floor_s(op: Op, chip: Chip, grid: int) -> float:
+    """The least time the GEMM can take dealt over `grid` of the chip's cores (0: every core):
+    its FLOPs at those cores' peak, or its compulsory bytes at what they can keep coming from main
+    memory (its peak bandwidth, or by Little's law the bytes those cores keep in flight over its
+    access latency), whichever is longer; a deal whose floor is no faster than the best is not
+    searched. E.g. 4096 x 1024 x 4096 bf16 (34.4 GFLOP, 50.3 MB) on 2 of 16 cores of 64 TFLOP/s
+    and 1 MiB in flight each, 500 ns from a 1 TB/s memory: 34.4e9 / 8e12 = 4.3 ms against
+    50.3 MB / min(1 TB/s, 2 x 1 MiB / 500 ns = 4.2 TB/s) = 50 us: 4.3 ms."""
+    share = (grid or chip.cores) / chip.cores
+    inflight = share * chip.cores * chip.core.max_inflight_bytes / hbm_latency_s(chip)
+    feed = min(chip.hbm.peak_bandwidth_bytes_per_s, inflight)
+    return max(op.flops() / (chip.peak_flops(op.dtype) * share), op.min_bytes() / feed)
 
 
 def _search(
-    op: Op, chip: Chip, moves: frozenset[SearchMove], seen: set[tuple], start: Tiling, best: _Best, screen: bool
+    op: Op, chip: Chip, moves: frozenset[SearchMove], played: _Played, start: Tiling, best: _Best, screen: bool
 ) -> tuple[_Best, int]:
-    """The fastest tiling yet (`best`) after a search from `start`, one of the shortlist, as a
-    compiler that compiles for one chip tunes it (`moves`: `FamilyRule.search_moves`); and how many
-    tilings it played. Every neighbour of the tiling it stands on (`tilings.neighbours`) not yet
-    played (`seen`, by `_move_key`, which it adds to) is played, held at the clock its power
+    """The fastest tiling yet (`best`) after a search from `start`, one of the shortlist or a
+    tiling played (`SEARCH_RESTARTS`), as a compiler that compiles for one chip tunes it
+    (`moves`: `FamilyRule.search_moves`); and how many tilings it played. Every neighbour of
+    the tiling it stands on (`tilings.neighbours`) not yet played (`played`, by `_move_key`,
+    to which it adds each it plays and each it stands on) is played, held at the clock its power
     allows where it is faster unheld than the best (a lower clock never makes a kernel faster),
     and the search moves to the fastest of them where it beats the best, at most SEARCH_MOVES
     times. The compiler searches from each shortlisted tiling in turn, the fastest first: a
-    search from one alone stops in the first basin, and the estimate that ranked them leaves HBM
-    out."""
-    played = 0
+    search from one alone stops in the first basin, and the estimate that ranked them leaves
+    out what the engine plays apart."""
+    count = 0
     current = start
     for _ in range(SEARCH_MOVES):
+        played.stand_on(current)
         moved_to = None
         for n in neighbours(op, chip, current, moves):
-            if _move_key(n) in seen:
+            if _move_key(n) in played.times:
                 continue
-            seen.add(_move_key(n))
             program = compile_gemm(op, chip, n)
             at_max = play_program(program, chip)
-            played += 1
-            if program_time_s(program, at_max, chip) >= best[0]:
+            count += 1
+            fast_s = program_time_s(program, at_max, chip)
+            played.times[_move_key(n)] = (fast_s, n)
+            if fast_s >= best[0]:
                 continue
             clock, held = play_held(program, chip, at_max, screen)
             total_s = program_time_s(program, held, chip, clock)
@@ -199,7 +287,7 @@ def _search(
         if moved_to is None:
             break
         current = moved_to
-    return best, played
+    return best, count
 
 
 def _move_key(t: Tiling) -> tuple:

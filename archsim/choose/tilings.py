@@ -23,15 +23,16 @@ from archsim.units import ceil_div
 
 def cached_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tiling]:
     """The `count` (`shortlist_size`) most promising tilings of the GEMM on the chip, best first,
-    and the leanest where it is not among them (`shortlist`, worked out once per op and chip, and
-    read from the op cache where it holds them)."""
+    and the leanest (and the best by the estimate without the feed) where not among them
+    (`shortlist`, worked out once per op and chip, and read from the op cache where it holds
+    them)."""
     count = shortlist_size(op) if count is None else count
     cache = opcache.cache_for_chip(chip)
     if cache is None:
         return list(shortlist(op, chip, count))
     key = opcache.ops_key((op,), f"shortlist|{count}")
     kept = _from_value(cache.get(key), op)
-    if kept is None or len(kept) > count + 1 or not all(legal_tiling(op, chip, t) for t in kept):
+    if kept is None or len(kept) > count + 2 or not all(legal_tiling(op, chip, t) for t in kept):
         kept = shortlist(op, chip, count)
         cache.put(key, _value(kept))
     return list(kept)

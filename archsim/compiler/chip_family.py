@@ -72,6 +72,13 @@ class FamilyRule:
         time for one chip and tunes its tiling by timing candidates around its cost model's."""
         return frozenset()
 
+    def estimates_feed(self) -> bool:
+        """Whether the cost model that ranks a GEMM's tilings (archsim/compiler/gemm.py
+        `shortlist`) counts the time main memory takes to feed each (`gemm.feed_s`): a compiler
+        that compiles for one chip and searches its tilings (`search_moves`) does; a kernel
+        library's heuristic list, timed as it is, is the GPU family's."""
+        return bool(self.search_moves())
+
     def chains_folds(self, chip: Chip) -> bool:
         """Whether the compiler's schedule runs a kernel's folds back to back on each array,
         across tile steps, without draining it between them (a static schedule), so that the

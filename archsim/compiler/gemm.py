@@ -6,7 +6,8 @@ A mapping is a `Tiling`: the tile (tm x tn output, tk per K step) and how items 
 or stream-K, each a file of archsim/compiler/mappings/ that this module calls through its
 registry. The tile shape is chosen as an autotuning kernel library would: every legal tiling of
 every mapping is costed with a quick analytic estimate (compute per wave, the per-core
-Little's-law bandwidth, L2 bandwidth), the best, and the tiling that loads the fewest bytes, are
+Little's-law bandwidth, L2 bandwidth; and, for a compiler that tunes for one chip, the time
+main memory takes to feed it), the best, and the tiling that loads the fewest bytes, are
 costed for HBM traffic with the L2 model the compiled phases use (archsim/compiler/l2reuse.py),
 and the shortlist is compiled into Programs for the engine to play.
 """
@@ -39,7 +40,7 @@ from archsim.compiler.tiles import compute_dtype, matmul_cycles
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.chip import MIN_K_STEP, MIN_TILE_EDGE
-from archsim.hardware.memory import hbm_latency_s
+from archsim.hardware.memory import hbm_bandwidth, hbm_latency_s
 from archsim.hardware.power import Activity
 from archsim.memo import memo
 from archsim.program import Family, Program
@@ -71,29 +72,34 @@ def candidate_tilings(op: Op, chip: Chip, count: int | None = None) -> list[Tili
 @memo(maxsize=4096)
 def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     """The `count` most promising tilings of the GEMM on the chip, best first, and after them
-    the leanest (`_scored`) where it is not among them.
+    the leanest (`_scored`) where it is not among them, and where the estimate counts the feed,
+    the best by the rest of it likewise.
 
     Each legal tiling is costed analytically (compute per wave, the per-core Little's-law
     bandwidth, L2 bandwidth); the best 3 x `count` (`shortlist_head`) are then ranked with ties
     going to less HBM traffic, counted with the L2 model the compiled phases use, and then to
-    less compute. A K step of
+    less compute (`_tie_order`). A K step of
     the whole K is ranked apart from the pipelined K steps of its tile shape (its one step has no
     next step to load behind it), so that more SRAM, which makes it legal, keeps them. Where the
     head holds fewer than `count` tile shapes (its best are one shape's K steps), the next best
     shapes fill it (`_scored`'s reserve), so the shortlist's length does not change with the chip.
     The engine plays the shortlist and keeps the fastest, as an autotuning kernel
-    library does. The ranking leaves HBM bandwidth out, so a faster memory never changes which
-    tilings are tried; and the leanest tiling (the fewest bytes loaded), which a GEMM held by
-    its memory traffic runs best as, is tried whatever the ranking, so a chip with more of a
-    resource that speeds up other tilings' estimates still plays it.
+    library does. A library's ranking leaves HBM bandwidth out, so a faster memory never changes
+    which tilings are tried; a compiler that tunes for one chip counts it (`_scored`: `feed_s`),
+    so that a GEMM its memory holds keeps the tilings that load least, and it plays the best by
+    the rest of its estimate too, which a faster memory would rank first. The leanest tiling
+    (the fewest bytes loaded), which a GEMM held by its memory traffic runs best as, is tried
+    whatever the ranking, so a chip with more of a resource that speeds up other tilings'
+    estimates still plays it.
     """
     lay = wave_layout(chip)
-    # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute;
+    # ranked by estimate, ties to less HBM traffic under the best raster, then to less compute
+    # (where the estimate counts the feed, first to the rest of it: `_tie_order`);
     # one K step per tile shape and mapping (and one of the whole
     # K), so the shortlist spans different mappings. The rasters of a tiling are costed only when its estimate comes up: once `count` tile shapes
     # are in, later estimates cannot enter
     out: dict[tuple, Tiling] = {}
-    head, leanest, reserve = _scored(op, chip, count)
+    head, leanest, reserve, unfed = _scored(op, chip, count)
     start = 0
     while start < len(head) and len(out) < count:
         end = start
@@ -101,20 +107,30 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
             end += 1
         # a tiling whose shape is already in cannot enter, nor change the order of the rest of
         # its ties (the sort is stable): its rasters are not walked
-        fresh = [(compute, t) for _est, compute, t in head[start:end] if _shape_key(op, t) not in out]
-        tied = sorted(((*_best_raster(op, lay, t), compute) for compute, t in fresh), key=lambda x: (x[1], x[2]))
-        for t, _hbm, _compute in tied:
+        fresh = [(rest, compute, t) for _est, rest, compute, t in head[start:end] if _shape_key(op, t) not in out]
+        tied = sorted(((rest, *_best_raster(op, lay, t), compute) for rest, compute, t in fresh), key=_tie_order)
+        for _rest, t, _hbm, _compute in tied:
             out.setdefault(_shape_key(op, t), t)
         start = end
-    for _est, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
+    for _est, _rest, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
         if len(out) >= count:
             break
         if _shape_key(op, t) not in out:
             out[_shape_key(op, t)] = _best_raster(op, lay, t)[0]
     kept = tuple(out.values())[:count]
-    if leanest is not None and all(_shape_key(op, t) != _shape_key(op, leanest) for t in kept):
-        kept += (_best_raster(op, lay, leanest)[0],)
+    for extra in (leanest, unfed):
+        if extra is not None and all(_shape_key(op, t) != _shape_key(op, extra) for t in kept):
+            kept += (_best_raster(op, lay, extra)[0],)
     return kept
+
+
+def _tie_order(x: tuple[float, Tiling, float, float]) -> tuple[float, float, float]:
+    """The order of tilings of one estimate, each (the rest of its estimate, tiling, HBM bytes
+    under its best raster, compute seconds): the rest first (equal where the estimate leaves the
+    feed out), then less HBM traffic, then less compute. Tilings the feed holds alike (a GEMV's
+    whole weights, read once under every tile) are ranked by what else the estimate sees before
+    the few bytes the L2 walk tells them apart by."""
+    return (x[0], x[2], x[3])
 
 
 def _shape_key(op: Op, t: Tiling) -> tuple:
@@ -128,16 +144,22 @@ def shortlist_head(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, 
     each with its best raster), found by the analytic estimate alone: arithmetic over the tile
     grid, no L2 walk, so the size check before a run can bound what the compiler will build for
     nothing."""
-    head, leanest, reserve = _scored(op, chip, count)
-    return tuple(t for _est, _compute, t in (*head, *reserve)) + ((leanest,) if leanest is not None else ())
+    head, leanest, reserve, unfed = _scored(op, chip, count)
+    extra = tuple(t for t in (leanest, unfed) if t is not None)
+    return tuple(t for _est, _rest, _compute, t in (*head, *reserve)) + extra
 
 
 @memo(maxsize=4096)
 def _scored(
     op: Op, chip: Chip, count: int
-) -> tuple[list[tuple[float, float, Tiling]], Tiling | None, list[tuple[float, float, Tiling]]]:
+) -> tuple[
+    list[tuple[float, float, float, Tiling]], Tiling | None, list[tuple[float, float, float, Tiling]], Tiling | None
+]:
     """The best 3 x `count` tilings of every mapping by the analytic estimate, as (estimate,
-    compute seconds, tiling), best first; the leanest tiling: of the tile shapes whose cores
+    the rest of it, compute seconds, tiling), best first; where the family's compiler counts
+    main memory's feed (`FamilyRule.estimates_feed`), the estimate is the slower of the rest
+    (the mapping's `estimate`) and the feed (`feed_s`, and `spilled_partials_s`), and tilings
+    the feed holds alike go by the rest; the leanest tiling: of the tile shapes whose cores
     load the fewest bytes in all (`loaded_bytes`: what the GEMM reads from HBM where no load
     hits L2, and an upper bound on it where some do), the best by estimate of any mapping; and a
     reserve: each mapping's best `count` tile shapes (`_shape_key`: one K step each) not in the
@@ -163,37 +185,123 @@ def _scored(
     lat = hbm_latency_s(chip)
     rate = np.minimum(core.max_inflight_bytes, (stages - 1).clip(1) * stage) / lat
     e = Estimate(op, chip, tiles, ksteps, cycles_per_step, moved_stage, rate, lat, stages, em, en)
+    fed_s = feed_s(op, chip, tm, tn, cycles_per_step) if family.estimates_feed() else None
     loaded = loaded_bytes(tiles, ksteps, moved_stage)
     leanest = loaded <= loaded.min() * (1 + LEANEST_REL)
     shape = (tm * (int(tn.max()) + 1) + tn) * 2 + (tk >= k)  # one number per `_shape_key` of a mapping
     # each candidate as (estimate, compute seconds, its Tiling's fields), read off the arrays a
     # mapping at a time; a Tiling is built only for those returned
-    scored: list[tuple[float, float, tuple]] = []
-    lean: list[tuple[float, float, tuple]] = []
-    spare: list[tuple[float, float, tuple]] = []
+    scored: list[tuple[float, float, float, tuple]] = []
+    lean: list[tuple[float, float, float, tuple]] = []
+    quick: list[tuple[float, float, float, tuple]] = []
+    spare: list[tuple[float, float, float, tuple]] = []
     for rule in MAPPINGS.values():
         for split in rule.splits(e):
             est, compute_s = rule.estimate(e, split)
-            order = np.lexsort((compute_s, est))
+            rest = est
+            if fed_s is not None:
+                est = np.maximum(rest, fed_s + spilled_partials_s(op, chip, lay, split))
+            order = np.lexsort((compute_s, rest, est))
             finite = np.isfinite(est)
             _shapes, first = np.unique(shape[order], return_index=True)  # each shape's best K step
             best_lean = order[leanest[order] & finite[order]][:1]
-            for into, picked in ((scored, order[:count]), (spare, order[np.sort(first)][:count]), (lean, best_lean)):
+            best_rest = np.lexsort((compute_s, rest))[:1] if fed_s is not None else order[:0]
+            picks = (
+                (scored, order[:count]),
+                (spare, order[np.sort(first)][:count]),
+                (lean, best_lean),
+                (quick, best_rest),
+            )
+            for into, picked in picks:
                 picked = picked[finite[picked]]
                 fields = zip(tm[picked].tolist(), tn[picked].tolist(), tk[picked].tolist(), strict=True)
-                into += [(x, c, (*f, rule.mapping, split)) for x, c, f in
-                         zip(est[picked].tolist(), compute_s[picked].tolist(), fields, strict=True)]  # fmt: skip
-    scored.sort(key=lambda x: (x[0], x[1]))
-    lean.sort(key=lambda x: (x[0], x[1]))
+                times = zip(est[picked].tolist(), rest[picked].tolist(), compute_s[picked].tolist(), strict=True)
+                into += [(*x, (*f, rule.mapping, split)) for x, f in zip(times, fields, strict=True)]
+    scored.sort(key=lambda x: x[:3])
+    lean.sort(key=lambda x: x[:3])
+    quick.sort(key=lambda x: x[1:3])
     head = scored[: 3 * count]
-    spare.sort(key=lambda x: (x[0], x[1]))
+    spare.sort(key=lambda x: x[:3])
     reserve = [x for x in spare if x not in head][: 3 * count]  # a Tiling is equal where its fields are
-    return _tilings(head), (Tiling(*lean[0][2]) if lean else None), _tilings(reserve)
+    unfed = Tiling(*quick[0][3]) if quick else None
+    return _tilings(head), (Tiling(*lean[0][3]) if lean else None), _tilings(reserve), unfed
 
 
-def _tilings(scored: list[tuple[float, float, tuple]]) -> list[tuple[float, float, Tiling]]:
-    """(estimate, compute seconds, fields) as (estimate, compute seconds, Tiling)."""
-    return [(x, c, Tiling(*f)) for x, c, f in scored]
+def _tilings(scored: list[tuple[float, float, float, tuple]]) -> list[tuple[float, float, float, Tiling]]:
+    """(estimate, its rest, compute seconds, fields) as (estimate, its rest, compute seconds,
+    Tiling)."""
+    return [(x, r, c, Tiling(*f)) for x, r, c, f in scored]
+
+
+def wave_operand_bytes(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> np.ndarray:
+    """Bytes of A and B a GEMM reads from main memory under each tile shape, by arithmetic over
+    the tile grid, as the L2 model (l2reuse.py) sees its waves but without walking them
+    (`_walked_hbm_bytes`). A wave of W = min(cores, tiles of a group) tiles is a block of r x c
+    of them (r x c >= W, r <= W; r row panels of A and c column panels of B, each K long, read once by
+    the wave: its tiles run together), and the waves sweep the grid along a block row of r
+    row panels (or, the same with A and B swapped, down a block column). The L2, of reuse
+    capacity C, keeps a wave's panels for the next where they fit (the sweep reads A once) and
+    B whole where it fits beside them (else each block row reads all of B):
+
+        A_w = min(r tm, M) K a    B_w = min(c tn, N) K b    waves = ceil(tiles of a group / W)
+        A reads = MKa where A_w + B_w <= C, else waves x A_w
+        B reads = KNb where KNb + A_w <= C, else ceil(row blocks / r) x KNb
+
+    the least of every r, both ways (MKa + KNb where both fit in C), times the groups. E.g.
+    4096 x 1024 x 4096 bf16 (A and B 8 MiB each) on 8 cores with 256 KiB of L2: 512 x 512 tiles
+    (an 8 x 8 grid) as 2 x 4 blocks, 8 waves of 2 MiB of A, 4 block rows reading B:
+    16 + 32 = 48 MiB (50,331,648 B); 128 x 4096 tiles (32 x 1) as 8 x 1: 4 waves of 2 MiB of A,
+    4 block rows: 8 + 32 = 40 MiB (41,943,040 B). With 12 MiB of L2, 512 x 512 reads A once
+    (6 MiB a wave) and B once (8 + 2 MiB): 16 MiB."""
+    rows, cols = ceil_div(op.m, tm), ceil_div(op.n, tn)
+    wave = np.minimum(lay.cores, rows * cols)
+    waves = ceil_div(rows * cols, wave)
+    a_row, b_col = op.k * op.dtype.bytes, op.k * op.b_dtype.bytes
+    a_all, b_all, cap = op.m * a_row, op.n * b_col, lay.reuse_capacity_bytes
+    least = np.full(len(tm), a_all + b_all if a_all + b_all <= cap else np.inf)
+    r = 1
+    while r < 2 * int(rows.max()):
+        rr = np.minimum(np.maximum(r, ceil_div(wave, cols)), np.minimum(rows, wave))
+        cc = np.minimum(ceil_div(wave, rr), cols)
+        a_w, b_w = np.minimum(rr * tm, op.m) * a_row, np.minimum(cc * tn, op.n) * b_col
+        kept = a_w + b_w <= cap  # a wave's panels stay for the next
+        a_reads, b_reads = np.where(kept, a_all, waves * a_w), np.where(kept, b_all, waves * b_w)
+        along_rows = a_reads + np.where(b_all + a_w <= cap, b_all, ceil_div(rows, rr) * b_all)
+        along_cols = b_reads + np.where(a_all + b_w <= cap, a_all, ceil_div(cols, cc) * a_all)
+        least = np.minimum(least, np.minimum(along_rows, along_cols))
+        r *= 2
+    return op.groups * least
+
+
+def feed_s(op: Op, chip: Chip, tm: np.ndarray, tn: np.ndarray, cycles_per_step: np.ndarray) -> np.ndarray:
+    """The least time main memory takes to feed a GEMM under each tile shape: one access latency
+    L, then its operands (`wave_operand_bytes`) and its output at the bandwidth a stream of the
+    GEMM's write share reaches (`hbm_bandwidth`, the output over the compulsory bytes), and the
+    last K step's compute (`cycles_per_step` at the clock), which waits for its operands:
+
+        feed = L + (operands + M x N x c) / bandwidth + cycles of a step / clock
+
+    A compiler that tunes for one chip costs a tiling by the slower of its compute and its
+    memory traffic (the roofline of the Pallas TPU matmul guide, which sizes blocks by the bytes
+    they re-read from HBM; XLA's analytical TPU cost model, Kaufman et al., MLSys 2021): an
+    estimate that leaves it out ranks a tiling whose compute is fast ahead of one that loads
+    less, on a chip its memory holds; and among tilings that load alike (a GEMV's weights, read
+    once under any tile) the one whose last step computes longest ends last. E.g. 100 MB at
+    1 TB/s after 500 ns, then a 1,000-cycle step at 1 GHz: 0.5 + 100 + 1 = 101.5 us."""
+    out = op.groups * op.m * op.n * op.c_dtype.bytes
+    bandwidth = hbm_bandwidth(chip, out / op.min_bytes())
+    moved = wave_operand_bytes(op, wave_layout(chip), tm, tn) + out
+    return hbm_latency_s(chip) + moved / bandwidth + cycles_per_step / chip.clock_hz
+
+
+def spilled_partials_s(op: Op, chip: Chip, lay: WaveLayout, split: int) -> float:
+    """Seconds main memory takes to write and read back the fp32 partials of a GEMM split `split`
+    ways along K where they do not fit in L2 (as `_walked_hbm_bytes` counts them), at the
+    bandwidth of a stream half writes: 0 unsplit. E.g. 2 slices of a 4096 x 4096 output at
+    1 TB/s: 2 x 2 x 4096 x 4096 x 4 B = 268 us."""
+    if split == 1 or partials_fit(op, lay.l2_capacity_bytes, split):
+        return 0.0
+    return 2 * split * op.groups * op.m * op.n * PARTIAL_BYTES / hbm_bandwidth(chip, 0.5)
 
 
 LEANEST_REL = 1e-9  # loaded bytes within this of the least tie for the leanest (float rounding)

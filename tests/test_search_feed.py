@@ -1,0 +1,171 @@
+"""The estimate a compiler that tunes for one chip ranks a GEMM's tilings by, with the time main
+memory takes to feed each (compiler/gemm.py `feed_s`), and the searches after the shortlist's
+(choose/pick.py `SEARCH_RESTARTS`)."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from family_chips import chip, more_of, scaled
+
+from archsim.choose.pick import _move_key, _Played, choose, deal_floor_s
+from archsim.compiler.families import family_rule
+from archsim.compiler.gemm import best_raster, compile_gemm, feed_s, shortlist, spilled_partials_s, wave_operand_bytes
+from archsim.compiler.gemm_phases import Tiling, wave_layout
+from archsim.dtypes import DType
+from archsim.graph.ops import Op, OpKind, Scaling
+from archsim.hardware.memory import hbm_bandwidth, hbm_latency_s
+
+GEMM = Op(OpKind.GEMM, DType.BF16, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+# Trainium2 with one array a core at twice its clock, its GEMM held by HBM (a quarter of its
+# bandwidth, a quarter of its L2): the example of tests/test_family_properties.py's invariants
+HELD_TRAINIUM = {
+    "clock": 1.2,
+    "matrix_units": 0.5,
+    "inflight": 0.5,
+    "l2_capacity": 0.25,
+    "hbm_data_rate": 0.5,
+    "hbm_stacks": 0.5,
+    "power_limit": 0.75,
+}
+
+
+def test_a_wave_reads_the_operands_of_its_block_of_tiles_and_l2_keeps_what_fits():
+    """4096 x 1024 x 4096 bf16 (A and B 8 MiB each; a row of A or column of B 2,048 B) on 8
+    cores with 256 KiB of L2 (Trainium2's quarter): 512 x 512 tiles (an 8 x 8 grid) as 2 x 4
+    blocks (a wave's 2 MiB of A and 4 MiB of B do not fit: 8 waves read 2 MiB of A, and 4 block
+    rows all of B): 16 + 32 = 48 MiB; 128 x 4096 tiles (32 x 1) as 8 x 1: 4 waves of 2 MiB of A
+    and 4 block rows of B: 8 + 32 = 40 MiB; 4096 x 4096, one tile: 16 MiB. With 12 MiB of L2,
+    512 x 512's 6 MiB a wave stay (A once) and B fits beside a wave's 2 MiB of A (once): 16 MiB.
+    The L2 walk of the compiled phases (`tiling_hbm_bytes`, under the best raster) reads as
+    much, the output's 32 MiB beside."""
+    c = chip("trainium2", scaled("trainium2", {"l2_capacity": 0.25}))
+    lay = wave_layout(c)
+    assert (lay.cores, lay.reuse_capacity_bytes) == (8, 262_144)
+    tm, tn = np.array([512, 128, 4096]), np.array([512, 4096, 4096])
+    mib = [48 << 20, 40 << 20, 16 << 20]
+    assert wave_operand_bytes(GEMM, lay, tm, tn).tolist() == mib
+    for a, b, want in zip(tm.tolist(), tn.tolist(), mib, strict=True):
+        assert best_raster(GEMM, c, Tiling(a, b, 128))[1] == want + (32 << 20)
+    big = replace(lay, l2_capacity_bytes=12 << 20, l2_partitions=1)
+    assert wave_operand_bytes(GEMM, big, tm[:1], tn[:1]).tolist() == [16 << 20]
+
+
+def test_the_feed_is_the_bytes_over_the_bandwidth_after_a_latency_and_before_a_step():
+    """Trainium2 (8 cores, its nominal 1 MiB of L2), 128 x 4096 tiles: 40 MiB of operands (as
+    above: a wave's 2 MiB of A and 8 MiB of B do not fit) and the 4096 x 4096 x 2 = 33,554,432 B
+    output, 75,497,472 B at the bandwidth of a stream two thirds written (the output over the
+    50,331,648 compulsory bytes), after one access latency, and a last step of 1,000 cycles at
+    its clock."""
+    c = chip("trainium2", ())
+    got = feed_s(GEMM, c, np.array([128]), np.array([4096]), np.array([1000.0]))
+    bandwidth = hbm_bandwidth(c, 33_554_432 / 50_331_648)
+    assert math.isclose(got[0], hbm_latency_s(c) + 75_497_472 / bandwidth + 1000 / c.clock_hz, rel_tol=1e-12)
+
+
+def test_split_partials_are_fed_only_where_they_leave_l2():
+    """Two K slices of a 4096 x 4096 output: 2 x 2 x 4096 x 4096 x 4 B = 268,435,456 B written
+    and read back at the bandwidth of a stream half written, where the partials do not fit in
+    L2 (Trainium2's nominal 1 MiB); none unsplit, or where they fit (a 64 x 64 output's 32 kB)."""
+    c = chip("trainium2", ())
+    lay = wave_layout(c)
+    assert spilled_partials_s(GEMM, c, lay, 1) == 0.0
+    assert math.isclose(spilled_partials_s(GEMM, c, lay, 2), 268_435_456 / hbm_bandwidth(c, 0.5))
+    small = Op(OpKind.GEMM, DType.BF16, m=64, k=4096, n=64, scaling=Scaling.FIXED)
+    assert spilled_partials_s(small, c, lay, 2) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("name", "fed"),
+    [("tpu_v6e", True), ("trainium2", True), ("dataflow_2stack", True), ("h200", False), ("wafer", False)],
+)
+def test_the_compilers_that_search_count_the_feed(name, fed):
+    """The families whose compiler tunes for one chip (`search_moves`) rank by the feed too; a
+    kernel library's heuristic (the GPU's, the wafer's) does not."""
+    assert family_rule(chip(name, ())).estimates_feed() is fed
+
+
+def test_a_gemm_held_by_hbm_shortlists_the_tiles_that_load_least():
+    """Trainium2 held by HBM (0.72 TB/s): 512 x 512 tiles compute fastest by the estimate
+    without HBM, but load 50.3 MB of operands (`wave_operand_bytes` above) to 128 x 4096's
+    41.9 MB, 116 us to 104 us at peak with the 33.5 MB output; with the feed counted 128 x 4096
+    (or its transpose) heads the shortlist, and it plays faster."""
+    c = chip("trainium2", scaled("trainium2", HELD_TRAINIUM))
+    first = shortlist(GEMM, c)[0]
+    assert sorted((first.tm, first.tn)) == [128, 4096]
+    from archsim.choose.pick import program_time_s
+    from archsim.engine.simulate import play_program
+
+    def played_s(t: Tiling) -> float:
+        p = compile_gemm(GEMM, c, t)
+        return program_time_s(p, play_program(p, c), c)
+
+    assert played_s(first) < played_s(Tiling(512, 512, first.tk))
+
+
+def test_a_restart_searches_from_the_fastest_tiling_none_stood_on():
+    """Of three played tilings (20, 10 and 10 us) the second is searched from: the third ties it
+    but was played later; once both are searched from, the first; then none. On 8 cores only
+    the third: the deals played are the full chip's (grid 0) and 8 cores', the fastest's first."""
+    a, b, c = Tiling(128, 128, 64), Tiling(256, 128, 64), Tiling(128, 256, 64, grid=8)
+    played = _Played({_move_key(t): (s, t) for t, s in ((a, 20e-6), (b, 10e-6), (c, 10e-6))}, set())
+    assert played.fastest_unsearched() == b and played.fastest_unsearched(8) == c
+    assert played.deals() == [0, 8]
+    played.stand_on(b)
+    played.stand_on(c)
+    assert played.fastest_unsearched() == a and played.fastest_unsearched(8) is None
+    played.stand_on(a)
+    assert played.fastest_unsearched() is None
+
+
+def test_a_square_gemm_searches_a_tiling_or_its_transpose():
+    """A 4096 x 1024 x 4096 bf16 GEMM's 256 x 128 tiles play as its 128 x 256 (`same_play`):
+    standing on one marks both searched; a 4096 x 1024 x 2048 GEMM's are two tilings."""
+    t = Tiling(256, 128, 64)
+    mirrored = _Played({}, set(), mirrored=True)
+    mirrored.stand_on(t)
+    assert _move_key(Tiling(128, 256, 64)) in mirrored.searched
+    plain = _Played({}, set())
+    plain.stand_on(t)
+    assert plain.searched == {_move_key(t)}
+
+
+def test_a_deal_is_searched_only_where_it_could_beat_the_best():
+    """The 2-stack dataflow chip (16 cores, 1.887 PFLOP/s, 1 MiB in flight a core 510 ns from
+    1.6384 TB/s) and a 4096 x 1024 x 4096 bf16 GEMM: on 2 cores its 34.4 GFLOP at an eighth of
+    the peak, 145.6 us, over its 50.3 MB at the least of the memory's peak and 2 x 1 MiB / 510 ns
+    (4.1 TB/s), 30.7 us; on every core 18.2 us of compute under the same 30.7 us of memory."""
+    c = chip("dataflow_2stack", ())
+    flops, moved = 2 * 4096 * 1024 * 4096, 50_331_648
+    for grid, share in ((2, 1 / 8), (0, 1.0)):
+        feed = min(c.hbm.peak_bandwidth_bytes_per_s, share * 16 * c.core.max_inflight_bytes / hbm_latency_s(c))
+        want = max(flops / (c.peak_flops(DType.BF16) * share), moved / feed)
+        assert math.isclose(deal_floor_s(GEMM, c, grid), want, rel_tol=1e-12)
+    assert math.isclose(deal_floor_s(GEMM, c, 2), 34_359_738_368 / (1.8874368e15 / 8))
+    assert math.isclose(deal_floor_s(GEMM, c, 0), 50_331_648 / 1.6384e12)
+
+
+def test_more_cores_may_deal_a_gemm_over_half_of_them():
+    """The 2-stack dataflow chip (one array a core, half its SRAM and bytes in flight, a quarter
+    of its L2, one HBM stack, 80% of its clock) runs the GEMM as 512 x 1024 x 256 tiles on its
+    16 cores, two waves of 16; on 32 cores one wave of the shortlist's tiles drains its outputs
+    after its computes, slower, and the tiling dealt over 16 of them is three moves from the
+    shortlist (wider tiles, half the cores, a deeper step) through tilings no faster than the
+    best: a restart from the fastest of those none searched from finds it, as fast as on 16."""
+    factors = {
+        "clock": 0.8,
+        "matrix_units": 0.5,
+        "sram_capacity": 0.5,
+        "inflight": 0.5,
+        "l2_capacity": 0.25,
+        "hbm_stacks": 0.5,
+        "power_limit": 0.75,
+    }
+    params = scaled("dataflow_2stack", factors)
+    base, more = chip("dataflow_2stack", params), more_of("dataflow_2stack", params, "cores", 2.0)
+    assert more is not None and (base.cores, more.cores) == (16, 32)
+    on_16, on_32 = choose(GEMM, base), choose(GEMM, more)
+    assert on_16.program.phases[0].label == "gemm 512x1024x256 split1 row"
+    assert on_32.program.phases[0].label == "gemm 1024x512x256 split1 row on 16 cores"  # its transpose
+    assert on_32.played.cycles == on_16.played.cycles
