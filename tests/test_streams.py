@@ -101,3 +101,21 @@ def test_a_guarded_stream_drops_what_follows_a_failure(capsys):
     assert closed.failure == "stdout is closed"
     with pytest.raises(OSError):
         closed.fileno()
+
+
+def test_a_stream_is_cut_fine_enough_to_pipeline_where_sram_is_large():
+    from dataclasses import replace
+
+    from archsim.compiler.streaming import STREAM_ENTRY_MIN_BYTES, stream_entry_bytes
+    from archsim.config.loader import load_system
+
+    h200 = load_system("h200")[0].chip
+    # a GPU: a quarter of its 228 KiB of shared memory, 58,368 B, under the 64 KiB floor, whatever the chunk
+    assert stream_entry_bytes(h200, 8 << 20) == stream_entry_bytes(h200, 100e3) == 233472 / 4
+    big = replace(h200, core=replace(h200.core, sram=replace(h200.core.sram, capacity_bytes=16 << 20)))
+    # 16 MiB of SRAM: an 8 MiB chunk in eighths of 1 MiB (a quarter, 4 MiB, would leave it 2 entries);
+    # a 40 GB chunk in quarters of SRAM; a 256 KiB chunk in entries of the 64 KiB floor, not 32 KiB
+    assert stream_entry_bytes(big, 8 << 20) == 1 << 20
+    assert stream_entry_bytes(big, 40e9) == 4 << 20
+    assert stream_entry_bytes(big, 256 << 10) == STREAM_ENTRY_MIN_BYTES == 64 << 10
+    assert stream_entry_bytes(big, 0.0) == 4 << 20  # a row-wise kernel, no entry loaded ahead: a quarter

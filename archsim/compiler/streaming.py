@@ -5,7 +5,7 @@ outputs, with no reuse between elements. Its mapping is set by how it meets memo
 
 * Chunks hold whole rows (a row-wise op keeps a row on one core), at least `min_chunk_bytes` of
   input (a thread block's worth), spread so that every core gets work when there is enough. A
-  chunk larger than a quarter of SRAM is streamed in several entries.
+  chunk is streamed in entries of at most a quarter of SRAM, fine enough to pipeline (`stream_entry_bytes`).
 * A row-wise kernel (norm, softmax: `row_inflight_bytes` > 0) gives each row a block that walks
   it a block-wide step at a time and does not load ahead of its own compute, so a lone row is a
   latency chain; later passes over the row find it in L2 (`l2_rereads_per_element`).
@@ -53,6 +53,11 @@ MIN_CHUNK_BYTES = 16 * 1024  # smallest slice of a streaming op one core takes (
 # over as many cores as it has blocks (vector_block_bytes)
 VECTOR_BLOCK_THREADS = 128
 VECTOR_LOAD_BYTES = 16
+# a core's chunk streams in entries of a quarter of its SRAM at most, and in at least STREAM_ENTRIES
+# where each still holds STREAM_ENTRY_MIN_BYTES: a pipelined stream exposes its first load and its
+# last store, one entry each, beside the rest [EST: 4-16 entries, 16-256 KiB]
+STREAM_ENTRIES = 8
+STREAM_ENTRY_MIN_BYTES = 64 * 1024
 PER_ROW_THREADS = 1024  # threads of a per-token kernel's block: min(row length, 1024) in vLLM's kernels
 ROTARY_THREADS = 512  # rotary_embedding's block: min(q heads x rot_dim / 2, 512) threads, one (x, y) pair each
 # rotary_embedding's instructions per pair and step: the head and offset of the pair by integer
@@ -100,7 +105,9 @@ def streaming_phase(chip: Chip, s: Stream) -> Phase:
     # a row-wise kernel gives each row a thread block of its own
     min_rows = 1 if s.row_inflight_bytes > 0 else max(1, math.ceil(s.min_chunk_bytes / row_bytes))
     rows_per_chunk = max(min_rows, math.ceil(rows / cores))
-    max_rows = max(1, int(chip.core.sram.capacity_bytes // 4 // row_bytes))
+    # a row-wise kernel loads no entry ahead of its compute: its entries are a quarter of SRAM
+    chunk_bytes = 0.0 if s.row_inflight_bytes > 0 else rows_per_chunk * row_bytes
+    max_rows = max(1, int(stream_entry_bytes(chip, chunk_bytes) // row_bytes))
     # rows_per_chunk >= rows / cores, so each core takes at most one chunk: all chunks are alike
     # but the last, and cores with alike chunks run one weighted sequence
     chunks = math.ceil(rows / rows_per_chunk)
@@ -138,6 +145,22 @@ def streaming_phase(chip: Chip, s: Stream) -> Phase:
     if s.row_inflight_bytes > 0:
         stages = 1  # a row's block loads, reduces and writes its row in turn: no loads run ahead
     return build_phase(sequences, stages, s.label, weights=weights, inflight_bytes=inflight_bytes)
+
+
+def stream_entry_bytes(chip: Chip, chunk_bytes: float) -> float:
+    """Input bytes of one entry of a core's streamed chunk of `chunk_bytes`: a quarter of its
+    SRAM (double-buffered loads beside the stores draining), but where that leaves the chunk in
+    fewer than STREAM_ENTRIES entries, the chunk's STREAM_ENTRIES-th (of a chunk of 0 bytes: a
+    quarter, for a kernel that loads no entry ahead of its compute), down to
+    STREAM_ENTRY_MIN_BYTES: a compiler that pipelines a stream (a DMA ring of blocks, as Pallas's
+    and the Neuron compiler's double-buffered block loops; a dataflow chip's streams) cuts it
+    fine enough that the first load and the last store, which nothing overlaps, are a small part.
+    A GPU's quarter of shared memory (57 KiB on Hopper) is under the floor: its entries are as
+    before. E.g. a 16 MiB core streaming an 8 MiB chunk: 4 MiB a quarter, 2 entries; 1 MiB, 8."""
+    quarter = chip.core.sram.capacity_bytes / 4
+    if chunk_bytes <= 0:
+        return quarter
+    return min(quarter, max(STREAM_ENTRY_MIN_BYTES, chunk_bytes / STREAM_ENTRIES))
 
 
 def hot_read_share(op: Op, chip: Chip, read_bytes: float, reads: int) -> float:
