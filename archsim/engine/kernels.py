@@ -46,7 +46,7 @@ from archsim.engine.cores import (
     set_left,
     start_compute,
 )
-from archsim.engine.events import earliest, move_flows, tree_due, tree_set
+from archsim.engine.events import earliest, ends_from_rates, move_flows, tree_due, tree_set
 from archsim.engine.sharing import INF, Shares, flow_place, insert_flow, remove_flow, share
 from archsim.hardware.memory import MemoryParams, store_rate_cap
 from archsim.jit import F64Array2D, I64Array, njit_entry
@@ -291,7 +291,11 @@ def simulate_phase(
             at = slot[stale[i]]
             act_rate[at] = rate_f[stale[i]]
             act_end[at] = t + act_left[at] / act_rate[at]
-        if reshared:
+        if reshared and n_flows > FEW_FLOWS:
+            ends_from_rates(act_flow, rate_f, act_rate, act_left, act_end, n_flows, t)
+            first_end = earliest(act_end, n_flows)
+            reshared = False
+        elif reshared:
             first_end = INF
             for i in range(n_flows):
                 r = rate_f[act_flow[i]]
