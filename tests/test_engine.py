@@ -111,7 +111,7 @@ def test_fair_share_by_progressive_filling():
 
     def shares(rate, cap, use_h, use_l, weight):
         n = len(rate)
-        return Shares(rate, cap, use_h, use_l, weight, np.arange(n), np.zeros(n, np.bool_), np.zeros((2, n)))
+        return Shares(rate, cap, use_h, use_l, weight, np.arange(n), np.zeros(n, np.bool_), np.zeros((5, n)))
 
     for w_b, expected_b in ((1.0, 40.0), (2.0, 20.0)):
         rate, cap = np.zeros(3), np.array([10.0, 100.0, 100.0])
@@ -140,7 +140,7 @@ def test_the_fair_share_sums_again_only_from_the_first_changed_flow():
     -1 on purpose, is taken to be at its cap since the last call)."""
     from archsim.engine.sharing import Shares, share
 
-    demand, cap = np.zeros((2, 2)), np.array([5.0, 5.0])
+    demand, cap = np.zeros((5, 2)), np.array([5.0, 5.0])
     rate = np.zeros(2)
     sh = Shares(
         rate, cap, np.ones(2), np.zeros(2), np.array([1.0, 2.0]), np.array([0, 1]), np.zeros(2, np.bool_), demand

@@ -46,7 +46,7 @@ from archsim.engine.cores import (
     set_left,
     start_compute,
 )
-from archsim.engine.events import earliest, move_flows, tree_due, tree_set
+from archsim.engine.events import earliest, ends_from_rates, move_flows, tree_due, tree_set
 from archsim.engine.sharing import INF, Shares, flow_place, insert_flow, remove_flow, share
 from archsim.hardware.memory import MemoryParams, store_rate_cap
 from archsim.jit import F64Array2D, I64Array, njit_entry
@@ -176,7 +176,7 @@ def simulate_phase(
     stale = np.zeros(FLOW_KINDS * s_count, np.int64)
     n_stale = 0
     fair = True  # whether the rates were last set by fair sharing (else every rate is its cap)
-    demand = np.zeros((2, FLOW_KINDS * s_count))  # the fair share's running sums (`share`)
+    demand = np.zeros((5, FLOW_KINDS * s_count))  # the fair share's running sums (`share`)
     shares = Shares(rate_f, cap_f, use_h_f, use_l_f, wflow_f, flows, frozen, demand)
     dirty = 0  # the first place in `flows` whose flow or cap changed since the rates were set
     leaves = 1
@@ -232,12 +232,14 @@ def simulate_phase(
                     slot[f] = n_flows
                     act_flow[n_flows] = f
                     act_seq[n_flows] = s
-                    dirty = min(dirty, flow_place(flows, n_flows, f))
-                    n_flows = insert_flow(flows, n_flows, f)
+                    place = flow_place(flows, n_flows, f)
+                    dirty = min(dirty, place)
+                    n_flows = insert_flow(flows, n_flows, place, f)
                     changed = True
                 elif active[k, s] and not now:
-                    dirty = min(dirty, flow_place(flows, n_flows, f))
-                    n_flows = remove_flow(flows, n_flows, f)
+                    place = flow_place(flows, n_flows, f)
+                    dirty = min(dirty, place)
+                    n_flows = remove_flow(flows, n_flows, place)
                     at = slot[f]
                     last = act_flow[n_flows]  # the last in place of the removed
                     act_flow[at] = last
@@ -289,7 +291,11 @@ def simulate_phase(
             at = slot[stale[i]]
             act_rate[at] = rate_f[stale[i]]
             act_end[at] = t + act_left[at] / act_rate[at]
-        if reshared:
+        if reshared and n_flows > FEW_FLOWS:
+            ends_from_rates(act_flow, rate_f, act_rate, act_left, act_end, n_flows, t)
+            first_end = earliest(act_end, n_flows)
+            reshared = False
+        elif reshared:
             first_end = INF
             for i in range(n_flows):
                 r = rate_f[act_flow[i]]

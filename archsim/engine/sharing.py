@@ -17,8 +17,9 @@ INF = 1.0e300
 # The arrays the sharing reads and sets, one place per flow (ravelled): each flow's `rate` and
 # `cap` in bytes per cycle, the HBM (`use_h`) and L2 (`use_l`) bytes it moves per byte, the
 # identical cores it stands for (`weight`); `flows` the active ones in flow order (the first
-# `count`); `frozen` the fair share's scratch, one place per flow; `demand` [2, flows] the HBM
-# and L2 demand at the caps summed in flow order up to each place (kept between calls: `share`).
+# `count`); `frozen` the fair share's scratch, one place per flow; `demand` [5, flows] the HBM
+# and L2 demand at the caps, use per unit of rate and least cap summed in flow order up to each
+# place (kept between calls: `share`).
 # The functions below read each array through the record where they index it (`sh.rate[f]`), not
 # through a local name bound once: a name bound to an array holds a reference that Numba counts
 # when it is bound and when it is dropped, at every call (about 7% of the event loop's time, the
@@ -39,21 +40,25 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
     those flows by the step the first limit allows and stops the ones that reached theirs. The
     sums of the next round are taken in the same pass as this round's raise (a flow's terms read
     only its own rate, set before them in the pass), and the first round's load is zero, every
-    rate being zero: one pass a round, the same additions of the same numbers in the same order."""
-    delta = INF
-    inc_h = 0.0
-    inc_l = 0.0
-    for i in range(count):
-        f = sh.flows[i]
-        sh.rate[f] = 0.0
-        sh.frozen[f] = False
-        delta = min(delta, sh.cap[f])
-        inc_h += sh.weight[f] * sh.use_h[f]
-        inc_l += sh.weight[f] * sh.use_l[f]
+    rate being zero, its headroom and use the running sums `share` keeps (`demand` rows 2-4): one
+    pass a round, the same additions of the same numbers in the same order. A round's pass starts
+    at the first flow not yet stopped, from the load summed up to it by the pass before: the
+    flows before it are stopped, their rates and so their terms as they were."""
+    delta = sh.demand[4, count - 1]
+    inc_h = sh.demand[2, count - 1]
+    inc_l = sh.demand[3, count - 1]
     load_h = 0.0
     load_l = 0.0
+    first = 0  # the first place whose flow is not stopped, and the load summed before it
+    start_h = 0.0
+    start_l = 0.0
+    rise = True  # the first round: every rate rises from zero, no flow is stopped
     while True:
         if delta >= INF:
+            if rise:  # no cap and no pool use: every rate stays zero
+                for i in range(count):
+                    sh.rate[sh.flows[i]] = 0.0
+                    sh.frozen[sh.flows[i]] = False
             return load_h
         if inc_h > 0.0:
             delta = min(delta, max(0.0, hbm_cap - load_h) / inc_h)
@@ -69,7 +74,32 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
         inc_l = 0.0
         load_h = 0.0
         load_l = 0.0
-        for i in range(count):
+        start = first
+        first = count
+        if rise:
+            for i in range(count):
+                f = sh.flows[i]
+                r = 0.0 + step
+                sh.rate[f] = r
+                stop = (
+                    r >= sh.cap[f] * (1.0 - 1e-12) or (full_h and sh.use_h[f] > 0.0) or (full_l and sh.use_l[f] > 0.0)
+                )
+                sh.frozen[f] = stop
+                if not stop and first == count:  # the next pass starts here, from the sums so far
+                    first = i
+                    start_h = load_h
+                    start_l = load_l
+                load_h += sh.weight[f] * r * sh.use_h[f]
+                load_l += sh.weight[f] * r * sh.use_l[f]
+                if not stop:
+                    delta = min(delta, sh.cap[f] - r)
+                    inc_h += sh.weight[f] * sh.use_h[f]
+                    inc_l += sh.weight[f] * sh.use_l[f]
+            rise = False
+            continue
+        load_h = start_h
+        load_l = start_l
+        for i in range(start, count):
             f = sh.flows[i]
             if not sh.frozen[f]:
                 sh.rate[f] += step
@@ -79,6 +109,10 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
                     or (full_l and sh.use_l[f] > 0.0)
                 ):
                     sh.frozen[f] = True
+                elif first == count:
+                    first = i
+                    start_h = load_h
+                    start_l = load_l
             load_h += sh.weight[f] * sh.rate[f] * sh.use_h[f]
             load_l += sh.weight[f] * sh.rate[f] * sh.use_l[f]
             if not sh.frozen[f]:
@@ -88,25 +122,20 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
 
 
 @njit_inline
-def insert_flow(flows, count, f):
-    """Add flow `f` to the first `count` entries of `flows`, kept in increasing order; the new count."""
-    i = count
-    while i > 0 and flows[i - 1] > f:
+def insert_flow(flows, count, at, f):
+    """Add flow `f` at place `at` (`flow_place`) of the first `count` entries of `flows`, kept in
+    increasing order; the new count."""
+    for i in range(count, at, -1):
         flows[i] = flows[i - 1]
-        i -= 1
-    flows[i] = f
+    flows[at] = f
     return count + 1
 
 
 @njit_inline
-def remove_flow(flows, count, f):
-    """Take flow `f` out of the first `count` entries of `flows` (in order); the new count."""
-    i = 0
-    while flows[i] != f:
-        i += 1
-    while i < count - 1:
+def remove_flow(flows, count, at):
+    """Take the flow at place `at` out of the first `count` entries of `flows` (in order); the new count."""
+    for i in range(at, count - 1):
         flows[i] = flows[i + 1]
-        i += 1
     return count - 1
 
 
@@ -130,19 +159,30 @@ def share(sh, count, dirty, was_fair, hbm_cap, l2_cap):
     `_fair_share`; an inactive flow's rate is left as it was. Returns the HBM bytes per cycle
     the rates use, and whether they were shared fairly (else each is its cap).
 
-    The pools' demand at the caps is summed in flow order; `demand[0, i]` and `demand[1, i]`
-    keep the HBM and L2 sums up to place i from one call to the next, and only the places from
-    `dirty` on (the first whose flow or cap changed since) are summed again: the same additions
-    of the same numbers. The caps are set as the rates from `dirty` on, or all of them after
-    rates were last shared fairly (`was_fair`)."""
+    The pools' demand at the caps is summed in flow order, and so are the pools' use per unit of
+    rate and the least cap (the first round of `_fair_share`); `demand` [5, flows] keeps these
+    sums up to each place i from one call to the next (HBM and L2 demand in rows 0 and 1, use in
+    rows 2 and 3, least cap in row 4), and only the places from `dirty` on (the first whose flow
+    or cap changed since) are summed again: the same additions of the same numbers. The caps are
+    set as the rates from `dirty` on, or all of them after rates were last shared fairly
+    (`was_fair`)."""
     demand_h = sh.demand[0, dirty - 1] if dirty > 0 else 0.0
     demand_l = sh.demand[1, dirty - 1] if dirty > 0 else 0.0
+    use_h = sh.demand[2, dirty - 1] if dirty > 0 else 0.0
+    use_l = sh.demand[3, dirty - 1] if dirty > 0 else 0.0
+    low = sh.demand[4, dirty - 1] if dirty > 0 else INF
     for i in range(dirty, count):
         f = sh.flows[i]
         demand_h += sh.weight[f] * sh.cap[f] * sh.use_h[f]
         demand_l += sh.weight[f] * sh.cap[f] * sh.use_l[f]
+        use_h += sh.weight[f] * sh.use_h[f]
+        use_l += sh.weight[f] * sh.use_l[f]
+        low = min(low, sh.cap[f])
         sh.demand[0, i] = demand_h
         sh.demand[1, i] = demand_l
+        sh.demand[2, i] = use_h
+        sh.demand[3, i] = use_l
+        sh.demand[4, i] = low
     if demand_h <= hbm_cap and demand_l <= l2_cap:
         for i in range(0 if was_fair else dirty, count):
             sh.rate[sh.flows[i]] = sh.cap[sh.flows[i]]
