@@ -38,7 +38,7 @@ class Fidelity(enum.Enum):
     SCREEN = "screen"
 
 
-SCREEN_TILINGS = 10  # a GEMM's shortlisted tilings played at screen fidelity (best first; 4 or 8 and the two kept apart: all)
+SCREEN_TILINGS = 10  # a GEMM's shortlisted tilings played at screen (best first; 4 or 8 and two kept apart: all)
 HOLD_TOLERANCE = 0.01  # screen: a held clock's first replay drawing within 1% under the limit stands
 KV_GRID = 16  # tokens: screen samples decode attention on each side of every multiple (the least block edge)
 
