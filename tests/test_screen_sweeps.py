@@ -84,26 +84,12 @@ def test_every_metric_only_an_energy_gives_needs_the_power_section():
     # `Evaluation.reads_energy` leaves the energy out where no expression reads a name that
     # `missing_section` puts under power: so every name a run's energy adds must be one of them
     from archsim.config.resolved import ResolvedConfig
-    from archsim.graph.builder import Step
-    from archsim.graph.model import Phase
     from archsim.report.export import run_dict
-    from archsim.runner.generation import RunResult, StepResult
-    from archsim.runner.memory import Footprint
-    from archsim.sweep.metrics import flatten_numbers, metric_names, missing_section
+    from archsim.sweep.metrics import empty_run, flatten_numbers, metric_names, missing_section
 
     with_energy = metric_names()  # a run's names with an energy and an area
     assert "energy.by_unit.hbm_j" in with_energy and "decode_tokens_per_j" in with_energy
-    empty = RunResult(
-        prefill=StepResult(Step(Phase.PREFILL, 1, 1, 0), ()),
-        decode=StepResult(Step(Phase.DECODE, 1, 1, 1), ()),
-        decode_kv_lens=np.zeros(1, dtype=np.int64),
-        decode_step_s=np.ones(1),
-        footprint=Footprint(0.0, 0.0, 0.0, 1.0),
-        batch=1,
-        prompt_tokens=1,
-        output_tokens=2,
-    )
-    without = flatten_numbers(run_dict(empty, ResolvedConfig({}), None, None, None))
+    without = flatten_numbers(run_dict(empty_run(), ResolvedConfig({}), None, None, None))
     added = {n for n in with_energy - without.keys() if missing_section(n) != "area"}
     assert {"energy_j", "power_w", "energy.by_unit.hbm_j"} <= added
     assert all(missing_section(n) == "power" for n in added), sorted(added)

@@ -125,19 +125,11 @@ def run_metrics(result: RunResult, system: System | None = None, energy=None) ->
     return flatten_numbers({k: v for k, v in data.items() if k not in ("config", "config_hash")})
 
 
-@lru_cache(maxsize=1)
-def metric_names() -> frozenset[str]:
-    """The dotted names `run_metrics` gives for a run with a prefill and a decode step, an energy
-    and an area, known without simulating: from a run of empty steps."""
-    from archsim.config.resolved import ResolvedConfig
+def empty_run() -> RunResult:
+    """A run of a prefill and a decode step with no ops: what `run_metrics` names, not numbers."""
     from archsim.graph.builder import Step
-    from archsim.hardware.area import Area
-    from archsim.hardware.power import EnergySplit
-    from archsim.report.energy import area_dict
-    from archsim.report.export import run_dict
-    from archsim.runner.energy import RunEnergy, StepEnergy
 
-    empty = RunResult(
+    return RunResult(
         prefill=StepResult(Step(Phase.PREFILL, 1, 1, 0), ()),
         decode=StepResult(Step(Phase.DECODE, 1, 1, 1), ()),
         decode_kv_lens=np.zeros(1, dtype=np.int64),
@@ -147,6 +139,20 @@ def metric_names() -> frozenset[str]:
         prompt_tokens=1,
         output_tokens=2,
     )
+
+
+@lru_cache(maxsize=1)
+def metric_names() -> frozenset[str]:
+    """The dotted names `run_metrics` gives for a run with a prefill and a decode step, an energy
+    and an area, known without simulating: from a run of empty steps."""
+    from archsim.config.resolved import ResolvedConfig
+    from archsim.hardware.area import Area
+    from archsim.hardware.power import EnergySplit
+    from archsim.report.energy import area_dict
+    from archsim.report.export import run_dict
+    from archsim.runner.energy import RunEnergy, StepEnergy
+
+    empty = empty_run()
     step = StepEnergy(EnergySplit(), 1.0, 0.0)
     energy = RunEnergy(step, step, np.ones(1), EnergySplit(), 0.0, 1.0, 1, 1.0, 2, 1, 1.0)
     data = run_dict(empty, ResolvedConfig({}), None, energy, area_dict(Area(matrix_mm2=1.0), empty))
