@@ -57,6 +57,8 @@ def test_op_carries_the_interval_of_its_kind(tmp_path):
     assert main(["op", "gemm", "--M", "128", "--K", "4096", "--N", "4096", "--json", str(out)]) == 0
     assert "interval" not in json.loads(out.read_text())
     assert main(["op", "gemm", "--M", "8", "--K", "8", "--N", "8", "--interval", "0"]) == 2
+    # a fraction for a percent (0.9 meaning 90%) is refused, not run as a 0.9% interval
+    assert main(["op", "gemm", "--M", "8", "--K", "8", "--N", "8", "--interval", "0.9"]) == 2
 
 
 def test_a_lone_collective_op_adds_the_last_ranks_wait_and_its_interval(tmp_path):

@@ -22,10 +22,13 @@ def add_interval_flag(parser) -> None:
 
 
 def check_interval(args) -> None:
-    """A usage error unless --interval, where given, is a level in percent, above 0 and below 100."""
+    """A usage error unless --interval, where given, is a level in percent, above 1 and below 100
+    (a level of 1 or less is a fraction written for a percent: 0.9 for 90)."""
     level = getattr(args, "interval", None)
-    if level is not None and not 0 < level < 100:
-        raise UsageError(f"--interval: a level in percent, above 0 and below 100 (got {level:g})")
+    if level is not None and not 1 < level < 100:
+        raise UsageError(
+            f"--interval: a level in percent, above 1 and below 100: 90 for a 90% interval (got {level:g})"
+        )
 
 
 def interval_text(record: dict | None, kind: str, level: float, unit: Callable[[float], str]) -> str:
