@@ -287,12 +287,14 @@ def simulate_phase(
         # next event: a compute ends, a load's data starts flowing, or a flow drains. The stale
         # flows' ends from their rates first; then, where rates were shared again, every other
         # flow's whose rate changed, the earliest end taken in the same pass (a least value is
-        # the same in any order)
-        for i in range(n_stale):
+        # the same in any order); where every flow's end is worked out again (many flows), the
+        # stale ones' are among them, from the same numbers
+        every = reshared and n_flows > FEW_FLOWS
+        for i in range(0 if every else n_stale):
             at = slot[stale[i]]
             act_rate[at] = rate_f[stale[i]]
             act_end[at] = t + act_left[at] / act_rate[at]
-        if reshared and n_flows > FEW_FLOWS:
+        if every:
             ends_from_rates(act_flow, rate_f, act_rate, act_left, act_end, n_flows, t)
             first_end = earliest(act_end, n_flows)
             reshared = False
