@@ -16,8 +16,17 @@ from archsim.graph.model import Phase
 from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.graph.parallel import Parallelism
 from archsim.graph.params import total_params
-from archsim.hardware.power import Activity, Energies, EnergySplit, Power, energy_j, energy_split, floor_power_w
-from archsim.runner.energy import records_energy, run_energy, step_energy
+from archsim.hardware.power import (
+    ENERGY_PARTS,
+    Activity,
+    Energies,
+    EnergySplit,
+    Power,
+    energy_j,
+    energy_split,
+    floor_power_w,
+)
+from archsim.runner.energy import energy_rows, energy_sum, records_energy, run_energy, step_energy
 from archsim.runner.generation import run_generation, simulate_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,6 +178,25 @@ def test_decode_energies_follow_the_sampled_attention(h200, llama8b):
     assert np.all(np.diff(e1.decode_step_j) > 0)  # a longer KV cache costs more each step
     assert e1.energy.total_j == pytest.approx(e1.prefill.energy_j + float(np.sum(e1.decode_step_j)))
     assert e1.tokens_per_j == pytest.approx(w.scenario.batch * w.scenario.output_tokens / e1.energy_j)
+
+
+def test_energy_rows_are_energy_sums_to_the_bit(h200):
+    """Samples of one and of two ops (random energies and repeats) and hidden times of 0 and of a
+    few microseconds: each row is `energy_sum`'s split, part by part, to the bit (the same
+    additions in the same order), whatever the samples' order."""
+    rng = np.random.default_rng(7)
+
+    def split() -> EnergySplit:
+        return EnergySplit(*rng.uniform(0.0, 5.0, 8))
+
+    parts = [
+        ([(int(rng.integers(1, 80)), split()) for _ in range(1 + i % 2)], 0.0 if i % 3 else float(rng.uniform(0, 5e-6)))
+        for i in range(9)
+    ]
+    rows = energy_rows(parts, h200)
+    for row, (ops, hidden) in zip(rows, parts):
+        want = energy_sum(ops, h200, hidden)
+        assert row.tolist() == [getattr(want, f"{name}_j") for name in ENERGY_PARTS]
 
 
 def test_a_collective_powers_every_link_while_it_transfers():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from archsim.engine.events import ends_from_rates
-from archsim.engine.sharing import INF, Shares, share
+from archsim.engine.sharing import INF, Shares, flow_place, insert_flow, remove_flow, share
 
 
 def _filled(rate, cap, use_h, use_l, weight, flows, hbm_cap, l2_cap):
@@ -58,7 +58,7 @@ def _filled(rate, cap, use_h, use_l, weight, flows, hbm_cap, l2_cap):
 def _shares(cap, use_h, use_l, weight):
     n = len(cap)
     return Shares(
-        np.zeros(n), cap, use_h, use_l, weight, np.zeros(n, np.int64), np.zeros(n, np.bool_), np.zeros((5, n))
+        np.zeros(n), cap, use_h, use_l, weight, np.zeros(n, np.uint64), np.zeros(n, np.bool_), np.zeros((5, n))
     )
 
 
@@ -118,3 +118,19 @@ def test_every_flows_end_again_after_a_share():
     ends_from_rates(np.array([2, 0]), np.array([4.0, 0.0, 3.0]), rate, np.array([30.0, 8.0]), end, 2, 10.0)
     np.testing.assert_array_equal(rate, [3.0, 4.0])
     np.testing.assert_array_equal(end, [20.0, 12.0])
+
+
+def test_the_flow_list_stays_in_order_as_flows_join_and_leave():
+    """The active flows [2, 5, 9] (unsigned, as the event loop keeps them): flow 7 goes at place
+    2 (after 2 and 5) -> [2, 5, 7, 9]; flow 0 at place 0 -> [0, 2, 5, 7, 9]; taking out place 1
+    (flow 2) -> [0, 5, 7, 9], then the last place (flow 9) -> [0, 5, 7]."""
+    flows = np.zeros(6, np.uint64)
+    flows[:3] = [2, 5, 9]
+    count = insert_flow(flows, 3, flow_place(flows, 3, 7), 7)
+    assert flows[:count].tolist() == [2, 5, 7, 9]
+    count = insert_flow(flows, count, flow_place(flows, count, 0), 0)
+    assert flows[:count].tolist() == [0, 2, 5, 7, 9]
+    count = remove_flow(flows, count, flow_place(flows, count, 2))
+    assert flows[:count].tolist() == [0, 5, 7, 9]
+    count = remove_flow(flows, count, flow_place(flows, count, 9))
+    assert flows[:count].tolist() == [0, 5, 7]

@@ -153,10 +153,11 @@ def simulate_phase(
     # holds each sequence's next event other than a flow draining, as a min tree (`tree_set`,
     # `tree_due`: the earliest and the due ones found without a pass over all sequences);
     # `flows[:n_flows]` the active flows in flow order (kind x s_count + s), so the sums over
-    # them are those over all flows.
+    # them are those over all flows. Flow numbers are kept unsigned (`flows`, `act_flow`, `stale`:
+    # archsim/engine/sharing.py says why).
     rate_f, cap_f, use_h_f, use_l_f = rate.ravel(), cap.ravel(), use_h.ravel(), use_l.ravel()
     wflow_f = wflow.ravel()
-    flows = np.zeros(FLOW_KINDS * s_count, np.int64)
+    flows = np.zeros(FLOW_KINDS * s_count, np.uint64)
     n_flows = 0
     frozen = np.zeros(FLOW_KINDS * s_count, np.bool_)  # the fair share's scratch
     # the active flows in no order, as compact arrays that moving them to the next event runs
@@ -167,13 +168,13 @@ def simulate_phase(
     # (`stale`, `n_stale` of them) are the only ones whose bytes or cap can change there; their
     # ends are worked out again once the rates are set
     slot = np.full(FLOW_KINDS * s_count, -1, np.int64)
-    act_flow = np.zeros(FLOW_KINDS * s_count, np.int64)
+    act_flow = np.zeros(FLOW_KINDS * s_count, np.uint64)
     act_seq = np.zeros(FLOW_KINDS * s_count, np.int64)  # the flow's sequence
     act_left = np.zeros(FLOW_KINDS * s_count)
     act_rate = np.zeros(FLOW_KINDS * s_count)
     act_end = np.zeros(FLOW_KINDS * s_count)
     act_drained = np.zeros(FLOW_KINDS * s_count, np.bool_)
-    stale = np.zeros(FLOW_KINDS * s_count, np.int64)
+    stale = np.zeros(FLOW_KINDS * s_count, np.uint64)
     n_stale = 0
     fair = True  # whether the rates were last set by fair sharing (else every rate is its cap)
     demand = np.zeros((5, FLOW_KINDS * s_count))  # the fair share's running sums (`share`)
@@ -286,12 +287,14 @@ def simulate_phase(
         # next event: a compute ends, a load's data starts flowing, or a flow drains. The stale
         # flows' ends from their rates first; then, where rates were shared again, every other
         # flow's whose rate changed, the earliest end taken in the same pass (a least value is
-        # the same in any order)
-        for i in range(n_stale):
+        # the same in any order); where every flow's end is worked out again (many flows), the
+        # stale ones' are among them, from the same numbers
+        every = reshared and n_flows > FEW_FLOWS
+        for i in range(0 if every else n_stale):
             at = slot[stale[i]]
             act_rate[at] = rate_f[stale[i]]
             act_end[at] = t + act_left[at] / act_rate[at]
-        if reshared and n_flows > FEW_FLOWS:
+        if every:
             ends_from_rates(act_flow, rate_f, act_rate, act_left, act_end, n_flows, t)
             first_end = earliest(act_end, n_flows)
             reshared = False

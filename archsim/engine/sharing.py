@@ -4,11 +4,17 @@ keeps in flow order so that every sum over them adds the same numbers in the sam
 sum over all flows would (the rates, and so every result, are the same bit for bit).
 
 A flow is numbered kind x sequences + sequence: its place in the [kind, sequence] arrays ravelled.
+The lists of flow numbers are unsigned (uint64) and so are the places the shifts below index:
+Numba tests every signed index for a negative one to wrap around, which kept these loops from
+running as plain moves and loads (15% of the event loop's time on a phase of 132 sequences);
+the numbers and every result are the same.
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
+
+import numpy as np
 
 from archsim.jit import njit_inline
 
@@ -124,18 +130,20 @@ def _fair_share(sh, count, hbm_cap, l2_cap):
 @njit_inline
 def insert_flow(flows, count, at, f):
     """Add flow `f` at place `at` (`flow_place`) of the first `count` entries of `flows`, kept in
-    increasing order; the new count."""
-    for i in range(count, at, -1):
-        flows[i] = flows[i - 1]
-    flows[at] = f
+    increasing order; the new count. (Places counted unsigned, from the top down.)"""
+    top = np.uint64(count)
+    for i in range(count - at):
+        j = top - np.uint64(i)
+        flows[j] = flows[j - np.uint64(1)]
+    flows[at] = np.uint64(f)
     return count + 1
 
 
 @njit_inline
 def remove_flow(flows, count, at):
     """Take the flow at place `at` out of the first `count` entries of `flows` (in order); the new count."""
-    for i in range(at, count - 1):
-        flows[i] = flows[i + 1]
+    for i in range(np.uint64(at), np.uint64(count - 1)):
+        flows[i] = flows[i + np.uint64(1)]
     return count - 1
 
 
@@ -145,7 +153,7 @@ def flow_place(flows, count, f):
     lo, hi = 0, count
     while lo < hi:
         mid = (lo + hi) // 2
-        if flows[mid] < f:
+        if flows[mid] < np.uint64(f):
             lo = mid + 1
         else:
             hi = mid

@@ -101,8 +101,9 @@ def _play_phase(phase: Phase, chip: Chip, trace: bool) -> PhaseResult:
 
 def phase_entries(phase: Phase) -> np.ndarray:
     """The phase's per-entry bytes and trips as the event loop reads them: one row each, in the
-    order of archsim.engine.kernels.HBM, L2, STORE, STORE_TO_L2, TRIPS."""
-    return np.stack((phase.hbm_bytes, phase.l2_bytes, phase.store_bytes, phase.store_l2_bytes, phase.load_trips))
+    order of archsim.engine.kernels.HBM, L2, STORE, STORE_TO_L2, TRIPS (`np.array` of the rows:
+    what `np.stack` gives, without its checks)."""
+    return np.array((phase.hbm_bytes, phase.l2_bytes, phase.store_bytes, phase.store_l2_bytes, phase.load_trips))
 
 
 # a phase of more entries is played by the compiled event loop even before Numba is loaded: as

@@ -14,6 +14,7 @@ watts, seconds, hertz.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -98,6 +99,28 @@ def energy_sum(parts: Iterable[tuple[int, EnergySplit]], system: System, hidden_
     for repeat, energy in parts:
         total = total + energy.scaled(repeat)
     return total
+
+
+def energy_rows(parts: Sequence[tuple[Sequence[tuple[int, EnergySplit]], float]], system: System) -> np.ndarray:
+    """`energy_sum` of each (ops, hidden time) in `parts`, as a row of joules (ENERGY_PARTS order):
+    the rows of as many ops at once, as arrays, with the same additions in the same order (the
+    floor, then each op's energy times its repeat), so the same numbers as `energy_sum`'s."""
+    rows = np.zeros((len(parts), len(ENERGY_PARTS)))
+    floors: dict[tuple[float, float], tuple[float, ...]] = {}  # of each hidden time (its sign: 0.0 is not -0.0)
+    by_count: dict[int, list[int]] = {}
+    for i, (ops, _hidden) in enumerate(parts):
+        by_count.setdefault(len(ops), []).append(i)
+    for count, at in by_count.items():
+        hidden = [(h, math.copysign(1.0, h)) for h in (parts[i][1] for i in at)]
+        for key in hidden:
+            if key not in floors:
+                floors[key] = _joules(floor_split(system, -key[0]))
+        total = np.array([floors[key] for key in hidden])
+        for k in range(count):
+            repeat = np.array([parts[i][0][k][0] for i in at], dtype=np.float64)
+            total = total + repeat[:, None] * np.array([_joules(parts[i][0][k][1]) for i in at])
+        rows[at] = total
+    return rows
 
 
 def _kinds(records: Sequence[OpRecord], system: System) -> tuple[KindEnergy, ...]:
@@ -205,13 +228,15 @@ def decode_energies(
     fixed_s = sum(r.time_s for r in rest) - hidden
     fixed = _parts(records_energy(rest, system, hidden))
     samples = attention_samples(kv_lens, kv_stride)
-    attn_s, attn, peak = np.zeros(len(samples)), np.zeros((len(samples), len(ENERGY_PARTS))), 0.0
+    attn_s, peak = np.zeros(len(samples)), 0.0
     on_chip = op_cost_reader(system.chip)
+    sampled = []
     for i, kv in enumerate(samples.tolist()):
         costs, sample_hidden = op_costs(decode_ops_at(w, result.batch, int(kv), par), system, on_chip)
         attn_s[i] = sum(op.repeat * c.time_s for op, c in costs) - sample_hidden
-        attn[i] = _parts(energy_sum(((op.repeat, c.energy) for op, c in costs), system, sample_hidden))
+        sampled.append(([(op.repeat, c.energy) for op, c in costs], sample_hidden))
         peak = max([peak] + [c.kernel_power_w for _op, c in costs])
+    attn = energy_rows(sampled, system)
     stage_s = fixed_s + np.interp(kv_lens, samples, attn_s)
     stage = fixed + np.column_stack([np.interp(kv_lens, samples, attn[:, j]) for j in range(attn.shape[1])])
     micro = first.pipeline.micro_batches if first.pipeline is not None else 1

@@ -18,6 +18,8 @@ Times are seconds from the first arrival; token counts are whole tokens.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from archsim.serving.instance import Books, Instance, InstanceResult
@@ -100,10 +102,11 @@ def simulate_instance(
             if plan.preempted:
                 continue
             raise RuntimeError("the scheduler formed an empty step with requests waiting")
-        if plan.admitted:
-            new = plan.ids[len(plan.ids) - plan.admitted :]
-            new = new[np.isnan(books.first_scheduled[new])]  # scheduled for the first time
-            books.first_scheduled[new] = t
+        if plan.admitted:  # a few requests a step: one by one, not as arrays
+            first_scheduled = books.first_scheduled
+            for r in plan.ids[len(plan.ids) - plan.admitted :].tolist():
+                if math.isnan(first_scheduled[r]):  # scheduled for the first time
+                    first_scheduled[r] = t
         gpu0 = books.gpu_s
         if fast and _decodes_only(s, plan):
             k, end, fin = run_decodes(s, plan.ids, inst, t, arrivals.next_s(), books, plan.run_bounds)

@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from archsim.engine_defaults import BLOCK_SIZE, MAX_BATCHED_TOKENS, MAX_NUM_SEQS
+from archsim.serving.kernels import plan_running
 from archsim.serving.kvpool import blocks_for
 from archsim.serving.state import InstanceState
 
@@ -156,11 +157,14 @@ def _running_with_preemption(
 
 
 _knobs: dict[tuple[SchedulerConfig, int], np.ndarray] = {}
+_last_knobs: list[tuple[SchedulerConfig, int, np.ndarray]] = []  # the last asked for: a loop asks for it every step
 
 
 def scheduler_knobs(cfg: SchedulerConfig, block_size: int) -> np.ndarray:
     """The record `plan_running` reads the scheduler's settings from (archsim/serving/kernels.py
     KNOB_*), made once per configuration: not to be written."""
+    if _last_knobs and _last_knobs[0][0] is cfg and _last_knobs[0][1] == block_size:
+        return _last_knobs[0][2]
     knobs = _knobs.get((cfg, block_size))
     if knobs is None:
         if len(_knobs) >= 64:
@@ -168,23 +172,21 @@ def scheduler_knobs(cfg: SchedulerConfig, block_size: int) -> np.ndarray:
         decodes_first = cfg.policy is not Policy.VLLM
         settings = (block_size, cfg.max_batched_tokens, cfg.verify_tokens, decodes_first, not cfg.policy.reserves)
         knobs = _knobs[cfg, block_size] = np.array(settings, dtype=np.int64)
+    _last_knobs[:] = [(cfg, block_size, knobs)]
     return knobs
 
 
 def _schedule_paged(s: InstanceState, cfg: SchedulerConfig) -> Plan:
-    from archsim.serving.kernels import plan_running
-
     ids, ntok, total, budget, all_decodes, kmax, total_kv, max_kv = plan_running(
         s.running_ids(), s.prompt, s.generated, s.computed, s.blocks, s.target, scheduler_knobs(cfg, s.bs), s.free
     )
-    decodes_first = cfg.policy is not Policy.VLLM
     budget = int(budget)
     bounds = (int(kmax), int(total_kv), int(max_kv)) if kmax >= 0 else None
     if total <= s.free:  # the common case: every running request fits (the kernel grew their blocks)
         s.take_grown(int(total))
     else:
         ordered = s.running
-        if decodes_first:
+        if cfg.policy is not Policy.VLLM:  # decodes first
             p, g, c = s.prompt, s.generated, s.computed
             dec = [r for r in ordered if g[r] > 0 and c[r] + 1 == p[r] + g[r]]
             rest = set(dec)
