@@ -49,6 +49,9 @@ RUN_8B += ["--generate", "1024", "--quiet"]
 RUN_70B = ["run", "--hw", "h200x8", "--workload", "llama3_70b", "--tp", "8", "--batch", "64"]
 RUN_70B += ["--prompt", "2048", "--generate", "1024", "--quiet"]
 TINY_GEMM = ["op", "gemm", "--M", "64", "--K", "64", "--N", "64"]
+# the children keep their modules' bytecode as an installed archsim does (the first process
+# writes it), whatever this shell says: else each process compiles every changed module again
+INSTALLED = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def process_cost(args: list[str], env: dict[str, str]) -> tuple[float, float, float]:
@@ -178,14 +181,14 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     if args.sweeps:
         with tempfile.TemporaryDirectory() as numba_cache:
-            env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache}
+            env = {**INSTALLED, "NUMBA_CACHE_DIR": numba_cache}
             process_cost(["run", "--prompt", "32", "--generate", "2", "--quiet", "--no-cache"], env)  # kernels cached
             bench_sweep_fidelity(env)
             bench_variants_sweep(env)
         return
     # whole processes first, while this one is small: a child's peak RSS counts what it was forked from
     with tempfile.TemporaryDirectory() as numba_cache, tempfile.TemporaryDirectory() as op_cache:
-        env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache}
+        env = {**INSTALLED, "NUMBA_CACHE_DIR": numba_cache}
         jit_only = {**env, "ARCHSIM_AOT": "0"}
         report("(b) archsim run 8B b64, cold kernel cache", RUN_8B, env)
         report("(b) archsim run 8B b64, warm kernel cache", RUN_8B, env)
