@@ -9,7 +9,13 @@ import pytest
 
 from archsim.compiler.families import family_rule
 from archsim.compiler.gemm import compile_gemm, loaded_bytes, shortlist
-from archsim.compiler.gemm_mapping import Estimate, GemmMappingRule, core_fill_drain_s
+from archsim.compiler.gemm_mapping import (
+    Estimate,
+    GemmMappingRule,
+    core_fill_drain_s,
+    held_by_its_arrays_or_l2,
+    last_step_s,
+)
 from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling
 from archsim.compiler.mappings import MAPPINGS, mapping_rule
 from archsim.graph.ops import Op, OpKind, Scaling
@@ -137,6 +143,43 @@ def test_fill_and_drain_by_hand():
     assert (fill[0], drain[0]) == (pytest.approx(991.52e-9), pytest.approx(1_000e-9))
 
 
+def test_the_last_step_follows_the_loads_of_a_gemm_they_can_hold():
+    """A core's last step of 2,048 cycles at 2 GHz computes 1.024 us after its operands. It ends
+    a GEMM of 256 FLOPs per compulsory byte or more: 4096 x 1024 x 4096 bf16, 2 x 4096 x 1024 x
+    4096 FLOPs over (4096 x 1024 x 2 + 4096 x 4096) x 2 B = 682.7; not 64 x 4096 x 4096,
+    2 x 64 x 4096 x 4096 over (2 x 64 x 4096 + 4096 x 4096) x 2 B = 62.1 (main memory holds it)."""
+    assert last_step_s(np.array([2048.0]), 2e9)[0] == pytest.approx(1.024e-6)
+    big, small = (Op(OpKind.GEMM, m=m, k=k, n=4096, scaling=Scaling.FIXED) for m, k in ((4096, 1024), (64, 4096)))
+    assert big.flops() / big.min_bytes() == pytest.approx(682.67, abs=0.01)
+    assert small.flops() / small.min_bytes() == pytest.approx(62.06, abs=0.01)
+    assert held_by_its_arrays_or_l2(big) and not held_by_its_arrays_or_l2(small)
+
+
+def test_the_estimate_ends_the_l2s_stream_with_a_step():
+    """On the wafer (1.1 GHz, 840 clusters, an L2 of 21 PB/s), 32 tiles in one wave, 8 K steps
+    of 1,100 cycles (1 us) each, loads with no latency at any rate a cluster asks: after the
+    L2's last byte (256 steps' bytes at 21 PB/s) the last step computes (1 us).
+    - Steps of 1.640625 GB: the L2 takes 20 us, the compute 8: max(8, 20 + 1) = 21 us (20 before
+      the last step counted).
+    - Steps of 615.234375 MB: the L2 takes 7.5 us: max(8, 7.5 + 1) = 8.5 us (8 before).
+    - Steps of 328.125 MB: the L2 takes 4 us: max(8, 4 + 1) = 8 us, the compute's."""
+    from archsim.config.loader import load_system
+
+    wafer = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "wafer.yaml"))[0].chip
+    op = Op(OpKind.GEMM, m=8192, k=2048, n=8192, scaling=Scaling.FIXED)
+
+    def estimate_us(step_bytes: float) -> float:
+        one = np.ones(1)
+        e = Estimate(op, wafer, 32 * one, 8 * one, 1100 * one, step_bytes * one, 1e30 * one, 0.0, 2 * one,
+                     3072 * one, 8192 * one)  # fmt: skip
+        return float(mapping_rule(GemmMapping.DATA_PARALLEL).estimate(e, 1)[0][0]) * 1e6
+
+    assert wafer.l2.bandwidth_bytes_per_s == 21e15 and wafer.clock_hz == 1.1e9
+    assert estimate_us(1.640625e9) == pytest.approx(21.0)
+    assert estimate_us(615.234375e6) == pytest.approx(8.5)
+    assert estimate_us(328.125e6) == pytest.approx(8.0)
+
+
 def test_the_estimate_adds_a_cores_fill_and_drain_once():
     """On the wafer (1.1 GHz, 840 clusters, 48 MiB in flight each), 32 tiles of 3,072 x 8,192 in
     one wave, each K step 1,100 cycles (1 us), its loads 500 ns away, 2 stages. Output tile:
@@ -144,7 +187,8 @@ def test_the_estimate_adds_a_cores_fill_and_drain_once():
     - 1 step of 1,100 B at 1.1 GB/s (1 us): the fill is 0.5 + 1 = 1.5 us, before the 1 us
       compute; the loads alone take 1 + 0.5 = 1.5 us. 1.5 + 1 + 0.5 = 3 us (1.5 us without).
     - 8 steps of 2,200 B (2 us each): the loads take 8 x 2 + 0.5 = 16.5 us, more than the fill
-      and the compute (0.5 + 2 + 8 = 10.5), and the first load is one of them: 16.5 + 0.5 = 17 us."""
+      and the compute (0.5 + 2 + 8 = 10.5), and the first load is one of them; the last step
+      computes after them (1 us): 16.5 + 1 + 0.5 = 18 us."""
     from archsim.config.loader import load_system
 
     wafer = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "wafer.yaml"))[0].chip
@@ -158,7 +202,7 @@ def test_the_estimate_adds_a_cores_fill_and_drain_once():
 
     assert wafer.core.max_inflight_bytes == 3072 * 8192 * 2
     assert estimate_us(1, 1100.0) == pytest.approx(3.0)
-    assert estimate_us(8, 2200.0) == pytest.approx(17.0)
+    assert estimate_us(8, 2200.0) == pytest.approx(18.0)
 
 
 def test_loaded_bytes_by_hand():
@@ -191,16 +235,18 @@ def test_the_shortlist_keeps_the_leanest_tiling(monkeypatch):
 
 def test_a_shortlist_of_fewer_shapes_than_its_length_is_filled_with_the_next_best():
     """SCALE-Sim's one 128 x 128 weight-stationary array with SRAM for anything: a 4096 x 1024 x
-    4096 GEMM's tilings all take the array's time, and the estimate's best 4 are one tile,
-    4096 x 128, at K steps 128, 256, 512 and 1,024: two shapes (pipelined, whole K). The next
-    best shape, 4096 x 256, fills the other two places (its K step of 128 and the whole K), and
-    the leanest, the whole output as one tile (A and B loaded once), comes last."""
+    128 GEMM's tilings all take about the array's time, and the estimate's best 4 are one tile,
+    the whole 4096 x 128 output, at K steps 128, 256, 512 and 1,024 (the array's 35.824 us each,
+    to 10 ps), two shapes (pipelined, whole K). The next best shape, 512 x
+    128 (the largest edge of the library's menu under the whole M: fewer folds to fill and drain
+    than smaller tiles), fills the other two places (its K step of 128 and the whole K); the
+    leanest is the whole output, already in."""
     from archsim.config.loader import load_system
 
     ws = load_system(str(Path(__file__).resolve().parents[1] / "hw_configs" / "scalesim_ws_128x128.yaml"))[0].chip
-    op = Op(OpKind.GEMM, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+    op = Op(OpKind.GEMM, m=4096, k=1024, n=128, scaling=Scaling.FIXED)
     shapes = [(t.tm, t.tn, t.tk) for t in shortlist(op, ws, 4)]
-    assert shapes == [(4096, 128, 128), (4096, 128, 1024), (4096, 256, 128), (4096, 256, 1024), (4096, 4096, 128)]
+    assert shapes == [(4096, 128, 128), (4096, 128, 1024), (512, 128, 128), (512, 128, 1024)]
 
 
 def test_stream_k_joins_the_cores_alike_runs_as_join_alike_does():

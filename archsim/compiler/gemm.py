@@ -21,7 +21,7 @@ import numpy as np
 from archsim.compiler.chip_family import TileGrid, tile_grid
 from archsim.compiler.families import family_rule
 from archsim.compiler.formats import convert_lane_ops
-from archsim.compiler.gemm_mapping import Estimate
+from archsim.compiler.gemm_mapping import LOW_INTENSITY, Estimate
 from archsim.compiler.gemm_phases import (
     Tiling,
     WaveLayout,
@@ -50,10 +50,9 @@ from archsim.units import ceil_div
 TILE_SIZES = tuple(MIN_TILE_EDGE << i for i in range(7))  # 8 .. 512
 K_STEPS = tuple(MIN_K_STEP << i for i in range(5))  # 32 .. 512
 SHORTLIST = 4  # tilings played per GEMM (the autotuner's shortlist)
-# a GEMM of fewer FLOPs per compulsory byte (decode's and short prefills' GEMMs: about M) plays
-# twice as many: the estimate leaves HBM out, and such a GEMM's tilings mostly tie on it (L2 or
-# per-core feed), so its order is the ties' order; they are cheap to play (few K steps per core)
-LOW_INTENSITY = 256.0
+# a GEMM of fewer FLOPs per compulsory byte than LOW_INTENSITY (gemm_mapping.py) plays twice as
+# many: its tilings mostly tie in the estimate, so its order is the ties' order; they are cheap to
+# play (few K steps per core)
 LOW_INTENSITY_SHORTLIST = 8
 
 

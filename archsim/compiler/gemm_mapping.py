@@ -6,7 +6,8 @@ its `GemmMapping`; archsim/compiler/gemm.py calls the rule of a tiling's mapping
 The estimate (`Estimate`) is the autotuner's, over every tile shape of a GEMM at once (arrays):
 compute per wave at the arrays' rate, the per-core Little's-law bandwidth and the L2 bandwidth,
 the slowest of the three, and a core's fill and drain (`core_fill_drain_s`), which no compute
-overlaps. Seconds throughout.
+overlaps; the loads' and the L2's time end with the last step's compute (`last_step_s`).
+Seconds throughout.
 """
 
 from __future__ import annotations
@@ -45,6 +46,30 @@ def core_fill_drain_s(
     return fill_s, store_bytes * (latency_s / store_inflight_bytes)
 
 
+def last_step_s(cycles_per_step: np.ndarray, clock_hz: float) -> np.ndarray:
+    """Seconds of a core's last K step, computed after its operands are in, which no load
+    overlaps: a kernel bound by its loads or by the L2 ends that long after their last byte
+    (as `feed_s` in compiler/gemm.py ends main memory's feed). E.g. 2,048 cycles at 2 GHz:
+    1.024 us."""
+    return cycles_per_step / clock_hz
+
+
+# FLOPs per compulsory byte under which a GEMM is held by main memory (decode's and short
+# prefills' GEMMs: about M), which the estimate leaves out: its tilings tie on the L2 or per-core
+# term, their order is the ties' order (compiler/gemm.py plays more of them)
+LOW_INTENSITY = 256.0
+
+
+def held_by_its_arrays_or_l2(op: Op) -> bool:
+    """Whether the estimate's terms can hold the GEMM (`LOW_INTENSITY` FLOPs per compulsory byte
+    or more), so that its last step ends it (`last_step_s`). Below, main memory holds it and
+    ends it with its last byte, which a step of a few rows follows by less than the estimate
+    tells tilings apart (at M = 64 a step is 64 x tk x tn MACs); there the last step is left out
+    and the ties go, as the library's do, to less compute. E.g. 4096 x 1024 x 4096 bf16: 683
+    FLOPs per byte, held; 64 x 4096 x 4096: 62, not."""
+    return op.flops() >= LOW_INTENSITY * op.min_bytes()
+
+
 @dataclass(frozen=True, eq=False)
 class Estimate:
     """What the autotuner knows of each tile shape of `op` on `chip` (arrays over the shapes):
@@ -72,7 +97,8 @@ class Estimate:
         its fill, its loads (each step's bytes at the core's rate, but no faster than one access
         latency shared by the loads in flight, plus a latency per item; `core_extra_s` more),
         each then with its drain (`core_fill_drain_s`: the fill is the loads' first), and the L2
-        (every item's bytes at its bandwidth)."""
+        (every item's bytes at its bandwidth); after the last bytes the loads or the L2 bring,
+        their core computes its last step (`last_step_s`), which nothing overlaps."""
         chip, lat = self.chip, self.latency_s
         compute_s = waves * per_item * self.cycles_per_step / chip.clock_hz
         item_bytes = per_item * self.moved_stage
@@ -83,7 +109,8 @@ class Estimate:
         out_bytes = self.em * drained_cols(self.en, chip, family_rule(chip).chains_folds(chip)) * self.op.c_dtype.bytes
         fill_s, drain_s = core_fill_drain_s(self.moved_stage, self.rate, lat, out_bytes, chip.core.max_inflight_bytes)
         l2_s = items * item_bytes / l2_bandwidth(chip)
-        return np.maximum(np.maximum(compute_s + fill_s, core_s) + drain_s, l2_s), compute_s
+        last_s = last_step_s(self.cycles_per_step, chip.clock_hz) if held_by_its_arrays_or_l2(self.op) else 0.0
+        return np.maximum(np.maximum(compute_s + fill_s, core_s + last_s) + drain_s, l2_s + last_s), compute_s
 
     def sliced_times(self, split: int) -> tuple[np.ndarray, np.ndarray]:
         """`times` of one item per tile and K slice: tiles x split items of ceil(K steps /
