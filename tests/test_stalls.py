@@ -4,14 +4,15 @@ each unit's utilisation of its own peak."""
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from archsim.choose import simulate_op
-from archsim.choose.timed import unit_utilisation
+from archsim.choose.timed import time_by_cause, unit_utilisation
 from archsim.config.loader import load_system
 from archsim.engine.simulate import play_phase_on
 from archsim.engine.timing import UNIT_BOUND, TimeByCause, binding_unit
@@ -101,6 +102,30 @@ def test_time_by_cause_records_add_and_scale():
     assert (a + b).total_s == 3.25 and a.scaled(2).hbm_bandwidth_s == 4.0 and a.largest == "hbm_bandwidth"
 
 
+def test_a_held_play_that_comes_out_shorter_takes_no_time_back():
+    # an unheld play of 1,000 cycles at 1 GHz: 500 compute, stalls 300 (HBM 200, latency 60, L2
+    # 40), stores 200; 20 fixed. Held, it counts 1,100 cycles at 1 GHz: held clock 100 cycles,
+    # 0.1 us, the rest as played. Held and 10 cycles shorter (990): no held clock, the six terms
+    # scaled by 990 / 1,000 (compute 495, HBM 198, latency 59.4, L2 39.6, stores 198), and the
+    # sum still the held play's 990 + 20 = 1,010 cycles
+    unheld = SimpleNamespace(
+        compute_cycles=500,
+        stall_cycles=300,
+        cycles=1000,
+        latency_stall_cycles=60,
+        hbm_stall_cycles=200,
+        l2_stall_cycles=40,
+    )
+    slower = time_by_cause(unheld, 1, 1100, 20, 1e9)
+    assert slower["held_clock_s"] == pytest.approx(100e-9) and slower["compute_s"] == pytest.approx(500e-9)
+    shorter = time_by_cause(unheld, 1, 990, 20, 1e9)
+    assert shorter["held_clock_s"] == 0 and min(shorter.values()) >= 0
+    assert [shorter[k] * 1e9 for k in ("compute_s", "hbm_bandwidth_s", "memory_latency_s", "l2_s", "stores_s")] == (
+        pytest.approx([495, 198, 59.4, 39.6, 198])
+    )
+    assert sum(shorter.values()) == pytest.approx(1010e-9)
+
+
 CHIPS = ("h200", "b200", "mi300x", "tpu_v6e", "trainium2", "lpu")
 
 
@@ -117,6 +142,7 @@ def chips():
     n=st.sampled_from([128, 1024, 8192]),
     gemm=st.booleans(),
 )
+@example(chip="h200", m=3841, k=4096, n=128, gemm=True)  # its held play 44 cycles shorter than its unheld one
 def test_the_terms_add_up_to_the_op_time(chips, chip, m, k, n, gemm):
     op = (
         Op(OpKind.GEMM, m=m, k=k, n=n, scaling=Scaling.FIXED)

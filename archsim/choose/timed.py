@@ -171,19 +171,23 @@ def time_by_cause(unheld: ProgramResult, k: int, played_cycles: int, overhead: i
     cycles at the clock its power held (`played_cycles`, counted at the chip's clock) and its
     fixed cycles: the critical cores' compute, stalls by the cause of the load each waited on,
     and stores (the rest of their cycles); the held clock's extra cycles; the fixed cycles. They
-    add up to (played_cycles + overhead) / clock_hz."""
+    add up to (played_cycles + overhead) / clock_hz, and none is negative: where the play at the
+    held clock comes out a few cycles shorter than at the chip's (its events fall otherwise: 44 of
+    17,858 cycles of an H200 GEMM 3841 x 4096 x 128 held at 98% of its clock), the held clock adds
+    nothing and the other terms split the held play's cycles in the unheld play's proportions."""
     u = unheld
     latency, hbm, l2 = k * u.latency_stall_cycles, k * u.hbm_stall_cycles, k * u.l2_stall_cycles
     compute, stall, cycles = k * u.compute_cycles, k * u.stall_cycles, k * u.cycles
     issue = max(0.0, stall - latency - hbm - l2)  # the stalls' rest; never below 0 for the terms' rounding
+    share = played_cycles / cycles if 0 < played_cycles < cycles else 1.0
     cycles_by_cause = {
-        "compute_s": compute,
-        "hbm_bandwidth_s": hbm,
-        "memory_latency_s": latency,
-        "l2_s": l2,
-        "load_issue_s": issue,
-        "stores_s": cycles - compute - stall,
-        "held_clock_s": played_cycles - cycles,
+        "compute_s": share * compute,
+        "hbm_bandwidth_s": share * hbm,
+        "memory_latency_s": share * latency,
+        "l2_s": share * l2,
+        "load_issue_s": share * issue,
+        "stores_s": share * (cycles - compute - stall),
+        "held_clock_s": max(0, played_cycles - cycles),
         "fixed_s": overhead,
     }
     return {name: c / clock_hz for name, c in cycles_by_cause.items()}
