@@ -13,6 +13,7 @@ Seconds throughout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -102,15 +103,24 @@ class Estimate:
         chip, lat = self.chip, self.latency_s
         compute_s = waves * per_item * self.cycles_per_step / chip.clock_hz
         item_bytes = per_item * self.moved_stage
-        step_s = np.maximum(self.moved_stage / self.rate, lat / np.maximum(1, self.stages - 1))
+        step_s, fill_s, drain_s, last_s, l2_bandwidth_bytes_per_s = self._per_shape
         core_s = waves * (per_item * step_s + lat)
         if core_extra_s is not None:
             core_s = core_s + core_extra_s
+        l2_s = items * item_bytes / l2_bandwidth_bytes_per_s
+        return np.maximum(np.maximum(compute_s + fill_s, core_s + last_s) + drain_s, l2_s + last_s), compute_s
+
+    @cached_property
+    def _per_shape(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | float, float]:
+        """What `times` reads of each tile shape whatever its items and waves, worked out once
+        per estimate (every mapping and split asks): a step's load seconds, the fill, the drain,
+        the last step (`last_step_s`, 0 below `LOW_INTENSITY`), and the L2's bandwidth."""
+        chip, lat = self.chip, self.latency_s
+        step_s = np.maximum(self.moved_stage / self.rate, lat / np.maximum(1, self.stages - 1))
         out_bytes = self.em * drained_cols(self.en, chip, family_rule(chip).chains_folds(chip)) * self.op.c_dtype.bytes
         fill_s, drain_s = core_fill_drain_s(self.moved_stage, self.rate, lat, out_bytes, chip.core.max_inflight_bytes)
-        l2_s = items * item_bytes / l2_bandwidth(chip)
         last_s = last_step_s(self.cycles_per_step, chip.clock_hz) if held_by_its_arrays_or_l2(self.op) else 0.0
-        return np.maximum(np.maximum(compute_s + fill_s, core_s + last_s) + drain_s, l2_s + last_s), compute_s
+        return step_s, fill_s, drain_s, last_s, l2_bandwidth(chip)
 
     def sliced_times(self, split: int) -> tuple[np.ndarray, np.ndarray]:
         """`times` of one item per tile and K slice: tiles x split items of ceil(K steps /

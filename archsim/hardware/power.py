@@ -162,25 +162,31 @@ def energy_split(p: Power, a: Activity, time_s: float, clock_hz: float) -> Energ
     """Energy of a kernel that ran `time_s` at `clock_hz`, by unit: its actions (the core's at
     v(f)^2 of their energy at V_max; HBM and links at their own) and the static and idle floor
     over its time (idle scaling as (f / f_top) v(f)^2)."""
+    return EnergySplit(*_energy_parts(p, a, time_s, clock_hz))
+
+
+def _energy_parts(p: Power, a: Activity, time_s: float, clock_hz: float) -> tuple[float, ...]:
+    """`energy_split`'s joules in EnergySplit's field order (matrix, vector, sram, l2, hbm, link,
+    static, idle), as a tuple: `energy_j` adds them up without building the record."""
     e = p.energies
     v = relative_voltage(p, clock_hz)
     v2 = v * v
-    return EnergySplit(
-        matrix_j=v2 * a.macs * e.mac(a.mac_dtype),
-        vector_j=v2 * (a.lane_ops * e.lane_op_j + a.special_ops * e.special_op_j),
-        sram_j=v2 * SRAM_ACCESSES_PER_BYTE * a.l2_bytes * e.sram_j_per_byte,
-        l2_j=v2 * a.l2_bytes * e.l2_j_per_byte,
-        hbm_j=a.hbm_bytes * 8.0 * e.hbm_j_per_bit,
-        link_j=a.link_bytes * 8.0 * e.link_j_per_bit,
-        static_j=p.static_w * time_s,
-        idle_j=p.idle_w * (clock_hz / p.max_clock_hz) * v2 * time_s,
+    return (
+        v2 * a.macs * e.mac(a.mac_dtype),
+        v2 * (a.lane_ops * e.lane_op_j + a.special_ops * e.special_op_j),
+        v2 * SRAM_ACCESSES_PER_BYTE * a.l2_bytes * e.sram_j_per_byte,
+        v2 * a.l2_bytes * e.l2_j_per_byte,
+        a.hbm_bytes * 8.0 * e.hbm_j_per_bit,
+        a.link_bytes * 8.0 * e.link_j_per_bit,
+        p.static_w * time_s,
+        p.idle_w * (clock_hz / p.max_clock_hz) * v2 * time_s,
     )
 
 
 def energy_j(p: Power, a: Activity, time_s: float, clock_hz: float) -> float:
     """Energy of a kernel that ran `time_s` at `clock_hz`: its actions, and the static and idle
-    power over its time (the total of `energy_split`)."""
-    return energy_split(p, a, time_s, clock_hz).total_j
+    power over its time (the total of `energy_split`, added in its order)."""
+    return sum(_energy_parts(p, a, time_s, clock_hz))
 
 
 def floor_power_w(p: Power, clock_hz: float) -> float:

@@ -79,7 +79,8 @@ def _op_energy(r: OpRecord, system: System) -> dict[str, Any]:
     return {"energy_by_unit": split_dict(t.energy), "kernel_power_w": t.kernel_power_w}
 
 
-def step_dict(s: StepResult, system: System | None = None) -> dict[str, Any]:
+def step_dict(s: StepResult, system: System | None = None, ops: bool = True) -> dict[str, Any]:
+    """The step's section of `run_dict`; without `ops`, its list of ops left empty."""
     st = s.step
     return {
         "phase": st.phase.value,
@@ -90,7 +91,7 @@ def step_dict(s: StepResult, system: System | None = None) -> dict[str, Any]:
         "time_by_cause_s": s.by_cause.as_dict(),
         "hbm_bytes": s.hbm_bytes,
         "flops": s.flops,
-        "ops": [op_dict(r, system) for r in s.ops],
+        "ops": [op_dict(r, system) for r in s.ops] if ops else [],
     }
 
 
@@ -100,9 +101,11 @@ def run_dict(
     system: System | None = None,
     energy: RunEnergy | None = None,
     area: dict[str, Any] | None = None,
+    ops: bool = True,
 ) -> dict[str, Any]:
     """The document of `archsim run --json`; with the system, each op's energy, with the run's
-    energy and the die's area (`report.energy.area_dict`) their sections and headline figures."""
+    energy and the die's area (`report.energy.area_dict`) their sections and headline figures;
+    without `ops`, the steps' lists of ops left empty (what only their numbers are read from)."""
     from archsim.report.energy import energy_dict, energy_summary
 
     fp = r.footprint
@@ -126,8 +129,8 @@ def run_dict(
             "activations_bytes": fp.activations_bytes,
             "capacity_bytes": fp.capacity_bytes,
         },
-        "prefill": step_dict(r.prefill, system),
-        "decode": step_dict(r.decode, system) if r.decode else None,
+        "prefill": step_dict(r.prefill, system, ops),
+        "decode": step_dict(r.decode, system, ops) if r.decode else None,
         "decode_steps": steps,
         **energy_summary(energy),
         "energy": energy_dict(energy),

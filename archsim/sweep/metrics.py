@@ -121,7 +121,7 @@ def run_metrics(result: RunResult, system: System | None = None, energy=None) ->
     if system is not None and system.chip.area is not None:
         chips = energy.chips if energy is not None else 1
         area = area_dict(system_area(system), result, chips, system.chip.area.node.value)
-    data = run_dict(result, ResolvedConfig({}), None, energy, area)
+    data = run_dict(result, ResolvedConfig({}), None, energy, area, ops=False)  # lists: no numbers
     return flatten_numbers({k: v for k, v in data.items() if k not in ("config", "config_hash")})
 
 
