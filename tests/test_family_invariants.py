@@ -103,6 +103,12 @@ AREAS = {
     "gb200": (858, 1716, "two dies, neither over the reticle's 858 mm2"),
     "mi300x": (2200, 2600, "2,200-2,600 mm2"),  # 8 XCDs near 115 mm2 and 4 IODs near 370 mm2 [EST]
     "mi325x": (2200, 2600, "2,200-2,600 mm2"),
+    # no die size published: the file's [EST] ranges carried through area.py's sum, e.g. TPU v6e
+    # (96.7 mm2 of arrays, lanes and SRAM + core logic 60-160 + 2 x 8-16 + 4 x 1-4 + 5-30) / (1 -
+    # 0.05-0.2 uncore) = 181.7 / 0.95 = 191 to 334.7 / 0.8 = 418
+    "tpu_v6e": (190, 420, "190-420 mm2"),
+    "tpu_v7": (405, 940, "405-940 mm2"),  # (197.1 + 2 x 50-160 + 8 x 8-16 + 6 x 1-4 + 20-80) / (1 - u)
+    "trainium2": (275, 650, "275-650 mm2"),  # (157.7 + 8 x 6-25 + 4 x 8-16 + 4 x 1-4 + 20-80) / (1 - u)
 }
 
 

@@ -5,14 +5,21 @@ it keeps, and the time it saves on the Dataflow-2S; other families play as befor
 from pathlib import Path
 
 import numpy as np
+import pytest
 from family_chips import chip as family_chip
-from family_chips import scaled
+from family_chips import more_of, scaled
 
 from archsim.choose import simulate_op
 from archsim.compiler.families.dataflow import stream_install_bytes_per_cycle
 from archsim.compiler.gemm import compile_gemm
-from archsim.compiler.gemm_phases import Tiling
-from archsim.compiler.output_stream import drained_cols, output_block_cols, streamed_item, streamed_stages
+from archsim.compiler.gemm_phases import GemmMapping, Tiling
+from archsim.compiler.output_stream import (
+    drained_cols,
+    feed_floor_cycles,
+    output_block_cols,
+    streamed_item,
+    streamed_stages,
+)
 from archsim.config.loader import load_system
 from archsim.dtypes import DType
 from archsim.graph.ops import Op, OpKind, Scaling
@@ -91,3 +98,35 @@ def test_streaming_drains_a_one_wave_gemm_under_its_compute():
     assert len(seq) == 64 and np.count_nonzero(seq) == 8 and seq[7] == 131_072
     t = simulate_op(GEMM, c)
     assert GEMM.flops() / t.time_s >= 0.5 * c.peak_flops(DType.BF16)
+
+
+def test_a_block_is_no_wider_than_main_memory_feeds_its_steps():
+    """The 2-stack dataflow chip on 32 cores at 60% of its clock (1.08 GHz), 2 MiB in flight, 4x
+    its L2 and one HBM stack at 4.8 Gb/s (614.4 GB/s): a 4096 x 1024 x 4096 bf16 GEMM
+    as 512 x 4096 x 128 tiles in 2 K slices (16 items, one wave of 4 steps of 128 a core). Its
+    50,331,648 compulsory bytes take 50,331,648 / 614.4e9 x 1.08e9 = 88,474 cycles, 22,118 a
+    step (`feed_floor_cycles`). On 4 arrays of 128 x 128 installing 2,048 B a cycle between
+    them (512 each), a 128-column block step is 512 rows / 4 = 128 an array, 128 cycles (its
+    fold installs in 32 KiB / 512 = 64): 32 of them take the whole step's 4,096 -> 128 either
+    way. On 8 arrays (256 B a cycle each) a 128-column block is 64 rows an array behind a
+    128-cycle install: 32 x 128 = 4,096 against the whole step's 2,048 (512 columns an array, 4
+    folds of 512 rows); 1,024 columns (128 an array, 512 rows) are 4 x 512 = 2,048: the arrays
+    alone would stream 1,024-column blocks, 4 entries a step, which played 91.60 us against the
+    4 arrays' 87.66 (their first compute behind a larger load, their last after the loads); the
+    feed's 22,118 cycles a step take longer than either, so 128 columns on both, and twice the
+    arrays run the GEMM no slower: 87.66 us. Dealt to one core, its 64 steps would be fed in
+    1,382 cycles each, under the whole step's 2,048: 1,024 columns, as the arrays alone set."""
+    factors = {"cores": 2.0, "clock": 0.6, "matrix_units": 2.0, "inflight": 2.0, "l2_capacity": 4.0,
+               "hbm_data_rate": 0.75, "hbm_stacks": 0.5}  # fmt: skip
+    params = scaled("dataflow_2stack", factors)
+    base, more = family_chip("dataflow_2stack", params), more_of("dataflow_2stack", params, "matrix_units", 2.0)
+    assert more is not None and (base.core.matrix_units, more.core.matrix_units) == (4, 8)
+    assert base.hbm.peak_bandwidth_bytes_per_s == 614.4e9 and base.clock_hz == 1.08e9 and base.cores == 32
+    t = Tiling(512, 4096, 128, GemmMapping.SPLIT_K, 2)
+    assert feed_floor_cycles(GEMM, base, t, 32) == pytest.approx(50_331_648 / 614.4e9 * 1.08e9 / 4)
+    install = stream_install_bytes_per_cycle(base)
+    assert output_block_cols(GEMM, base, t, install) == 128
+    assert output_block_cols(GEMM, more, t, install) == 128
+    assert output_block_cols(GEMM, more, t, install, 1) == 1024
+    assert simulate_op(GEMM, more).time_s <= simulate_op(GEMM, base).time_s
+    assert simulate_op(GEMM, base).time_s == pytest.approx(87.662e-6, rel=1e-4)

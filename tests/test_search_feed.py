@@ -11,9 +11,10 @@ from family_chips import chip, more_of, scaled
 
 from archsim.choose import simulate_op
 from archsim.choose.pick import _move_key, _Played, choose, deal_floor_s
+from archsim.choose.tilings import neighbours
 from archsim.compiler.families import family_rule
 from archsim.compiler.gemm import best_raster, compile_gemm, feed_s, shortlist, spilled_partials_s, wave_operand_bytes
-from archsim.compiler.gemm_phases import Tiling, wave_layout
+from archsim.compiler.gemm_phases import GemmMapping, Tiling, wave_layout
 from archsim.dtypes import DType
 from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.hardware.memory import hbm_bandwidth, hbm_latency_s
@@ -170,3 +171,63 @@ def test_more_cores_run_a_gemm_no_slower():
     assert choose(GEMM, base).program.phases[0].label == "gemm 1024x1024x512 split1 row"
     assert choose(GEMM, more).program.phases[0].label == "gemm 1024x512x256 split1 row"
     assert simulate_op(GEMM, more).time_s <= simulate_op(GEMM, base).time_s
+
+
+def test_a_search_walks_down_from_where_it_stands_though_it_cannot_beat_the_best_yet():
+    """The 2-stack dataflow chip on 8 cores of one array, 2 MiB in flight, half its HBM data rate
+    on twice its stacks, 750 W; then twice its 16 MiB of SRAM. On 16 MiB the leanest tiling (the
+    fewest bytes loaded) is 1024 x 2048 x 128, from which the search walks to 128 x 4096 x 128
+    (a 128-row panel a core with all of B streamed past it): 73.42 us. Twice the SRAM makes
+    2048 x 2048 x 128 stream-K the leanest (4 tiles on 8 cores, 100.9 us): its neighbours beat it
+    (1024 x 2048 x 128, 75.4 us) but not the 74.79 us the searches before it had found, so a
+    search that moved only past the best stopped there and twice the SRAM ran 1.9% slower.
+    Walking down from where it stands (choose/pick.py `_search`), the search reaches the same
+    128 x 4096 x 128 from it, and a chip that can run every tiling the smaller one runs is no
+    slower: 73.42 us on both."""
+    factors = {"cores": 0.5, "matrix_units": 0.5, "inflight": 2.0, "hbm_data_rate": 0.5, "hbm_stacks": 2.0}
+    params = scaled("dataflow_2stack", {**factors, "power_limit": 1.5})
+    base, more = chip("dataflow_2stack", params), more_of("dataflow_2stack", params, "sram_capacity", 2.0)
+    assert more is not None and (base.cores, base.core.matrix_units) == (8, 1)
+    assert (base.core.sram.capacity_bytes, more.core.sram.capacity_bytes) == (16 << 20, 32 << 20)
+    for c in (base, more):
+        assert choose(GEMM, c).program.phases[0].label == "gemm 128x4096x128 split1 row"
+    assert simulate_op(GEMM, more).time_s <= simulate_op(GEMM, base).time_s
+    assert math.isclose(simulate_op(GEMM, base).time_s, 73.4222e-6, rel_tol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("preset", "factors", "tile", "time_s"),
+    [
+        ("dataflow_2stack", {"cores": 0.25, "sram_capacity": 2.0, "inflight": 2.0, "power_limit": 0.75},
+         "256x4096x128", 73.7589e-6),
+        ("lpu", {"cores": 2.0, "matrix_units": 2.0, "sram_capacity": 2.0, "inflight": 0.5, "l2_capacity": 0.25,
+                 "power_limit": 1.5}, "320x320x320", 60.19e-6),
+    ],
+)  # fmt: skip
+def test_a_stream_k_tiling_moved_onto_whole_waves_is_searched_on_as_data_parallel(preset, factors, tile, time_s):
+    """Twice the SRAM of each chip makes a stream-K tiling of fewer tiles than cores the leanest
+    (the 2-stack dataflow chip on 4 cores with 32 -> 64 MiB: 2048 x 4096 stream-K, 2 tiles, 104.9
+    us; an LPU of 2 cores of 2 arrays whose stream buffer holds whole columns of weights: 4096 x
+    320 and 5120 x 320 stream-K, 60.84 us, and no 320 x 320). Their tile moves onto whole waves
+    (2048 x 2048: 4 tiles on 4 cores; 2560 x 320: 2 x 13 tiles, 13 waves of 2) kept stream-K,
+    which is not legal without a tail, and were dropped, so the searches stopped short of the
+    tiles the chip with less SRAM ran, 1.7% and 1.1% slower. As data-parallel (which stream-K is
+    over whole waves: `tilings.neighbours`) they lead on to them: the same tile and time on both."""
+    params = scaled(preset, factors)
+    base, more = chip(preset, params), more_of(preset, params, "sram_capacity", 2.0)
+    assert more is not None and more.core.sram.capacity_bytes == 2 * base.core.sram.capacity_bytes
+    for c in (base, more):
+        assert choose(GEMM, c).program.phases[0].label == f"gemm {tile} split1 row"
+        assert math.isclose(simulate_op(GEMM, c).time_s, time_s, rel_tol=1e-5)
+
+
+def test_a_moved_stream_k_tiling_on_whole_waves_is_data_parallel():
+    """2048 x 4096 x 128 stream-K on the 2-stack dataflow chip's 4 cores (2 tiles of a 4096 x 1024
+    x 4096 GEMM): halving its N edge gives 2048 x 2048, 4 tiles, one whole wave, as data-parallel;
+    halving its M edge, 1024 x 4096, likewise; doubling its K step (still 2 tiles) stays stream-K."""
+    c = chip("dataflow_2stack", scaled("dataflow_2stack", {"cores": 0.25, "sram_capacity": 4.0}))
+    t = best_raster(GEMM, c, Tiling(2048, 4096, 128, GemmMapping.STREAM_K))[0]
+    moved = {(n.tm, n.tn, n.tk): n.mapping for n in neighbours(GEMM, c, t)}
+    assert moved[(2048, 2048, 128)] is GemmMapping.DATA_PARALLEL
+    assert moved[(1024, 4096, 128)] is GemmMapping.DATA_PARALLEL
+    assert moved[(2048, 4096, 256)] is GemmMapping.STREAM_K

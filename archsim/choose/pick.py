@@ -270,6 +270,7 @@ def _search(
     for _ in range(SEARCH_MOVES):
         played.stand_on(current)
         moved_to = None
+        downhill: tuple[float, Tiling] | None = None  # the fastest new neighbour, unheld
         for n in neighbours(op, chip, current, moves):
             if _move_key(n) in played.times:
                 continue
@@ -278,12 +279,16 @@ def _search(
             count += 1
             fast_s = program_time_s(program, at_max, chip)
             played.times[_move_key(n)] = (fast_s, n)
+            if downhill is None or fast_s < downhill[0]:
+                downhill = (fast_s, n)
             if fast_s >= best[0]:
                 continue
             clock, held = play_held(program, chip, at_max, screen)
             total_s = program_time_s(program, held, chip, clock)
             if total_s < best[0]:
                 best, moved_to = (total_s, program, held, clock, at_max), n
+        if moved_to is None and downhill is not None and downhill[0] < played.times[_move_key(current)][0]:
+            moved_to = downhill[1]  # none beats the best: on down the slope it stands on
         if moved_to is None:
             break
         current = moved_to

@@ -105,7 +105,9 @@ def neighbours(op: Op, chip: Chip, t: Tiling, moves: frozenset[SearchMove] = EVE
     (`best_raster`), in move order. E.g. 256 x 256 x 128 data-parallel tiles of a 4096 x 1024 x
     4096 GEMM: 512 x 256, 256 x 512, 128 x 256, 256 x 128, 512 x 128 and 128 x 512 where the
     menu holds them, 256 x 256 x 256 and x 64, stream-K and two-way split-K 256 x 256 x 128
-    where the mapping applies, and the tiles dealt over half the cores."""
+    where the mapping applies, and the tiles dealt over half the cores. A stream-K tiling moved
+    to tiles that fill whole waves is data-parallel (stream-K has no tail to balance there, and
+    is not legal): 2048 x 4096 stream-K on 4 cores (2 tiles) halved to 2048 x 2048 (4 tiles)."""
     steps = (TILE_MOVES if SearchMove.TILE in moves else ()) + (K_MOVES if SearchMove.K_STEP in moves else ())
     moved = [replace(t, tm=int(t.tm * a), tn=int(t.tn * b), tk=int(t.tk * c)) for a, b, c in steps]
     if SearchMove.MAPPING in moves:
@@ -119,6 +121,11 @@ def neighbours(op: Op, chip: Chip, t: Tiling, moves: frozenset[SearchMove] = EVE
         if min(n.tm, n.tn, n.tk) < 1:
             continue
         n = best_raster(op, chip, n)[0]
+        if n.mapping is GemmMapping.STREAM_K and not legal_tiling(op, chip, n):
+            # the moved tiles fill whole waves: stream-K has no tail to balance, and is data-parallel
+            dp = replace(n, mapping=GemmMapping.DATA_PARALLEL)
+            if (dp.tm, dp.tn, dp.tk, dp.grid) != (t.tm, t.tn, t.tk, t.grid):  # not a mapping move's
+                n = best_raster(op, chip, dp)[0]
         if legal_tiling(op, chip, n):
             out.append(n)
     return out

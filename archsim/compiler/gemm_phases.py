@@ -319,7 +319,7 @@ def gemm_phase(
     """The GEMM kernel's phase, named `label`: its first `limit_items` items (all by default),
     dealt to the cores in plain waves of one item per core (`install`, `chained`: as `phase_on`'s;
     a `chained` schedule streams each tile's outputs out a block at a time, `output_block_cols`)."""
-    cols = output_block_cols(op, chip, t, install) if chained else 0
+    cols = output_block_cols(op, chip, t, install, t.grid) if chained else 0
     plan = kept_plan((op, tiling_layout(chip, t), t, label, limit_items, cols), _gemm_plan)
     return phase_on(plan, op, chip, t, install, chained)
 

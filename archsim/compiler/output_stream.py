@@ -54,14 +54,30 @@ def item_k(op: Op, tk: int, split: int) -> int:
     return min(op.k, ceil_div(ceil_div(op.k, tk), split) * tk)
 
 
-def output_block_cols(op: Op, chip: Chip, t: Tile, install: float) -> int:
-    """Columns of a tile's output the core's arrays finish together over the whole of K: the
-    narrowest block of an array's width times a power of two, up to its arrays side by side
-    (units x cols), whose steps take no longer than the tile's whole step on the arrays (their
-    weights installed at `install` bytes a cycle, folds chained: a block of few rows an array
-    leaves the arrays waiting on installs), where the tile is wider than the block and its SRAM
-    holds two A panels (this tile's and the next's, tm x K) beside two blocks' B steps
-    (tk x cols); else 0 (the K-outer order, outputs drained after the tile's last step).
+def feed_floor_cycles(op: Op, chip: Chip, t: Tile, cores: int) -> float:
+    """Cycles each tile step of a core takes at least while main memory feeds the GEMM: its
+    compulsory bytes over main-memory bandwidth, spread over the K steps one of `cores` runs
+    (its waves of items, each of its K slice's steps).
+
+    E.g. 4096 x 1024 x 4096 bf16 (50,331,648 B) from 614.4 GB/s at 1.08 GHz: 88,474 cycles;
+    512 x 4096 x 128 tiles in 2 K slices are 16 items on 32 cores, one wave of 4 steps: 22,118."""
+    items = op.groups * ceil_div(op.m, t.tm) * ceil_div(op.n, t.tn) * t.split
+    steps = ceil_div(items, cores) * ceil_div(item_k(op, t.tk, t.split), t.tk)
+    return op.min_bytes() / chip.hbm.peak_bandwidth_bytes_per_s * chip.clock_hz / steps
+
+
+def output_block_cols(op: Op, chip: Chip, t: Tile, install: float, cores: int = 0) -> int:
+    """Columns of a tile's output the core's arrays finish together over the whole of K, where
+    the tile is wider than the block and its SRAM holds two A panels (this tile's and the
+    next's, tm x K) beside two blocks' B steps (tk x cols); else 0 (the K-outer order, outputs
+    drained after the tile's last step). The tile streams where a block of an array's width
+    times a power of two, up to its arrays side by side (units x cols), has steps that take no
+    longer than the tile's whole step on the arrays (their weights installed at `install` bytes
+    a cycle, folds chained: a block of few rows an array leaves the arrays waiting on installs);
+    its block is then the narrowest whose steps take no longer than that, or than main memory
+    takes to feed a step on `cores` (0: the chip's; `feed_floor_cycles`): a wider block is fed
+    no sooner and only coarsens the pipeline, its first compute waiting on a larger load and
+    its last left after the loads.
 
     E.g. the Dataflow-2S (2 arrays of 128 x 128, 16 MiB, 2,048 B a cycle): 128 columns of a
     512 x 1024 x 128 tile, K = 1,024, bf16: 8 blocks of 256 cycles take the tile step's 2,048,
@@ -70,17 +86,20 @@ def output_block_cols(op: Op, chip: Chip, t: Tile, install: float) -> int:
     core, cols = chip.core, chip.core.array.cols
     em, en, k = min(t.tm, op.m), min(t.tn, op.n), min(t.tk, op.k)
     panel = t.tm * item_k(op, t.tk, t.split) * op.dtype.bytes
-    whole = 0
+    whole, paced, fed = 0, 0.0, 0
     while cols < en and cols <= core.matrix_units * core.array.cols:
         if 2 * panel + 2 * t.tk * cols * op.b_dtype.bytes > core.sram.capacity_bytes:
             return 0
-        whole = whole or step_cycles(core, em, k, en, op.dtype, op.b_dtype, install, True)
+        if not whole:
+            whole = step_cycles(core, em, k, en, op.dtype, op.b_dtype, install, True)
+            paced = max(whole, feed_floor_cycles(op, chip, t, cores or chip.cores))
         blocks, last = divmod(en, cols)
         parts = blocks * step_cycles(core, em, k, cols, op.dtype, op.b_dtype, install, True)
         if last:
             parts += step_cycles(core, em, k, last, op.dtype, op.b_dtype, install, True)
+        fed = fed or (cols if parts <= paced else 0)
         if parts <= whole:
-            return cols
+            return fed or cols
         cols *= 2
     return 0
 
