@@ -119,7 +119,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt
         energy = run_energy(result, w, system, ev.kv_stride) if ev.reads_energy else None
-        env.update(run_metrics(result, system, energy))
+        env.update(run_metrics(result, system, energy, ev.reads - env.keys()))
         if why := missing(ev.run_constraints + tuple(o.expr for o in ev.objectives), env):
             return {**row, "error": why}
         objectives = {}
