@@ -303,3 +303,27 @@ def test_headline_numbers_read_without_the_run_document():
     assert fast == {name: full[name] for name in HEADLINE_NAMES}
     assert all(type(fast[n]) is type(full[n]) for n in HEADLINE_NAMES)
     assert run_metrics(result, system, None, {"ttft_s", "prefill.time_by_cause_s.compute_s"}) == full
+
+
+def test_workers_import_no_config_schemas():
+    """What a sweep's workers load (warm.py, the server's preload) and what unpickling a chunk of
+    points and its Evaluation imports leave out the spec's loading, the config schemas and
+    pydantic: the workers get designs built, and those imports cost each pool 0.2 s."""
+    import pickle
+    import subprocess
+    import sys
+
+    from archsim.sweep.evaluate import Evaluation
+    from archsim.sweep.points import iter_points
+    from archsim.sweep.spec import load_spec
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / "hw_configs" / "sweeps" / "h200_variants.yaml")
+    chunk = pickle.dumps(([next(iter_points(spec))], Evaluation.of(spec)))
+    code = (
+        "import pickle, sys; import archsim.sweep.warm; pickle.loads(sys.stdin.buffer.read()); "
+        "print(sorted(m for m in ('pydantic', 'yaml', 'archsim.config.loader', 'archsim.config.hw_schema', "
+        "'archsim.config.workload_schema', 'archsim.sweep.spec', 'archsim.sweep.schema') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=chunk, capture_output=True, check=True, cwd=root)
+    assert out.stdout.decode().strip() == "[]"
