@@ -91,12 +91,12 @@ def run(args) -> int:
     apply_cache_flag(args)
     if not (args.dask or args.dask_local) and (args.workers or default_workers()) > 1:
         start_pool_server()  # the workers' server imports beside this process, which loads the spec meanwhile
-    from archsim.api.calls import shipped_spec
     from archsim.errors import printable
+    from archsim.sweep import shipped_spec
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.executors import ExecutorUnavailable
     from archsim.sweep.spec import load_spec
-    from archsim.sweep.store import StoreError, require_pyarrow
+    from archsim.sweep.store import StoreError, check_pyarrow
 
     template = args.spec in TEMPLATE_NAMES
     if template:
@@ -108,7 +108,7 @@ def run(args) -> int:
     out = printable(args.out)
     executor = make_executor(args)
     try:
-        require_pyarrow()
+        check_pyarrow()
         if args.quiet:  # nothing drawn: rich not even imported
             report = run_sweep(spec, args.out, executor, args.chunk_size, None, None, args.fidelity)
         else:

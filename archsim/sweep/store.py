@@ -34,6 +34,7 @@ import os
 import re
 import stat
 from collections import Counter
+from functools import cached_property
 from pathlib import Path
 
 from archsim.errors import ConfigError
@@ -57,10 +58,21 @@ SETTINGS_KEY = b"archsim.settings"  # Parquet metadata: the digest of the settin
 HASH = re.compile(r"^[0-9a-f]{16}$")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 STATUSES = ("ok", "infeasible", "failed")
+PYARROW_MISSING = "sweeps write Parquet and need pyarrow: python3 -m pip install pyarrow"
 
 
 class StoreError(ConfigError):
     """The results folder cannot be used as asked (another sweep in it, another writer)."""
+
+
+def check_pyarrow() -> None:
+    """StoreError saying how to install pyarrow where it is not installed; nothing imported (a
+    sweep imports it when it first reads or writes a part, after its workers have their first
+    points)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyarrow") is None:
+        raise StoreError(PYARROW_MISSING)
 
 
 def require_pyarrow():
@@ -69,7 +81,7 @@ def require_pyarrow():
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise StoreError("sweeps write Parquet and need pyarrow: python3 -m pip install pyarrow") from None
+        raise StoreError(PYARROW_MISSING) from None
     return pyarrow
 
 
@@ -168,8 +180,13 @@ class ResultStore:
     def __init__(self, out_dir: str | Path, settings: dict, columns: list[tuple[str, str, str]]):
         self.dir = Path(out_dir)
         self.settings = settings
-        self.schema = arrow_schema(columns, settings)
+        self.columns = columns
         self._lock_fd: int | None = None
+
+    @cached_property
+    def schema(self):
+        """The parts' Arrow schema (pyarrow imported when a part is first written)."""
+        return arrow_schema(self.columns, self.settings)
 
     def open(self) -> ResultStore:
         """Create or reopen the folder: lock it, check its settings, drop half-written parts."""
