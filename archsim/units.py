@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from enum import Enum
+from functools import lru_cache
 
 from archsim.errors import quote
 
@@ -71,6 +72,7 @@ _AREA_UNITS: dict[str, float] = {"mm2": 1.0, "mm²": 1.0, "um2": 1e-6, "um²": 1
 _SUB_PREFIXED = frozenset({Dim.SECONDS, Dim.JOULES, Dim.JOULES_PER_BYTE, Dim.JOULES_PER_BIT})
 
 
+@lru_cache(maxsize=256)  # a sweep's points parse the same few units some 50 times each
 def _split_unit(unit: str) -> tuple[float, Dim] | None:
     """Return (scale, dimension) for a unit such as 'GiB', 'TB/s', 'ns', 'mm2', 'mm2/MiB', or
     None if unknown."""

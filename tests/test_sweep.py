@@ -275,13 +275,55 @@ def test_pareto_front_minimise_both_and_three_objectives():
 
 
 def test_automatic_chunks_shrink_with_the_points_left():
-    """100 points on 2 workers: each chunk is the points left over 2 x 8, rounded up, but at
-    least 4. 100 left gives 7; 93, 87 and 81 give 6; 75, 70 and 65 give 5; from 60 left on, 4
-    (60 / 16 rounded up, then the floor): 15 chunks of 4. 10 points start at one a chunk
-    (10 / 16 rounded up), under the floor: they stay at one."""
+    """100 points on 2 workers: each chunk is the points left over 2 x 4, rounded up, but at
+    least 2. 100 left gives 13; 87 gives 11; 76, 66, 57, 49, 42 and 36 give 10, 9, 8, 7, 6, 5;
+    31 and 27 give 4; 23, 20 and 17 give 3; from 14 left on, 2 (14 / 8 rounded up), then the
+    floor: 7 chunks of 2. 6 points start at one a chunk (6 / 8 rounded up), under the floor:
+    they stay at one."""
     from archsim.sweep.driver import chunked, tapering
 
     sizes = [len(c) for c in chunked(range(100), tapering(100, 2))]
-    assert sizes == [7, 6, 6, 6, 5, 5, 5] + [4] * 15
-    assert [len(c) for c in chunked(range(10), tapering(10, 2))] == [1] * 10
+    assert sizes == [13, 11, 10, 9, 8, 7, 6, 5, 4, 4, 3, 3, 3] + [2] * 7
+    assert [len(c) for c in chunked(range(6), tapering(6, 2))] == [1] * 6
     assert [len(c) for c in chunked(range(7), 3)] == [3, 3, 1]
+
+
+def test_headline_numbers_read_without_the_run_document():
+    """An objective that reads only headline numbers (ttft_s, tpot_s, ...) gets them from the
+    run's own properties, the same values as the whole document gives them; a name beyond them
+    (the prefill's time by cause) gets the whole document."""
+    from archsim.commands.run import load_run_inputs
+    from archsim.runner.generation import run_generation
+    from archsim.sweep.metrics import HEADLINE_NAMES, run_metrics
+
+    system, w, _ = load_run_inputs("h200", "llama3_8b", batch=2, prompt=32, generate=3)
+    result = run_generation(w, system)
+    full = run_metrics(result, system)
+    fast = run_metrics(result, system, None, {"ttft_s", "decode_tokens_per_s"})
+    assert fast == {name: full[name] for name in HEADLINE_NAMES}
+    assert all(type(fast[n]) is type(full[n]) for n in HEADLINE_NAMES)
+    assert run_metrics(result, system, None, {"ttft_s", "prefill.time_by_cause_s.compute_s"}) == full
+
+
+def test_workers_import_no_config_schemas():
+    """What a sweep's workers load (warm.py, the server's preload) and what unpickling a chunk of
+    points and its Evaluation imports leave out the spec's loading, the config schemas and
+    pydantic: the workers get designs built, and those imports cost each pool 0.2 s."""
+    import pickle
+    import subprocess
+    import sys
+
+    from archsim.sweep.evaluate import Evaluation
+    from archsim.sweep.points import iter_points
+    from archsim.sweep.spec import load_spec
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec(root / "hw_configs" / "sweeps" / "h200_variants.yaml")
+    chunk = pickle.dumps(([next(iter_points(spec))], Evaluation.of(spec)))
+    code = (
+        "import pickle, sys; import archsim.sweep.warm; pickle.loads(sys.stdin.buffer.read()); "
+        "print(sorted(m for m in ('pydantic', 'yaml', 'archsim.config.loader', 'archsim.config.hw_schema', "
+        "'archsim.config.workload_schema', 'archsim.sweep.spec', 'archsim.sweep.schema') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=chunk, capture_output=True, check=True, cwd=root)
+    assert out.stdout.decode().strip() == "[]"

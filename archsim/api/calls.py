@@ -16,6 +16,8 @@ from archsim.api.inputs import Hardware, Workload, as_hardware, as_workload
 from archsim.api.results import RunReport, ServeReport, SweepResults
 from archsim.config.resolved import ResolvedConfig, run_options
 from archsim.serving.options import KEYWORDS, ServeOptions, SloOptions
+from archsim.sweep import shipped_spec
+from archsim.sweep.executors import default_workers, executor_for  # noqa: F401  (the API's own)
 
 if TYPE_CHECKING:
     from archsim.serving.requests import RequestSet
@@ -311,38 +313,6 @@ def serve_built(
     resolved = serve_config(hardware, workload, serving, requests, objectives, slo.attainment, rate_per_s)
     result = simulate_serving(requests, setup)
     return ServeReport(result, result.metrics(objectives), objectives, resolved, setup)
-
-
-def shipped_spec(name_or_path: str) -> str:
-    """A sweep spec as given if it is a file, else a shipped spec of that name (`h200_variants`)."""
-    from archsim.config.loader import shipped_dir
-
-    if Path(name_or_path).exists() or "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
-        return name_or_path
-    shipped = shipped_dir("hw_configs") / "sweeps" / f"{name_or_path}.yaml"
-    return str(shipped) if shipped.is_file() else name_or_path
-
-
-def executor_for(workers: int | None = None, dask: str | None = None, dask_local: int | None = None):
-    """Where a sweep's points run: this process (workers=1), a local pool (the CPUs available by
-    default), or Dask (a scheduler address, or a local cluster of `dask_local` workers)."""
-    from archsim.sweep.executors import DaskExecutor, PoolExecutor, SerialExecutor
-
-    if dask:
-        return DaskExecutor(address=dask)
-    if dask_local:
-        return DaskExecutor(local_workers=dask_local)
-    workers = workers or default_workers()
-    return SerialExecutor() if workers == 1 else PoolExecutor(workers)
-
-
-def default_workers() -> int:
-    import os
-
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def sweep(

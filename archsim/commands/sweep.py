@@ -69,8 +69,7 @@ def add_parser(sub) -> None:
 
 
 def make_executor(args):
-    from archsim.api.calls import default_workers, executor_for
-    from archsim.sweep.executors import ExecutorUnavailable, check_dask_address
+    from archsim.sweep.executors import ExecutorUnavailable, check_dask_address, default_workers, executor_for
 
     if (args.dask or args.dask_local) and args.workers:
         raise UsageError("--workers is for the local process pool: with Dask, size the cluster instead")
@@ -87,24 +86,18 @@ def make_executor(args):
 
 
 def run(args) -> int:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from archsim.sweep.executors import default_workers, start_pool_server
 
-    from archsim.api.calls import shipped_spec
+    apply_cache_flag(args)
+    if not (args.dask or args.dask_local) and (args.workers or default_workers()) > 1:
+        start_pool_server()  # the workers' server imports beside this process, which loads the spec meanwhile
     from archsim.errors import printable
+    from archsim.sweep import shipped_spec
     from archsim.sweep.driver import run_sweep
     from archsim.sweep.executors import ExecutorUnavailable
     from archsim.sweep.spec import load_spec
-    from archsim.sweep.store import StoreError, require_pyarrow
+    from archsim.sweep.store import StoreError, check_pyarrow
 
-    apply_cache_flag(args)
     template = args.spec in TEMPLATE_NAMES
     if template:
         spec = sweep_templates.template_spec(args)
@@ -112,33 +105,14 @@ def run(args) -> int:
         path = shipped_spec(args.spec)
         sweep_templates.check_spec_flags(args, path)
         spec = load_spec(path, allowed=tuple(args.allow_path))
-    name, out = shown(spec.name), printable(args.out)
+    out = printable(args.out)
     executor = make_executor(args)
-    console = Console(stderr=True)
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    ]
     try:
-        require_pyarrow()
-        with Progress(*columns, console=console, disable=args.quiet or not console.is_terminal, transient=False) as bar:
-            task = bar.add_task("resolving points", total=None, rate="")
-
-            def resolved(total: int, todo: int) -> None:
-                bar.update(task, description=f"{name}: {total - todo} of {total} done before", total=todo, completed=0)
-
-            def progress(done: int, todo: int, failed: int) -> None:
-                speed = bar.tasks[0].speed
-                rate = f"{speed:.1f} points/s" if speed else ""
-                label = name + (f" ({failed} failed)" if failed else "")
-                bar.update(task, completed=done, description=label, rate=rate)
-
-            report = run_sweep(spec, args.out, executor, args.chunk_size, resolved, progress, args.fidelity)
+        check_pyarrow()
+        if args.quiet:  # nothing drawn: rich not even imported
+            report = run_sweep(spec, args.out, executor, args.chunk_size, None, None, args.fidelity)
+        else:
+            report = run_with_progress(args, spec, executor)
     except (StoreError, ExecutorUnavailable) as err:
         raise UsageError(str(err)) from None
     except KeyboardInterrupt:
@@ -168,3 +142,43 @@ def run(args) -> int:
     if template and report.complete:
         sweep_templates.show_results(args, spec)
     return 0 if report.complete and not report.points_failed else 1
+
+
+def run_with_progress(args, spec, executor):
+    """The sweep's SweepReport, a progress bar drawn on stderr while it runs (where that is a terminal)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from archsim.sweep.driver import run_sweep
+
+    name = shown(spec.name)
+    console = Console(stderr=True)
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=console, disable=not console.is_terminal, transient=False) as bar:
+        task = bar.add_task("resolving points", total=None, rate="")
+
+        def resolved(total: int, todo: int) -> None:
+            bar.update(task, description=f"{name}: {total - todo} of {total} done before", total=todo, completed=0)
+
+        def progress(done: int, todo: int, failed: int) -> None:
+            speed = bar.tasks[0].speed
+            rate = f"{speed:.1f} points/s" if speed else ""
+            label = name + (f" ({failed} failed)" if failed else "")
+            bar.update(task, completed=done, description=label, rate=rate)
+
+        return run_sweep(spec, args.out, executor, args.chunk_size, resolved, progress, args.fidelity)

@@ -16,15 +16,15 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from archsim.config.loader import read_config, system_from_doc, validate_doc, workload_from_cfg
 from archsim.config.resolved import ResolvedConfig
-from archsim.config.workload_schema import WorkloadCfg
-from archsim.config.yamlfile import YamlDoc
 from archsim.errors import ConfigError
 from archsim.graph.model import Workload
 from archsim.hardware import System
+
+if TYPE_CHECKING:  # the loaders and schemas are imported where designs are built: a worker, which
+    from archsim.config.yamlfile import YamlDoc  # only evaluates them, never imports them (0.2 s)
 
 KeyPath = tuple[str, ...]
 Override = tuple[KeyPath, Any]  # (path below `hardware` or `workload`, value as a config file would hold it)
@@ -51,6 +51,8 @@ def config_value(value: Any, unit: str | None) -> Any:
 @lru_cache(maxsize=64)
 def base_doc(path: str, root: str) -> YamlDoc:
     """A base file laid over the files it extends, read once per process."""
+    from archsim.config.loader import read_config
+
     return read_config(path, root)
 
 
@@ -58,13 +60,16 @@ def build_hardware(path: str, overrides: tuple[Override, ...]) -> tuple[System, 
     """The System and its resolved configuration; ConfigError naming the bad keys. A total such
     as hbm.bandwidth is set as the physical values that give it (archsim/config/derived.py)."""
     from archsim.config.derived import expanded
-    from archsim.config.loader import build
+    from archsim.config.loader import build, system_from_doc
 
     doc = base_doc(path, "hardware")
     return system_from_doc(doc.edited(expanded("hardware", doc, overrides, "sweep", build)))
 
 
 def build_workload(path: str, overrides: tuple[Override, ...]) -> tuple[Workload, dict]:
+    from archsim.config.loader import validate_doc, workload_from_cfg
+    from archsim.config.workload_schema import WorkloadCfg
+
     cfg = validate_doc(base_doc(path, "workload").edited(overrides), WorkloadCfg)
     return workload_from_cfg(cfg, path), cfg.model_dump(mode="json")
 

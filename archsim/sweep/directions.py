@@ -22,7 +22,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from archsim.sweep.expr import UNIT_CONSTANTS
+from archsim.sweep.expr import UNIT_CONSTANTS, Expr
 
 
 class Direction(enum.Enum):
@@ -32,6 +32,21 @@ class Direction(enum.Enum):
     @property
     def sign(self) -> int:
         return 1 if self is Direction.MAXIMIZE else -1
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective of a spec: its expression and the way it ranks (a sweep's workers get these,
+    so they live here, apart from the spec's loading and its schemas)."""
+
+    name: str
+    expr: Expr
+    direction: Direction
+    unit: str | None = None
+
+    @property
+    def maximize(self) -> bool:
+        return self.direction is Direction.MAXIMIZE
 
 
 MAX, MIN = Direction.MAXIMIZE, Direction.MINIMIZE

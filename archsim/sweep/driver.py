@@ -33,9 +33,12 @@ from archsim.sweep.store import PART_GLOB, ResultStore, count_statuses, read_res
 FIDELITIES = ("auto", "screen", "full")  # of a sweep; DEFAULT_FIDELITY when none is asked for
 DEFAULT_FIDELITY = "full"
 
-CHUNKS_PER_WORKER = 8  # auto chunk size: about this many chunks per worker, for balance and resumability
+# auto chunk size: about this many chunks per worker of the points left, so that chunks shrink
+# as the sweep ends; 4 keeps h200_variants' two workers within 10 ms of each other at the end with
+# 28-32 chunks, where 8 gave 38 and about 60 ms (its measured point times, dealt in order)
+CHUNKS_PER_WORKER = 4
 MAX_AUTO_CHUNK = 16  # points; at ~0.2 s a point a kill loses at most a few seconds per worker
-MIN_TAPERED_CHUNK = 4  # points: each chunk costs the sweep a round trip to a worker and a part (3-4 ms to write)
+MIN_TAPERED_CHUNK = 2  # points: each chunk costs the sweep a round trip to a worker and a part (2-3 ms to write)
 
 
 @dataclass(frozen=True)

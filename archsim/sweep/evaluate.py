@@ -14,13 +14,17 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from archsim.errors import DoesNotFitError, reraise_interrupt
+from archsim.sweep.directions import Objective
 from archsim.sweep.expr import Expr
 from archsim.sweep.metrics import FACT_NAMES, design_facts, metric_names, missing_section, run_metrics
 from archsim.sweep.points import PointTask
 from archsim.sweep.sampling import Value
-from archsim.sweep.spec import Objective, SweepSpec
+
+if TYPE_CHECKING:  # workers import this module without the spec's loading and schemas
+    from archsim.sweep.spec import SweepSpec
 
 OK, INFEASIBLE, FAILED = "ok", "infeasible", "failed"
 
@@ -119,7 +123,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt
         energy = run_energy(result, w, system, ev.kv_stride) if ev.reads_energy else None
-        env.update(run_metrics(result, system, energy))
+        env.update(run_metrics(result, system, energy, ev.reads - env.keys()))
         if why := missing(ev.run_constraints + tuple(o.expr for o in ev.objectives), env):
             return {**row, "error": why}
         objectives = {}

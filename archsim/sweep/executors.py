@@ -14,10 +14,13 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from archsim.errors import ConfigError
-from archsim.sweep.evaluate import Evaluation, evaluate_chunk
-from archsim.sweep.points import PointTask
+
+if TYPE_CHECKING:  # imported where chunks run: this module is imported before a sweep's pool starts
+    from archsim.sweep.evaluate import Evaluation
+    from archsim.sweep.points import PointTask
 
 IN_FLIGHT_PER_WORKER = 2
 ORPHAN_POLL_S = 1.0  # how often a pool worker checks that the sweep that started it is alive
@@ -71,6 +74,25 @@ class ExecutorUnavailable(ConfigError):
     """The executor asked for cannot start (dask not installed, no scheduler at the address)."""
 
 
+def default_workers() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def executor_for(workers: int | None = None, dask: str | None = None, dask_local: int | None = None):
+    """Where a sweep's points run: this process (workers=1), a local pool (the CPUs available by
+    default), or Dask (a scheduler address, or a local cluster of `dask_local` workers)."""
+    if dask:
+        return DaskExecutor(address=dask)
+    if dask_local:
+        return DaskExecutor(local_workers=dask_local)
+    workers = workers or default_workers()
+    return SerialExecutor() if workers == 1 else PoolExecutor(workers)
+
+
 class SerialExecutor:
     """Evaluate in this process (`--workers 1`): no start-up cost, easiest to debug."""
 
@@ -78,6 +100,8 @@ class SerialExecutor:
     label = "in process"
 
     def run(self, chunks: Iterable[list[PointTask]], ev: Evaluation) -> Iterator[ChunkOutcome]:
+        from archsim.sweep.evaluate import evaluate_chunk
+
         for chunk in chunks:
             yield ChunkOutcome(chunk, *_rows_and_cpu(evaluate_chunk(chunk, ev)))
 
@@ -128,6 +152,27 @@ def _bounded(submit, collect, chunks: Iterable[list[PointTask]], limit: int) -> 
             yield outcome
 
 
+WORKER_PRELOAD = ["archsim.sweep.evaluate", "archsim.sweep.warm"]  # what the pool's server imports
+
+
+def start_pool_server():
+    """The start method of a local pool's workers, its server process started now where it has
+    one (forkserver): the workers fork from it once it has imported what a point uses (warm.py,
+    0.3 s of CPU), so a sweep that starts it before loading its spec and resolving its first points
+    has it ready when the first chunk is, its imports run beside this process's. Called again, it
+    finds the server running."""
+    import multiprocessing as mp
+
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        from multiprocessing import forkserver
+
+        ctx.set_forkserver_preload(WORKER_PRELOAD)
+        forkserver.ensure_running()
+    return ctx
+
+
 class PoolExecutor:
     """A local pool of `workers` processes (forkserver where available: workers start from a
     process that has already imported what a point uses, warm.py)."""
@@ -138,14 +183,12 @@ class PoolExecutor:
         self.workers = workers
 
     def run(self, chunks: Iterable[list[PointTask]], ev: Evaluation) -> Iterator[ChunkOutcome]:
-        import multiprocessing as mp
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        ctx = mp.get_context(method)
-        if method == "forkserver":
-            ctx.set_forkserver_preload(["archsim.sweep.evaluate", "archsim.sweep.warm"])
+        from archsim.sweep.evaluate import evaluate_chunk
+
+        ctx = start_pool_server()
         pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
         broken: list[str] = []
 
@@ -225,6 +268,8 @@ class DaskExecutor:
             raise ExecutorUnavailable(
                 f"cannot reach the Dask scheduler at {self.address}: {type(err).__name__}: {str(err)[:120]}"
             ) from None
+        from archsim.sweep.evaluate import evaluate_chunk
+
         try:
             self.workers = max(1, sum(client.nthreads().values()))
             finished = as_completed(loop=client.loop, raise_errors=False)

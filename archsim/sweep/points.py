@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archsim.config.resolved import config_hash, run_options
 from archsim.errors import ConfigError
 from archsim.sweep.design import Design, DesignCache, KeyPath, config_value, resolve_file
 from archsim.sweep.sampling import Value
-from archsim.sweep.spec import SweepSpec
+
+if TYPE_CHECKING:  # a worker gets PointTasks without loading specs (their schemas: 0.2 s of imports)
+    from archsim.sweep.spec import SweepSpec
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from archsim.config.paths import path_problem
 from archsim.config.yamlfile import YamlDoc, read_yaml
 from archsim.errors import ConfigError, Problem
 from archsim.sweep.design import DesignCache, KeyPath, config_value, resolve_file
-from archsim.sweep.directions import Direction, declared, objective_direction
+from archsim.sweep.directions import Direction, Objective, declared, objective_direction
 from archsim.sweep.expr import FUNCTIONS, UNIT_CONSTANTS, Expr, ExprError, parse_expr
 from archsim.sweep.metrics import FACT_NAMES, metric_names
 from archsim.sweep.sampling import Domain, Scale, Value, grid_size, iter_grid, iter_sampled
@@ -50,18 +50,6 @@ class Derived:
     @property
     def column_type(self) -> str:
         return "int" if self.integer else "float"
-
-
-@dataclass(frozen=True)
-class Objective:
-    name: str
-    expr: Expr
-    direction: Direction  # which way it ranks (archsim/sweep/directions.py)
-    unit: str | None = None
-
-    @property
-    def maximize(self) -> bool:
-        return self.direction is Direction.MAXIMIZE
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import os
 import re
 import stat
 from collections import Counter
+from functools import cached_property
 from pathlib import Path
 
 from archsim.errors import ConfigError
@@ -55,11 +56,23 @@ READABLE = (1, 2)  # formats `read_results` reads (1: rows before they recorded 
 FIDELITIES = ("full", "screen")  # archsim/choose/fidelity.py
 SETTINGS_KEY = b"archsim.settings"  # Parquet metadata: the digest of the settings a part was run under
 HASH = re.compile(r"^[0-9a-f]{16}$")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 STATUSES = ("ok", "infeasible", "failed")
+PYARROW_MISSING = "sweeps write Parquet and need pyarrow: python3 -m pip install pyarrow"
 
 
 class StoreError(ConfigError):
     """The results folder cannot be used as asked (another sweep in it, another writer)."""
+
+
+def check_pyarrow() -> None:
+    """StoreError saying how to install pyarrow where it is not installed; nothing imported (a
+    sweep imports it when it first reads or writes a part, after its workers have their first
+    points)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyarrow") is None:
+        raise StoreError(PYARROW_MISSING)
 
 
 def require_pyarrow():
@@ -68,7 +81,7 @@ def require_pyarrow():
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise StoreError("sweeps write Parquet and need pyarrow: python3 -m pip install pyarrow") from None
+        raise StoreError(PYARROW_MISSING) from None
     return pyarrow
 
 
@@ -92,6 +105,60 @@ def arrow_schema(columns: list[tuple[str, str, str]], settings: dict | None = No
     return pa.schema(fields, metadata=None if settings is None else {SETTINGS_KEY: settings_digest(settings)})
 
 
+FLOAT_EXACT_INT = 2**53  # whole numbers a float64 column holds exactly (pyarrow refuses the others)
+
+
+def table_of(rows: list[dict], schema):
+    """The Arrow table of `rows` (dicts by column name, a missing key a null), as
+    `pyarrow.Table.from_pylist` makes it, without pyarrow's first conversion from Python objects
+    importing pandas (0.17 s of CPU, a thirtieth of a 288-point sweep on two cores): each column
+    laid out in Arrow's buffers directly where its values are of its type (a str, a bool, a whole
+    number, or a float or a whole number that float64 holds exactly, or None); any other value
+    leaves the table to pyarrow, so what it refuses is refused as before."""
+    pa = require_pyarrow()
+    columns = []
+    for name, kind in zip(schema.names, schema.types, strict=True):
+        column = _column(pa, kind, [r.get(name) for r in rows])
+        if column is None:
+            return pa.Table.from_pylist(rows, schema=schema)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _column(pa, kind, values: list):
+    """An Arrow array of `values` (of `kind`: string, bool, int64 or float64), or None where a
+    value is not of that type as `table_of` takes it."""
+    import numpy as np
+
+    n = len(values)
+    valid = np.array([v is not None for v in values], dtype=bool)
+    buffers = [pa.py_buffer(np.packbits(valid, bitorder="little"))]
+    present = [v for v in values if v is not None]
+    if kind == pa.string():
+        if not all(type(v) is str for v in present):
+            return None
+        data = [b"" if v is None else v.encode("utf-8") for v in values]
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum([len(d) for d in data], out=offsets[1:])
+        buffers += [pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    elif kind == pa.bool_():
+        if not all(type(v) is bool for v in present):
+            return None
+        buffers.append(pa.py_buffer(np.packbits(np.array([v is True for v in values], dtype=bool), bitorder="little")))
+    elif kind == pa.int64():
+        if not all(type(v) is int and INT64_MIN <= v <= INT64_MAX for v in present):
+            return None
+        buffers.append(pa.py_buffer(np.array([v or 0 for v in values], dtype=np.int64)))
+    elif kind == pa.float64():
+        exact = (float,) if any(type(v) is int and abs(v) > FLOAT_EXACT_INT for v in present) else (float, int)
+        if not all(type(v) in exact for v in present):
+            return None
+        buffers.append(pa.py_buffer(np.array([0.0 if v is None else v for v in values], dtype=np.float64)))
+    else:
+        return None
+    return pa.Array.from_buffers(kind, n, buffers, null_count=n - len(present))
+
+
 def part_name(hashes: list[str]) -> str:
     return "part-" + hashlib.sha256("\n".join(sorted(hashes)).encode()).hexdigest()[:16] + ".parquet"
 
@@ -113,8 +180,13 @@ class ResultStore:
     def __init__(self, out_dir: str | Path, settings: dict, columns: list[tuple[str, str, str]]):
         self.dir = Path(out_dir)
         self.settings = settings
-        self.schema = arrow_schema(columns, settings)
+        self.columns = columns
         self._lock_fd: int | None = None
+
+    @cached_property
+    def schema(self):
+        """The parts' Arrow schema (pyarrow imported when a part is first written)."""
+        return arrow_schema(self.columns, self.settings)
 
     def open(self) -> ResultStore:
         """Create or reopen the folder: lock it, check its settings, drop half-written parts."""
@@ -209,10 +281,9 @@ class ResultStore:
 
     def write_part(self, rows: list[dict]) -> Path:
         """Write rows as one part, atomically: temp file, fsync, rename, fsync of the folder."""
-        pa = require_pyarrow()
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pylist(rows, schema=self.schema)
+        table = table_of(rows, self.schema)
         final = self.points / part_name([r["config_hash"] for r in rows])
         tmp = self.points / f".{final.name}.{os.getpid()}.tmp"
         try:
