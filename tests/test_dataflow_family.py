@@ -176,6 +176,42 @@ def test_a_batch_1_gemv_streams_its_weights_and_is_memory_bound(name, share):
     assert t.bound is Bound.MEMORY
 
 
+def test_a_gemv_on_a_mesh_takes_its_reads_and_two_walks_across_the_square_that_holds_it():
+    """T(n) = W / (b n^2) + 2 h n at its least, n^3 = W / (h b), T = 3 h n: W = 1,000 B, b = 1 B
+    and h = 1 cycle: n = 10, 10 + 20 = 30 cycles; W = 8,000 B: n = 20, 60; h = 2 cycles: n =
+    500^(1/3) = 7.937, 1,000 / 63.0 + 4 x 7.937 = 15.87 + 31.75 = 47.62. Every other n is
+    slower (n = 9 and 11 at W = 1,000: 12.35 + 18 = 30.35, 8.26 + 22 = 30.26)."""
+    assert wafer.gemv_mesh_floor_cycles(1000, 1, 1) == pytest.approx(30)
+    assert wafer.gemv_mesh_floor_cycles(8000, 1, 1) == pytest.approx(60)
+    assert wafer.gemv_mesh_floor_cycles(1000, 1, 2) == pytest.approx(47.62, abs=0.01)
+    for n in (9, 11):
+        assert 1000 / n**2 + 2 * n > wafer.gemv_mesh_floor_cycles(1000, 1, 1)
+
+
+def test_a_wafer_gemv_takes_what_its_mesh_allows_not_what_its_sram_could_feed():
+    """1 x 8192 x 8192 bf16 on the wafer. Its 134,217,728 B of weights would stream in 6.4 ns at
+    21 PB/s, but a GEMV's weights lie over a square of cores, each reading its own 48 KB SRAM at
+    21 PB/s / 900,000 cores / 1.1 GHz = 21.21 B a cycle, the vector walking in across the square
+    and the sums out, a hop of the file's 1 ns (1.1 cycles) each: n^3 = 134,217,728 / (1.1 x
+    21.21), n = 179 cores, T = 3 x 1.1 x 179 = 591 cycles, 0.538 us: 1.19% of 21 PB/s
+    (`gemv_mesh_floor_cycles`). The model deals it to 512 clusters, each reading its 262 KB in
+    2 folds of 6 cycles and paying the cluster array's fill and drain, 510 cycles: 522 cycles
+    of compute, 543 with latency and stores, 0.494 us, 0.92x the floor. It must take no more than
+    twice the floor (>= 50% of what the mesh lets it move) and beat it by no more than 20% (a
+    cluster of ~1,070 cores taken as one 256 x 256 array). 50% of 21 PB/s would be 50x faster
+    than the mesh allows."""
+    from archsim.choose.timed import time_op
+
+    c = chip("wafer")
+    per_core = 21e15 / 900_000 / c.clock_hz  # [DS]: 21 PB/s over 900,000 cores
+    hop_cycles = c.noc.hop_latency_s * c.clock_hz
+    floor_s = wafer.gemv_mesh_floor_cycles(8192 * 8192 * 2, per_core, hop_cycles) / c.clock_hz
+    assert floor_s == pytest.approx(0.5375e-6, rel=1e-3)
+    t = time_op(GEMV, c).timing
+    assert 0.8 * floor_s <= t.time_s <= 2.0 * floor_s
+    assert t.hbm_bytes / t.time_s < 0.03 * c.hbm.peak_bandwidth_bytes_per_s
+
+
 def test_the_decode_step_grows_with_context_as_kv_bytes_over_bandwidth():
     """Llama-3-8B at batch 8, KV 2,048 -> 8,192 on Dataflow-2S: by 0.9-1.6x the added
     8 x 6,144 x 131,072 B over its HBM's 1.64 TB/s (1.03x)."""
