@@ -17,7 +17,7 @@ per-hop bandwidth is not charged within a GEMM (operands are read where they lie
 training mode and is not modelled.
 
 What a batch-1 GEMV can reach is set by the mesh, not by the SRAM's bandwidth
-(`gemv_mesh_floor_cycles`): its weights lie over a rectangle of cores, the vector streamed in
+(tests/test_dataflow_family.py holds it to that floor): its weights lie over a rectangle of cores, the vector streamed in
 across one side and the partial sums out across the other, one hop a cycle (the vendor's GEMV
 layout); spreading the weights wider shortens each core's reads but lengthens both walks.
 """
@@ -28,23 +28,6 @@ from archsim.compiler.chip_family import SearchMove, TileGrid
 from archsim.compiler.families.dataflow import Dataflow
 from archsim.graph.ops import Op
 from archsim.hardware import Chip, ChipFamily
-
-
-def gemv_mesh_floor_cycles(weight_bytes: float, core_bytes_per_cycle: float, hop_cycles: float) -> float:
-    """Fewest cycles a batch-1 GEMV takes on a 2-D mesh of cores that each read only their own
-    SRAM: its K x N weights spread over an n x n square of cores, K over its height and N over its
-    width, the vector streamed in across one side and the partial sums reduced out across the
-    other (Cerebras' GEMV layout: csl-examples, benchmarks/gemv-checkerboard-pattern and
-    gemv-collectives_2d), each walk n hops of `hop_cycles`:
-
-        T(n) = W / (b n^2) + 2 h n,  least where n^3 = W / (h b):  T = 3 h n
-
-    E.g. 8192 x 8192 bf16 (W = 134,217,728 B) on WSE-3 cores of b = 21 PB/s / 900,000 cores /
-    1.1 GHz = 21.21 B a cycle, h = 1 cycle: n = 185 cores, T = 555 cycles (0.50 us, 1.27% of 21
-    PB/s); a wider square reads faster and walks longer. A floor: the square is the best
-    rectangle (AM-GM), and the vector's own arrival and the partial sums' adds are not counted."""
-    side_cores = (weight_bytes / (hop_cycles * core_bytes_per_cycle)) ** (1.0 / 3.0)
-    return 3.0 * hop_cycles * side_cores
 
 
 class Wafer(Dataflow):
