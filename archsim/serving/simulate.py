@@ -26,7 +26,6 @@ from archsim.serving.scheduler import Policy
 from archsim.serving.session_metrics import session_record
 from archsim.serving.setup import ServeSetup, ServeSetupError, instance_for, layout, pool_for
 
-
 # GEMM plans kept while serving (gemm_phases.plans_kept_within): a step shape's ops are each chosen
 # once and their costs kept, so no plan is asked for twice; 128 MiB of them took a third of the
 # 100,000 generated requests' peak memory
