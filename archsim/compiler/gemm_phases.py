@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -278,12 +280,14 @@ def alike_slices(data: bytes, size: int) -> tuple[list[int], list[int]]:
 PLAN_BUDGET_BYTES = 128 << 20  # arrays of the plans kept, the most recently used (a sweep's few hundred fit)
 _plans: OrderedDict[tuple, tuple[PhasePlan, int]] = OrderedDict()
 _plan_bytes = [0]
+_plan_budget = [PLAN_BUDGET_BYTES]  # `plans_kept_within` lowers it for a while
 _plans_lock = threading.Lock()  # threads timing ops at once keep the books straight
 
 
 def kept_plan(key: tuple, plan_of) -> PhasePlan:
     """The plan of `key` (`plan_of(*key)` the first time), kept while the plans used since take
-    at most PLAN_BUDGET_BYTES: a long prompt's phases are large, and a run asks for each once."""
+    at most PLAN_BUDGET_BYTES (or `plans_kept_within`'s budget): a long prompt's phases are
+    large, and a run asks for each once."""
     with _plans_lock:
         hit = _plans.get(key)
         if hit is not None:
@@ -295,9 +299,32 @@ def kept_plan(key: tuple, plan_of) -> PhasePlan:
         if key not in _plans:
             _plans[key] = (plan, size)
             _plan_bytes[0] += size
-        while _plan_bytes[0] > PLAN_BUDGET_BYTES and len(_plans) > 1:
-            _plan_bytes[0] -= _plans.popitem(last=False)[1][1]
+        _trim_plans()
     return plan
+
+
+def _trim_plans() -> None:
+    """Drop the least recently used plans until the rest fit the budget (one is always kept)."""
+    while _plan_bytes[0] > _plan_budget[0] and len(_plans) > 1:
+        _plan_bytes[0] -= _plans.popitem(last=False)[1][1]
+
+
+@contextmanager
+def plans_kept_within(budget_bytes: int) -> Iterator[None]:
+    """Keep the plans within `budget_bytes` inside the block, the budget before restored after:
+    for a caller that plans each GEMM once on one chip (serving: every op of a step shape is
+    chosen once and its cost kept, so no plan is asked for again; 2,000 generated requests made
+    1,619 plans and found none twice), whose plans would otherwise hold up to PLAN_BUDGET_BYTES
+    of memory to no use. The same plans, so the same results."""
+    with _plans_lock:
+        was = _plan_budget[0]
+        _plan_budget[0] = budget_bytes
+        _trim_plans()
+    try:
+        yield
+    finally:
+        with _plans_lock:
+            _plan_budget[0] = was
 
 
 @on_clear  # benchmarks time compiles from scratch

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from archsim.compiler.gemm_phases import plans_kept_within
 from archsim.graph.mixed import decode_attention_ops, head_ops, prefill_attention_ops, token_ops
 from archsim.graph.model import Scenario, Workload
 from archsim.graph.parallel import Parallelism
@@ -32,6 +33,7 @@ from archsim.hardware.power import floor_power_w, idle_power_w
 from archsim.runner.energy import energy_sum
 from archsim.runner.generation import op_costs
 from archsim.runner.steps import DECODE_BATCH_FACTOR, QUERY_FACTOR, bracket
+from archsim.serving.simulate import SERVE_PLAN_BYTES
 
 if TYPE_CHECKING:
     from archsim.graph.ops import Op
@@ -192,7 +194,13 @@ def _bare(w: Workload) -> Workload:
 
 
 def serve_energy(result: ServeResult, setup: ServeSetup) -> ServeEnergy | None:
-    """The serving run's energy (None when a chip it runs on has no power model)."""
+    """The serving run's energy (None when a chip it runs on has no power model), its step
+    shapes' GEMMs planned as serving plans them (`SERVE_PLAN_BYTES`)."""
+    with plans_kept_within(SERVE_PLAN_BYTES):
+        return _serve_energy(result, setup)
+
+
+def _serve_energy(result: ServeResult, setup: ServeSetup) -> ServeEnergy | None:
     d = setup.disaggregation
     systems = {"colocated": setup.system}
     if d is not None:
