@@ -165,3 +165,43 @@ def test_a_resumed_sweep_refuses_a_status_or_hash_no_sweep_writes(tmp_path):
         out = _folder(tmp_path / str(len(bad)) / next(iter(bad)), _row(0, **bad), _row(1))
         with pytest.raises(StoreError, match=next(iter(bad))), ResultStore(out, SETTINGS, COLUMNS) as store:
             store.done()
+
+
+def test_a_part_laid_out_directly_is_the_table_pyarrow_makes_of_the_same_rows():
+    """`table_of` builds a part's columns in Arrow's buffers itself; for any rows, of the types a
+    sweep records or not, it gives what `pyarrow.Table.from_pylist` gives, or leaves the rows to
+    it (so a value it refuses is refused the same way). E.g. 2**53 + 1 in a float column is not
+    a float64 exactly: pyarrow refuses it, and so does the store."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from archsim.sweep.store import table_of
+
+    schema = pa.schema([("s", pa.string()), ("b", pa.bool_()), ("i", pa.int64()), ("f", pa.float64())])
+    anything = st.one_of(
+        st.none(), st.booleans(), st.integers(-(2**64), 2**64), st.floats(allow_nan=False), st.text(max_size=5)
+    )
+    row = st.fixed_dictionaries(
+        {},
+        optional={
+            "s": st.one_of(st.none(), st.text(max_size=5), anything),
+            "b": st.one_of(st.none(), st.booleans(), anything),
+            "i": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), anything),
+            "f": st.one_of(st.none(), st.floats(allow_nan=False), st.integers(-(2**60), 2**60), anything),
+        },
+    )
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(st.lists(row, max_size=6))
+    def same(rows):
+        try:
+            want = pa.Table.from_pylist(rows, schema=schema)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            with pytest.raises(type(e)):
+                table_of(rows, schema)
+            return
+        assert table_of(rows, schema).equals(want)
+
+    same()
+    with pytest.raises(pa.ArrowInvalid):
+        table_of([{"f": 2**53 + 1}], schema)
