@@ -293,7 +293,7 @@ def test_sweep_on_a_local_dask_cluster_matches_the_local_run(small, tmp_path):
         cwd=ROOT,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the one failing point, as in the local run
-    assert "dask local cluster (2 workers)" in proc.stdout
+    assert "dask local cluster (2 workers)" in proc.stdout and "workers) (2" not in proc.stdout
     local = {r["config_hash"]: r for r in parts(serial_out)}
     remote = {r["config_hash"]: r for r in parts(out)}
     assert remote == local  # identical rows, whichever executor ran them

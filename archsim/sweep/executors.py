@@ -237,7 +237,7 @@ class DaskExecutor:
     def __init__(self, address: str | None = None, local_workers: int | None = None):
         self.address, self.local_workers = address, local_workers
         self.workers = local_workers or 0
-        self.label = f"dask {address}" if address else f"dask local cluster ({local_workers} workers)"
+        self.label = f"dask {address}" if address else "dask local cluster"  # the command adds its workers
 
     def run(self, chunks: Iterable[list[PointTask]], ev: Evaluation) -> Iterator[ChunkOutcome]:
         try:
