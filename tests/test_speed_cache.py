@@ -155,6 +155,18 @@ def test_sweep_workers_follow_the_sweeps_cache_setting(cache_dir):
         opcache.set_enabled(True)
 
 
+def test_a_worker_of_another_archsim_computes_none_of_a_sweeps_points():
+    """A Dask worker installed apart may run another archsim; its rows would be another model's
+    recorded as this one's, so the chunk fails naming both versions (the sweep then reports it
+    lost: rerun to finish), while a worker of the same archsim computes it."""
+    from archsim.sweep.evaluate import Evaluation, evaluate_chunk
+
+    ours = opcache.code_version()
+    assert evaluate_chunk([], Evaluation((), (), 64, version=ours))[0] == []
+    with pytest.raises(RuntimeError, match=f"this worker runs archsim {ours} and the sweep 0.0.1-0123456789abcdef"):
+        evaluate_chunk([], Evaluation((), (), 64, version="0.0.1-0123456789abcdef"))
+
+
 def test_no_cache_is_a_flag_of_run_and_sweep():
     from archsim.cli import build_parser
 

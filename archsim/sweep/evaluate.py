@@ -39,6 +39,7 @@ class Evaluation:
     run_constraints: tuple[Expr, ...] = ()  # on what the run reports: checked after it
     use_cache: bool = True  # the on-disk op cache (archsim/opcache.py), as the sweep's process has it
     fidelity: str = "full"  # what each point is simulated at (archsim/choose/fidelity.py): full or screen
+    version: str = ""  # the sweep's archsim (opcache.code_version): a worker of another refuses its chunks
 
     @property
     def reads(self) -> frozenset[str]:
@@ -58,7 +59,7 @@ class Evaluation:
         from archsim import opcache
 
         before, after = split_constraints(spec.constraints)
-        return cls(before, spec.objectives, spec.kv_stride, after, opcache.enabled(), fidelity)
+        return cls(before, spec.objectives, spec.kv_stride, after, opcache.enabled(), fidelity, opcache.code_version())
 
 
 def split_constraints(constraints: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
@@ -144,9 +145,16 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
 
 
 def evaluate_chunk(tasks: list[PointTask], ev: Evaluation) -> tuple[list[dict], float]:
-    """The rows of a chunk of points, in order, and the CPU seconds the worker spent on them."""
+    """The rows of a chunk of points, in order, and the CPU seconds the worker spent on them.
+    A worker whose archsim is not the sweep's (a Dask worker installed apart) computes nothing:
+    its rows would be another model's, recorded as this one's."""
     from archsim import opcache
 
+    if ev.version and ev.version != opcache.code_version():
+        raise RuntimeError(
+            f"this worker runs archsim {opcache.code_version()} and the sweep {ev.version}:"
+            " install the same archsim on every worker"
+        )
     start = time.process_time()
     if opcache.enabled() != ev.use_cache:
         opcache.set_enabled(ev.use_cache)
