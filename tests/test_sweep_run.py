@@ -194,6 +194,13 @@ def test_a_folder_holds_one_setting_and_one_writer(small, tmp_path, capsys):
     s = load_spec(spec)
     with ResultStore(out, s.settings(), s.columns()), pytest.raises(StoreError, match="another sweep is writing to"):
         ResultStore(out, s.settings(), s.columns()).open()
+    # the same spec run by another archsim (another version, or its sources edited): its rows
+    # would be another model's, so the folder is not resumed with this one's
+    elsewhere = tmp_path / "elsewhere"
+    with ResultStore(elsewhere, {**s.settings(), "archsim": "0.0.1-0123456789abcdef"}, s.columns()):
+        pass
+    assert main(["sweep", str(spec), "--out", str(elsewhere), "--workers", "1"]) == 2
+    assert "other settings (different archsim): use another --out" in capsys.readouterr().err
 
 
 def test_pareto_table_plot_and_json(small, tmp_path, capsys):

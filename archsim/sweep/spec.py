@@ -103,8 +103,12 @@ class SweepSpec:
         return tuple(p.name for p in self.parameters if p.path is None)
 
     def settings(self) -> dict:
-        """What decides a point's row besides its configuration: a results folder holds one setting."""
+        """What decides a point's row besides its configuration: a results folder holds one setting,
+        of one archsim (its version and sources' digest: rows of another model are not mixed in)."""
+        from archsim.opcache import code_version
+
         return {
+            "archsim": code_version(),
             "kv_stride": self.kv_stride,
             "columns": [list(c) for c in self.columns()],
             "derived": {d.name: d.expr.text for d in self.derived},
