@@ -363,3 +363,25 @@ def test_stopping_a_pool_whose_workers_are_gone_is_no_error():
             assert not wait and cancel_futures
 
     _stop(Pool())
+
+
+def test_a_local_dask_cluster_starts_its_workers_without_the_profiler(monkeypatch):
+    """Dask's workers sample the running task's stack every 10 ms by default, about 3 ms of CPU
+    a point of h200_halton_1000; a local cluster's workers are started with it off."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    from archsim.sweep.evaluate import Evaluation
+    from archsim.sweep.executors import DaskExecutor, ExecutorUnavailable
+
+    seen = []
+
+    def cluster(**_kw):
+        seen.append(dask.config.get("distributed.worker.profile.enabled"))
+        raise RuntimeError("not started here")
+
+    monkeypatch.setattr(distributed, "LocalCluster", cluster)
+    with pytest.raises(ExecutorUnavailable):
+        list(DaskExecutor(local_workers=2).run([], Evaluation((), (), 64)))
+    assert seen == [False]
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # only while it starts

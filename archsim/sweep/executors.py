@@ -254,13 +254,18 @@ class DaskExecutor:
                 check_dask_address(self.address)
                 client = Client(self.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
             else:
-                cluster = LocalCluster(
-                    n_workers=self.local_workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
-                )
+                import dask
+
+                # no statistical profiler in the workers: it samples the running task's stack every
+                # 10 ms, 3 ms of CPU a point of h200_halton_1000 (52 against 49 ms)
+                with dask.config.set({"distributed.worker.profile.enabled": False}):
+                    cluster = LocalCluster(
+                        n_workers=self.local_workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=logging.ERROR,
+                    )
                 client = Client(cluster, set_as_default=False)
         except ExecutorUnavailable:
             raise
