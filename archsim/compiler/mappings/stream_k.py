@@ -167,7 +167,7 @@ def tail_local_l2_share(
     group_die = g * (int(die.max()) + 1) + die
     missed = 0.0
     for key, nbytes in (((group_die * rows + i) * steps + s, a_bytes), ((group_die * cols + j) * steps + s, b_bytes)):
-        order = np.lexsort((offset, key))
+        order = np.argsort(key * (int(offset.max()) + 1) + offset)  # by block, then by offset
         k, x = key[order], offset[order]
         hit = np.zeros(len(order), dtype=bool)
         hit[1:] = (k[1:] == k[:-1]) & (x[1:] - x[:-1] <= window_steps)
