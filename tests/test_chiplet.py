@@ -11,6 +11,9 @@ import pytest
 from archsim.choose import choose
 from archsim.choose.timed import time_op
 from archsim.compiler.die_reuse import die_fabric_fractions, die_l2_hit_fraction, local_l2_share, wave_bytes
+from archsim.compiler.gemm import compile_gemm
+from archsim.compiler.gemm_phases import GemmMapping, Tiling, wave_layout
+from archsim.compiler.mappings.stream_k import die_window_steps, tail_local_l2_share
 from archsim.config.loader import load_system
 from archsim.dtypes import DType
 from archsim.errors import ConfigError
@@ -62,6 +65,45 @@ def test_local_share_by_hand():
     items, wave = _grid(2, 2), np.zeros(4, np.int64)
     share = local_l2_share(items, wave, 2, 2, (1.0, 1.0), np.zeros(1), np.array([0.75]))
     assert share == pytest.approx(0.25)
+
+
+def test_stream_k_tail_local_share_by_hand():
+    """4 iterations on 2 dies, (die, offset, A block, B block) = (0, 0, a0, b0), (1, 0, a0, b1),
+    (0, 1, a0, b1), (1, 5, a1, b1), 100 B a block, a window of 2 steps: die 0 reads a0 again 1
+    step after its first read (a hit), die 1 reads b1 again 5 steps after (a miss), every other
+    read is a block's first on its die. M = 700 of T = 800 B, h = 0.25 from HBM: fabric
+    max(0.875, 0.25); with P = 100 B of partials read back, local = 800 x 0.125 / (800 x 0.75 +
+    100) = 1 / 7. A window of 5 steps makes die 1's second b1 a hit too: M = 600, 200 / 700 = 2 / 7."""
+    die, offset = np.array([0, 1, 0, 1]), np.array([0, 0, 1, 5])
+    zeros = np.zeros(4, np.int64)
+    blocks = (zeros, np.array([0, 0, 0, 1]), np.array([0, 1, 1, 1]), zeros)
+    moved = (np.full(4, 100.0), np.full(4, 100.0))
+    assert tail_local_l2_share(die, offset, blocks, moved, 2, 0.25, 100.0) == pytest.approx(1 / 7)
+    assert tail_local_l2_share(die, offset, blocks, moved, 5, 0.25, 100.0) == pytest.approx(2 / 7)
+    assert tail_local_l2_share(die, offset, blocks, moved, 5, 1.0, 0.0) == 0.0  # all from HBM: no hits
+
+
+def test_die_window_by_hand():
+    """The MI300X's 4 MB die L2 under 38 CUs (304 / 8) loading 16 KiB steps (128 x 32 + 32 x 128
+    bf16): 4,000,000 / (38 x 16,384) = 6.42 steps; twice the CUs, 3.21."""
+    lay = wave_layout(MI300X)
+    assert die_window_steps(lay, 16384) == pytest.approx(4_000_000 / (38 * 16384))
+    assert die_window_steps(replace(lay, cores=608), 16384) == pytest.approx(4_000_000 / (76 * 16384))
+
+
+def test_a_stream_k_tail_on_the_mi300x_by_hand():
+    """256 x 128 x 256 bf16 as stream-K 128 x 128 x 32 tiles on the MI300X: 4 tiles of 4 K steps,
+    16 iterations on 304 CUs, one each (core = iteration, die = iteration mod 8, all at offset 0),
+    row order: tile (i, j) = (t // 2, t % 2), iteration 4t + s. A block (i, s) is read by tiles
+    (i, 0) and (i, 1), iterations 8i + s and 8i + 4 + s: dies s and s + 4, both miss. B block
+    (j, s) by tiles (0, j) and (1, j), iterations 4j + s and 8 + 4j + s: the same die, the second
+    hits. Every block is 128 x 32 x 2 = 8 KiB: M = 16 x 8 + 8 x 8 = 192 KiB of T = 256 KiB, 3/4.
+    The tiles in flight together read each panel twice, its first from HBM: h = 1/2. Each tile's
+    finishing core reads the other three's fp32 partials, 4 x 3 x 128 x 128 x 4 = 786,432 B:
+    local = 262,144 x 0.25 / (262,144 x 0.5 + 786,432) = 1 / 14."""
+    op = Op(OpKind.GEMM, DType.BF16, m=256, k=128, n=256, scaling=Scaling.FIXED)
+    (tail,) = compile_gemm(op, MI300X, Tiling(128, 128, 32, GemmMapping.STREAM_K, 1)).phases
+    assert tail.local_l2_share == pytest.approx(1 / 14)
 
 
 def test_split_l2_bandwidth_by_hand():

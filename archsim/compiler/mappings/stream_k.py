@@ -5,6 +5,8 @@ partial to L2; the core that finishes the tile reads the others' partials back."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from archsim.compiler.families import family_rule
@@ -116,9 +118,70 @@ class StreamK(GemmMappingRule):
         columns = {name: flat[name][picked] for name in ENTRY_COLUMNS}
         counts = [hi - lo for lo, hi in bounds]
         phase = columns_phase(columns, counts, weights, 1, self.label(t), new_kernel=dp_tiles == 0)
+        if lay.dies:  # chiplets: the share of the tail's L2 bytes its cores' own die L2s serve
+            blocks = (tail["g"][tile], tail["i"][tile], tail["j"][tile], s)
+            moved_ab = (ks * em * a * sa, ks * en * b * sb)
+            window = die_window_steps(lay, float(np.mean(moved)))
+            partials = float(np.sum((others * em * en * PARTIAL_BYTES)[ends_tile]))
+            local = tail_local_l2_share(core % lay.dies, it - core * per, blocks, moved_ab, window, frac, partials)
+            phase = replace(phase, local_l2_share=local)
         shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
         runs = tuple(flat[lo:hi].copy() for lo, hi in bounds)
         return PhasePlan(phase, shapes, runs, tuple(weights), dp_tiles)
+
+
+def tail_local_l2_share(
+    die: np.ndarray,
+    offset: np.ndarray,
+    blocks: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    moved: tuple[np.ndarray, np.ndarray],
+    window_steps: float,
+    hbm_share: float,
+    partial_bytes: float,
+) -> float:
+    """Share of a stream-K tail's L2 bytes that its cores' own die L2s serve, on a chiplet chip
+    (the dies' L2 reuse of compiler/die_reuse.py, a K iteration at a time). Each K iteration of
+    the tail runs on die `die` (its core's: the dispatcher's round robin, as a data-parallel
+    item's), `offset` steps into its core's run (the cores run their runs side by side), and
+    reads the A block (group, row block, K step) and the B block (group, column block, K step)
+    of `blocks`, `moved` bytes each. A read hits its die's L2 where an iteration of the same die
+    read the block at most `window_steps` steps before (what the die's L2 holds of the steps its
+    cores load: `window_steps`), else it misses and crosses the fabric. With M the bytes missed,
+    T all operand bytes, h the share from HBM (a byte from HBM crossed the fabric too) and P the
+    partials the finishing cores read back (written by a core of another die: round robin deals
+    a tile's consecutive cores to different dies):
+
+        fabric = max(M / T, h)        local = T (1 - fabric) / (T (1 - h) + P)
+
+    E.g. 4 iterations on 2 dies, (die, offset, A block, B block) = (0, 0, a0, b0), (1, 0, a0,
+    b1), (0, 1, a0, b1), (1, 5, a1, b1), 100 B a block, a window of 2 steps, h = 0.25, P = 100
+    B: die 0 reads a0 again 1 step on (a hit), die 1 b1 again 5 steps on (a miss); M = 700 of T
+    = 800, fabric 0.875, local 800 x 0.125 / (800 x 0.75 + 100) = 1 / 7."""
+    g, i, j, s = blocks
+    a_bytes, b_bytes = moved
+    total = float(a_bytes.sum() + b_bytes.sum())
+    hits = total * (1.0 - hbm_share) + partial_bytes
+    if total <= 0 or hits <= 0:
+        return 0.0
+    steps, rows, cols = int(s.max()) + 1, int(i.max()) + 1, int(j.max()) + 1
+    group_die = g * (int(die.max()) + 1) + die
+    missed = 0.0
+    for key, nbytes in (((group_die * rows + i) * steps + s, a_bytes), ((group_die * cols + j) * steps + s, b_bytes)):
+        order = np.argsort(key * (int(offset.max()) + 1) + offset)  # by block, then by offset
+        k, x = key[order], offset[order]
+        hit = np.zeros(len(order), dtype=bool)
+        hit[1:] = (k[1:] == k[:-1]) & (x[1:] - x[:-1] <= window_steps)
+        missed += float(nbytes[order][~hit].sum())
+    fabric = min(1.0, max(missed / total, hbm_share))
+    return total * (1.0 - fabric) / hits
+
+
+def die_window_steps(lay: WaveLayout, step_bytes: float) -> float:
+    """Steps a block stays in a die's L2 while the die's cores (cores / dies of the chip's) load
+    `step_bytes` each a step: its capacity over what they load a step, as an LRU cache keeps
+    what was read within its capacity's worth of later reads. E.g. 76 cores of 16 KiB steps on
+    a 4 MB die L2: 4,000,000 / 1,245,184 = 3.2 steps."""
+    return lay.die_l2_capacity_bytes / max(1.0, lay.cores / lay.dies * step_bytes)
 
 
 def alike_runs(flat: np.ndarray, per: int) -> tuple[list[tuple[int, int]], list[int]]:
