@@ -365,9 +365,11 @@ def test_stopping_a_pool_whose_workers_are_gone_is_no_error():
     _stop(Pool())
 
 
-def test_a_local_dask_cluster_starts_its_workers_without_the_profiler(monkeypatch):
+def test_a_local_dask_cluster_starts_its_workers_without_the_profiler_or_malloc_trimming(monkeypatch):
     """Dask's workers sample the running task's stack every 10 ms by default, about 3 ms of CPU
-    a point of h200_halton_1000; a local cluster's workers are started with it off."""
+    a point of h200_halton_1000, and its nannies start them with MALLOC_TRIM_THRESHOLD_=65536,
+    which turns glibc's adaptive mmap threshold off (3 ms of a point's 41): a local cluster's
+    workers are started with the profiler off and the variable unset (None: Dask sets nothing)."""
     distributed = pytest.importorskip("distributed")
     import dask
 
@@ -375,14 +377,18 @@ def test_a_local_dask_cluster_starts_its_workers_without_the_profiler(monkeypatc
     from archsim.sweep.executors import DaskExecutor, ExecutorUnavailable
 
     seen = []
+    trim = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 
     def cluster(**_kw):
-        seen.append(dask.config.get("distributed.worker.profile.enabled"))
+        seen.append((dask.config.get("distributed.worker.profile.enabled"), dask.config.get(trim)))
         raise RuntimeError("not started here")
 
     monkeypatch.setattr(distributed, "LocalCluster", cluster)
-    before = dask.config.get("distributed.worker.profile.enabled")
+    before = dask.config.get("distributed.worker.profile.enabled"), dask.config.get(trim)
     with pytest.raises(ExecutorUnavailable):
         list(DaskExecutor(local_workers=2).run([], Evaluation((), (), 64)))
-    assert seen == [False]
-    assert dask.config.get("distributed.worker.profile.enabled") == before  # only while it starts
+    assert seen == [(False, None)]
+    assert (
+        dask.config.get("distributed.worker.profile.enabled"),
+        dask.config.get(trim),
+    ) == before  # only while it starts
