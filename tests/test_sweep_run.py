@@ -365,11 +365,12 @@ def test_stopping_a_pool_whose_workers_are_gone_is_no_error():
     _stop(Pool())
 
 
-def test_a_local_dask_cluster_starts_its_workers_without_the_profiler_or_malloc_trimming(monkeypatch):
+def test_a_local_dask_cluster_starts_its_workers_as_the_pools_run(monkeypatch):
     """Dask's workers sample the running task's stack every 10 ms by default, about 3 ms of CPU
-    a point of h200_halton_1000, and its nannies start them with MALLOC_TRIM_THRESHOLD_=65536,
-    which turns glibc's adaptive mmap threshold off (3 ms of a point's 41): a local cluster's
-    workers are started with the profiler off and the variable unset (None: Dask sets nothing)."""
+    a point of h200_halton_1000; its nannies start them with MALLOC_TRIM_THRESHOLD_=65536, which
+    turns glibc's adaptive mmap threshold off (3 ms of a point's 41); their event loops wake every
+    20 ms and 0.5 s to check themselves (about 1 ms). A local cluster's workers are started with
+    the profiler off, the variable unset (None: Dask sets nothing) and the checks every 1 and 5 s."""
     distributed = pytest.importorskip("distributed")
     import dask
 
@@ -377,18 +378,20 @@ def test_a_local_dask_cluster_starts_its_workers_without_the_profiler_or_malloc_
     from archsim.sweep.executors import DaskExecutor, ExecutorUnavailable
 
     seen = []
-    trim = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+    keys = (
+        "distributed.worker.profile.enabled",
+        "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_",
+        "distributed.admin.tick.interval",
+        "distributed.admin.system-monitor.interval",
+    )
 
     def cluster(**_kw):
-        seen.append((dask.config.get("distributed.worker.profile.enabled"), dask.config.get(trim)))
+        seen.append(tuple(dask.config.get(k) for k in keys))
         raise RuntimeError("not started here")
 
     monkeypatch.setattr(distributed, "LocalCluster", cluster)
-    before = dask.config.get("distributed.worker.profile.enabled"), dask.config.get(trim)
+    before = tuple(dask.config.get(k) for k in keys)
     with pytest.raises(ExecutorUnavailable):
         list(DaskExecutor(local_workers=2).run([], Evaluation((), (), 64)))
-    assert seen == [(False, None)]
-    assert (
-        dask.config.get("distributed.worker.profile.enabled"),
-        dask.config.get(trim),
-    ) == before  # only while it starts
+    assert seen == [(False, None, "1s", "5s")]
+    assert tuple(dask.config.get(k) for k in keys) == before  # only while it starts

@@ -236,10 +236,16 @@ def _stop(pool) -> None:
 # - with glibc's malloc as every other process has it: the nanny sets MALLOC_TRIM_THRESHOLD_=65536
 #   before it starts a worker, so that memory freed goes back to the system at once, and that turns
 #   off glibc's adaptive mmap threshold too: a point's arrays are then mapped and unmapped and their
-#   pages faulted in again, 3 ms of a point's 41 in one process (a value of None unsets it).
+#   pages faulted in again, 3 ms of a point's 41 in one process (a value of None unsets it);
+# - with its event loop's checks every 1 s, not 20 ms (the tick that warns of a blocked loop), and
+#   5 s, not 0.5 s (the system monitor, which feeds the dashboard: a local cluster has none): each
+#   wakes the loop's thread, which takes the interpreter from the point being evaluated, about 1 ms
+#   of CPU a point.
 LOCAL_DASK_WORKERS = {
     "distributed.worker.profile.enabled": False,
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
 }
 
 
