@@ -365,6 +365,21 @@ def test_stopping_a_pool_whose_workers_are_gone_is_no_error():
     _stop(Pool())
 
 
+def test_the_documented_dask_worker_config_is_the_local_clusters():
+    """docs/dask-workers.yaml, which docs/sweeps.md starts remote workers with, sets every setting
+    a local cluster's workers start with (LOCAL_DASK_WORKERS) to the same value."""
+    import yaml
+
+    from archsim.sweep.executors import LOCAL_DASK_WORKERS
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "docs" / "dask-workers.yaml").read_text())
+    for key, value in LOCAL_DASK_WORKERS.items():
+        node = doc
+        for part in key.split("."):
+            node = node[part]
+        assert node == value, key
+
+
 def test_a_local_dask_cluster_starts_its_workers_as_the_pools_run(monkeypatch):
     """Dask's workers sample the running task's stack every 10 ms by default, about 3 ms of CPU
     a point of h200_halton_1000; its nannies start them with MALLOC_TRIM_THRESHOLD_=65536, which
