@@ -49,11 +49,14 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import fields, replace
+from enum import Enum
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
 
 from archsim.cache_folders import folder_problem, refusal, unsafe
 from archsim.engine.timing import UNIT_BOUND, Bound, OpTiming
+from archsim.graph.ops import Op
 from archsim.hardware import Chip, System
 from archsim.hardware.power import EnergySplit
 from archsim.kernel_sources import package_sources
@@ -132,8 +135,35 @@ def chip_digest(chip: Chip) -> str:
 
 
 def ops_key(ops: Sequence[object], tag: str = "") -> str:
-    """The key of a sequence of ops (and of what is computed from them, `tag`)."""
+    """The key of a sequence of ops (and of what is computed from them, `tag`): the digest of
+    their repr. A single op's key is kept by its fields' values and their types, which decide
+    its repr where each is a whole number, a flag, text, None or an enum member (a float's need
+    not: 0.0 == -0.0), so that a sweep's points, whose steps are the same ops built again for
+    another chip, hash each op's repr once."""
+    if len(ops) == 1 and type(ops[0]) is Op:
+        values = _op_fields(ops[0])
+        types = tuple(map(type, values))
+        if _repr_fixed(types):
+            seen = (tag, values, types)
+            key = _op_keys.get(seen)
+            if key is None:
+                if len(_op_keys) >= MAX_OP_KEYS:
+                    _op_keys.clear()
+                key = _op_keys[seen] = digest(tag + "|" + repr(tuple(ops)))
+            return key
     return digest(tag + "|" + repr(tuple(ops)))
+
+
+MAX_OP_KEYS = 4096  # single ops' keys kept (a run's thousands of ops are copies of a few dozen)
+_op_keys: dict[tuple, str] = {}
+_op_fields = attrgetter(*(f.name for f in fields(Op)))
+
+
+@lru_cache(maxsize=64)
+def _repr_fixed(types: tuple[type, ...]) -> bool:
+    """Whether equal values of each of `types` have one repr: whole numbers, flags, text, None,
+    enum members."""
+    return all(t in (int, bool, str, type(None)) or issubclass(t, Enum) for t in types)
 
 
 def reject_constant(name: str):
@@ -191,6 +221,11 @@ def parse_entries(data: bytes, clashing: set[str] | None = None) -> dict[str, ob
     return values
 
 
+# what json.dumps(entry, separators=(",", ":"), allow_nan=False) writes, by one encoder made once
+# (json.dumps makes one a call with these arguments)
+_LINE = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 class OpCache:
     """The entries of one resolved system under this version of archsim."""
 
@@ -213,7 +248,7 @@ class OpCache:
         self.values[key] = value
         if not self.writable or key in self.clashing:
             return
-        line = (json.dumps({"k": key, "v": value}, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        line = (_LINE.encode({"k": key, "v": value}) + "\n").encode()
         pending = getattr(_batch, "lines", None)
         if pending is not None:
             pending.setdefault(self, []).append(line)
@@ -360,10 +395,20 @@ TIMING_FIELDS = tuple(f.name for f in fields(OpTiming))
 COUNT_FIELDS = frozenset(f.name for f in fields(OpTiming) if f.type in (int, "int"))  # whole numbers
 
 
+_timing_fields = attrgetter(*TIMING_FIELDS)
+
+
 def timing_value(t: OpTiming) -> list:
     """An OpTiming as a JSON list of its fields in order (the bound by its name)."""
-    values = (getattr(t, name) for name in TIMING_FIELDS)
-    return [v.value if isinstance(v, Bound) else v.item() if hasattr(v, "item") else v for v in values]
+    return [v if type(v) in _PLAIN else _plain(v) for v in _timing_fields(t)]
+
+
+_PLAIN = frozenset((int, float))  # kept as they are
+
+
+def _plain(v: object) -> object:
+    """`v` as JSON keeps it: a Bound by its name, a NumPy scalar as the Python number it holds."""
+    return v.value if isinstance(v, Bound) else v.item() if hasattr(v, "item") else v
 
 
 def _amount(v: object) -> bool:
@@ -410,12 +455,13 @@ def timing_fits_chip(t: OpTiming, chip: Chip) -> bool:
 
 
 ENERGY_FIELDS = tuple(f.name for f in fields(EnergySplit))
+_energy_fields = attrgetter(*ENERGY_FIELDS)
 
 
 def timed_value(timing: OpTiming, energy: EnergySplit, power_w: float) -> list:
     """An op's timing, its energy by unit and its kernels' power as one JSON list."""
-    parts = (getattr(energy, name) for name in ENERGY_FIELDS)
-    return [timing_value(timing), [v.item() if hasattr(v, "item") else v for v in parts], float(power_w)]
+    parts = _energy_fields(energy)
+    return [timing_value(timing), [v if type(v) in _PLAIN else _plain(v) for v in parts], float(power_w)]
 
 
 def timed_from_value(value: object, chip: Chip) -> tuple[OpTiming, EnergySplit, float] | None:

@@ -310,3 +310,30 @@ def test_numba_caches_in_the_kernel_folder_unless_told_otherwise(tmp_path):
     got = subprocess.run([sys.executable, "-c", show], env={**env, "NUMBA_CACHE_DIR": mine},
                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     assert got == mine
+
+
+def test_keys_and_lines_are_what_repr_and_json_make():
+    """Single ops' keys are kept, and lines made by one encoder, with what the plain way makes: a
+    key is the digest of the op's repr (`name` and `repeat` take no part in an op's equality but
+    show in its repr, and 64 == 64.0 == np.int64(64) and 1 == True while their reprs differ, so
+    each is a key of its own); a line is json.dumps's; a timing's NumPy scalars are written as the
+    Python numbers they hold, its bound by its name."""
+    op = Op(OpKind.GEMM, m=64, k=4096, n=1024, scaling=Scaling.FIXED)
+    like = [op, op.named("up"), op.named("", repeat=2), replace(op, m=64.0), replace(op, m=np.int64(64))]
+    like += [replace(op, hot=True), replace(op, hot=1)]  # 1 == True, but the reprs differ
+    for o in like * 2:  # the second time from what is kept
+        assert opcache.ops_key((o,), "t") == opcache.digest("t|" + repr((o,)))
+    assert len({opcache.ops_key((o,), "t") for o in like}) == len(like)
+    assert opcache.ops_key((op,), "u") != opcache.ops_key((op,), "t")
+    assert opcache.ops_key((op, op), "t") == opcache.digest("t|" + repr((op, op)))
+    value = [[1, 0.1, -0.0, 2.5e-300, "memory"], [3.0], 1e16]
+    want = json.dumps({"k": "k", "v": value}, separators=(",", ":"), allow_nan=False)
+    assert opcache._LINE.encode({"k": "k", "v": value}) == want
+    with pytest.raises(ValueError):
+        opcache._LINE.encode({"k": "k", "v": [float("nan")]})
+    t = OpTiming(1, 1e-9, 1, 0, 0, 1.0, 2.0, 0.0, 0.0, 2.0, 0.0, 1, 1, Bound.COMPUTE)
+    kinds = replace(t, cycles=np.int64(1), time_s=np.float64(1e-9))  # NumPy scalars kept as Python numbers
+    plain = opcache.timing_value(t)
+    assert plain[:2] == [1, 1e-9] and plain[opcache.TIMING_FIELDS.index("bound")] == "compute"
+    assert opcache.timing_value(kinds) == plain
+    assert [type(v) for v in opcache.timing_value(kinds)] == [type(v) for v in plain]

@@ -305,6 +305,28 @@ def test_headline_numbers_read_without_the_run_document():
     assert run_metrics(result, system, None, {"ttft_s", "prefill.time_by_cause_s.compute_s"}) == full
 
 
+def test_a_unit_constant_leaves_a_point_on_the_headline_numbers(monkeypatch):
+    """h200_variants' constraint `sram_total_bytes <= 40 * MiB` reads a unit constant, which is
+    no run metric: its points, whose objectives read headline numbers only (decode_tokens_per_s,
+    ttft_s, tpot_s), get them without building the run's document, the same values."""
+    from archsim.report import export
+    from archsim.sweep.evaluate import Evaluation, evaluate_point
+    from archsim.sweep.points import iter_points
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "hw_configs" / "sweeps" / "h200_variants.yaml")
+    ev = Evaluation.of(spec)
+    assert "MiB" in ev.reads
+    task = next(iter_points(spec))
+    row = evaluate_point(task, ev)
+
+    def no_document(*_args, **_kw):
+        raise AssertionError("the run document was built")
+
+    monkeypatch.setattr(export, "run_dict", no_document)
+    again = evaluate_point(task, ev)
+    assert again == row and row["status"] == "ok"
+
+
 def test_workers_import_no_config_schemas():
     """What a sweep's workers load (warm.py, the server's preload) and what unpickling a chunk of
     points and its Evaluation imports leave out the spec's loading, the config schemas and

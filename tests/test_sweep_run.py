@@ -365,9 +365,27 @@ def test_stopping_a_pool_whose_workers_are_gone_is_no_error():
     _stop(Pool())
 
 
-def test_a_local_dask_cluster_starts_its_workers_without_the_profiler(monkeypatch):
+def test_the_documented_dask_worker_config_is_the_local_clusters():
+    """docs/dask-workers.yaml, which docs/sweeps.md starts remote workers with, sets every setting
+    a local cluster's workers start with (LOCAL_DASK_WORKERS) to the same value."""
+    import yaml
+
+    from archsim.sweep.executors import LOCAL_DASK_WORKERS
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "docs" / "dask-workers.yaml").read_text())
+    for key, value in LOCAL_DASK_WORKERS.items():
+        node = doc
+        for part in key.split("."):
+            node = node[part]
+        assert node == value, key
+
+
+def test_a_local_dask_cluster_starts_its_workers_as_the_pools_run(monkeypatch):
     """Dask's workers sample the running task's stack every 10 ms by default, about 3 ms of CPU
-    a point of h200_halton_1000; a local cluster's workers are started with it off."""
+    a point of h200_halton_1000; its nannies start them with MALLOC_TRIM_THRESHOLD_=65536, which
+    turns glibc's adaptive mmap threshold off (3 ms of a point's 41); their event loops wake every
+    20 ms and 0.5 s to check themselves (about 1 ms). A local cluster's workers are started with
+    the profiler off, the variable unset (None: Dask sets nothing) and the checks every 1 and 5 s."""
     distributed = pytest.importorskip("distributed")
     import dask
 
@@ -375,14 +393,20 @@ def test_a_local_dask_cluster_starts_its_workers_without_the_profiler(monkeypatc
     from archsim.sweep.executors import DaskExecutor, ExecutorUnavailable
 
     seen = []
+    keys = (
+        "distributed.worker.profile.enabled",
+        "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_",
+        "distributed.admin.tick.interval",
+        "distributed.admin.system-monitor.interval",
+    )
 
     def cluster(**_kw):
-        seen.append(dask.config.get("distributed.worker.profile.enabled"))
+        seen.append(tuple(dask.config.get(k) for k in keys))
         raise RuntimeError("not started here")
 
     monkeypatch.setattr(distributed, "LocalCluster", cluster)
-    before = dask.config.get("distributed.worker.profile.enabled")
+    before = tuple(dask.config.get(k) for k in keys)
     with pytest.raises(ExecutorUnavailable):
         list(DaskExecutor(local_workers=2).run([], Evaluation((), (), 64)))
-    assert seen == [False]
-    assert dask.config.get("distributed.worker.profile.enabled") == before  # only while it starts
+    assert seen == [(False, None, "1s", "5s")]
+    assert tuple(dask.config.get(k) for k in keys) == before  # only while it starts

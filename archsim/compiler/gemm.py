@@ -14,6 +14,9 @@ and the shortlist is compiled into Programs for the engine to play.
 
 from __future__ import annotations
 
+import itertools
+import math
+import operator
 from dataclasses import replace
 
 import numpy as np
@@ -23,6 +26,7 @@ from archsim.compiler.families import family_rule
 from archsim.compiler.formats import convert_lane_ops
 from archsim.compiler.gemm_mapping import LOW_INTENSITY, Estimate
 from archsim.compiler.gemm_phases import (
+    GemmMapping,
     Tiling,
     WaveLayout,
     grid_shares,
@@ -54,6 +58,9 @@ SHORTLIST = 4  # tilings played per GEMM (the autotuner's shortlist)
 # many: its tilings mostly tie in the estimate, so its order is the ties' order; they are cheap to
 # play (few K steps per core)
 LOW_INTENSITY_SHORTLIST = 8
+# a candidate tiling as `_scored` ranks it: (estimate, the rest of it, compute seconds, its
+# Tiling's fields tm, tn, tk, mapping, split), a Tiling built only where the shortlist takes it
+Scored = tuple[float, float, float, tuple[int, int, int, GemmMapping, int]]
 
 
 def shortlist_size(op: Op) -> int:
@@ -106,16 +113,16 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
             end += 1
         # a tiling whose shape is already in cannot enter, nor change the order of the rest of
         # its ties (the sort is stable): its rasters are not walked
-        fresh = [(rest, compute, t) for _est, rest, compute, t in head[start:end] if _shape_key(op, t) not in out]
+        fresh = [(rest, compute, Tiling(*f)) for _est, rest, compute, f in head[start:end] if _key(op, *f) not in out]
         tied = sorted(((rest, *_best_raster(op, lay, t), compute) for rest, compute, t in fresh), key=_tie_order)
         for _rest, t, _hbm, _compute in tied:
             out.setdefault(_shape_key(op, t), t)
         start = end
-    for _est, _rest, _compute, t in reserve:  # fewer than `count` shapes in the head: the next best shapes
+    for _est, _rest, _compute, f in reserve:  # fewer than `count` shapes in the head: the next best shapes
         if len(out) >= count:
             break
-        if _shape_key(op, t) not in out:
-            out[_shape_key(op, t)] = _best_raster(op, lay, t)[0]
+        if _key(op, *f) not in out:
+            out[_key(op, *f)] = _best_raster(op, lay, Tiling(*f))[0]
     kept = tuple(out.values())[:count]
     for extra in (leanest, unfed):
         if extra is not None and all(_shape_key(op, t) != _shape_key(op, extra) for t in kept):
@@ -135,7 +142,12 @@ def _tie_order(x: tuple[float, Tiling, float, float]) -> tuple[float, float, flo
 def _shape_key(op: Op, t: Tiling) -> tuple:
     """What the shortlist keeps one tiling of: its tile, mapping and slices, and whether its K
     step is the whole K."""
-    return (t.tm, t.tn, t.mapping, t.split, t.tk >= op.k)
+    return _key(op, t.tm, t.tn, t.tk, t.mapping, t.split)
+
+
+def _key(op: Op, tm: int, tn: int, tk: int, mapping: GemmMapping, split: int) -> tuple:
+    """`_shape_key` of the tiling of these fields."""
+    return (tm, tn, mapping, split, tk >= op.k)
 
 
 def shortlist_head(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
@@ -145,24 +157,20 @@ def shortlist_head(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, 
     nothing."""
     head, leanest, reserve, unfed = _scored(op, chip, count)
     extra = tuple(t for t in (leanest, unfed) if t is not None)
-    return tuple(t for _est, _rest, _compute, t in (*head, *reserve)) + extra
+    return tuple(Tiling(*f) for _est, _rest, _compute, f in (*head, *reserve)) + extra
 
 
 @memo(maxsize=4096)
-def _scored(
-    op: Op, chip: Chip, count: int
-) -> tuple[
-    list[tuple[float, float, float, Tiling]], Tiling | None, list[tuple[float, float, float, Tiling]], Tiling | None
-]:
+def _scored(op: Op, chip: Chip, count: int) -> tuple[list[Scored], Tiling | None, list[Scored], Tiling | None]:
     """The best 3 x `count` tilings of every mapping by the analytic estimate, as (estimate,
-    the rest of it, compute seconds, tiling), best first; where the family's compiler counts
-    main memory's feed (`FamilyRule.estimates_feed`), the estimate is the slower of the rest
-    (the mapping's `estimate`) and the feed (`feed_s`, and `spilled_partials_s`), and tilings
-    the feed holds alike go by the rest; the leanest tiling: of the tile shapes whose cores
-    load the fewest bytes in all (`loaded_bytes`: what the GEMM reads from HBM where no load
-    hits L2, and an upper bound on it where some do), the best by estimate of any mapping; and a
-    reserve: each mapping's best `count` tile shapes (`_shape_key`: one K step each) not in the
-    head, best first, 3 x `count` at most."""
+    the rest of it, compute seconds, the tiling's fields: `Scored`), best first; where the
+    family's compiler counts main memory's feed (`FamilyRule.estimates_feed`), the estimate is
+    the slower of the rest (the mapping's `estimate`) and the feed (`feed_s`, and
+    `spilled_partials_s`), and tilings the feed holds alike go by the rest; the leanest tiling:
+    of the tile shapes whose cores load the fewest bytes in all (`loaded_bytes`: what the GEMM
+    reads from HBM where no load hits L2, and an upper bound on it where some do), the best by
+    estimate of any mapping; and a reserve: each mapping's best `count` tile shapes
+    (`_shape_key`: one K step each) not in the head, best first, 3 x `count` at most."""
     m, k, n = op.m, op.k, op.n
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
@@ -188,48 +196,70 @@ def _scored(
     loaded = loaded_bytes(tiles, ksteps, moved_stage)
     leanest = loaded <= loaded.min() * (1 + LEANEST_REL)
     shape = (tm * (int(tn.max()) + 1) + tn) * 2 + (tk >= k)  # one number per `_shape_key` of a mapping
-    # each candidate as (estimate, compute seconds, its Tiling's fields), read off the arrays a
-    # mapping at a time; a Tiling is built only for those returned
-    scored: list[tuple[float, float, float, tuple]] = []
-    lean: list[tuple[float, float, float, tuple]] = []
-    quick: list[tuple[float, float, float, tuple]] = []
-    spare: list[tuple[float, float, float, tuple]] = []
-    for rule in MAPPINGS.values():
-        for split in rule.splits(e):
-            est, compute_s = rule.estimate(e, split)
-            rest = est
-            if fed_s is not None:
-                est = np.maximum(rest, fed_s + spilled_partials_s(op, chip, lay, split))
-            order = np.lexsort((compute_s, rest, est))
-            finite = np.isfinite(est)
-            _shapes, first = np.unique(shape[order], return_index=True)  # each shape's best K step
-            best_lean = order[leanest[order] & finite[order]][:1]
-            best_rest = np.lexsort((compute_s, rest))[:1] if fed_s is not None else order[:0]
-            picks = (
-                (scored, order[:count]),
-                (spare, order[np.sort(first)][:count]),
-                (lean, best_lean),
-                (quick, best_rest),
+    # each candidate as (estimate, the rest of it, compute seconds, its Tiling's fields): every
+    # mapping and split estimated, then ranked as rows of one array each, and the candidates
+    # each row picks read off them at once (a Tiling is built only where `shortlist` takes one)
+    runs = [(rule.mapping, split, *rule.estimate(e, split)) for rule in MAPPINGS.values() for split in rule.splits(e)]
+    scored: list[Scored] = []
+    lean: list[Scored] = []
+    quick: list[Scored] = []
+    spare: list[Scored] = []
+    if runs:
+        rest, compute_s = np.stack([r[2] for r in runs]), np.stack([r[3] for r in runs])
+        est = rest
+        if fed_s is not None:
+            spilled = np.array([[spilled_partials_s(op, chip, lay, split)] for _m, split, *_ in runs])
+            est = np.maximum(rest, fed_s + spilled)
+        order = np.lexsort((compute_s, rest, est))  # each row's candidates, best first
+        finite = np.isfinite(est)
+        rows = np.arange(len(runs))[:, None]
+        lean_ranked = (leanest & finite)[rows, order]  # where each row's lean candidates rank
+        has_lean, first_lean = lean_ranked.any(axis=1).tolist(), lean_ranked.argmax(axis=1).tolist()
+        shapes = shape[order].tolist()
+        best_rest = (np.lexsort((compute_s, rest))[:, :1] if fed_s is not None else order[:, :0]).tolist()
+        # (the list, row, candidates) in the order of the rows, each row's candidates in its order
+        picks: list[tuple[list[Scored], int, list[int]]] = []
+        for i, row in enumerate(order.tolist()):
+            picks += (
+                (scored, i, row[:count]),
+                (spare, i, [row[j] for j in _first_of_each(shapes[i], count)]),  # each shape's best K step
+                (lean, i, [row[first_lean[i]]] if has_lean[i] else []),
+                (quick, i, best_rest[i]),
             )
-            for into, picked in picks:
-                picked = picked[finite[picked]]
-                fields = zip(tm[picked].tolist(), tn[picked].tolist(), tk[picked].tolist(), strict=True)
-                times = zip(est[picked].tolist(), rest[picked].tolist(), compute_s[picked].tolist(), strict=True)
-                into += [(*x, (*f, rule.mapping, split)) for x, f in zip(times, fields, strict=True)]
-    scored.sort(key=lambda x: x[:3])
-    lean.sort(key=lambda x: x[:3])
-    quick.sort(key=lambda x: x[1:3])
+        at = np.array([j for *_, picked in picks for j in picked], dtype=np.intp)
+        of = np.repeat([i for _into, i, _p in picks], [len(p) for *_, p in picks])
+        fields = zip(tm[at].tolist(), tn[at].tolist(), tk[at].tolist(), strict=True)
+        values = zip(est[of, at].tolist(), rest[of, at].tolist(), compute_s[of, at].tolist(), strict=True)
+        for into, i, picked in picks:
+            mapping, split = runs[i][0], runs[i][1]
+            for (x, r, c), f in itertools.islice(zip(values, fields), len(picked)):
+                if math.isfinite(x):  # an estimate of inf: a tiling the mapping cannot run
+                    into.append((x, r, c, (*f, mapping, split)))
+    by_estimate, by_rest = operator.itemgetter(0, 1, 2), operator.itemgetter(1, 2)
+    scored.sort(key=by_estimate)
+    lean.sort(key=by_estimate)
+    quick.sort(key=by_rest)
     head = scored[: 3 * count]
-    spare.sort(key=lambda x: x[:3])
-    reserve = [x for x in spare if x not in head][: 3 * count]  # a Tiling is equal where its fields are
+    spare.sort(key=by_estimate)
+    in_head = set(head)
+    reserve = [x for x in spare if x not in in_head][: 3 * count]  # equal where their fields are
     unfed = Tiling(*quick[0][3]) if quick else None
-    return _tilings(head), (Tiling(*lean[0][3]) if lean else None), _tilings(reserve), unfed
+    return head, (Tiling(*lean[0][3]) if lean else None), reserve, unfed
 
 
-def _tilings(scored: list[tuple[float, float, float, tuple]]) -> list[tuple[float, float, float, Tiling]]:
-    """(estimate, its rest, compute seconds, fields) as (estimate, its rest, compute seconds,
-    Tiling)."""
-    return [(x, r, c, Tiling(*f)) for x, r, c, f in scored]
+def _first_of_each(keys: list[int], count: int) -> list[int]:
+    """The positions in `keys` where the first `count` distinct keys first occur, in order (what
+    `np.sort(np.unique(keys, return_index=True)[1])[:count]` gives, found without sorting them
+    all: the walk stops at the `count`th new key). E.g. [5, 5, 7, 5, 9, 7, 3], 2: [0, 2]."""
+    seen: set[int] = set()
+    out: list[int] = []
+    for i, key in enumerate(keys if count > 0 else ()):
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+            if len(out) == count:
+                break
+    return out
 
 
 def wave_operand_bytes(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> np.ndarray:
@@ -330,17 +360,25 @@ def library_tiles(op: Op, chip: Chip) -> TileGrid:
     """A GPU kernel library's tiles of the GEMM: power-of-two edges from TILE_SIZES and K steps
     from K_STEPS, and the whole dimension (one tile), where two stages fit the core's SRAM and
     the output tile its accumulators (the smallest stage where none does)."""
-    m, k, n = op.m, op.k, op.n
     core = chip.core
+    tm, tn, tk, stage, partials = _library_grid(op.m, op.k, op.n, op.dtype.bytes, op.b_dtype.bytes)
+    ok = (2 * stage <= core.sram.capacity_bytes) & (partials <= core.accumulator_bytes)
+    if not ok.any():
+        ok = stage == stage.min()
+    return tm[ok], tn[ok], tk[ok]
+
+
+@memo(maxsize=1024)
+def _library_grid(m: int, k: int, n: int, a: float, b: float) -> tuple[np.ndarray, ...]:
+    """Every tile of `library_tiles` before the core's SRAM and accumulators rule some out, with
+    the bytes of its stage and of its fp32 partials: the same for every chip, so worked out once
+    per GEMM shape and operand widths (`a`, `b` bytes) for the chips of a sweep. Its arrays are
+    shared (read, never written)."""
     tms = sorted({t for t in TILE_SIZES if t < 2 * m} | {m})
     tns = sorted({t for t in TILE_SIZES if t < 2 * n} | {n})
     tks = sorted({t for t in K_STEPS if t < 2 * k} | {k})
     tm, tn, tk = tile_grid(tms, tns, tks)
-    stage = stage_bytes(tm, tn, tk, op.dtype.bytes, op.b_dtype.bytes)
-    ok = (2 * stage <= core.sram.capacity_bytes) & (tm * tn * PARTIAL_BYTES <= core.accumulator_bytes)
-    if not ok.any():
-        ok = stage == stage.min()
-    return tm[ok], tn[ok], tk[ok]
+    return tm, tn, tk, stage_bytes(tm, tn, tk, a, b), tm * tn * PARTIAL_BYTES
 
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from archsim.errors import DoesNotFitError, reraise_interrupt
 from archsim.sweep.directions import Objective
-from archsim.sweep.expr import Expr
+from archsim.sweep.expr import UNIT_CONSTANTS, Expr
 from archsim.sweep.metrics import FACT_NAMES, design_facts, metric_names, missing_section, run_metrics
 from archsim.sweep.points import PointTask
 from archsim.sweep.sampling import Value
@@ -124,7 +124,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt
         energy = run_energy(result, w, system, ev.kv_stride) if ev.reads_energy else None
-        env.update(run_metrics(result, system, energy, ev.reads - env.keys()))
+        env.update(run_metrics(result, system, energy, ev.reads - env.keys() - UNIT_CONSTANTS.keys()))
         if why := missing(ev.run_constraints + tuple(o.expr for o in ev.objectives), env):
             return {**row, "error": why}
         objectives = {}

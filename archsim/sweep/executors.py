@@ -230,6 +230,25 @@ def _stop(pool) -> None:
             p.join(timeout=5)
 
 
+# How a local Dask cluster starts its workers (docs/sweeps.md starts remote ones the same way):
+# - without Dask's statistical profiler: it samples the running task's stack every 10 ms, 3 ms of
+#   CPU a point of h200_halton_1000 (52 against 49 ms);
+# - with glibc's malloc as every other process has it: the nanny sets MALLOC_TRIM_THRESHOLD_=65536
+#   before it starts a worker, so that memory freed goes back to the system at once, and that turns
+#   off glibc's adaptive mmap threshold too: a point's arrays are then mapped and unmapped and their
+#   pages faulted in again, 3 ms of a point's 41 in one process (a value of None unsets it);
+# - with its event loop's checks every 1 s, not 20 ms (the tick that warns of a blocked loop), and
+#   5 s, not 0.5 s (the system monitor, which feeds the dashboard: a local cluster has none): each
+#   wakes the loop's thread, which takes the interpreter from the point being evaluated, about 1 ms
+#   of CPU a point.
+LOCAL_DASK_WORKERS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+}
+
+
 class DaskExecutor:
     """Chunks as tasks on a Dask cluster: an existing scheduler (`address`) or a local cluster
     of `local_workers` single-threaded worker processes started for this sweep."""
@@ -256,9 +275,7 @@ class DaskExecutor:
             else:
                 import dask
 
-                # no statistical profiler in the workers: it samples the running task's stack every
-                # 10 ms, 3 ms of CPU a point of h200_halton_1000 (52 against 49 ms)
-                with dask.config.set({"distributed.worker.profile.enabled": False}):
+                with dask.config.set(LOCAL_DASK_WORKERS):
                     cluster = LocalCluster(
                         n_workers=self.local_workers,
                         threads_per_worker=1,
