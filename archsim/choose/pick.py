@@ -156,7 +156,7 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
     assert best is not None, "every op compiles to at least one program"
     played_count = len(candidates)
     rule = family_rule(chip)
-    if tilings is not None and rule.tries_half_the_cores():
+    if tilings is not None and not screen and rule.tries_half_the_cores():  # screen: the ranking trusted
         first = next(i for _s, i, p, _pl, _tw in at_max if p is best[1])
         best, dealt = _over_half_the_cores(op, chip, tilings[first], best, screen)
         played_count += dealt
