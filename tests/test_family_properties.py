@@ -161,8 +161,9 @@ NOT_YET: dict[tuple[ChipFamily, bool], dict[str, tuple[str, str, dict[str, float
             " prefetch deeper share L2 (max-min fair, engine/sharing.py) with the critical ones"
             " longer: an MI300X of 608 CUs at 60% of its clock with twice its LDS runs its 128 x 256"
             " x 32 stream-K tiles on 5 stages in place of 2, 49.79 us against 48.52 (37.42 against"
-            " 35.37 unheld; its power holding 60% of the clock against 59.6%), and plays stream-K"
-            " 128 x 512 x 32 on 3 instead, 49.26 us",
+            " 35.37 unheld; its power holding 60% of the clock against 59.6%), and, that tiling"
+            " crowded off its shortlist by the larger tiles twice the LDS makes legal, plays stream-K"
+            " 128 x 512 x 32 on 3 instead, 49.26 us (docs/MODEL.md 5b)",
             "mi300x",
             {"cores": 2.0, "clock": 0.6, "inflight": 2.0, "hbm_stacks": 2.0, "power_limit": 0.75},
             "sram_capacity",

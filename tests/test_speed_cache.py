@@ -239,7 +239,8 @@ def test_the_size_check_ranks_no_raster_and_the_compiler_works_the_shortlist_out
     programs = choose(op, h200.chip).candidates
     assert shortlist.cache_info().misses == 1
     tilings = cached_tilings(op, h200.chip)
-    assert programs == len(tilings) >= 2
+    # and the pick's 96 tiles of 96 x 32 (one wave of the 132 SMs) dealt over 66: pick.py `fills_one_wave`
+    assert programs == len(tilings) + 1 >= 3
     tilings.clear()
     shortlist.cache_clear()
     opcache._open.cache_clear()  # a fresh process

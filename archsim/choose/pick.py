@@ -23,14 +23,15 @@ from archsim.choose.tilings import cached_tilings, neighbours
 from archsim.compiler.chip_family import SearchMove
 from archsim.compiler.compile import compile_candidates
 from archsim.compiler.families import family_rule
-from archsim.compiler.gemm import compile_gemm
-from archsim.compiler.gemm_phases import Tiling
+from archsim.compiler.gemm import best_raster, compile_gemm
+from archsim.compiler.gemm_phases import GemmMapping, Tiling
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.graph.ops import Op, OpKind
 from archsim.hardware import Chip
 from archsim.hardware.memory import hbm_latency_s
 from archsim.memo import memo_bytes
 from archsim.program import Phase, Program
+from archsim.units import ceil_div
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,11 +155,46 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
             best = (total_s, program, held, clock, played)
     assert best is not None, "every op compiles to at least one program"
     played_count = len(candidates)
-    moves = family_rule(chip).search_moves()
+    rule = family_rule(chip)
+    if tilings is not None and not screen and rule.tries_half_the_cores():  # screen: the ranking trusted
+        first = next(i for _s, i, p, _pl, _tw in at_max if p is best[1])
+        best, dealt = _over_half_the_cores(op, chip, tilings[first], best, screen)
+        played_count += dealt
+    moves = rule.search_moves()
     if tilings is not None and moves:
         best, searched = _tune(op, chip, moves, tilings, at_max, best, screen)
         played_count += searched
     return Choice(best[1], best[2], played_count, best[3], best[4])
+
+
+def fills_one_wave(op: Op, chip: Chip, t: Tiling) -> bool:
+    """Whether `t` deals the GEMM's data-parallel tiles to every core in one wave that half the
+    cores could not run: more tiles than half the cores, no more than all. E.g. 4096 x 1024 x
+    4096 in 256 x 256 tiles: 16 x 16 = 256 tiles; on 296 cores one wave (148 < 256 <= 296), on
+    148 two, on 512 one that 256 cores would run as well."""
+    tiles = op.groups * ceil_div(op.m, t.tm) * ceil_div(op.n, t.tn)
+    return t.mapping is GemmMapping.DATA_PARALLEL and not t.grid and chip.cores < 2 * tiles <= 2 * chip.cores
+
+
+def _over_half_the_cores(op: Op, chip: Chip, t: Tiling, best: _Best, screen: bool) -> tuple[_Best, int]:
+    """The faster of `best` and its tiling `t` dealt over half the cores (`Tiling.grid`, under its
+    best raster), where `t` fills one wave (`fills_one_wave`), and how many tilings that played (0
+    or 1). The tiles of one wave start together, finish together and write every output at once;
+    dealt over half the cores, the first wave's stores drain under the second's compute. A
+    persistent kernel is launched with as many workgroups as its autotuner finds fastest, fewer
+    than the cores where that is (Tensile's Stream-K dynamic mode runs large problems "at
+    slightly reduced CU count if it improves work division", ROCm 6.2 release notes). The
+    dealt tiling is held at its power's clock only where it is faster unheld than the best."""
+    if not fills_one_wave(op, chip, t):
+        return best, 0
+    half = best_raster(op, chip, replace(t, grid=chip.cores // 2))[0]
+    program = compile_gemm(op, chip, half)
+    at_max = play_program(program, chip)
+    if program_time_s(program, at_max, chip) >= best[0]:
+        return best, 1
+    clock, held = play_held(program, chip, at_max, screen)
+    total_s = program_time_s(program, held, chip, clock)
+    return ((total_s, program, held, clock, at_max) if total_s < best[0] else best), 1
 
 
 SEARCH_MOVES = 4  # moves a tiling search makes from its start at most

@@ -79,6 +79,13 @@ class FamilyRule:
         library's heuristic list, timed as it is, is the GPU family's."""
         return bool(self.search_moves())
 
+    def tries_half_the_cores(self) -> bool:
+        """Whether the autotuner also times the GEMM tiling it picked dealt over half the cores
+        where its tiles fill one wave (archsim/choose/pick.py `_over_half_the_cores`): a kernel
+        library's persistent kernels, launched with the workgroups found fastest (the GPU
+        family's); a family that searches its tilings (`search_moves`) has the move already."""
+        return False
+
     def chains_folds(self, chip: Chip) -> bool:
         """Whether the compiler's schedule runs a kernel's folds back to back on each array,
         across tile steps, without draining it between them (a static schedule), so that the

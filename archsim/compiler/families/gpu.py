@@ -12,5 +12,8 @@ from archsim.hardware import ChipFamily
 class Gpu(FamilyRule):
     family = ChipFamily.GPU
 
+    def tries_half_the_cores(self) -> bool:
+        return True
+
 
 RULE = Gpu()
