@@ -3,6 +3,7 @@ bounds from above the entries of every program the compiler will build for a GEM
 ranking rasters (no L2 walk), and refuses at once what is beyond MAX_PROGRAM_ENTRIES."""
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -27,6 +28,27 @@ def test_the_estimate_bounds_every_compiled_candidate(chip_name):
         # and not loose where it matters, near the limit (measured: 1.2x to 4.8x on these)
         if built > 10_000:
             assert estimate <= 8 * built, (m, k, n)
+
+
+def test_the_estimate_bounds_the_deal_over_half_the_cores(monkeypatch):
+    """A GPU's one-wave tiling is also played dealt over half the cores (choose/pick.py
+    `_over_half_the_cores`), up to two items a core, so the bound counts core sequences of two
+    items. On an H100 (132 SMs) 1024 x 4096 x 2048 in 128 x 128 x 64 tiles is 8 x 16 = 128
+    tiles, one wave (66 < 128 <= 132) of 64 K steps: bounded from that tiling alone, 128 items +
+    3 sequences x 2 items x 64 steps = 512. Dealt over 66 cores, 62 run two tiles (128 steps)
+    and 4 run one (64), each distinct run stored once: 192 entries."""
+    import archsim.runner.size as size
+    from archsim.choose.pick import fills_one_wave
+    from archsim.compiler.gemm_phases import Tiling
+
+    chip = as_hardware("h100").system.chip
+    op = Op(OpKind.GEMM, m=1024, k=4096, n=2048, scaling=Scaling.FIXED)
+    t = Tiling(128, 128, 64)
+    assert fills_one_wave(op, chip, t)
+    monkeypatch.setattr(size, "shortlist_head", lambda *_: (t,))
+    built = sum(p.entries for p in compile_gemm(op, chip, replace(t, grid=chip.cores // 2)).phases)
+    assert built == 192
+    assert gemm_entries(op, chip) == 512
 
 
 def test_the_size_check_walks_no_raster(monkeypatch):

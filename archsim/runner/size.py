@@ -29,7 +29,8 @@ def gemm_entries(op, chip) -> int:
     tiling that `archsim.compiler.gemm.shortlist` picks is compiled and played): one work item
     per output tile and K slice, up to three distinct core sequences of K steps (identical cores
     are stored once; one core has one), and under stream-K the tail of up to two waves whose K
-    steps are dealt per core.
+    steps are dealt per core; a tiling whose items fill one wave, also dealt over half the cores
+    (two items a core).
 
     The candidates are bounded by the tilings the shortlist picks from (`shortlist_head`, the
     analytic estimate's best: arithmetic over the tile grid), so no raster is walked here. A
@@ -45,7 +46,9 @@ def gemm_entries(op, chip) -> int:
         items = op.groups * ceil_div(op.m, tm) * ceil_div(op.n, tn) * max(1, split)
         ksteps = ceil_div(op.k, tk)
         per_item = ceil_div(ksteps, max(1, split))
-        sequences = min(3, cores) * ceil_div(items, cores) * per_item
+        # a one-wave tiling may also be dealt over half the cores (choose/pick.py `fills_one_wave`)
+        dealt = cores // 2 if cores < 2 * items <= 2 * cores else cores
+        sequences = min(3, cores) * ceil_div(items, max(1, dealt)) * per_item
         tail = min(items, 2 * cores) * ksteps if t.mapping is GemmMapping.STREAM_K else 0
         worst = max(worst, items + sequences + tail)
     return worst
