@@ -352,7 +352,7 @@ def loaded_bytes(tiles: np.ndarray, ksteps: np.ndarray, moved_stage: np.ndarray)
 def tile_menu(op: Op, chip: Chip) -> TileGrid:
     """The (tm, tn, tk) the chip's compiler may choose for the GEMM: its family's
     (archsim/compiler/families/), else the kernel library's (`library_tiles`). Its arrays are
-    shared (read, never written)."""
+    shared, and read-only."""
     return family_rule(chip).gemm_tiles(op, chip) or library_tiles(op, chip)
 
 
@@ -373,12 +373,15 @@ def _library_grid(m: int, k: int, n: int, a: float, b: float) -> tuple[np.ndarra
     """Every tile of `library_tiles` before the core's SRAM and accumulators rule some out, with
     the bytes of its stage and of its fp32 partials: the same for every chip, so worked out once
     per GEMM shape and operand widths (`a`, `b` bytes) for the chips of a sweep. Its arrays are
-    shared (read, never written)."""
+    shared, and read-only."""
     tms = sorted({t for t in TILE_SIZES if t < 2 * m} | {m})
     tns = sorted({t for t in TILE_SIZES if t < 2 * n} | {n})
     tks = sorted({t for t in K_STEPS if t < 2 * k} | {k})
     tm, tn, tk = tile_grid(tms, tns, tks)
-    return tm, tn, tk, stage_bytes(tm, tn, tk, a, b), tm * tn * PARTIAL_BYTES
+    grid = (tm, tn, tk, stage_bytes(tm, tn, tk, a, b), tm * tn * PARTIAL_BYTES)
+    for x in grid:
+        x.flags.writeable = False  # shared by every caller
+    return grid
 
 
 def best_raster(op: Op, chip: Chip, t: Tiling) -> tuple[Tiling, float]:
