@@ -158,7 +158,7 @@ def _choose(op: Op, chip: Chip, at: fidelity.Fidelity) -> Choice:
     rule = family_rule(chip)
     if tilings is not None and not screen and rule.tries_half_the_cores():  # screen: the ranking trusted
         first = next(i for _s, i, p, _pl, _tw in at_max if p is best[1])
-        best, dealt = _over_half_the_cores(op, chip, tilings[first], best, screen)
+        best, dealt = _over_half_the_cores(op, chip, tilings[first], best)
         played_count += dealt
     moves = rule.search_moves()
     if tilings is not None and moves:
@@ -176,7 +176,7 @@ def fills_one_wave(op: Op, chip: Chip, t: Tiling) -> bool:
     return t.mapping is GemmMapping.DATA_PARALLEL and not t.grid and chip.cores < 2 * tiles <= 2 * chip.cores
 
 
-def _over_half_the_cores(op: Op, chip: Chip, t: Tiling, best: _Best, screen: bool) -> tuple[_Best, int]:
+def _over_half_the_cores(op: Op, chip: Chip, t: Tiling, best: _Best) -> tuple[_Best, int]:
     """The faster of `best` and its tiling `t` dealt over half the cores (`Tiling.grid`, under its
     best raster), where `t` fills one wave (`fills_one_wave`), and how many tilings that played (0
     or 1). The tiles of one wave start together, finish together and write every output at once;
@@ -184,7 +184,8 @@ def _over_half_the_cores(op: Op, chip: Chip, t: Tiling, best: _Best, screen: boo
     persistent kernel is launched with as many workgroups as its autotuner finds fastest, fewer
     than the cores where that is (Tensile's Stream-K dynamic mode runs large problems "at
     slightly reduced CU count if it improves work division", ROCm 6.2 release notes). The
-    dealt tiling is held at its power's clock only where it is faster unheld than the best."""
+    dealt tiling is held at its power's clock only where it is faster unheld than the best; it
+    is tried at full fidelity only."""
     if not fills_one_wave(op, chip, t):
         return best, 0
     half = best_raster(op, chip, replace(t, grid=chip.cores // 2))[0]
@@ -192,7 +193,7 @@ def _over_half_the_cores(op: Op, chip: Chip, t: Tiling, best: _Best, screen: boo
     at_max = play_program(program, chip)
     if program_time_s(program, at_max, chip) >= best[0]:
         return best, 1
-    clock, held = play_held(program, chip, at_max, screen)
+    clock, held = play_held(program, chip, at_max)
     total_s = program_time_s(program, held, chip, clock)
     return ((total_s, program, held, clock, at_max) if total_s < best[0] else best), 1
 

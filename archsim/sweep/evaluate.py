@@ -43,9 +43,10 @@ class Evaluation:
 
     @property
     def reads(self) -> frozenset[str]:
-        """Every name the constraints and objectives read."""
+        """Every name the constraints and objectives read, less the unit constants (`40 * MiB`):
+        each is a fact, a run metric or a sweep value."""
         exprs = (*self.constraints, *self.run_constraints, *(o.expr for o in self.objectives))
-        return frozenset(n for e in exprs for n in e.names)
+        return frozenset(n for e in exprs for n in e.names if n not in UNIT_CONSTANTS)
 
     @property
     def reads_energy(self) -> bool:
@@ -124,7 +125,7 @@ def evaluate_point(task: PointTask, ev: Evaluation) -> dict:
         if result.interrupted:  # run_generation turns Ctrl-C into a partial result: not a result here
             raise KeyboardInterrupt
         energy = run_energy(result, w, system, ev.kv_stride) if ev.reads_energy else None
-        env.update(run_metrics(result, system, energy, ev.reads - env.keys() - UNIT_CONSTANTS.keys()))
+        env.update(run_metrics(result, system, energy, ev.reads - env.keys()))
         if why := missing(ev.run_constraints + tuple(o.expr for o in ev.objectives), env):
             return {**row, "error": why}
         objectives = {}
