@@ -136,14 +136,14 @@ def _local_share(chip) -> float:
 @pytest.mark.parametrize("fabric", [None, "1 TB/s"])
 def test_one_die_against_eight_of_the_same_total(fabric):
     """The MI300X's eight XCDs of 4 MB against one die of 32 MB: spread over eight dies the GEMM
-    hits less in its own dies' L2 (more crosses the die fabric) and takes no less time; on a die
-    fabric of 1 TB/s, where the fabric binds, strictly more."""
+    hits less in its own dies' L2 (more crosses the die fabric) and takes no less time, each
+    chip on the tiling its autotuner picks; on a die fabric of 1 TB/s, where the fabric binds,
+    strictly more (eight dies 256 x 256 x 32, 1.52 ms; one die 128 x 256 x 32, 1.21 ms)."""
     eight = MI300X if fabric is None else with_noc_bandwidth(MI300X, 1e12)
     assert MI300X.dies == Dies(count=8, l2_capacity_bytes=4_000_000, l2_bandwidth_bytes_per_s=4.3e12)
     one = _one_die(eight)
     assert _local_share(eight) < _local_share(one) - 0.05
     t8, t1 = time_op(GEMM, eight).timing, time_op(GEMM, one).timing
-    assert t8.hbm_bytes == pytest.approx(t1.hbm_bytes) and t8.l2_bytes == pytest.approx(t1.l2_bytes)
     # no less time at the full clock (the power limit then holds each at a clock its energy sets),
     # to the event loop's few cycles: where the fabric does not bind (1.82 million cycles both, the
     # Infinity Cache hit at its measured 218 ns) the stalls' order may differ by a few dozen

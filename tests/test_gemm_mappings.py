@@ -18,6 +18,7 @@ from archsim.compiler.gemm_mapping import (
 )
 from archsim.compiler.gemm_phases import GemmMapping, Phase, Tiling
 from archsim.compiler.mappings import MAPPINGS, mapping_rule
+from archsim.dtypes import DType
 from archsim.graph.ops import Op, OpKind, Scaling
 from archsim.memo import clear_all
 
@@ -280,3 +281,40 @@ def test_cores_running_the_same_kinds_of_items_are_one_sequence():
     assert [r.tolist() for r in runs] == [s.tolist() for s in sigs] and counts == weights
     few, one_each = core_kinds(np.array([3, 3]), 4)  # fewer items than cores: one a core
     assert [s.tolist() for s in few] == [[3]] and one_each == [2]
+
+
+def test_a_library_that_double_buffers_keeps_two_stages_whatever_the_sram():
+    """128 x 256 x 32 bf16 stages: (128 x 32 + 32 x 256) x 2 B = 24,576 B. In the MI300X's 64 KiB
+    LDS 65,536 // 24,576 = 2 fit; in 128 KiB 5, of which hipBLASLt's double-buffered kernels
+    (`sram.gemm_stages: 2`) keep 2, and CUTLASS's (no `gemm_stages`) all 5. A compiled phase keeps
+    a load in flight for every buffer but the one computing: 24,576 B on 2, 98,304 B on 5."""
+    from dataclasses import replace
+
+    from archsim.compiler.gemm_phases import library_stages, stage_bytes
+    from archsim.config.loader import load_system
+
+    mi300x = load_system("mi300x")[0].chip
+    sram = mi300x.core.sram
+    assert sram.gemm_stages == 2 and stage_bytes(128, 256, 32, 2, 2) == 24_576
+    twice = replace(mi300x, core=replace(mi300x.core, sram=replace(sram, capacity_bytes=2 * sram.capacity_bytes)))
+    carveout = replace(twice, core=replace(twice.core, sram=replace(twice.core.sram, gemm_stages=0)))
+    assert library_stages(mi300x.core, 65_536 // 24_576) == 2
+    assert library_stages(twice.core, 131_072 // 24_576) == 2
+    assert library_stages(carveout.core, 131_072 // 24_576) == 5
+    assert library_stages(twice.core, np.array([1, 2, 5])).tolist() == [1, 2, 2]
+    op = Op(OpKind.GEMM, DType.BF16, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+    t = Tiling(128, 256, 32, GemmMapping.STREAM_K)
+    for chip, stages in ((mi300x, 2), (twice, 2), (carveout, 5)):
+        phase = compile_gemm(op, chip, t).phases[0]
+        assert (phase.stages, phase.inflight_bytes) == (stages, (stages - 1) * 24_576)
+
+
+def test_a_square_gemm_shortlists_one_tile_of_each_transpose(h200):
+    """4096 x 1024 x 4096 bf16: a 128 x 256 tile and its 256 x 128 transpose move the same bytes
+    a step over the grid turned over, and play alike; its shortlist holds tiles of tm <= tn
+    only, each another program. A 4096 x 1024 x 2048 GEMM is not square: it keeps both."""
+    square = Op(OpKind.GEMM, DType.BF16, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
+    picked = shortlist(square, h200.chip)
+    assert len(picked) >= 4 and all(t.tm <= t.tn for t in picked)
+    wide = Op(OpKind.GEMM, DType.BF16, m=4096, k=1024, n=2048, scaling=Scaling.FIXED)
+    assert any(t.tm > t.tn for t in shortlist(wide, h200.chip))

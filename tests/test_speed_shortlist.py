@@ -16,7 +16,7 @@ from archsim.compiler import gemm
 from archsim.compiler.families import family_rule
 from archsim.compiler.gemm import _first_of_each, library_tiles
 from archsim.compiler.gemm_mapping import Estimate
-from archsim.compiler.gemm_phases import grid_shares, stage_bytes, wave_layout
+from archsim.compiler.gemm_phases import grid_shares, library_stages, stage_bytes, wave_layout
 from archsim.compiler.mappings import MAPPINGS
 from archsim.compiler.tiles import matmul_cycles
 from archsim.dtypes import DType
@@ -46,6 +46,8 @@ def _scored_one_at_a_time(op: Op, chip, count: int):
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
     tm, tn, tk = gemm.tile_menu(op, chip)
+    if op.m == op.n and op.dtype is op.b_dtype and not family_rule(chip).search_moves():
+        tm, tn, tk = tm[tm <= tn], tn[tm <= tn], tk[tm <= tn]
     stage = stage_bytes(tm, tn, tk, a, b)
     lay = wave_layout(chip)
     share_a, share_b = grid_shares(op, lay, tm, tn)
@@ -56,7 +58,7 @@ def _scored_one_at_a_time(op: Op, chip, count: int):
     cycles = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype, install, chained, transposable=True)
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
     ksteps = ceil_div(k, tk)
-    stages = np.maximum(1, core.sram.capacity_bytes // stage)
+    stages = np.maximum(1, library_stages(core, core.sram.capacity_bytes // stage))
     lat = hbm_latency_s(chip)
     rate = np.minimum(core.max_inflight_bytes, (stages - 1).clip(1) * stage) / lat
     e = Estimate(op, chip, tiles, ksteps, cycles, moved_stage, rate, lat, stages, em, en)
@@ -102,6 +104,7 @@ GEMMS = [
     Op(OpKind.GEMM, DType.BF16, m=4096, k=4096, n=1024, scaling=Scaling.FIXED),
     Op(OpKind.GEMM, DType.BF16, m=100, k=300, n=700, scaling=Scaling.FIXED),  # no edge a power of two
     Op(OpKind.GEMM, DType.BF16, m=512, k=7168, n=2048, groups=8, scaling=Scaling.FIXED),  # MoE experts
+    Op(OpKind.GEMM, DType.BF16, m=2048, k=1024, n=2048, scaling=Scaling.FIXED),  # square: one of each transpose
 ]
 
 

@@ -24,7 +24,7 @@ from archsim.compiler.chip_family import SearchMove
 from archsim.compiler.compile import compile_candidates
 from archsim.compiler.families import family_rule
 from archsim.compiler.gemm import best_raster, compile_gemm
-from archsim.compiler.gemm_phases import GemmMapping, Tiling
+from archsim.compiler.gemm_phases import GemmMapping, Tiling, mirrored
 from archsim.engine.simulate import ProgramResult, play_program
 from archsim.graph.ops import Op, OpKind
 from archsim.hardware import Chip
@@ -225,7 +225,7 @@ def _tune(
     # a shortlisted tiling that plays as one before it (`same_play`) is not searched from
     twins = {_move_key(tilings[i]) for _s, i, _p, _pl, twin in at_max if twin != i}
     times = {_move_key(tilings[i]): (fast_s, tilings[i]) for fast_s, i, *_ in at_max}
-    played = _Played(times, twins, op.m == op.n and op.dtype is op.b_dtype)
+    played = _Played(times, twins, mirrored(op))
     count = 0
     for start in starts:
         best, searched = _search(op, chip, moves, played, start, best, screen)

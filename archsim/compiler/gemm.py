@@ -30,6 +30,8 @@ from archsim.compiler.gemm_phases import (
     Tiling,
     WaveLayout,
     grid_shares,
+    library_stages,
+    mirrored,
     operand_shares,
     partials_fit,
     stage_bytes,
@@ -86,7 +88,11 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     going to less HBM traffic, counted with the L2 model the compiled phases use, and then to
     less compute (`_tie_order`). A K step of
     the whole K is ranked apart from the pipelined K steps of its tile shape (its one step has no
-    next step to load behind it), so that more SRAM, which makes it legal, keeps them. Where the
+    next step to load behind it), so that more SRAM, which makes it legal, keeps them. Where a
+    tiling and its transpose play alike (`mirrored`: a square GEMM of one operand type) a kernel
+    library's list ranks the tiles of tm <= tn only, so that it times no tiling twice (a compiler
+    that searches, `FamilyRule.search_moves`, reaches a transpose's neighbours from its starts and
+    stands on both at once: choose/pick.py `_Played`). Where the
     head holds fewer than `count` tile shapes (its best are one shape's K steps), the next best
     shapes fill it (`_scored`'s reserve), so the shortlist's length does not change with the chip.
     The engine plays the shortlist and keeps the fastest, as an autotuning kernel
@@ -175,12 +181,15 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[Scored], Tiling | None
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
     tm, tn, tk = tile_menu(op, chip)
+    family = family_rule(chip)
+    if mirrored(op) and not family.search_moves():  # a tile and its transpose play alike: a
+        keep = tm <= tn  # library's list, timed as it is, spends no place on both
+        tm, tn, tk = tm[keep], tn[keep], tk[keep]
     stage = stage_bytes(tm, tn, tk, a, b)
     lay = wave_layout(chip)
     share_a, share_b = grid_shares(op, lay, tm, tn)
     moved_stage = tm * tk * a * share_a + tk * tn * b * share_b  # bytes a core loads per step
     em, en = np.minimum(tm, m), np.minimum(tn, n)
-    family = family_rule(chip)
     install = family.weight_install_bytes_per_cycle(chip)
     chained = family.chains_folds(chip)
     cycles_per_step = matmul_cycles(
@@ -188,7 +197,7 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[Scored], Tiling | None
     )
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
     ksteps = ceil_div(k, tk)
-    stages = np.maximum(1, core.sram.capacity_bytes // stage)
+    stages = np.maximum(1, library_stages(core, core.sram.capacity_bytes // stage))
     lat = hbm_latency_s(chip)
     rate = np.minimum(core.max_inflight_bytes, (stages - 1).clip(1) * stage) / lat
     e = Estimate(op, chip, tiles, ksteps, cycles_per_step, moved_stage, rate, lat, stages, em, en)

@@ -111,6 +111,12 @@ def tiling_layout(chip: Chip, t: Tiling) -> WaveLayout:
     return replace(lay, cores=t.grid) if t.grid else lay
 
 
+def mirrored(op: Op) -> bool:
+    """Whether the GEMM is square in its output and of one operand type, so that a tiling and its
+    transpose (tm and tn swapped) play alike: the same bytes a step, the same grid turned over."""
+    return op.m == op.n and op.dtype is op.b_dtype
+
+
 def operand_shares(op: Op, lay: WaveLayout, tm: int, tn: int) -> tuple[float, float]:
     """Shares of its A and B blocks each core moves itself: with a cluster of c cores that one
     transfer feeds (Hopper's TMA multicast, `noc.multicast`), the cluster's cores that compute
@@ -140,6 +146,16 @@ def grid_shares(op: Op, lay: WaveLayout, tm: np.ndarray, tn: np.ndarray) -> tupl
 def stage_bytes(tm, tn, tk, a: float, b: float):
     """SRAM of one pipeline stage: a tm x tk block of A and a tk x tn block of B."""
     return tm * tk * a + tk * tn * b
+
+
+def library_stages(core: Core, fit):
+    """SRAM buffers a GEMM kernel cycles through (an array or one number), of the `fit` its SRAM
+    holds: every one (CUTLASS's collective builder takes every stage the shared memory left over
+    holds, `StageCountAutoCarveout`), at most the chip's library's `sram.gemm_stages` where the
+    chip file states one (hipBLASLt's Tensile kernels double-buffer the LDS and prefetch the
+    global reads one iteration ahead: 2). E.g. 24 KiB stages in 128 KiB: 5 fit, 5 or 2."""
+    cap = core.sram.gemm_stages
+    return np.minimum(fit, cap) if cap else fit
 
 
 def work_items(op: Op, lay: WaveLayout, t: Tiling) -> dict[str, np.ndarray]:
@@ -235,10 +251,10 @@ def with_skew_once(phase: Phase, core: Core) -> Phase:
 def _phase_on(plan: PhasePlan, op: Op, t: Tiling, core: Core, table: np.ndarray) -> Phase:
     """`phase_on` with each step shape's cycles in `table`."""
     stage = stage_bytes(t.tm, t.tn, t.tk, op.dtype.bytes, op.b_dtype.bytes)
-    stages = core.sram.capacity_bytes // stage
+    stages = library_stages(core, core.sram.capacity_bytes // stage)
     if plan.block_cols:  # the A panels apart, buffers of one block's B step (`streamed_stages`)
         stage = stage_bytes(t.tm, plan.block_cols, t.tk, op.dtype.bytes, op.b_dtype.bytes)
-        stages = streamed_stages(op, t, plan.block_cols, core.sram.capacity_bytes)
+        stages = library_stages(core, streamed_stages(op, t, plan.block_cols, core.sram.capacity_bytes))
     phase = plan.phase
     if plan.runs and len(set(table.tolist())) < len(table):  # sequences may now be alike: join them
         runs = [run.copy() for run in plan.runs]

@@ -135,6 +135,15 @@ class Sram:
         "bandwidth", "Bytes", "bytes per cycle the scratchpad delivers to the units", source="[WP]"
     )
     banks: int = param("banks", "PositiveInt", "SRAM banks", source="[WP]")
+    gemm_stages: int = param(
+        "gemm_stages",
+        "PositiveInt",
+        "SRAM buffers a GEMM kernel of the chip's library cycles through, one computing and the rest"
+        " loading (left out: as many as the SRAM holds)",
+        0,
+        source="[SW]",
+        omittable=True,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
