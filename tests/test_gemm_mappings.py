@@ -311,10 +311,20 @@ def test_a_library_that_double_buffers_keeps_two_stages_whatever_the_sram():
 
 def test_a_square_gemm_shortlists_one_tile_of_each_transpose(h200):
     """4096 x 1024 x 4096 bf16: a 128 x 256 tile and its 256 x 128 transpose move the same bytes
-    a step over the grid turned over, and play alike; its shortlist holds tiles of tm <= tn
-    only, each another program. A 4096 x 1024 x 2048 GEMM is not square: it keeps both."""
+    a step over the grid turned over, and the H200's warpgroup MMA takes either step in the same
+    cycles; its shortlist holds tiles of tm <= tn only. A 4096 x 1024 x 2048 GEMM is not square:
+    it keeps both. SCALE-Sim's weight-stationary array streams a tile's rows past its columns, so
+    its 8192 x 128 steps are not 128 x 8192's: its 8192³ GEMM keeps SCALE-Sim's 35,119,103 cycles."""
     square = Op(OpKind.GEMM, DType.BF16, m=4096, k=1024, n=4096, scaling=Scaling.FIXED)
     picked = shortlist(square, h200.chip)
     assert len(picked) >= 4 and all(t.tm <= t.tn for t in picked)
     wide = Op(OpKind.GEMM, DType.BF16, m=4096, k=1024, n=2048, scaling=Scaling.FIXED)
     assert any(t.tm > t.tn for t in shortlist(wide, h200.chip))
+    from archsim.choose import simulate_op
+    from archsim.config.loader import load_system
+    from archsim.hardware import Dataflow
+    from archsim.hardware.systolic import scalesim_cycles
+
+    ws = load_system("scalesim_ws_128x128")[0].chip
+    cube = Op(OpKind.GEMM, DType.BF16, m=8192, k=8192, n=8192, scaling=Scaling.FIXED)
+    assert simulate_op(cube, ws).cycles == scalesim_cycles(8192, 8192, 8192, 128, 128, Dataflow.WS) == 35_119_103

@@ -25,6 +25,16 @@ from archsim.hardware.memory import hbm_latency_s
 from archsim.units import ceil_div
 
 
+def test_one_of_each_transpose_by_hand():
+    """Tiles (128, 256, 32), (256, 128, 32) and (256, 64, 32), the first two of equal step cycles
+    and bytes: the second goes; the third stays (no 64 x 256 on the menu). With the second's
+    cycles 1 higher (an array whose step is not symmetric), both stay."""
+    tm, tn, tk = np.array([128, 256, 256]), np.array([256, 128, 64]), np.array([32, 32, 32])
+    moved = np.array([24_576.0, 24_576.0, 20_480.0])
+    assert gemm._one_of_each_transpose(tm, tn, tk, np.array([512, 512, 256]), moved).tolist() == [True, False, True]
+    assert gemm._one_of_each_transpose(tm, tn, tk, np.array([512, 513, 256]), moved).tolist() == [True, True, True]
+
+
 def test_first_of_each_finds_where_each_new_key_first_occurs():
     """[5, 5, 7, 5, 9, 7, 3]: 5 first at 0, 7 at 2, 9 at 4, 3 at 6; the first two are [0, 2]."""
     keys = [5, 5, 7, 5, 9, 7, 3]
@@ -46,8 +56,6 @@ def _scored_one_at_a_time(op: Op, chip, count: int):
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
     tm, tn, tk = gemm.tile_menu(op, chip)
-    if op.m == op.n and op.dtype is op.b_dtype and not family_rule(chip).search_moves():
-        tm, tn, tk = tm[tm <= tn], tn[tm <= tn], tk[tm <= tn]
     stage = stage_bytes(tm, tn, tk, a, b)
     lay = wave_layout(chip)
     share_a, share_b = grid_shares(op, lay, tm, tn)
@@ -56,6 +64,11 @@ def _scored_one_at_a_time(op: Op, chip, count: int):
     family = family_rule(chip)
     install, chained = family.weight_install_bytes_per_cycle(chip), family.chains_folds(chip)
     cycles = matmul_cycles(core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype, install, chained, transposable=True)
+    if op.m == op.n and op.dtype is op.b_dtype and not family.search_moves():
+        keep = gemm._one_of_each_transpose(tm, tn, tk, cycles, moved_stage)
+        tm, tn, tk, stage, moved_stage, em, en, cycles = (
+            x[keep] for x in (tm, tn, tk, stage, moved_stage, em, en, cycles)
+        )
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
     ksteps = ceil_div(k, tk)
     stages = np.maximum(1, library_stages(core, core.sram.capacity_bytes // stage))

@@ -89,10 +89,11 @@ def shortlist(op: Op, chip: Chip, count: int = SHORTLIST) -> tuple[Tiling, ...]:
     less compute (`_tie_order`). A K step of
     the whole K is ranked apart from the pipelined K steps of its tile shape (its one step has no
     next step to load behind it), so that more SRAM, which makes it legal, keeps them. Where a
-    tiling and its transpose play alike (`mirrored`: a square GEMM of one operand type) a kernel
-    library's list ranks the tiles of tm <= tn only, so that it times no tiling twice (a compiler
-    that searches, `FamilyRule.search_moves`, reaches a transpose's neighbours from its starts and
-    stands on both at once: choose/pick.py `_Played`). Where the
+    tile and its transpose cost alike (`mirrored`: a square GEMM of one operand type, and the same
+    step cycles and bytes, `_one_of_each_transpose`) a kernel library's list ranks the one of tm
+    <= tn only, so that it spends no place on a twin (a compiler that searches,
+    `FamilyRule.search_moves`, reaches a transpose's neighbours from its starts and stands on both
+    at once: choose/pick.py `_Played`). Where the
     head holds fewer than `count` tile shapes (its best are one shape's K steps), the next best
     shapes fill it (`_scored`'s reserve), so the shortlist's length does not change with the chip.
     The engine plays the shortlist and keeps the fastest, as an autotuning kernel
@@ -182,9 +183,6 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[Scored], Tiling | None
     core = chip.core
     tm, tn, tk = tile_menu(op, chip)
     family = family_rule(chip)
-    if mirrored(op) and not family.search_moves():  # a tile and its transpose play alike: a
-        keep = tm <= tn  # library's list, timed as it is, spends no place on both
-        tm, tn, tk = tm[keep], tn[keep], tk[keep]
     stage = stage_bytes(tm, tn, tk, a, b)
     lay = wave_layout(chip)
     share_a, share_b = grid_shares(op, lay, tm, tn)
@@ -195,6 +193,11 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[Scored], Tiling | None
     cycles_per_step = matmul_cycles(
         core, em, np.minimum(tk, k), en, op.dtype, op.b_dtype, install, chained, transposable=True
     )
+    if mirrored(op) and not family.search_moves():  # a library's list, timed as it is: one of each twin
+        keep = _one_of_each_transpose(tm, tn, tk, cycles_per_step, moved_stage)
+        tm, tn, tk, stage, moved_stage, em, en, cycles_per_step = (
+            x[keep] for x in (tm, tn, tk, stage, moved_stage, em, en, cycles_per_step)
+        )
     tiles = op.groups * ceil_div(m, tm) * ceil_div(n, tn)
     ksteps = ceil_div(k, tk)
     stages = np.maximum(1, library_stages(core, core.sram.capacity_bytes // stage))
@@ -254,6 +257,21 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[Scored], Tiling | None
     reserve = [x for x in spare if x not in in_head][: 3 * count]  # equal where their fields are
     unfed = Tiling(*quick[0][3]) if quick else None
     return head, (Tiling(*lean[0][3]) if lean else None), reserve, unfed
+
+
+def _one_of_each_transpose(tm: np.ndarray, tn: np.ndarray, tk: np.ndarray, cycles: np.ndarray, moved: np.ndarray):
+    """Which tiles of a `mirrored` GEMM's menu a library's list ranks: all but a tile of tm > tn
+    whose transpose is on the menu with the same step cycles and bytes a step, so that the two,
+    which the estimate cannot tell apart, take one place. Where the matrix units' step is not
+    symmetric (a weight-stationary array streams the tile's rows past its columns: 8192 x 128
+    and 128 x 8192 steps differ) both are ranked. E.g. tiles (128, 256, 32), (256, 128, 32) and
+    (256, 64, 32) of equal cycles and bytes: the second goes, the third (no 64 x 256) stays."""
+    at = {t: i for i, t in enumerate(zip(tm.tolist(), tn.tolist(), tk.tolist()))}
+    keep = np.ones(len(tm), dtype=bool)
+    for (m, n, k), i in at.items():
+        j = at.get((n, m, k)) if m > n else None
+        keep[i] = j is None or cycles[i] != cycles[j] or moved[i] != moved[j]
+    return keep
 
 
 def _first_of_each(keys: list[int], count: int) -> list[int]:
