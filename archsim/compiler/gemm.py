@@ -182,12 +182,12 @@ def _scored(op: Op, chip: Chip, count: int) -> tuple[list[Scored], Tiling | None
     a, b = op.dtype.bytes, op.b_dtype.bytes
     core = chip.core
     tm, tn, tk = tile_menu(op, chip)
-    family = family_rule(chip)
     stage = stage_bytes(tm, tn, tk, a, b)
     lay = wave_layout(chip)
     share_a, share_b = grid_shares(op, lay, tm, tn)
     moved_stage = tm * tk * a * share_a + tk * tn * b * share_b  # bytes a core loads per step
     em, en = np.minimum(tm, m), np.minimum(tn, n)
+    family = family_rule(chip)
     install = family.weight_install_bytes_per_cycle(chip)
     chained = family.chains_folds(chip)
     cycles_per_step = matmul_cycles(
