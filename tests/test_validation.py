@@ -265,6 +265,37 @@ def test_validate_names_the_file_the_case_and_the_unknown_field(tmp_path, capsys
     assert f"{path}: case g2: unknown field 'batch_count': a gemm case has M, K, N, groups, count, model, tp" in err
 
 
+@pytest.mark.parametrize(
+    "bad", [{"kind": 0}, {"kind": None}, {"kind": {}}, {"measured_ms": "x"}, {"measured_ms": None}]
+)
+def test_a_case_that_repeats_an_earlier_ones_id_is_refused_and_left_out_of_the_summary(tmp_path, capsys, bad):
+    """Results, held-out sets and the JSON name cases by id: a second case of one id is an error
+    of its own (exit 2), whatever else is wrong with it, and the first's result and its kind's
+    floor stand as if it were alone (a repeated id's bad fields once reached the floor's sort)."""
+    from archsim.cli import main
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"cases": [GEMM, {**GEMM, **bad}]}))
+    out = tmp_path / "o.json"
+    assert main(["validate", str(path), "--quiet", "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: case {GEMM['id']}: id '{GEMM['id']}' is case #0's too: each case needs its own id" in err
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps({"cases": [GEMM]}))
+    main(["validate", str(alone), "--quiet", "--json", str(tmp_path / "a.json")])
+    assert json.loads(out.read_text())["summary"] == json.loads((tmp_path / "a.json").read_text())["summary"]
+
+
+def test_validate_cases_refuses_a_repeated_id_and_names_an_anonymous_case_by_its_place(a100):
+    from archsim.runner.validation import summarise, validate_cases
+
+    cases = [GEMM, {**GEMM, "M": 2}, {k: v for k, v in GEMM.items() if k != "id"}]
+    results, errors = validate_cases(cases, a100)
+    assert [r.id for r in results] == [GEMM["id"], "#2"]
+    assert errors == [(GEMM["id"], f"id '{GEMM['id']}' is case #0's too: each case needs its own id")]
+    assert summarise(results, cases)["gemm"]["n"] == 2
+
+
 def test_layernorm_and_gelu_are_the_ops_archsim_op_runs(h200):
     for name, vop in (("layernorm", VectorOp.LAYERNORM), ("gelu", VectorOp.GELU)):
         (op,) = case_ops({**ADD, "op": name})

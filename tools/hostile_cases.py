@@ -125,6 +125,16 @@ def spec(**over) -> str:
     return json.dumps(data, indent=1)  # JSON is YAML
 
 
+# 20,000 valid designs of the tiny scenario: far more than a signal sent seconds after the first
+# chunk's part lets 1 or 2 workers run (500 points run in under a second)
+LONG_SWEEP = spec(
+    parameters={
+        "x": {"path": "hardware.clock", "range": [1, 1.9], "steps": 500, "unit": "GHz"},
+        "y": {"path": "workload.scenario.output_tokens", "range": [2, 41], "steps": 40},
+    }
+)
+
+
 def ranked(text: str) -> dict:
     """An objective `o` of `text` said to be maximised: one of numbers alone has no direction of
     its own (archsim/sweep/directions.py), and these reach the evaluator's bounds."""
@@ -1982,12 +1992,7 @@ def signals_cases(full: bool) -> list[Case]:
         Case(
             "signals/sweep-sigint",
             ("sweep", "s.yaml", "--out", "out", "--workers", "1"),
-            files=(
-                (
-                    "s.yaml",
-                    spec(parameters={"x": {"path": "hardware.clock", "range": [1, 2], "steps": 500, "unit": "GHz"}}),
-                ),
-            ),
+            files=(("s.yaml", LONG_SWEEP),),
             expect=Expect.STOP,
             send=(2.0, signal.SIGINT),
             send_once="out/points/part-*.parquet",  # a loaded machine may take longer for the first chunk
@@ -1997,15 +2002,11 @@ def signals_cases(full: bool) -> list[Case]:
         Case(
             "signals/sweep-sigterm",
             ("sweep", "s.yaml", "--out", "out", "--workers", "2"),
-            files=(
-                (
-                    "s.yaml",
-                    spec(parameters={"x": {"path": "hardware.clock", "range": [1, 2], "steps": 500, "unit": "GHz"}}),
-                ),
-            ),
+            files=(("s.yaml", LONG_SWEEP),),
             expect=Expect.STOP,
-            send=(8.0, signal.SIGTERM),
-            timeout_s=25,
+            send=(2.0, signal.SIGTERM),
+            send_once="out/points/part-*.parquet",  # the signal lands once the pool has run a chunk
+            timeout_s=60,
             props=(Prop("no temp files left", no_temp_files("out"), Verdict.DATA),),
         ),
         Case(

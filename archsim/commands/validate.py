@@ -152,21 +152,22 @@ def refused(case, system) -> str | None:
 
 def validate_with_progress(cases: list, system, args, meta=None, collectives=None):
     """Every case simulated, one at a time under a progress bar; (results, errors) as validate_cases."""
-    from archsim.runner.validation import CaseFile, validate_cases
+    from archsim.runner.validation import CaseFile, case_id, repeated_id, validate_cases
 
     meta = meta or CaseFile()
     results, errors = [], []
+    seen: dict[str, int] = {}
     with progress(args, f"cases on {shown(system.chip.name)}", total=len(cases)) as bar:
         for i, case in enumerate(cases):
-            anonymous = not isinstance(case, dict) or "id" not in case
-            why = refused(case, system)
+            cid = case_id(case, i)
+            why = (repeated_id(seen, cid, i) if isinstance(case, dict) else None) or refused(case, system)
             if why:
-                errors.append((f"#{i}" if anonymous else str(case["id"]), why))
+                errors.append((cid, why))
                 bar.update(i + 1, len(cases))
                 continue
             done, bad = validate_cases([case], system, meta, collectives)
             results += done
-            errors += [(f"#{i}" if anonymous else cid, why) for cid, why in bad]
+            errors += [(cid, why) for _cid, why in bad]
             bar.update(i + 1, len(cases))
     return results, errors
 

@@ -432,21 +432,48 @@ def truncate(duration_s: float, resolution_s: float) -> float:
     return math.floor(duration_s / resolution_s + 1e-9) * resolution_s
 
 
+def case_id(case: object, index: int) -> str:
+    """A case's name in results and errors: its `id` as text, or `#index` (its place in its
+    list) where it has none."""
+    return str(case["id"]) if isinstance(case, dict) and "id" in case else f"#{index}"
+
+
+def repeated_id(seen: dict[str, int], cid: str, index: int) -> str | None:
+    """The problem of case `index` named `cid` where an earlier case has that name (`seen`: the
+    first place of each name so far, kept up to date), else None. A result, a held-out set and a
+    row of the JSON each name a case by its id, so two cases may not share one."""
+    first = seen.setdefault(cid, index)
+    return None if first == index else f"id {cid!r:.60} is case #{first}'s too: each case needs its own id"
+
+
 def validate_cases(
     cases: list, system: System, meta: CaseFile = CaseFile(), collectives: System | None = None
 ) -> tuple[list[CaseResult], list[tuple[str, str]]]:
-    """Results for every good case and (id, problem) for every bad one; one bad case loses nothing."""
+    """Results for every good case and (id, problem) for every bad one, a case that repeats an
+    earlier one's id among them; one bad case loses nothing."""
     results, errors = [], []
+    seen: dict[str, int] = {}
     for i, case in enumerate(cases):
-        cid = str(case.get("id", f"#{i}")) if isinstance(case, dict) else f"#{i}"
+        cid = case_id(case, i)
         try:
             if not isinstance(case, dict):
                 raise CaseError("a case must be an object")
+            repeated = repeated_id(seen, cid, i)
+            if repeated:
+                raise CaseError(repeated)
             predicted, simulated = predict(case, system, meta, collectives)
             results.append(CaseResult(cid, case["kind"], float(case["measured_ms"]), predicted, simulated))
         except (CaseError, ValueError, TypeError) as err:
             errors.append((cid, str(err)))
     return results, errors
+
+
+def cases_of(results: list[CaseResult], cases: list) -> list[dict]:
+    """The case objects of `cases` that gave `results`: of each id, its first case (a later one
+    of the same id is refused, `repeated_id`), where a result has that id."""
+    done = {r.id for r in results}
+    seen: dict[str, int] = {}
+    return [c for i, c in enumerate(cases) if (cid := case_id(c, i)) in done and repeated_id(seen, cid, i) is None]
 
 
 def summarise(results: list[CaseResult], cases: list | None = None) -> dict[str, dict]:
@@ -458,8 +485,7 @@ def summarise(results: list[CaseResult], cases: list | None = None) -> dict[str,
         out.setdefault(r.kind, []).append(abs(r.error_pct))
     floors: dict[str, float] = {}
     if cases is not None:
-        done = {r.id for r in results}
-        floors = floor_by_kind([c for c in cases if isinstance(c, dict) and str(c.get("id")) in done])
+        floors = floor_by_kind(cases_of(results, cases))
     return {
         k: {"n": len(v), "mean_abs_error_pct": sum(v) / len(v), "max_abs_error_pct": max(v)}
         | ({"floor_pct": floors.get(k, 0.0)} if cases is not None else {})
