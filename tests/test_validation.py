@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archsim.choose import Condition, kernel_durations_s, simulate_op
 from archsim.choose.conditions import prologue_s
@@ -375,3 +377,53 @@ def test_op_attention_splits_decode_kv_unless_told_not_to(tmp_path):
         times[flags] = doc["time_s"]
     assert times[()] < times[("--no-split-kv",)]
     assert main(["op", "gemm", "--M", "1", "--K", "64", "--N", "64", "--no-split-kv"]) == 2
+
+
+# ---- any case file: a result or a refusal by name, never an internal error ----
+
+HOSTILE_VALUES = [0, -1, 1.5, 10**9, "x", "", None, True, [], {}, float("nan"), float("inf")]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(
+    picks=st.lists(
+        st.tuples(
+            st.sampled_from([GEMM, ADD, DECODE]),
+            st.one_of(st.none(), st.tuples(st.text(min_size=1, max_size=12), st.sampled_from(HOSTILE_VALUES))),
+            st.booleans(),  # take the first case's id
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_mutation_of_a_case_file_is_validated_or_refused_by_case(tmp_path_factory, picks):
+    """Cases built from good ones with a field set to a hostile value (a known field or not), some
+    sharing an id: `validate` runs the good ones and names every bad one (exit 0 or 2), or refuses
+    the file as a whole, and its summary counts one result per case that ran."""
+    from archsim.cli import main
+
+    cases = []
+    for i, (case, change, same_id) in enumerate(picks):
+        case = {**case, "M": 1, "K": 64, "N": 64} if case["kind"] == "gemm" else dict(case)
+        case["id"] = GEMM["id"] if same_id else f"c{i}"
+        if change is not None:
+            key, value = change
+            case[rng_key(case, key)] = value
+        cases.append(case)
+    folder = tmp_path_factory.mktemp("cases")
+    path, out = folder / "c.json", folder / "o.json"
+    path.write_text(json.dumps({"cases": cases}))
+    code = main(["validate", str(path), "--quiet", "--json", str(out)])
+    assert code in (0, 2)
+    if not out.exists():  # the file as a whole refused (NaN or infinity is no JSON number)
+        assert code == 2
+        return
+    data = json.loads(out.read_text())
+    assert sum(s["n"] for s in data["summary"].values()) == len(data["cases"])
+    assert len({c["id"] for c in data["cases"]}) == len(data["cases"])
+
+
+def rng_key(case: dict, text: str) -> str:
+    """A field of `case` chosen by `text` (one of its own, mostly), or `text` itself as a new field."""
+    keys = sorted(case)
+    return keys[len(text) % len(keys)] if len(text) < 9 else text
