@@ -288,6 +288,17 @@ def test_a_case_that_repeats_an_earlier_ones_id_is_refused_and_left_out_of_the_s
     assert json.loads(out.read_text())["summary"] == json.loads((tmp_path / "a.json").read_text())["summary"]
 
 
+def test_validate_names_a_case_without_an_id_by_its_place_in_the_file(tmp_path):
+    """`#1` for the file's second case (each case is simulated on its own, where it was `#0`)."""
+    from archsim.cli import main
+
+    path, out = tmp_path / "c.json", tmp_path / "o.json"
+    anonymous = {k: v for k, v in GEMM.items() if k != "id"}
+    path.write_text(json.dumps({"cases": [GEMM, anonymous]}))
+    assert main(["validate", str(path), "--quiet", "--json", str(out)]) == 0
+    assert [c["id"] for c in json.loads(out.read_text())["cases"]] == [GEMM["id"], "#1"]
+
+
 def test_validate_cases_refuses_a_repeated_id_and_names_an_anonymous_case_by_its_place(a100):
     from archsim.runner.validation import summarise, validate_cases
 

@@ -152,6 +152,8 @@ def refused(case, system) -> str | None:
 
 def validate_with_progress(cases: list, system, args, meta=None, collectives=None):
     """Every case simulated, one at a time under a progress bar; (results, errors) as validate_cases."""
+    from dataclasses import replace
+
     from archsim.runner.validation import CaseFile, case_id, repeated_id, validate_cases
 
     meta = meta or CaseFile()
@@ -166,7 +168,7 @@ def validate_with_progress(cases: list, system, args, meta=None, collectives=Non
                 bar.update(i + 1, len(cases))
                 continue
             done, bad = validate_cases([case], system, meta, collectives)
-            results += done
+            results += [replace(r, id=cid) for r in done]  # named by its place in the file, not in [case]
             errors += [(cid, why) for _cid, why in bad]
             bar.update(i + 1, len(cases))
     return results, errors
