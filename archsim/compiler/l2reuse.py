@@ -114,8 +114,11 @@ def _wave_walk(
     groups = int(items["g"].max()) + 1 if count else 1
     rows = int(items["i"].max()) + 1 if count else 1
     cols = int(items["j"].max()) + 1 if count else 1
-    a_key = (items["g"] * rows + items["i"]) * slices + items["s"]
-    b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
+    if groups == slices == 1:  # g = s = 0: the same keys without the arithmetic (most GEMMs)
+        a_key, b_key = np.array(items["i"], dtype=np.int64), items["j"] + rows
+    else:
+        a_key = (items["g"] * rows + items["i"]) * slices + items["s"]
+        b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
     em, en, kl = (np.ascontiguousarray(items[c], dtype=np.int64) for c in ("em", "en", "kl"))
     keys = groups * (rows + cols) * slices
     operands = np.array([a_bytes, b_bytes, *shares, capacity_bytes], dtype=np.float64)
