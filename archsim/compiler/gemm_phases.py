@@ -167,7 +167,8 @@ def work_items(op: Op, lay: WaveLayout, t: Tiling) -> dict[str, np.ndarray]:
     per = ceil_div(ceil_div(k, t.tk), t.split) * t.tk
     sa, sb = operand_shares(op, lay, tm, tn)
     cm, cn = (lay.multicast if sb < 1 else 1), (lay.multicast if sa < 1 else 1)
-    rows, cols = cluster_order(ceil_div(m, tm), ceil_div(n, tn), t.raster, t.group, cm, cn)
+    tiles_m, tiles_n = ceil_div(m, tm), ceil_div(n, tn)
+    rows, cols = cluster_order(tiles_m, tiles_n, t.raster, t.group, cm, cn)
     tiles = len(rows)
     if op.groups == 1 and t.split == 1 and k > 0:  # one item per tile, over all of K
         g, s = np.zeros(tiles, dtype=np.int64), np.zeros(tiles, dtype=np.int64)
@@ -185,8 +186,8 @@ def work_items(op: Op, lay: WaveLayout, t: Tiling) -> dict[str, np.ndarray]:
         "i": i,
         "j": j,
         "s": s,
-        "em": np.minimum(tm, m - i * tm),
-        "en": np.minimum(tn, n - j * tn),
+        "em": np.minimum(tm, m - np.arange(tiles_m) * tm)[i],  # each row block's rows, looked up per item
+        "en": np.minimum(tn, n - np.arange(tiles_n) * tn)[j],
         "kl": kl,
     }
 
