@@ -152,26 +152,17 @@ def refused(case, system) -> str | None:
 
 def validate_with_progress(cases: list, system, args, meta=None, collectives=None):
     """Every case simulated, one at a time under a progress bar; (results, errors) as validate_cases."""
-    from dataclasses import replace
+    from archsim.runner.validation import CaseFile, validate_cases
 
-    from archsim.runner.validation import CaseFile, case_id, repeated_id, validate_cases
-
-    meta = meta or CaseFile()
-    results, errors = [], []
-    seen: dict[str, int] = {}
     with progress(args, f"cases on {shown(system.chip.name)}", total=len(cases)) as bar:
-        for i, case in enumerate(cases):
-            cid = case_id(case, i)
-            why = (repeated_id(seen, cid, i) if isinstance(case, dict) else None) or refused(case, system)
-            if why:
-                errors.append((cid, why))
-                bar.update(i + 1, len(cases))
-                continue
-            done, bad = validate_cases([case], system, meta, collectives)
-            results += [replace(r, id=cid) for r in done]  # named by its place in the file, not in [case]
-            errors += [(cid, why) for _cid, why in bad]
-            bar.update(i + 1, len(cases))
-    return results, errors
+        return validate_cases(
+            cases,
+            system,
+            meta or CaseFile(),
+            collectives,
+            refuse=lambda case: refused(case, system),
+            done=lambda i: bar.update(i + 1, len(cases)),
+        )
 
 
 def held_out_ids(cases: list, split: tuple[int, int] | None) -> set[str]:

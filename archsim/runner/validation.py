@@ -41,6 +41,7 @@ interval's otherwise; the prediction is truncated as the timer would.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -447,10 +448,16 @@ def repeated_id(seen: dict[str, int], cid: str, index: int) -> str | None:
 
 
 def validate_cases(
-    cases: list, system: System, meta: CaseFile = CaseFile(), collectives: System | None = None
+    cases: list,
+    system: System,
+    meta: CaseFile = CaseFile(),
+    collectives: System | None = None,
+    refuse: Callable[[dict], str | None] | None = None,
+    done: Callable[[int], None] | None = None,
 ) -> tuple[list[CaseResult], list[tuple[str, str]]]:
     """Results for every good case and (id, problem) for every bad one, a case that repeats an
-    earlier one's id among them; one bad case loses nothing."""
+    earlier one's id among them, or that `refuse` says why it will not simulate (the command
+    line's size limits); `done(i)` after case i either way. One bad case loses nothing."""
     results, errors = [], []
     seen: dict[str, int] = {}
     for i, case in enumerate(cases):
@@ -458,13 +465,15 @@ def validate_cases(
         try:
             if not isinstance(case, dict):
                 raise CaseError("a case must be an object")
-            repeated = repeated_id(seen, cid, i)
-            if repeated:
-                raise CaseError(repeated)
+            why = repeated_id(seen, cid, i) or (refuse(case) if refuse else None)
+            if why:
+                raise CaseError(why)
             predicted, simulated = predict(case, system, meta, collectives)
             results.append(CaseResult(cid, case["kind"], float(case["measured_ms"]), predicted, simulated))
         except (CaseError, ValueError, TypeError) as err:
             errors.append((cid, str(err)))
+        if done:
+            done(i)
     return results, errors
 
 
