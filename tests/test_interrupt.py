@@ -19,7 +19,9 @@ from archsim import stopping
 from archsim.cli import _CtrlC, main
 
 ROOT = Path(__file__).resolve().parents[1]
-LONG_RUN = ["run", "--batch", "32", "--prompt", "8192", "--generate", "4096", "--kv-stride", "1", "--quiet"]
+# about 6 s of CPU on a fast host, three times the 2 s the test waits (4,096 generated tokens
+# took 1.9 s once the decode loop got faster, and the run could end before the signal)
+LONG_RUN = ["run", "--batch", "16", "--prompt", "8192", "--generate", "24576", "--kv-stride", "1", "--quiet"]
 INTERRUPTED = (130, -signal.SIGINT)
 LONG_DECODE = ["run", "--batch", "8", "--prompt", "256", "--generate", "16384", "--kv-stride", "1", "--quiet"]
 
