@@ -44,8 +44,8 @@ def raster_order(tiles_m: int, tiles_n: int, raster: Raster, group: int = 1) -> 
     t % tiles_n), of a COLUMN raster (t % tiles_m, t // tiles_m), and of a GROUPED one, in the
     group of row blocks from f = g x (t // (g x tiles_n)), holding r = min(g, tiles_m - f) of
     them (the last may hold fewer), (f + u % r, u // r) with u = t % (g x tiles_n). Built by
-    repeating and tiling the row and column numbers rather than dividing every tile's number (a
-    tenth of the time on a grid of 50,000 tiles; the same numbers)."""
+    repeating and tiling the row and column numbers rather than dividing every tile's number (the
+    same numbers in under half the time on a grid of 49,152 tiles: 0.40 -> 0.17 ms a row raster)."""
     rows_m, cols_n = np.arange(tiles_m), np.arange(tiles_n)
     if raster is Raster.ROW:
         return np.repeat(rows_m, tiles_n), np.tile(cols_n, tiles_m)
@@ -115,7 +115,7 @@ def _wave_walk(
     rows = int(items["i"].max()) + 1 if count else 1
     cols = int(items["j"].max()) + 1 if count else 1
     if groups == slices == 1:  # g = s = 0: the same keys without the arithmetic (most GEMMs)
-        a_key, b_key = np.array(items["i"], dtype=np.int64), items["j"] + rows
+        a_key, b_key = np.array(items["i"], dtype=np.int64), items["j"] + rows  # a copy: the kernel's own
     else:
         a_key = (items["g"] * rows + items["i"]) * slices + items["s"]
         b_key = groups * rows * slices + (items["g"] * cols + items["j"]) * slices + items["s"]
