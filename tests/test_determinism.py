@@ -123,3 +123,45 @@ def test_a_copy_with_changes_is_the_record_replace_would_make():
     assert named.__dict__["_cached_hash"] == op.__dict__["_cached_hash"]
     with pytest.raises(TypeError, match="no field 'heat'"):
         copy_with(op, heat=True)
+
+
+SUMS = """
+import numpy as np
+from archsim.serving.histogram import GapHistogram
+g = np.random.default_rng(7).random(1_000_000)
+h = GapHistogram()
+h.add_many(g, np.arange(len(g)) % 5)
+print(repr(float(h.stats[1])))
+"""
+
+
+def test_serving_sums_are_the_same_whatever_the_blas_threads():
+    """A dot product through BLAS is split over its threads past some 10,000 elements, so its
+    last bits would follow the machine's cores; the serving books sum with numpy instead. The
+    histogram's total gap over a million gaps, with 1 and 2 BLAS threads."""
+    totals = set()
+    for threads in ("1", "2"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        res = subprocess.run([sys.executable, "-c", SUMS], env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        totals.add(res.stdout.strip())
+    assert len(totals) == 1, totals
+
+
+BLAS = """
+import os, sys
+import archsim.cli
+print(os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("MKL_NUM_THREADS"), len(os.listdir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
+def test_the_command_line_starts_one_blas_thread_unless_told_otherwise():
+    """The command line sets one BLAS thread before numpy loads (archsim/cli.py): the process
+    has no thread but its own; a value the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    res = subprocess.run([sys.executable, "-c", BLAS], env=env, capture_output=True, text=True, timeout=120)
+    assert res.stdout.split() == ["1", "1", "1"], res.stderr
+    env["OPENBLAS_NUM_THREADS"] = "3"
+    res = subprocess.run([sys.executable, "-c", BLAS], env=env, capture_output=True, text=True, timeout=120)
+    assert res.stdout.split()[:2] == ["3", "1"], res.stderr

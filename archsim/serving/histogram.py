@@ -71,7 +71,7 @@ class GapHistogram:
         self.counts += np.bincount(np.clip(idx, 0, BINS - 1), weights=w, minlength=BINS).astype(np.int64)
         st = self.stats
         st[0] += int(w.sum())
-        st[1] += float(np.dot(g, w))
+        st[1] += float(np.sum(g * w))  # (not np.dot: see serving/static.py)
         st[2] = min(st[2], float(g.min()))
         st[3] = max(st[3], float(g.max()))
 

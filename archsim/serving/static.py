@@ -78,7 +78,9 @@ def play_batch(prompt: np.ndarray, output: np.ndarray, timer: StepModel, host: H
     end = t + prefill
     finish = np.where(output > 1, ends[np.maximum(output - 2, 0)] if len(ends) else end, end)
     emitting = b - np.searchsorted(np.sort(output), np.arange(len(walls)) + 2, "left")  # tokens per decode step
-    token_s = prefill * b + float(np.dot(walls, emitting))
-    host_token_s = (prefill - prefill_gpu) * b + float(np.dot(walls - gpu, emitting))
+    # (sums, not np.dot: BLAS splits a long dot product over threads, so its last bits would
+    # depend on the machine's cores)
+    token_s = prefill * b + float(np.sum(walls * emitting))
+    host_token_s = (prefill - prefill_gpu) * b + float(np.sum((walls - gpu) * emitting))
     wall = prefill + float(walls.sum())
     return BatchRun(end, ends, finish, wall, prefill_gpu + float(gpu.sum()), token_s, host_token_s, prefill_gpu, gpu)
