@@ -253,18 +253,106 @@ def test_a_shortlist_of_fewer_shapes_than_its_length_is_filled_with_the_next_bes
 def test_stream_k_joins_the_cores_alike_runs_as_join_alike_does():
     """Nine iterations, two a core: runs A (0-1), B (2-3), A (4-5), A (6-7) and the last core's
     single iteration C (8). Kinds in order of first appearance: A at 0-2 run by 3 cores, B at
-    2-4 by 1, C at 8-9 by 1. A run with -0.0 where another has 0.0 differs (bytes, not values)."""
+    2-4 by 1, C at 8-9 by 1. Keys that tell core 2's run apart from core 0's (though their
+    entries are alike) leave it joined: the runs of distinct keys are compared by their bytes.
+    A run with -0.0 where another has 0.0 differs (bytes, not values)."""
     from archsim.compiler.gemm_phases import join_alike
     from archsim.compiler.mappings.stream_k import alike_runs
     from archsim.program import entries
 
     flat = entries(9, hbm_bytes=[1, 2, 3, 4, 1, 2, 1, 2, 5])
-    assert alike_runs(flat, 2) == ([(0, 2), (2, 4), (8, 9)], [3, 1, 1])
+    key = flat["hbm_bytes"].astype(np.int64)
+    assert alike_runs(flat, key, 2) == ([(0, 2), (2, 4), (8, 9)], [3, 1, 1])
     runs, weights = join_alike([flat[c * 2 : c * 2 + 2] for c in range(5)], [1] * 5)
-    assert [r.tobytes() for r in runs] == [flat[lo:hi].tobytes() for lo, hi in alike_runs(flat, 2)[0]]
+    assert [r.tobytes() for r in runs] == [flat[lo:hi].tobytes() for lo, hi in alike_runs(flat, key, 2)[0]]
     assert weights == [3, 1, 1]
+    apart = key.copy()
+    apart[4] = 9
+    assert alike_runs(flat, apart, 2) == ([(0, 2), (2, 4), (8, 9)], [3, 1, 1])
     signed = entries(4, cycles=[0.0, 1.0, -0.0, 1.0])
-    assert alike_runs(signed, 2) == ([(0, 2), (2, 4)], [1, 1])
+    assert alike_runs(signed, np.array([0, 1, 2, 1]), 2) == ([(0, 2), (2, 4)], [1, 1])
+
+
+def _tail_an_iteration_at_a_time(op, lay, t):
+    """A stream-K tail's entries, core c's at [c x per, (c + 1) x per), each iteration worked
+    out for itself (what `StreamK._tail_plan` builds a tile at a time): the reference."""
+    from archsim.compiler.gemm_phases import operand_shares, work_items
+    from archsim.compiler.l2reuse import wave_hbm_fractions
+    from archsim.compiler.mappings.stream_k import RULE, die_window_steps, tail_local_l2_share
+    from archsim.compiler.program import PARTIAL_BYTES
+    from archsim.program import entries
+    from archsim.units import ceil_div
+
+    a, b = op.dtype.bytes, op.b_dtype.bytes
+    items = work_items(op, lay, t)
+    wave, dp = RULE.waves(len(items["kl"]), lay.cores)
+    ksteps = ceil_div(op.k, t.tk)
+    n = (len(items["kl"]) - dp) * ksteps
+    per = ceil_div(n, lay.cores)
+    tail = {key: v[dp:] for key, v in items.items()}
+    sa, sb = operand_shares(op, lay, t.tm, t.tn)
+    frac = float(wave_hbm_fractions(tail, wave[dp:] - wave[dp], a, b, 0.0, (sa, sb))[0])
+    it = np.arange(n)
+    core, (tile, s) = it // per, np.divmod(it, ksteps)
+    em, en = tail["em"][tile], tail["en"][tile]
+    ends = s == ksteps - 1
+    ks = np.where(ends, op.k - t.tk * (ksteps - 1), t.tk)
+    moved = ks * (em * a * sa + en * b * sb)
+    flat = entries(n, hbm_bytes=moved * frac, l2_bytes=moved * (1.0 - frac))
+    code = (em * (t.tk + 1) + ks) * (int(en.max()) + 1) + en
+    _codes, first, flat["cycles"] = np.unique(code, return_index=True, return_inverse=True)
+    first_it = tile * ksteps
+    s0 = np.maximum(core * per, first_it) - first_it
+    others = np.where(s0 > 0, (first_it + s0 - 1) // per - first_it // per + 1, 0)
+    flat["l2_bytes"][ends] += (others * em * en * PARTIAL_BYTES)[ends]
+    flat["store_bytes"][ends] = (em * en * op.c_dtype.bytes)[ends]
+    cut = ~ends & (it == np.minimum(n, (core + 1) * per) - 1)
+    flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
+    shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
+    local = 0.0
+    if lay.dies:
+        blocks = (tail["g"][tile], tail["i"][tile], tail["j"][tile], s)
+        window = die_window_steps(lay, float(np.mean(moved)))
+        partials = float(np.sum((others * em * en * PARTIAL_BYTES)[ends]))
+        moved_ab = (ks * em * a * sa, ks * en * b * sb)
+        local = tail_local_l2_share(core % lay.dies, it - core * per, blocks, moved_ab, window, frac, partials)
+    return flat, per, shapes, local
+
+
+@pytest.mark.parametrize("hw", ["h200", "mi300x"])
+@pytest.mark.parametrize(
+    ("m", "k", "n"), [(200, 4096, 1536), (1537, 14336, 4096), (33, 1000, 2000), (3073, 4096, 6144)]
+)
+def test_a_stream_k_tail_is_the_one_an_iteration_at_a_time_would_give(hw, m, k, n):
+    """The tail's entries are worked out a tile at a time, the cores' alike runs found by a key
+    an iteration: the same entries, bit for bit, the same runs with the same weights and the
+    same step shapes as an iteration at a time, for tiles of edge rows and K and on a chip of
+    dies (the MI300X)."""
+    from archsim.compiler.gemm_phases import join_alike, tiling_layout
+    from archsim.compiler.mappings.stream_k import RULE
+    from archsim.config.loader import load_system
+
+    chip = load_system(hw)[0].chip
+    op = Op(OpKind.GEMM, m=m, k=k, n=n, scaling=Scaling.FIXED)
+    tilings = [
+        Tiling(tm, tn, tk, GemmMapping.STREAM_K)
+        for tm, tn, tk in ((128, 128, 64), (256, 128, 64), (64, 256, 128), (128, 64, 96))
+        if (-(-m // tm) * -(-n // tn)) % chip.cores and -(-k // tk) > 1
+    ]
+    assert tilings
+    for t in tilings:
+        lay = tiling_layout(chip, t)
+        plan = RULE._tail_plan(op, lay, t)
+        flat, per, shapes, local = _tail_an_iteration_at_a_time(op, lay, t)
+        cores = [flat[c * per : (c + 1) * per] for c in range(-(-len(flat) // per))]
+        runs, weights = join_alike(cores, [1] * len(cores))
+        assert [r.tobytes() for r in plan.runs] == [r.tobytes() for r in runs]
+        assert list(plan.weights) == weights and plan.shapes == shapes
+        assert plan.phase.local_l2_share == local and bool(lay.dies) == (hw == "mi300x")
+        joined = np.concatenate(plan.runs)
+        assert np.array_equal(plan.phase.hbm_bytes, joined["hbm_bytes"]) and np.array_equal(
+            plan.phase.l2_bytes, joined["l2_bytes"]
+        )
 
 
 def test_cores_running_the_same_kinds_of_items_are_one_sequence():

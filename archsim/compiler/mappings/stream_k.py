@@ -6,6 +6,7 @@ partial to L2; the core that finishes the tile reads the others' partials back."
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from archsim.compiler.program import PARTIAL_BYTES, columns_phase
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
 from archsim.hardware.memory import l2_latency_s
-from archsim.program import ENTRY_COLUMNS, entries
+from archsim.program import ENTRY, ENTRY_COLUMNS, entries, entry_rows
 from archsim.units import ceil_div
 
 
@@ -84,49 +85,78 @@ class StreamK(GemmMappingRule):
         items = work_items(op, lay, t)
         wave, dp_tiles = self.waves(len(items["kl"]), cores)
         ksteps = ceil_div(op.k, t.tk)
-        sk_iters = (len(items["kl"]) - dp_tiles) * ksteps
+        tiles = len(items["kl"]) - dp_tiles
+        sk_iters = tiles * ksteps
         per = ceil_div(sk_iters, cores)
         tail = {key: v[dp_tiles:] for key, v in items.items()}
         # the tail's tiles are in flight together: the first touch of each operand block misses
         sa, sb = operand_shares(op, lay, t.tm, t.tn)
         frac = float(wave_hbm_fractions(tail, wave[dp_tiles:] - wave[dp_tiles], a, b, 0.0, (sa, sb))[0])
         # every K iteration of the tail at once: core c takes iterations [c x per, (c + 1) x per);
-        # a core's run of iterations inside one tile is a segment, whose last entry stores
-        it = np.arange(sk_iters, dtype=np.int64)
-        core, (tile, s) = it // per, np.divmod(it, ksteps)
-        em, en = tail["em"][tile], tail["en"][tile]
-        ends_tile = s == ksteps - 1
-        ks = np.where(ends_tile, op.k - t.tk * (ksteps - 1), t.tk)
-        moved = ks * (em * a * sa + en * b * sb)
-        flat = entries(sk_iters, hbm_bytes=moved * frac, l2_bytes=moved * (1.0 - frac))
-        # a step's cycles depend on its shape (rows, K, columns): a few distinct ones
-        code = (em * (t.tk + 1) + ks) * (int(en.max(initial=0)) + 1) + en
-        _codes, first, shape_of = np.unique(code, return_index=True, return_inverse=True)
-        flat["cycles"] = shape_of
+        # a core's run of iterations inside one tile is a segment, whose last entry stores.
+        # Iteration tile x ksteps + s, laid out a tile a row and a K step a column: a tile's
+        # steps before its last are alike (K step t.tk), so each column's values are worked out
+        # a tile at a time, the same numbers as an iteration at a time
+        em, en = tail["em"], tail["en"]
+        last_k = op.k - t.tk * (ksteps - 1)
+        per_k = em * a * sa + en * b * sb  # bytes a step moves per unit of K
+        flat = entries(sk_iters)
+        grid = flat.reshape(tiles, ksteps)
+        ends = np.arange(1, tiles + 1, dtype=np.int64) * ksteps - 1  # each tile's last iteration
         # a core that finishes a tile folds in the partials of the cores before it in the tile (each
-        # holds a contiguous run of `per` iterations) and writes C; one ending inside a tile writes its partial
-        first_it = tile * ksteps
-        s0 = np.maximum(core * per, first_it) - first_it  # where this core's segment of the tile starts
+        # holds a contiguous run of `per` iterations) and writes C
+        first_it = ends - (ksteps - 1)
+        s0 = np.maximum(ends // per * per, first_it) - first_it  # where the finishing core's segment starts
         others = np.where(s0 > 0, (first_it + s0 - 1) // per - first_it // per + 1, 0)
-        flat["l2_bytes"][ends_tile] += (others * em * en * PARTIAL_BYTES)[ends_tile]
-        flat["store_bytes"][ends_tile] = (em * en * op.c_dtype.bytes)[ends_tile]
-        cut = ~ends_tile & (it == np.minimum(sk_iters, (core + 1) * per) - 1)
-        flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut]
-        # cores whose runs of iterations are alike (the same step shapes) are one weighted sequence
-        bounds, weights = alike_runs(flat, per)
-        picked = np.concatenate([np.arange(lo, hi) for lo, hi in bounds])
-        columns = {name: flat[name][picked] for name in ENTRY_COLUMNS}
+        for column, ks in ((grid[:, :-1].T, t.tk), (grid[:, -1], last_k)):  # (steps before the last, by tile)
+            moved = ks * per_k
+            column["hbm_bytes"] = moved * frac
+            column["l2_bytes"] = moved * (1.0 - frac)
+        grid["l2_bytes"][:, -1] += others * em * en * PARTIAL_BYTES
+        grid["store_bytes"][:, -1] = em * en * op.c_dtype.bytes
+        # a core ending inside a tile writes its partial
+        core_ends = np.minimum(sk_iters, np.arange(1, ceil_div(sk_iters, per) + 1, dtype=np.int64) * per) - 1
+        cut = core_ends[core_ends % ksteps != ksteps - 1]
+        flat["store_l2_bytes"][cut] = (em * en * PARTIAL_BYTES)[cut // ksteps]
+        # a step's cycles depend on its shape (rows, K, columns): a few distinct ones, numbered in
+        # the order of (rows, K, columns)
+        steps = ((t.tk,) if ksteps > 1 else ()) + (last_k,)
+        em_of, en_of = np.tile(em, len(steps)), np.tile(en, len(steps))
+        ks_of = np.repeat(np.array(steps, dtype=np.int64), tiles)
+        code = (em_of * (t.tk + 1) + ks_of) * (int(en.max(initial=0)) + 1) + en_of
+        _codes, first, shape_of = np.unique(code, return_index=True, return_inverse=True)
+        grid["cycles"][:, -1] = shape_of[-tiles:]
+        if ksteps > 1:
+            grid["cycles"][:, :-1] = shape_of[:tiles, None]
+        # cores whose runs of iterations are alike are one weighted sequence, told apart by a key
+        # an iteration (`alike_runs`): its step shape, and whether it ends its tile (with the
+        # partials it folds in) or its core's segment
+        omax = int(others.max(initial=0)) + 1
+        key = np.empty(sk_iters, dtype=np.int64)
+        keys = key.reshape(tiles, ksteps)
+        keys[:, -1] = (shape_of[-tiles:] * 4 + 2) * omax + others
+        if ksteps > 1:
+            keys[:, :-1] = (shape_of[:tiles] * 4 * omax)[:, None]
+        key[cut] += omax
+        bounds, weights = alike_runs(flat, key, per)
+        # the distinct runs one after another, as rows of floats (a record array's gather is slower)
+        rows = np.take(entry_rows(flat), np.concatenate([np.arange(lo, hi) for lo, hi in bounds]), axis=0)
         counts = [hi - lo for lo, hi in bounds]
+        columns = dict(zip(ENTRY_COLUMNS, np.ascontiguousarray(rows.T), strict=True))
         phase = columns_phase(columns, counts, weights, 1, self.label(t), new_kernel=dp_tiles == 0)
         if lay.dies:  # chiplets: the share of the tail's L2 bytes its cores' own die L2s serve
+            it = np.arange(sk_iters, dtype=np.int64)
+            core, (tile, s) = it // per, np.divmod(it, ksteps)
+            ks_it, em_it, en_it = np.where(s == ksteps - 1, last_k, t.tk), em[tile], en[tile]
             blocks = (tail["g"][tile], tail["i"][tile], tail["j"][tile], s)
-            moved_ab = (ks * em * a * sa, ks * en * b * sb)
-            window = die_window_steps(lay, float(np.mean(moved)))
-            partials = float(np.sum((others * em * en * PARTIAL_BYTES)[ends_tile]))
+            moved_ab = (ks_it * em_it * a * sa, ks_it * en_it * b * sb)
+            window = die_window_steps(lay, float(np.mean(ks_it * per_k[tile])))
+            partials = float(np.sum(others * em * en * PARTIAL_BYTES))
             local = tail_local_l2_share(core % lay.dies, it - core * per, blocks, moved_ab, window, frac, partials)
             phase = replace(phase, local_l2_share=local)
-        shapes = tuple((int(em[i]), int(ks[i]), int(en[i])) for i in first)
-        runs = tuple(flat[lo:hi].copy() for lo, hi in bounds)
+        shapes = tuple(zip(em_of[first].tolist(), ks_of[first].tolist(), en_of[first].tolist()))
+        kept, at = rows.view(ENTRY).ravel(), np.cumsum([0, *counts]).tolist()
+        runs = tuple(kept[lo:hi] for lo, hi in pairwise(at))
         return PhasePlan(phase, shapes, runs, tuple(weights), dp_tiles)
 
 
@@ -184,12 +214,18 @@ def die_window_steps(lay: WaveLayout, step_bytes: float) -> float:
     return lay.die_l2_capacity_bytes / max(1.0, lay.cores / lay.dies * step_bytes)
 
 
-def alike_runs(flat: np.ndarray, per: int) -> tuple[list[tuple[int, int]], list[int]]:
+def alike_runs(flat: np.ndarray, key: np.ndarray, per: int) -> tuple[list[tuple[int, int]], list[int]]:
     """Where in `flat` (one run of `per` entries a core, the last core's maybe shorter) each
     distinct run lies, (first, end), in order of first appearance, and how many cores run it:
-    `join_alike` of the runs, each compared by its bytes in one copy of the whole."""
-    firsts, counts = alike_slices(np.ascontiguousarray(flat).tobytes(), per * flat.itemsize)
-    return [(c * per, min(len(flat), (c + 1) * per)) for c in firsts], counts
+    `join_alike` of the runs. Compared first by `key`, an int64 an entry that is equal where
+    the entries are (a sixth of their bytes), then the runs of distinct keys compared by their
+    entries' bytes, so that runs alike are joined however their keys differ."""
+    firsts, counts = alike_slices(key.tobytes(), per * key.itemsize)
+    joined: dict[bytes, list] = {}
+    for first, count in zip(firsts, counts, strict=True):
+        lo, hi = first * per, min(len(flat), (first + 1) * per)
+        joined.setdefault(flat[lo:hi].tobytes(), [(lo, hi), 0])[1] += count
+    return [g[0] for g in joined.values()], [g[1] for g in joined.values()]
 
 
 RULE = StreamK()
