@@ -133,3 +133,13 @@ def test_a_cluster_launches_its_tiles_together_row_by_row(cm, cn):
     assert list(zip(rows.tolist(), cols.tolist(), strict=True)) == want
     if (cm, cn) == (2, 1):
         assert want[:4] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+@pytest.mark.parametrize(("length", "n"), [(0, 3), (1, 0), (1, 5), (7, 1), (24, 40)])
+def test_tiled_is_np_tile(length, n):
+    """`tiled` (the orders' fast `np.tile`) gives np.tile's array, dtype and all, an empty one too."""
+    from archsim.compiler.l2reuse import tiled
+
+    x = np.arange(length, dtype=np.int64) * 3 - 5
+    out = tiled(x, n)
+    assert out.dtype == np.tile(x, n).dtype and np.array_equal(out, np.tile(x, n))

@@ -19,7 +19,7 @@ from enum import Enum
 import numpy as np
 
 from archsim.compiler.die_reuse import die_fabric_fractions, local_l2_share
-from archsim.compiler.l2reuse import Raster, cluster_order, wave_hbm_fractions
+from archsim.compiler.l2reuse import Raster, cluster_order, tiled, wave_hbm_fractions
 from archsim.compiler.output_stream import output_block_cols, streamed_item, streamed_stages
 from archsim.compiler.program import PARTIAL_BYTES, build_phase
 from archsim.compiler.streaming import Stream, streaming_phase
@@ -175,9 +175,9 @@ def work_items(op: Op, lay: WaveLayout, t: Tiling) -> dict[str, np.ndarray]:
         i, j, kl = rows, cols, np.full(tiles, k, dtype=np.int64)
     else:
         g = np.repeat(np.arange(op.groups), tiles * t.split)
-        i = np.tile(np.repeat(rows, t.split), op.groups)
-        j = np.tile(np.repeat(cols, t.split), op.groups)
-        s = np.tile(np.arange(t.split), op.groups * tiles)
+        i = tiled(np.repeat(rows, t.split), op.groups)
+        j = tiled(np.repeat(cols, t.split), op.groups)
+        s = tiled(np.arange(t.split), op.groups * tiles)
         kl = np.minimum(k, (s + 1) * per) - s * per
         keep = kl > 0
         g, i, j, s, kl = g[keep], i[keep], j[keep], s[keep], kl[keep]

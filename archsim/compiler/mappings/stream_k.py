@@ -26,7 +26,7 @@ from archsim.compiler.gemm_phases import (
     tiling_layout,
     work_items,
 )
-from archsim.compiler.l2reuse import wave_hbm_fractions
+from archsim.compiler.l2reuse import tiled, wave_hbm_fractions
 from archsim.compiler.program import PARTIAL_BYTES, columns_phase
 from archsim.graph.ops import Op
 from archsim.hardware import Chip
@@ -121,7 +121,7 @@ class StreamK(GemmMappingRule):
         # a step's cycles depend on its shape (rows, K, columns): a few distinct ones, numbered in
         # the order of (rows, K, columns)
         steps = ((t.tk,) if ksteps > 1 else ()) + (last_k,)
-        em_of, en_of = np.tile(em, len(steps)), np.tile(en, len(steps))
+        em_of, en_of = tiled(em, len(steps)), tiled(en, len(steps))
         ks_of = np.repeat(np.array(steps, dtype=np.int64), tiles)
         code = (em_of * (t.tk + 1) + ks_of) * (int(en.max(initial=0)) + 1) + en_of
         _codes, first, shape_of = np.unique(code, return_index=True, return_inverse=True)
