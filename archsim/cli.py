@@ -24,7 +24,7 @@ import warnings
 
 # One BLAS thread, set before numpy is first imported (by `stopping`): numpy's OpenBLAS otherwise
 # starts a thread per core at import, and their spinning costs a short command some 0.1 s of CPU
-# (0.92 -> 0.80 s for Llama-3-70B TP 8 on 2 cores) and every sweep worker as much again. archsim
+# (0.92 -> 0.78 s for Llama-3-70B TP 8 on 2 cores) and every sweep worker as much again. archsim
 # calls no BLAS routine that a thread would speed up. A value the user set is kept.
 for _blas in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_blas, "1")

@@ -108,7 +108,8 @@ class StreamK(GemmMappingRule):
         first_it = ends - (ksteps - 1)
         s0 = np.maximum(ends // per * per, first_it) - first_it  # where the finishing core's segment starts
         others = np.where(s0 > 0, (first_it + s0 - 1) // per - first_it // per + 1, 0)
-        for column, ks in ((grid[:, :-1].T, t.tk), (grid[:, -1], last_k)):  # (steps before the last, by tile)
+        # (the steps before each tile's last taken a row a step, so that a tile's value spreads along it)
+        for column, ks in ((grid[:, :-1].T, t.tk), (grid[:, -1], last_k)):
             moved = ks * per_k
             column["hbm_bytes"] = moved * frac
             column["l2_bytes"] = moved * (1.0 - frac)
